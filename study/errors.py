@@ -1,0 +1,25 @@
+"""Exceptions raised by the study orchestration layer.
+
+Every error a user can cause derives from :class:`StudyError`; the CLI turns it into a one-line message
+and a non-zero exit code without a traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = ["StudyError", "SpecError", "DataError", "StudyExistsError"]
+
+
+class StudyError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class SpecError(StudyError, ValueError):
+    """The study spec or the command line is invalid (exit code 2, nothing started)."""
+
+
+class DataError(StudyError, ValueError):
+    """A dataset root is missing or not in its official layout (exit code 2)."""
+
+
+class StudyExistsError(StudyError):
+    """A study of that name already exists in the storage and ``--resume`` was not given (exit code 2)."""

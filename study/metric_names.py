@@ -1,0 +1,38 @@
+"""Names of the metrics the trainables report, the tuner optimises and the dashboards read.
+
+MLflow accepts alphanumerics, ``_ - . /`` and spaces in metric names, so there is no ``@`` anywhere.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EPOCH",
+    "NMI",
+    "OBJECTIVE",
+    "TRAIN_LOSS",
+    "TRAIN_LOSS_PREFIX",
+    "EPOCH_TIME",
+    "EVAL_TIME",
+    "recall_at",
+    "metric_names_for",
+]
+
+EPOCH = "epoch"
+NMI = "nmi"
+TRAIN_LOSS = "train/loss"
+TRAIN_LOSS_PREFIX = "train/loss/"
+EPOCH_TIME = "epoch_time_s"
+EVAL_TIME = "eval_time_s"
+
+
+def recall_at(k: int) -> str:
+    """Name of Recall@k: a test sample scores 1 if one of its k nearest neighbours shares its class."""
+    return f"recall_at_{k}"
+
+
+OBJECTIVE = recall_at(1)
+
+
+def metric_names_for(recall_ks: tuple[int, ...], family_metrics: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Every per-epoch metric a trial reports, given its Recall@k list and its family's own metrics."""
+    return (*(recall_at(k) for k in recall_ks), NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, *family_metrics)

@@ -1,0 +1,62 @@
+"""Command line: ``python -m study.run SPEC.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]``.
+
+Exit codes: 0 the study finished; 2 invalid spec or command line (one line on stderr, nothing started);
+1 the study itself failed (every trial failed, or it was interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from study.errors import StudyError
+
+__all__ = ["main"]
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other spec error
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog="python -m study.run", description="Run a DML-under-label-noise study.")
+    p.add_argument("spec", help="YAML study spec")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec value by dotted key, e.g. --set train.epochs=3 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue an existing study of this name")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from study.spec import load_spec
+
+    try:
+        spec = load_spec(args.spec, args.overrides)
+        from study.tuner import browse_commands, run_study
+
+        outcome = run_study(spec, resume=args.resume, address=args.address)
+    except StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print()
+    print(
+        f"Study {spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) "
+        f"in {outcome.wall_time_s:.0f} s"
+    )
+    if outcome.best_value is not None:
+        print(f"Best trial {outcome.best_trial_id}: {spec.search.metric} = {outcome.best_value:.4f}")
+        for name, value in outcome.best_params.items():
+            print(f"  {name} = {value}")
+    if outcome.interrupted:
+        print(f"The study was interrupted; continue it with: python -m study.run {args.spec} --resume")
+    print("Browse the results:")
+    for command in browse_commands(spec):
+        print(f"  {command}")
+    return 0 if outcome.succeeded else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,415 @@
+"""Study specs: YAML → frozen, validated :class:`StudySpec`.
+
+Everything a user can get wrong is checked here, before anything starts: unknown keys (with their dotted
+path), wrong types, ``low > high``, unknown family / dataset / sampler, search-space names that point
+nowhere. Errors are :class:`~study.errors.SpecError` with one line naming the key.
+
+Search-space names: a bare name (``mu``) is a family hyperparameter, i.e. ``params.mu``; ``seed`` and
+``family`` are the top-level keys; a dotted name (``train.optimizer.lr``) is that path in the spec.
+A trial's spec is the study's spec with the sampled values written at those paths
+(:func:`resolve_trial_spec`); the trainable parses it on its first line.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from study.errors import SpecError
+from study.metric_names import EPOCH_TIME, EVAL_TIME, NMI, TRAIN_LOSS, recall_at
+
+__all__ = [
+    "StudySpec",
+    "DatasetSpec",
+    "NoiseSpec",
+    "SearchSpec",
+    "load_spec",
+    "parse_spec",
+    "apply_overrides",
+    "resolve_trial_spec",
+    "param_path",
+    "flatten",
+    "SPEC_KEY",
+    "spec_from_tune_config",
+]
+
+#: Key of the study spec inside a Ray Tune trial config; the other keys are the sampled parameters.
+SPEC_KEY = "spec"
+
+_TOP_LEVEL_SEARCHABLE = ("seed", "family")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoiseSpec(_Strict):
+    kind: Literal["none", "per_class", "uniform"] = "none"
+    ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    seed: int = 0
+
+
+class DatasetSpec(_Strict):
+    name: str = "digits"
+    root: str | None = None
+    noise: NoiseSpec = NoiseSpec()
+    #: ``clean_only`` is the topline arm: train only on the samples the noise did not touch.
+    subset: Literal["all", "clean_only"] = "all"
+
+    @field_validator("name")
+    @classmethod
+    def _known_dataset(cls, name: str) -> str:
+        from trainables.data import DATASET_NAMES
+
+        if name not in DATASET_NAMES:
+            raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASET_NAMES)}")
+        return name
+
+
+class ModelSpec(_Strict):
+    backbone: str = "small_cnn"
+    pretrained: bool = False
+    embedding_dim: int = Field(64, ge=2)
+
+    @field_validator("backbone")
+    @classmethod
+    def _known_backbone(cls, name: str) -> str:
+        from trainables.models import BACKBONE_NAMES
+
+        if name not in BACKBONE_NAMES:
+            raise ValueError(f"unknown backbone {name!r}; known: {', '.join(BACKBONE_NAMES)}")
+        return name
+
+
+class OptimizerSpec(_Strict):
+    name: Literal["sgd", "adam", "adamw"] = "adam"
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+
+
+class TrainSpec(_Strict):
+    epochs: int = Field(10, ge=1)
+    #: P: classes in each batch.
+    classes_per_batch: int = Field(8, ge=2)
+    #: K: samples of each class in each batch.
+    samples_per_class: int = Field(4, ge=2)
+    #: Batches per epoch; ``null`` → one pass over the training set.
+    batches_per_epoch: int | None = Field(None, ge=1)
+    eval_batch_size: int = Field(512, ge=1)
+    recall_at: tuple[int, ...] = (1, 2, 4, 8)
+    optimizer: OptimizerSpec = OptimizerSpec()
+    num_workers: int = Field(0, ge=0)
+
+    @field_validator("recall_at")
+    @classmethod
+    def _positive_sorted(cls, ks: tuple[int, ...]) -> tuple[int, ...]:
+        if not ks or any(k < 1 for k in ks):
+            raise ValueError(f"must be a non-empty list of positive integers, but got {list(ks)}")
+        return tuple(sorted(set(ks)))
+
+
+class _ParamBase(_Strict):
+    #: Sample this parameter only when each named (earlier) parameter took one of the given values.
+    when: dict[str, Any] | None = None
+
+
+class FloatParam(_ParamBase):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> FloatParam:
+        _check_numeric(self.low, self.high, self.log, self.step)
+        return self
+
+
+class IntParam(_ParamBase):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> IntParam:
+        _check_numeric(self.low, self.high, self.log, self.step if self.step != 1 else None)
+        return self
+
+
+class CategoricalParam(_ParamBase):
+    type: Literal["categorical"]
+    choices: list[Union[bool, int, float, str, None]] = Field(min_length=1)
+
+
+def _check_numeric(low: float, high: float, log: bool, step: float | None) -> None:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"low and high must be finite, but got {low=}, {high=}")
+    if low > high:
+        raise ValueError(f"low <= high must hold, but got {low=}, {high=}")
+    if log and low <= 0:
+        raise ValueError(f"log: true needs low > 0, but got {low=}")
+    if log and step is not None:
+        raise ValueError("log: true cannot be combined with step")
+
+
+ParamSpec = Annotated[Union[FloatParam, IntParam, CategoricalParam], Field(discriminator="type")]
+
+
+class SamplerSpec(_Strict):
+    type: Literal["tpe", "random", "cmaes", "gp", "qmc"] = "tpe"
+    seed: int | None = 0
+
+
+class SchedulerSpec(_Strict):
+    type: Literal["fifo", "asha"] = "fifo"
+    #: ASHA: epochs a trial always gets before it can be stopped.
+    grace_period: int = Field(1, ge=1)
+    reduction_factor: float = Field(3.0, gt=1)
+
+
+class SearchSpec(_Strict):
+    num_trials: int = Field(8, ge=1)
+    max_concurrent: int = Field(1, ge=1)
+    metric: str = recall_at(1)
+    mode: Literal["max", "min"] = "max"
+    sampler: SamplerSpec = SamplerSpec()
+    scheduler: SchedulerSpec = SchedulerSpec()
+    space: dict[str, ParamSpec] = {}
+
+    @model_validator(mode="after")
+    def _check_conditions(self) -> SearchSpec:
+        seen: dict[str, Any] = {}
+        for name, param in self.space.items():
+            for other, values in (param.when or {}).items():
+                if other not in seen:
+                    raise ValueError(f"space.{name}.when refers to {other!r}, which is not an earlier parameter")
+                allowed = values if isinstance(values, list) else [values]
+                possible = seen[other]
+                if possible is not None and not any(v in possible for v in allowed):
+                    raise ValueError(f"space.{name}.when: {other} never takes {allowed}; choices are {possible}")
+            seen[name] = param.choices if isinstance(param, CategoricalParam) else None
+        return self
+
+
+class ResourcesSpec(_Strict):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)
+
+
+class TrackingSpec(_Strict):
+    #: ``null`` → a sqlite store inside the study's storage directory; else e.g. ``http://host:5000``.
+    uri: str | None = None
+
+
+class StudySpec(_Strict):
+    """A whole study: what to train, what to search, where to store and track it."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
+    family: str
+    seed: int = 0
+    dataset: DatasetSpec = DatasetSpec()
+    model: ModelSpec = ModelSpec()
+    train: TrainSpec = TrainSpec()
+    #: Fixed family hyperparameters; overrides of the family's ``Params`` defaults.
+    params: dict[str, Any] = {}
+    search: SearchSpec = SearchSpec()
+    resources: ResourcesSpec = ResourcesSpec()
+    storage: str = "runs"
+    tracking: TrackingSpec = TrackingSpec()
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, name: str) -> str:
+        from trainables.registry import FAMILY_NAMES
+
+        if name not in FAMILY_NAMES:
+            raise ValueError(f"unknown family {name!r}; known: {', '.join(FAMILY_NAMES)}")
+        return name
+
+    @model_validator(mode="after")
+    def _check_params_and_metric(self) -> StudySpec:
+        family_params(self.family, self.params)  # raises on unknown names / wrong types
+        known = {recall_at(k) for k in self.train.recall_at} | {NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME}
+        if self.search.metric not in known and not self.search.metric.startswith("train/"):
+            raise ValueError(f"search.metric {self.search.metric!r} is not reported; choose one of {sorted(known)}")
+        if self.train.samples_per_class * self.train.classes_per_batch < 4:
+            raise ValueError("a P×K batch needs at least 4 samples")
+        return self
+
+    def trial_params(self) -> dict[str, Any]:
+        """The trial's full flattened config (family defaults filled in), as logged to MLflow."""
+        tree = self.model_dump(mode="json", include={"family", "seed", "dataset", "model", "train"})
+        tree["params"] = dataclasses.asdict(self.family_params())
+        return flatten(tree)
+
+    def family_params(self) -> Any:
+        """The family's frozen ``Params`` with this spec's overrides applied."""
+        return family_params(self.family, self.params)
+
+    @property
+    def recall_ks(self) -> tuple[int, ...]:
+        return self.train.recall_at
+
+
+def family_params(family: str, values: dict[str, Any]) -> Any:
+    """Validate ``values`` against the family's ``Params`` dataclass and build it."""
+    from pydantic import TypeAdapter
+
+    from trainables.registry import get_family
+
+    cls = get_family(family)
+    names = cls.param_names()
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ValueError(f"unknown parameter params.{unknown[0]} for family {family!r}; known: {', '.join(names)}")
+    try:
+        return TypeAdapter(cls.Params).validate_python(dict(values))
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ValueError(f"params.{loc}: {err['msg']} (got {err.get('input')!r})") from None
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def param_path(name: str) -> tuple[str, ...]:
+    """Where a search-space name lives in the spec: ``mu`` → ``params.mu``; ``train.optimizer.lr`` as is."""
+    if "." in name:
+        return tuple(name.split("."))
+    if name in _TOP_LEVEL_SEARCHABLE:
+        return (name,)
+    return ("params", name)
+
+
+def _set_path(tree: dict[str, Any], path: tuple[str, ...], value: Any, what: str) -> None:
+    node = tree
+    for i, key in enumerate(path[:-1]):
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise SpecError(f"{what}: {'.'.join(path[: i + 1])} is not a mapping")
+        node = child
+    node[path[-1]] = value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``--set dotted.key=value`` overrides; values are parsed as YAML and typed by the schema."""
+    tree = copy.deepcopy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*", key):
+            raise SpecError(f"--set {item!r}: expected dotted.key=value")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise SpecError(f"--set {key}: cannot parse value {text!r}") from e
+        _set_path(tree, tuple(key.split(".")), value, f"--set {key}")
+    return tree
+
+
+def _format_error(err: dict[str, Any]) -> str:
+    # Drop the discriminator tags pydantic inserts in union locations (space.lr.float.low → space.lr.low).
+    loc = [str(p) for p in err["loc"] if p not in ("float", "int", "categorical", "function-after[_check_bounds()]")]
+    where = ".".join(loc)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"unknown key {where!r}"
+    if kind == "missing":
+        return f"missing required key {where!r}"
+    if kind == "union_tag_invalid":
+        return f"{where}.type: must be one of float, int, categorical (got {err['input'].get('type')!r})"
+    if kind == "union_tag_not_found":
+        return f"{where}: missing 'type' (float, int or categorical)"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if kind.endswith("_type") or kind.endswith("_parsing") or "input" in err and kind.startswith(("greater", "less")):
+        msg = f"{msg} (got {err['input']!r})"
+    return f"{where}: {msg}" if where else msg
+
+
+def parse_spec(raw: Any, source: str = "spec") -> StudySpec:
+    """Validate a raw mapping; raise :class:`SpecError` with one line naming the first bad key."""
+    if not isinstance(raw, dict):
+        raise SpecError(f"{source}: the spec must be a YAML mapping, got {type(raw).__name__}")
+    try:
+        spec = StudySpec.model_validate(raw)
+    except ValidationError as e:
+        raise SpecError(f"{source}: {_format_error(e.errors()[0])}") from None
+    _check_search_names(spec, source)
+    return spec
+
+
+def _check_search_names(spec: StudySpec, source: str) -> None:
+    """Every search-space name must point at a real key: resolve a trial at each range's ends."""
+    space = spec.search.space
+    if not space:
+        return
+    if "family" in space and spec.params:
+        raise SpecError(f"{source}: search.space.family cannot be combined with fixed params (they differ per family)")
+    for end in (0, -1):
+        probe = {}
+        for name, p in space.items():
+            probe[name] = p.choices[end] if isinstance(p, CategoricalParam) else (p.low if end == 0 else p.high)
+        try:
+            resolve_trial_spec(spec, probe)
+        except SpecError as e:
+            raise SpecError(f"{source}: search.space: {str(e).removeprefix('trial: ')}") from None
+
+
+def load_spec(path: str | Path, overrides: list[str] | None = None) -> StudySpec:
+    """Read, override and validate a YAML spec file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read spec ({e.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if isinstance(raw, dict):
+        raw = apply_overrides(raw, overrides or [])
+    return parse_spec(raw, str(path))
+
+
+def resolve_trial_spec(spec: StudySpec | dict[str, Any], sampled: dict[str, Any]) -> StudySpec:
+    """The spec of one trial: ``spec`` with each sampled value written at its :func:`param_path`."""
+    tree = spec.model_dump(mode="json") if isinstance(spec, StudySpec) else copy.deepcopy(spec)
+    for name, value in sampled.items():
+        _set_path(tree, param_path(name), value, f"search.space.{name}")
+    if "family" in sampled:
+        tree["params"] = {}  # fixed params belong to one family; a family search uses each one's defaults
+    try:
+        return StudySpec.model_validate(tree)
+    except ValidationError as e:
+        raise SpecError(f"trial: {_format_error(e.errors()[0])}") from None
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (lists stay values)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def spec_from_tune_config(config: dict[str, Any]) -> StudySpec:
+    """A trial's spec from its Ray Tune config ``{"spec": <study spec>, <sampled name>: <value>, ...}``."""
+    sampled = {k: v for k, v in config.items() if k != SPEC_KEY}
+    return resolve_trial_spec(config[SPEC_KEY], sampled)

@@ -1,0 +1,251 @@
+"""MLflow wiring. This is the only module that imports ``mlflow``.
+
+One experiment per study (named after it), one parent run per study, one child run per Ray trial. All
+writes happen in the driver: :class:`MlflowTrialCallback` turns each trial's ``tune.report`` into MLflow
+metrics (``step`` = epoch). A single writer keeps a sqlite store safe under concurrent trials and lets
+trials on remote nodes run without any access to the tracking store; trials ship files to MLflow through
+their checkpoints instead.
+
+The callback is restore-aware: a trial that already has a child run (found by its ``trial_id`` tag under
+the study's parent run) keeps logging into it, and epochs already logged are not logged twice.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from ray.tune import Callback
+
+from study.metric_names import EPOCH
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from ray.tune.experiment import Trial
+
+__all__ = ["TrackingStore", "MlflowTrialCallback", "default_tracking_uri", "RUN_TAGS"]
+
+#: Tags every child run carries; dashboards group by them.
+RUN_TAGS = ("trial_id", "family", "dataset", "noise_ratio")
+_ROLE_TAG = "dmlstudy.role"
+_PARENT_TAG = "mlflow.parentRunId"
+_MAX_PARAMS_PER_BATCH = 100
+_MAX_PARAM_LENGTH = 6000
+# Keys Ray adds to every result; everything else numeric that a trial reports is a metric.
+_RAY_RESULT_KEYS = frozenset(
+    {
+        "training_iteration", "time_this_iter_s", "time_total_s", "timestamp", "pid", "time_since_restore",
+        "iterations_since_restore", "done", "date", "hostname", "node_ip", "trial_id", "experiment_tag",
+        "checkpoint_dir_name", "should_checkpoint", "config", EPOCH,
+    }
+)
+
+
+def default_tracking_uri(study_dir: str) -> str:
+    return f"sqlite:///{study_dir}/mlflow.db"
+
+
+def _client(uri: str) -> MlflowClient:
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _param_value(value: Any) -> str:
+    return str(value)[:_MAX_PARAM_LENGTH]
+
+
+def _log_params(client: MlflowClient, run_id: str, params: dict[str, Any]) -> None:
+    from mlflow.entities import Param
+
+    items = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
+    for start in range(0, len(items), _MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=items[start : start + _MAX_PARAMS_PER_BATCH])
+
+
+class TrackingStore:
+    """The study's MLflow experiment and parent run, created by the driver before any trial starts."""
+
+    def __init__(self, uri: str, experiment_name: str, artifact_location: str | None = None) -> None:
+        self.uri = uri
+        self.experiment_name = experiment_name
+        client = _client(uri)  # for sqlite this creates the database and its tables, once, here
+        experiment = client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            self.experiment_id = client.create_experiment(experiment_name, artifact_location=artifact_location)
+        else:
+            if experiment.lifecycle_stage == "deleted":
+                client.restore_experiment(experiment.experiment_id)
+            self.experiment_id = experiment.experiment_id
+        self.client = client
+
+    def parent_run_id(self) -> str | None:
+        """The study's parent run, if one exists (the most recent, should there be several)."""
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{_ROLE_TAG}` = 'study'", order_by=["start_time DESC"],
+            max_results=1,
+        )
+        return runs[0].info.run_id if runs else None
+
+    def start_parent(self, run_name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
+        """Create the parent run, or reopen the existing one when the study is resumed."""
+        run_id = self.parent_run_id()
+        if run_id is None:
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags={_ROLE_TAG: "study", **tags})
+            run_id = run.info.run_id
+            _log_params(self.client, run_id, params)
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+        return run_id
+
+    def end_parent(self, run_id: str, status: str, metrics: dict[str, float], tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_tag(run_id, key, value)
+        for key, value in metrics.items():
+            self.client.log_metric(run_id, key, value)
+        self.client.set_terminated(run_id, status=status)
+
+    def close_orphans(self, parent_id: str, status: str = "KILLED") -> int:
+        """End child runs still RUNNING (left by a killed driver); returns how many."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{_PARENT_TAG}` = '{parent_id}' and attributes.status = 'RUNNING'",
+        )
+        for run in runs:
+            self.client.set_terminated(run.info.run_id, status=status)
+        return len(runs)
+
+
+class MlflowTrialCallback(Callback):
+    """Ray Tune callback: one MLflow child run per trial, per-epoch metrics, FINISHED / FAILED at the end.
+
+    Args:
+        uri: tracking URI.
+        experiment_id: the study's experiment.
+        parent_run_id: the study's parent run; children are nested under it.
+        describe_trial: ``config → (params, tags)`` for a trial's child run (params = the trial's full
+            flattened config; tags at least :data:`RUN_TAGS` minus ``trial_id``).
+        total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        experiment_id: str,
+        parent_run_id: str,
+        describe_trial: Any,
+        total_epochs: int,
+    ) -> None:
+        self.uri = uri
+        self.experiment_id = experiment_id
+        self.parent_run_id = parent_run_id
+        self.describe_trial = describe_trial
+        self.total_epochs = total_epochs
+        self._client: MlflowClient | None = None
+        self._runs: dict[str, str] = {}
+        self._last_step: dict[str, int] = {}
+
+    # Ray pickles callbacks into the experiment state; the client holds connections, so drop it.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        return state
+
+    @property
+    def client(self) -> MlflowClient:
+        if self._client is None:
+            self._client = _client(self.uri)
+        return self._client
+
+    def _find_run(self, trial_id: str) -> str | None:
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.trial_id = '{trial_id}' and tags.`{_PARENT_TAG}` = '{self.parent_run_id}'",
+            max_results=1,
+        )
+        return runs[0].info.run_id if runs else None
+
+    def _logged_epochs(self, run_id: str) -> int:
+        run = self.client.get_run(run_id)
+        steps = [m.step for key in run.data.metrics for m in self.client.get_metric_history(run_id, key)]
+        return max(steps, default=0)
+
+    def run_id(self, trial: Trial) -> str:
+        """The child run of ``trial``, created on first sight and reopened after a restart."""
+        if trial.trial_id in self._runs:
+            return self._runs[trial.trial_id]
+        run_id = self._find_run(trial.trial_id)
+        if run_id is None:
+            params, tags = self.describe_trial(trial.config)
+            run = self.client.create_run(
+                self.experiment_id,
+                run_name=trial.trial_id,
+                tags={_PARENT_TAG: self.parent_run_id, _ROLE_TAG: "trial", "trial_id": trial.trial_id, **tags},
+            )
+            run_id = run.info.run_id
+            _log_params(self.client, run_id, params)
+            self._last_step[trial.trial_id] = 0
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+            self._last_step[trial.trial_id] = self._logged_epochs(run_id)
+        self._runs[trial.trial_id] = run_id
+        return run_id
+
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self.run_id(trial)
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        from mlflow.entities import Metric
+
+        run_id = self.run_id(trial)
+        step = int(result.get(EPOCH, result.get("training_iteration", 0)))
+        if step <= self._last_step.get(trial.trial_id, 0):
+            return  # already logged before a restart
+        now = int(time.time() * 1000)
+        metrics = [
+            Metric(key, float(value), now, step)
+            for key, value in result.items()
+            if key not in _RAY_RESULT_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool)
+        ]
+        if metrics:
+            self.client.log_batch(run_id, metrics=metrics)
+        self._last_step[trial.trial_id] = step
+
+    def _end(self, trial: Trial, status: str, tags: dict[str, str]) -> None:
+        run_id = self.run_id(trial)
+        for key, value in tags.items():
+            self.client.set_tag(run_id, key, value)
+        self.client.set_terminated(run_id, status=status)
+        self._runs.pop(trial.trial_id, None)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        epochs = int((trial.last_result or {}).get(EPOCH, 0))
+        self._end(trial, "FINISHED", {"stopped_early": str(epochs < self.total_epochs).lower(), "epochs_done": str(epochs)})
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._end(trial, "FAILED", {"failure_reason": _error_summary(trial)})
+
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        for trial_id, run_id in list(self._runs.items()):
+            self.client.set_terminated(run_id, status="KILLED")
+            self._runs.pop(trial_id)
+
+
+def _error_summary(trial: Trial) -> str:
+    """The last line of the trial's exception (its type and message), for a tag."""
+    try:
+        error = trial.get_error()
+    except Exception:  # noqa: BLE001 - reading the error must never break the study
+        error = None
+    text = str(error) if error is not None else "unknown error"
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else text)[:_MAX_PARAM_LENGTH]
+
+
+def finite_or_none(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

@@ -1,0 +1,269 @@
+"""Ray Tune orchestration: one study = one Tuner driven by OptunaSearch, tracked in MLflow.
+
+Layout of a study in its storage (``storage/<name>/``)::
+
+    spec.yaml          the validated spec the study was started with (resume refuses a different one)
+    optuna.db          Optuna RDB storage (study name = spec name); open it with optuna-dashboard
+    mlflow.db          MLflow sqlite store, unless ``tracking.uri`` names a server
+    mlflow-artifacts/  its artifact root
+    tune/              Ray Tune's experiment: state, trial directories, checkpoints
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from study.errors import SpecError, StudyExistsError
+from study.search_space import make_sampler, to_optuna
+from study.spec import SPEC_KEY, StudySpec, flatten, spec_from_tune_config
+from study.tracking import MlflowTrialCallback, TrackingStore, default_tracking_uri
+
+if TYPE_CHECKING:
+    from ray.tune import ResultGrid
+
+__all__ = ["StudyLayout", "StudyOutcome", "run_study", "describe_trial", "browse_commands"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StudyLayout:
+    """Where a study's files live."""
+
+    root: Path
+    tracking_uri: str
+    artifact_location: str | None
+
+    @classmethod
+    def for_spec(cls, spec: StudySpec) -> StudyLayout:
+        if "://" in spec.storage:
+            raise SpecError(f"storage: remote storage {spec.storage!r} is not supported yet; use a local or shared path")
+        root = (Path(spec.storage).expanduser() / spec.name).resolve()
+        if spec.tracking.uri:
+            return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None)
+        return cls(root=root, tracking_uri=default_tracking_uri(str(root)), artifact_location=(root / "mlflow-artifacts").as_uri())
+
+    @property
+    def spec_file(self) -> Path:
+        return self.root / "spec.yaml"
+
+    @property
+    def optuna_url(self) -> str:
+        return f"sqlite:///{self.root / 'optuna.db'}"
+
+    @property
+    def tune_dir(self) -> Path:
+        return self.root / "tune"
+
+
+@dataclass(frozen=True)
+class StudyOutcome:
+    """What a finished (or interrupted) study produced."""
+
+    num_trials: int
+    num_failed: int
+    best_trial_id: str | None
+    best_value: float | None
+    best_params: dict[str, Any]
+    parent_run_id: str
+    interrupted: bool
+    wall_time_s: float
+
+    @property
+    def succeeded(self) -> bool:
+        return self.num_trials - self.num_failed > 0 and not self.interrupted
+
+
+def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """MLflow params (the trial's full flattened config) and grouping tags of one trial."""
+    spec = spec_from_tune_config(config)
+    noise = spec.dataset.noise
+    tags = {
+        "study": spec.name,
+        "family": spec.family,
+        "dataset": spec.dataset.name,
+        "noise_kind": noise.kind,
+        "noise_ratio": str(noise.ratio if noise.kind != "none" else 0.0),
+        "subset": spec.dataset.subset,
+        "seed": str(spec.seed),
+    }
+    return spec.trial_params(), tags
+
+
+def _trial_dirname(trial: Any) -> str:
+    return f"trial_{trial.trial_id}"
+
+
+def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
+    """Decide between a new study and a resumed one; refuse the ambiguous cases. Returns ``resuming``."""
+    from ray.tune import Tuner
+
+    exists = layout.tune_dir.exists() and Tuner.can_restore(str(layout.tune_dir))
+    if exists and not resume:
+        raise StudyExistsError(
+            f"study {spec.name!r} already exists in {layout.root}; run again with --resume to continue it, "
+            "or change `name` or `storage` to start a new one"
+        )
+    if resume and not exists:
+        raise StudyExistsError(f"--resume: there is no study {spec.name!r} in {layout.root} to resume")
+    if exists:
+        saved = flatten(yaml.safe_load(layout.spec_file.read_text()))
+        current = flatten(spec.model_dump(mode="json"))
+        changed = sorted(k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k))
+        if changed:
+            raise StudyExistsError(
+                f"--resume: the spec differs from the one study {spec.name!r} was started with at "
+                f"{', '.join(changed[:5])}; a resumed study must keep its spec"
+            )
+    return exists
+
+
+def _connect_ray(address: str | None) -> bool:
+    """Connect to ``address`` / ``RAY_ADDRESS``, or start a private local instance. True if we started Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    return True
+
+
+def _build_tuner(spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCallback, resuming: bool) -> Any:
+    import optuna
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    from trainables.loop import train_fn
+
+    trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
+    param_space = {SPEC_KEY: spec.model_dump(mode="json")}
+    if resuming:
+        return tune.Tuner.restore(
+            str(layout.tune_dir), trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
+        )
+    s = spec.search
+    searcher = OptunaSearch(
+        space=to_optuna(s.space),
+        metric=s.metric,
+        mode=s.mode,
+        sampler=make_sampler(s.sampler),
+        study_name=spec.name,
+        storage=optuna.storages.RDBStorage(layout.optuna_url),
+    )
+    if s.scheduler.type == "asha":
+        scheduler = ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=spec.train.epochs,
+            grace_period=min(s.scheduler.grace_period, spec.train.epochs),
+            reduction_factor=s.scheduler.reduction_factor,
+        )
+    else:
+        scheduler = FIFOScheduler()
+    return tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            metric=s.metric,
+            mode=s.mode,
+            search_alg=searcher,
+            scheduler=scheduler,
+            num_samples=s.num_trials,
+            max_concurrent_trials=s.max_concurrent,
+            trial_dirname_creator=_trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=layout.tune_dir.name,
+            storage_path=str(layout.root),
+            callbacks=[callback],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            failure_config=tune.FailureConfig(max_failures=0),
+            verbose=1,
+        ),
+    )
+
+
+def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float) -> StudyOutcome:
+    s = spec.search
+    finished = [r for r in results if r.error is None and r.metrics and s.metric in r.metrics]
+    best = None
+    if finished:
+        best = results.get_best_result(metric=s.metric, mode=s.mode, scope="last", filter_nan_and_inf=True)
+    sampled = {k: v for k, v in (best.config or {}).items() if k != SPEC_KEY} if best is not None else {}
+    return StudyOutcome(
+        num_trials=len(results),
+        num_failed=results.num_errors,
+        best_trial_id=best.metrics.get("trial_id") if best is not None else None,
+        best_value=float(best.metrics[s.metric]) if best is not None else None,
+        best_params=sampled,
+        parent_run_id=parent_run_id,
+        interrupted=len(results) < s.num_trials,
+        wall_time_s=wall,
+    )
+
+
+def run_study(spec: StudySpec, *, resume: bool = False, address: str | None = None) -> StudyOutcome:
+    """Run (or resume) the study ``spec`` to completion and return its outcome.
+
+    Raises :class:`StudyError` subclasses for user errors before anything is written or started.
+    """
+    layout = StudyLayout.for_spec(spec)
+    resuming = _check_resume(spec, layout, resume)
+    # Everything is validated: from here on we write.
+    layout.root.mkdir(parents=True, exist_ok=True)
+    if not resuming:
+        layout.spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+    store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
+    parent = store.start_parent(
+        run_name=spec.name,
+        params=flatten(spec.model_dump(mode="json", include={"family", "search", "resources", "storage"})),
+        tags={"family": spec.family, "dataset": spec.dataset.name, "study_dir": str(layout.root)},
+    )
+    store.close_orphans(parent)  # runs a killed driver left RUNNING
+    callback = MlflowTrialCallback(
+        uri=layout.tracking_uri,
+        experiment_id=store.experiment_id,
+        parent_run_id=parent,
+        describe_trial=describe_trial,
+        total_epochs=spec.train.epochs,
+    )
+    started = time.perf_counter()
+    status = "FAILED"
+    started_ray = _connect_ray(address)
+    try:
+        results = _build_tuner(spec, layout, callback, resuming).fit()
+        outcome = _summarize(spec, results, parent, time.perf_counter() - started)
+        status = "FINISHED" if outcome.succeeded else ("KILLED" if outcome.interrupted else "FAILED")
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+        if status == "FAILED" and "outcome" not in locals():
+            store.close_orphans(parent, status="FAILED")
+            store.end_parent(parent, "FAILED", {}, {})
+    store.close_orphans(parent, status="KILLED")
+    metrics = {"num_trials": float(outcome.num_trials), "num_failed": float(outcome.num_failed)}
+    if outcome.best_value is not None:
+        metrics[f"best_{spec.search.metric}"] = outcome.best_value
+    store.end_parent(parent, status, metrics, {"best_trial_id": outcome.best_trial_id or ""})
+    return outcome
+
+
+def browse_commands(spec: StudySpec) -> list[str]:
+    """Shell commands that open this study in the MLflow UI and in optuna-dashboard."""
+    layout = StudyLayout.for_spec(spec)
+    mlflow = (
+        f"mlflow ui --backend-store-uri {layout.tracking_uri}"
+        if not spec.tracking.uri
+        else f"open {spec.tracking.uri} (experiment {spec.name!r})"
+    )
+    return [mlflow, f"optuna-dashboard {layout.optuna_url}"]

@@ -1,0 +1,142 @@
+"""The extension point every loss family implements.
+
+A family is one module under ``trainables/`` holding one :class:`BaseLossFamily` subclass with a frozen
+``Params`` dataclass (the paper's defaults, each documented). The shared loop in :mod:`trainables.loop` calls
+the hooks below and never checks which family it runs.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["BaseLossFamily", "FamilyContext", "PmlLossFamily", "Batch"]
+
+
+@dataclass(frozen=True)
+class FamilyContext:
+    """What a family may know about the trial when it is built.
+
+    Args:
+        num_train: number of training samples (the length of a per-sample weight vector).
+        num_classes: number of distinct (observed, possibly noisy) training labels.
+        train_labels: observed training labels, shape ``(num_train,)``, on ``device``.
+        embedding_dim: size of the L2-normalised embedding the model outputs.
+        device: the trial's device.
+        seed: the trial's seed.
+    """
+
+    num_train: int
+    num_classes: int
+    train_labels: torch.Tensor
+    embedding_dim: int
+    device: torch.device
+    seed: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One P×K batch: inputs, observed labels and the samples' indices in the training set."""
+
+    inputs: torch.Tensor
+    labels: torch.Tensor
+    indices: torch.Tensor
+
+
+class BaseLossFamily(nn.Module, abc.ABC):
+    """A loss family: the criterion of one trainable, plus any state it carries between epochs.
+
+    Lifecycle (all calls come from :func:`trainables.loop.train_fn`):
+
+    1. ``__init__(params, ctx)`` once per trial, before the optimiser is built. Learnable tensors (proxies,
+       a learnable margin) must be ``nn.Parameter`` attributes: the loop optimises ``family.parameters()``
+       and checkpoints ``family.state_dict()``. Non-learnable state that must survive a restart (sample
+       weights, an age parameter) goes in buffers or in :meth:`extra_state`.
+    2. ``compute_loss(embeddings, batch)`` once per batch, in training mode.
+    3. ``on_epoch_end(epoch, embed_train)`` once per epoch after the θ-step, before evaluation.
+
+    Subclasses set ``name`` (the spec's ``family:`` value) and ``Params``.
+    """
+
+    name: ClassVar[str]
+    Params: ClassVar[type]
+    #: Views of each image the loader must produce (2 for the contrastive families).
+    num_views: ClassVar[int] = 1
+
+    def __init__(self, params: Any, ctx: FamilyContext) -> None:
+        super().__init__()
+        self.params = params
+        self.ctx = ctx
+
+    @abc.abstractmethod
+    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
+        """Return the named loss terms of one batch; the loop sums them, logs each and checks for NaN.
+
+        ``embeddings`` are L2-normalised, shape ``(B, D)`` (``(B * num_views, D)`` for multi-view
+        families, views stacked view-major). A term that has nothing to act on (empty mining) must be a
+        zero still attached to the graph (``embeddings.sum() * 0``).
+        """
+
+    def on_epoch_end(
+        self, epoch: int, embed_train: Callable[[], tuple[torch.Tensor, torch.Tensor]]
+    ) -> dict[str, float]:
+        """Called after each epoch's θ-step; returns extra metrics to report for that epoch.
+
+        ``embed_train()`` embeds the whole training set with the current model (no gradients) and returns
+        ``(embeddings, indices)``. The default does nothing.
+        """
+        del epoch, embed_train
+        return {}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Picklable state outside ``state_dict()`` that a resumed trial needs (default: none)."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`extra_state` returned."""
+        del state
+
+    @classmethod
+    def parse_params(cls, values: dict[str, Any]) -> Any:
+        """Build the frozen ``Params`` from a spec's ``params`` mapping (validated by the spec layer)."""
+        return cls.Params(**values)
+
+    @classmethod
+    def param_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls.Params))
+
+
+class PmlLossFamily(BaseLossFamily):
+    """A family served by a pytorch-metric-learning loss and optional miner.
+
+    Subclasses write only :meth:`build_criterion` and, when they mine, :meth:`build_miner`; the loss term is
+    named after the family.
+    """
+
+    def __init__(self, params: Any, ctx: FamilyContext) -> None:
+        super().__init__(params, ctx)
+        self.criterion = self.build_criterion(params)
+        self.miner = self.build_miner(params)
+
+    @abc.abstractmethod
+    def build_criterion(self, params: Any) -> nn.Module:
+        """Return the PML loss module (its learnable parameters, if any, are trained and checkpointed)."""
+
+    def build_miner(self, params: Any) -> nn.Module | None:
+        """Return the PML miner, or ``None`` to use every pair in the batch."""
+        del params
+        return None
+
+    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
+        pairs = self.miner(embeddings, batch.labels) if self.miner is not None else None
+        loss = self.criterion(embeddings, batch.labels, pairs)
+        # PML already returns an attached zero when mining finds nothing.
+        return {self.name: loss}

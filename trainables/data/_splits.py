@@ -1,0 +1,98 @@
+"""Containers for a labelled split and a dataset's train/test pair."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["LabeledSplit", "DatasetSplits", "IndexedDataset"]
+
+
+@dataclass(frozen=True)
+class LabeledSplit:
+    """Samples of one split with their observed and true labels.
+
+    Args:
+        items: ``items[i]`` is what ``load_item`` turns into an input tensor (a tensor for in-memory data,
+            a file path for image datasets).
+        labels: observed labels (noisy for a noisy training split), ``int64``.
+        true_labels: labels before noise injection (equal to ``labels`` for clean splits).
+        load_item: turns one item into an input tensor; ``None`` when items already are tensors.
+    """
+
+    items: torch.Tensor | list
+    labels: np.ndarray
+    true_labels: np.ndarray
+    load_item: Callable[[object], torch.Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        assert len(self.items) == len(self.labels) == len(self.true_labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def noisy_mask(self) -> np.ndarray:
+        """True where the observed label differs from the true label."""
+        return self.labels != self.true_labels
+
+    @property
+    def num_classes(self) -> int:
+        return int(np.unique(self.labels).size)
+
+    def with_labels(self, labels: np.ndarray) -> LabeledSplit:
+        return dataclasses.replace(self, labels=np.asarray(labels, dtype=np.int64))
+
+    def subset(self, mask: np.ndarray) -> LabeledSplit:
+        idx = np.flatnonzero(mask)
+        items = self.items[torch.as_tensor(idx)] if isinstance(self.items, torch.Tensor) else [self.items[i] for i in idx]
+        return dataclasses.replace(self, items=items, labels=self.labels[idx], true_labels=self.true_labels[idx])
+
+
+@dataclass(frozen=True)
+class DatasetSplits:
+    """A dataset's class-disjoint training and test splits."""
+
+    name: str
+    train: LabeledSplit
+    test: LabeledSplit
+    input_shape: tuple[int, ...]
+
+    def with_train(self, train: LabeledSplit) -> DatasetSplits:
+        return dataclasses.replace(self, train=train)
+
+
+class IndexedDataset(Dataset):
+    """Yields ``(input, label, index)``; with ``num_views > 1`` the input is a stack of augmented views."""
+
+    def __init__(
+        self,
+        split: LabeledSplit,
+        transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        num_views: int = 1,
+    ) -> None:
+        self.split = split
+        self.transform = transform
+        self.num_views = num_views
+        self.labels = torch.as_tensor(split.labels, dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        item = self.split.items[index]
+        x = self.split.load_item(item) if self.split.load_item is not None else item
+        if self.num_views > 1:
+            assert self.transform is not None, "multi-view training needs a random transform"
+            x = torch.stack([self.transform(x) for _ in range(self.num_views)])
+        elif self.transform is not None:
+            x = self.transform(x)
+        return x, self.labels[index], index

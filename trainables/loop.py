@@ -1,0 +1,227 @@
+"""The one training loop every loss family runs in, as a Ray Tune function trainable.
+
+``train_fn(config)`` parses its config on the first line, resumes from ``tune.get_checkpoint()`` if Ray
+restarted it, and then, once per epoch: trains on P×K class-balanced batches, lets the family update its
+own state (``on_epoch_end``), evaluates Recall@k and NMI on the unseen test classes, and calls
+``tune.report(metrics, checkpoint=...)`` exactly once, so ``training_iteration`` equals the epoch.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from pytorch_metric_learning.samplers import MPerClassSampler
+from ray import tune
+from torch.utils.data import DataLoader
+
+from study.errors import DataError
+from study.metric_names import EPOCH, EPOCH_TIME, EVAL_TIME, TRAIN_LOSS, TRAIN_LOSS_PREFIX
+from study.spec import StudySpec, spec_from_tune_config
+from trainables.base import BaseLossFamily, Batch, FamilyContext
+from trainables.data import DatasetSplits, load_dataset
+from trainables.data._splits import IndexedDataset, LabeledSplit
+from trainables.metrics import retrieval_metrics
+from trainables.models import EmbeddingNet, build_model
+from trainables.registry import get_family
+
+__all__ = ["train_fn", "NonFiniteLossError", "Trial"]
+
+_CHECKPOINT_FILE = "trial_state.pt"
+
+
+class NonFiniteLossError(RuntimeError):
+    """A batch loss was NaN or infinite: the trial fails, the study goes on."""
+
+
+def _pick_device() -> torch.device:
+    # Ray exposes only the GPUs it assigned to this trial (CUDA_VISIBLE_DEVICES), so cuda:0 is ours.
+    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)  # also drives PML's MPerClassSampler (it uses numpy's global RNG)
+    torch.manual_seed(seed)
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _build_optimizer(spec: StudySpec, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    opt = spec.train.optimizer
+    if opt.name == "sgd":
+        return torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay)
+    cls = torch.optim.Adam if opt.name == "adam" else torch.optim.AdamW
+    return cls(params, lr=opt.lr, weight_decay=opt.weight_decay)
+
+
+@dataclass
+class Trial:
+    """Everything one trial trains; built once, restored from a checkpoint when Ray restarts it."""
+
+    spec: StudySpec
+    data: DatasetSplits
+    model: EmbeddingNet
+    family: BaseLossFamily
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    epoch: int = 0
+
+    @classmethod
+    def build(cls, spec: StudySpec) -> Trial:
+        _seed_everything(spec.seed)
+        device = _pick_device()
+        data = load_dataset(spec.dataset, spec.seed)
+        p = spec.train.classes_per_batch
+        if data.train.num_classes < p:
+            raise DataError(
+                f"train.classes_per_batch={p} exceeds the {data.train.num_classes} training classes of "
+                f"{spec.dataset.name!r}"
+            )
+        model = build_model(spec.model, data.input_shape).to(device)
+        family_cls = get_family(spec.family)
+        ctx = FamilyContext(
+            num_train=len(data.train),
+            num_classes=data.train.num_classes,
+            train_labels=torch.as_tensor(data.train.labels, device=device),
+            embedding_dim=spec.model.embedding_dim,
+            device=device,
+            seed=spec.seed,
+        )
+        family = family_cls(spec.family_params(), ctx).to(device)
+        optimizer = _build_optimizer(spec, [*model.parameters(), *family.parameters()])
+        return cls(spec=spec, data=data, model=model, family=family, optimizer=optimizer, device=device)
+
+    # ------------------------------------------------------------------------------------- checkpoints
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "model": self.model.state_dict(),
+            "family": self.family.state_dict(),
+            "family_extra": self.family.extra_state(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": _rng_state(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.epoch = state["epoch"]
+        self.model.load_state_dict(state["model"])
+        self.family.load_state_dict(state["family"])
+        self.family.load_extra_state(state["family_extra"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        _set_rng_state(state["rng"])
+
+    def save(self, directory: Path) -> None:
+        torch.save(self.state(), directory / _CHECKPOINT_FILE)
+
+    def restore(self, directory: Path) -> None:
+        self.load_state(torch.load(directory / _CHECKPOINT_FILE, map_location=self.device, weights_only=False))
+
+    # ---------------------------------------------------------------------------------------- training
+
+    def _train_loader(self) -> DataLoader:
+        t = self.spec.train
+        batch_size = t.classes_per_batch * t.samples_per_class
+        n_samples = batch_size * t.batches_per_epoch if t.batches_per_epoch else max(len(self.data.train), batch_size)
+        sampler = MPerClassSampler(
+            self.data.train.labels, m=t.samples_per_class, batch_size=batch_size, length_before_new_iter=n_samples
+        )
+        dataset = IndexedDataset(self.data.train, num_views=self.family.num_views)
+        return DataLoader(
+            dataset, batch_size=batch_size, sampler=sampler, drop_last=True, num_workers=t.num_workers,
+            pin_memory=self.device.type == "cuda", persistent_workers=t.num_workers > 0,
+        )
+
+    def train_epoch(self) -> dict[str, float]:
+        """One pass of P×K batches; returns the mean of each loss term and of their sum."""
+        self.model.train()
+        self.family.train()
+        sums: dict[str, float] = {}
+        n_batches = 0
+        for inputs, labels, indices in self._train_loader():
+            inputs, labels = inputs.to(self.device, non_blocking=True), labels.to(self.device)
+            if self.family.num_views > 1:  # (B, V, ...) → view-major (V·B, ...)
+                inputs = inputs.transpose(0, 1).flatten(0, 1)
+            embeddings = self.model(inputs)
+            terms = self.family.compute_loss(embeddings, Batch(inputs, labels, indices.to(self.device)))
+            loss = torch.stack(list(terms.values())).sum()
+            if not torch.isfinite(loss):
+                values = {k: float(v) for k, v in terms.items()}
+                raise NonFiniteLossError(f"epoch {self.epoch + 1}, batch {n_batches}: loss is not finite {values}")
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            n_batches += 1
+            for name, value in terms.items():
+                sums[TRAIN_LOSS_PREFIX + name] = sums.get(TRAIN_LOSS_PREFIX + name, 0.0) + float(value.detach())
+            sums[TRAIN_LOSS] = sums.get(TRAIN_LOSS, 0.0) + float(loss.detach())
+        return {k: v / max(n_batches, 1) for k, v in sums.items()}
+
+    @torch.inference_mode()
+    def embed(self, split: LabeledSplit) -> torch.Tensor:
+        """Embeddings of a whole split in its order, on the trial's device."""
+        self.model.eval()
+        loader = DataLoader(
+            IndexedDataset(split), batch_size=self.spec.train.eval_batch_size, shuffle=False,
+            num_workers=self.spec.train.num_workers, pin_memory=self.device.type == "cuda",
+        )
+        out = torch.cat([self.model(x.to(self.device, non_blocking=True)) for x, _, _ in loader])
+        self.model.train()
+        return out
+
+    def evaluate(self) -> dict[str, float]:
+        emb = self.embed(self.data.test).float().cpu().numpy()
+        return retrieval_metrics(emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed)
+
+    def run_epoch(self) -> dict[str, float]:
+        """Train, update the family's state, evaluate; returns this epoch's metrics."""
+        start = time.perf_counter()
+        metrics = self.train_epoch()
+        self.epoch += 1
+
+        def embed_train() -> tuple[torch.Tensor, torch.Tensor]:
+            return self.embed(self.data.train), torch.arange(len(self.data.train), device=self.device)
+
+        metrics.update(self.family.on_epoch_end(self.epoch, embed_train))
+        metrics[EPOCH_TIME] = time.perf_counter() - start
+        start = time.perf_counter()
+        metrics.update(self.evaluate())
+        metrics[EVAL_TIME] = time.perf_counter() - start
+        metrics[EPOCH] = self.epoch
+        return metrics
+
+
+def train_fn(config: dict[str, Any]) -> None:
+    """Ray Tune function trainable shared by every loss family."""
+    spec = spec_from_tune_config(config)
+    torch.set_num_threads(max(1, int(spec.resources.cpu)))
+    trial = Trial.build(spec)
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as directory:
+            trial.restore(Path(directory))
+    while trial.epoch < spec.train.epochs:
+        metrics = trial.run_epoch()
+        with tempfile.TemporaryDirectory() as directory:
+            trial.save(Path(directory))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))

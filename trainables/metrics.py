@@ -1,0 +1,72 @@
+"""Retrieval metrics on faiss: Recall@k over the test set (self excluded) and NMI of k-means clusters.
+
+Embeddings are L2-normalised, so inner product is cosine similarity and ranks like Euclidean distance.
+The GPU index is used only when faiss was built with GPU support and sees a GPU.
+"""
+
+from __future__ import annotations
+
+import faiss
+import numpy as np
+from sklearn.metrics import normalized_mutual_info_score
+
+from study.metric_names import NMI, recall_at
+
+__all__ = ["knn_indices", "recall_at_k", "nmi", "retrieval_metrics", "use_faiss_gpu"]
+
+
+def use_faiss_gpu() -> bool:
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def _flat_ip_index(dim: int) -> faiss.Index:
+    index = faiss.IndexFlatIP(dim)
+    if use_faiss_gpu():
+        index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
+    return index
+
+
+def knn_indices(embeddings: np.ndarray, k: int, chunk: int = 16384) -> np.ndarray:
+    """Indices of each row's ``k`` nearest other rows (largest inner product), shape ``(N, k)``.
+
+    The query itself is removed by index, not by position, so duplicates of a point still count as
+    neighbours. Queries are searched in chunks so a large set (SOP's 60k) does not need an N×N result.
+    """
+    x = np.ascontiguousarray(embeddings, dtype=np.float32)
+    n = x.shape[0]
+    if not 1 <= k < n:
+        raise ValueError(f"1 <= k < number of samples must hold, but got {k=}, {n=}")
+    index = _flat_ip_index(x.shape[1])
+    index.add(x)
+    out = np.empty((n, k), dtype=np.int64)
+    for start in range(0, n, chunk):
+        q = x[start : start + chunk]
+        _, idx = index.search(q, k + 1)
+        is_self = idx == np.arange(start, start + len(q))[:, None]
+        # Stable sort on the boolean puts the self hit (if any) last; then keep the first k.
+        order = np.argsort(is_self, axis=1, kind="stable")
+        out[start : start + len(q)] = np.take_along_axis(idx, order, axis=1)[:, :k]
+    return out
+
+
+def recall_at_k(embeddings: np.ndarray, labels: np.ndarray, ks: tuple[int, ...]) -> dict[str, float]:
+    """Recall@k for each k: share of samples with a same-class sample among their k nearest neighbours."""
+    labels = np.asarray(labels)
+    neighbours = knn_indices(embeddings, max(ks))
+    hits = labels[neighbours] == labels[:, None]
+    first_hit = np.where(hits.any(axis=1), hits.argmax(axis=1), np.iinfo(np.int64).max)
+    return {recall_at(k): float(np.mean(first_hit < k)) for k in ks}
+
+
+def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0, niter: int = 20) -> float:
+    """NMI between the labels and k-means clusters (as many clusters as classes)."""
+    x = np.ascontiguousarray(embeddings, dtype=np.float32)
+    n_clusters = int(np.unique(labels).size)
+    kmeans = faiss.Kmeans(x.shape[1], n_clusters, niter=niter, seed=seed, gpu=use_faiss_gpu(), verbose=False)
+    kmeans.train(x)
+    _, assignment = kmeans.index.search(x, 1)
+    return float(normalized_mutual_info_score(labels, assignment.ravel()))
+
+
+def retrieval_metrics(embeddings: np.ndarray, labels: np.ndarray, ks: tuple[int, ...], seed: int = 0) -> dict[str, float]:
+    return {**recall_at_k(embeddings, labels, ks), NMI: nmi(embeddings, labels, seed=seed)}

@@ -1,0 +1,24 @@
+"""Name → loss family. Adding a family is one module plus one line in ``_FAMILY_MODULES``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainables.base import BaseLossFamily
+
+__all__ = ["FAMILY_NAMES", "get_family"]
+
+# Imported lazily so that validating a spec loads only the family it names.
+_FAMILY_MODULES: dict[str, tuple[str, str]] = {
+    "ms": ("trainables.ms", "MultiSimilarityFamily"),
+}
+
+FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILY_MODULES)
+
+
+def get_family(name: str) -> type[BaseLossFamily]:
+    """Return the family class registered as ``name``; ``KeyError`` if there is none."""
+    module_name, class_name = _FAMILY_MODULES[name]
+    return getattr(importlib.import_module(module_name), class_name)
