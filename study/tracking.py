@@ -234,11 +234,15 @@ class MlflowTrialCallback(Callback):
 
 def _error_summary(trial: Trial) -> str:
     """The last line of the trial's exception (its type and message), for a tag."""
+    # Ray writes the trace to the trial's local error file before it calls on_trial_error; the copy in
+    # the storage path (``get_error``) may not be synced yet.
+    text = "unknown error"
     try:
-        error = trial.get_error()
-    except Exception:  # noqa: BLE001 - reading the error must never break the study
-        error = None
-    text = str(error) if error is not None else "unknown error"
+        if trial.error_file:
+            with open(trial.error_file) as f:
+                text = f.read()
+    except OSError:
+        pass
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return (lines[-1] if lines else text)[:_MAX_PARAM_LENGTH]
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from study.errors import SpecError, StudyExistsError
+from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
 from study.spec import SPEC_KEY, StudySpec, flatten, spec_from_tune_config
 from study.tracking import MlflowTrialCallback, TrackingStore, default_tracking_uri
@@ -132,6 +133,8 @@ def _connect_ray(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or "local"
+    # Every epoch checkpoints by design; Ray warns about frequent experiment snapshots otherwise.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     return True
 
@@ -183,10 +186,13 @@ def _build_tuner(spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCall
         run_config=tune.RunConfig(
             name=layout.tune_dir.name,
             storage_path=str(layout.root),
-            callbacks=[callback],
+            callbacks=[
+                callback,
+                ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space)),
+            ],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             failure_config=tune.FailureConfig(max_failures=0),
-            verbose=1,
+            verbose=0,  # ProgressTable replaces Ray's reporter, which prints the whole spec per trial
         ),
     )
 

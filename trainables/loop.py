@@ -8,6 +8,7 @@ own state (``on_epoch_end``), evaluates Recall@k and NMI on the unseen test clas
 
 from __future__ import annotations
 
+import logging
 import random
 import tempfile
 import time
@@ -166,7 +167,7 @@ class Trial:
             terms = self.family.compute_loss(embeddings, Batch(inputs, labels, indices.to(self.device)))
             loss = torch.stack(list(terms.values())).sum()
             if not torch.isfinite(loss):
-                values = {k: float(v) for k, v in terms.items()}
+                values = {k: float(v.detach()) for k, v in terms.items()}
                 raise NonFiniteLossError(f"epoch {self.epoch + 1}, batch {n_batches}: loss is not finite {values}")
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -214,6 +215,7 @@ class Trial:
 def train_fn(config: dict[str, Any]) -> None:
     """Ray Tune function trainable shared by every loss family."""
     spec = spec_from_tune_config(config)
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
     torch.set_num_threads(max(1, int(spec.resources.cpu)))
     trial = Trial.build(spec)
     checkpoint = tune.get_checkpoint()

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def spec_dict() -> dict:
+    """A small valid digits study; tests mutate a copy."""
+    return {
+        "name": "t_study",
+        "family": "ms",
+        "dataset": {"name": "digits"},
+        "train": {"epochs": 2, "classes_per_batch": 5, "samples_per_class": 4},
+        "search": {
+            "num_trials": 2,
+            "space": {
+                "ms_alpha": {"type": "float", "low": 1.0, "high": 3.0},
+                "train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+            },
+        },
+    }
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path):
+    def write(spec: dict | str, name: str = "spec.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(spec if isinstance(spec, str) else yaml.safe_dump(spec, sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path):
+    """Run ``python -m study.run`` in a subprocess with its own RAY_TMPDIR; returns CompletedProcess."""
+
+    def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        # Ray's socket paths must stay under 108 bytes: a short private directory per run.
+        ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+        env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONUNBUFFERED": "1"}
+        env.pop("RAY_ADDRESS", None)
+        try:
+            return subprocess.run(
+                [sys.executable, "-m", "study.run", *args], cwd=tmp_path, env=env, capture_output=True,
+                text=True, timeout=timeout,
+            )
+        finally:
+            shutil.rmtree(ray_tmp, ignore_errors=True)
+
+    return run

@@ -1,0 +1,109 @@
+"""End to end: ``python -m study.run`` on digits, read back from MLflow and Optuna."""
+
+from __future__ import annotations
+
+import copy
+
+import optuna
+import pytest
+from mlflow import MlflowClient
+
+pytestmark = pytest.mark.e2e
+
+
+def _runs(tmp_path, name):
+    client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / name / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(name)
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("dmlstudy.role") == "study"]
+    children = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
+    return client, parents, children
+
+
+def test_invalid_spec_exits_2_with_one_line_and_writes_nothing(spec_dict, write_spec, run_cli, tmp_path):
+    spec = copy.deepcopy(spec_dict)
+    spec["train"]["epoch"] = 3
+    proc = run_cli(str(write_spec(spec)), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "unknown key 'train.epoch'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs").exists()
+    proc = run_cli(str(write_spec(spec_dict)), "--set", "train.epochs=zero", timeout=120)
+    assert proc.returncode == 2 and "train.epochs" in proc.stderr
+    proc = run_cli(str(write_spec(spec_dict)), "--bogus", timeout=120)
+    assert proc.returncode == 2
+
+
+def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_cli, tmp_path):
+    spec_dict["search"]["max_concurrent"] = 2
+    path = write_spec(spec_dict)
+    proc = run_cli(str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Best trial" in proc.stdout and "mlflow ui --backend-store-uri sqlite:///" in proc.stdout
+    assert "optuna-dashboard sqlite:///" in proc.stdout
+
+    client, parents, children = _runs(tmp_path, "t_study")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == 2
+    optuna_study = optuna.load_study(study_name="t_study", storage=f"sqlite:///{tmp_path / 'runs/t_study/optuna.db'}")
+    optuna_trials = [t for t in optuna_study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(optuna_trials) == 2
+    sampled_alphas = sorted(t.params["ms_alpha"] for t in optuna_trials)
+    assert sorted(float(r.data.params["params.ms_alpha"]) for r in children) == pytest.approx(sampled_alphas)
+    assert sorted(t.value for t in optuna_trials) == pytest.approx(
+        sorted(r.data.metrics["recall_at_1"] for r in children)
+    )
+    for run in children:
+        assert run.info.status == "FINISHED"
+        tags = run.data.tags
+        assert tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert tags["family"] == "ms" and tags["dataset"] == "digits" and tags["noise_ratio"] == "0.0"
+        assert tags["trial_id"] == run.info.run_name
+        params = run.data.params
+        assert params["params.ms_beta"] == "50.0"  # the family default is logged too
+        assert params["train.epochs"] == "2" and params["dataset.name"] == "digits"
+        assert 1e-4 <= float(params["train.optimizer.lr"]) <= 1e-2
+        for metric in ("recall_at_1", "recall_at_8", "nmi", "train/loss/ms", "epoch_time_s"):
+            history = client.get_metric_history(run.info.run_id, metric)
+            assert sorted(m.step for m in history) == [1, 2], metric
+        assert all(0 <= m.value <= 1 for m in client.get_metric_history(run.info.run_id, "recall_at_1"))
+    assert parents[0].data.metrics["best_recall_at_1"] == pytest.approx(max(t.value for t in optuna_trials))
+
+    # Running it again never silently starts a second copy.
+    again = run_cli(str(path), timeout=120)
+    assert again.returncode == 2 and "--resume" in again.stderr
+    # Resuming a finished study runs nothing new and duplicates nothing.
+    resumed = run_cli(str(path), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    _, parents, children = _runs(tmp_path, "t_study")
+    assert len(parents) == 1 and len(children) == 2
+    assert all(r.info.status == "FINISHED" for r in [*parents, *children])
+    changed = run_cli(str(path), "--resume", "--set", "train.epochs=3", timeout=120)
+    assert changed.returncode == 2 and "train.epochs" in changed.stderr
+
+
+def test_nan_trial_fails_cleanly_and_the_study_goes_on(spec_dict, write_spec, run_cli, tmp_path):
+    spec_dict.update(name="t_nan")
+    spec_dict["train"].update(epochs=1, optimizer={"name": "sgd", "lr": 1e-3})
+    spec_dict["search"] = {
+        "num_trials": 4,
+        "max_concurrent": 2,
+        "sampler": {"type": "random", "seed": 0},
+        "space": {"train.optimizer.lr": {"type": "categorical", "choices": [1.0e-3, 1.0e38]}},
+    }
+    proc = run_cli(str(write_spec(spec_dict)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, parents, children = _runs(tmp_path, "t_nan")
+    lrs = {r.info.run_name: float(r.data.params["train.optimizer.lr"]) for r in children}
+    assert len(children) == 4 and {1e-3, 1e38} <= set(lrs.values())
+    for run in children:
+        if lrs[run.info.run_name] == 1e38:
+            assert run.info.status == "FAILED"
+            assert "not finite" in run.data.tags["failure_reason"]
+        else:
+            assert run.info.status == "FINISHED" and "recall_at_1" in run.data.metrics
+    study = optuna.load_study(study_name="t_nan", storage=f"sqlite:///{tmp_path / 'runs/t_nan/optuna.db'}")
+    states = sorted(t.state.name for t in study.trials)
+    assert states.count("FAIL") == sum(v == 1e38 for v in lrs.values())
+    assert parents[0].info.status == "FINISHED"

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.metrics import normalized_mutual_info_score
+
+from trainables.metrics import knn_indices, nmi, recall_at_k
+
+
+def _embeddings(n: int = 300, d: int = 16, classes: int = 6, spread: float = 6.0, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, n)
+    centers = rng.normal(size=(classes, d))
+    x = centers[labels] + spread * rng.normal(size=(n, d)) / np.sqrt(d)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32), labels
+
+
+def _brute_force_recall(x: np.ndarray, labels: np.ndarray, k: int) -> float:
+    hits = 0
+    for i in range(len(x)):
+        sims = x @ x[i]
+        sims[i] = -np.inf  # the query itself never counts
+        neighbours = np.argsort(-sims, kind="stable")[:k]
+        hits += any(labels[j] == labels[i] for j in neighbours)
+    return hits / len(x)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_recall_at_k_matches_brute_force(seed):
+    x, labels = _embeddings(seed=seed)
+    ks = (1, 2, 4, 8, 16)
+    ours = recall_at_k(x, labels, ks)
+    for k in ks:
+        assert ours[f"recall_at_{k}"] == pytest.approx(_brute_force_recall(x, labels, k), abs=1e-12)
+    assert ours["recall_at_1"] < 1.0  # the data is noisy enough to make the comparison meaningful
+
+
+def test_self_is_excluded_but_exact_duplicates_count():
+    x = np.array([[1, 0], [1, 0], [0, 1], [-1, 0]], dtype=np.float32)
+    labels = np.array([0, 0, 1, 2])
+    neighbours = knn_indices(x, 1)
+    assert neighbours[0, 0] == 1 and neighbours[1, 0] == 0  # each duplicate finds the other, not itself
+    assert all(neighbours[i, 0] != i for i in range(4))
+    assert recall_at_k(x, labels, (1,))["recall_at_1"] == pytest.approx(0.5)
+
+
+def test_chunked_search_equals_unchunked():
+    x, _ = _embeddings(n=257)
+    assert np.array_equal(knn_indices(x, 5, chunk=64), knn_indices(x, 5))
+
+
+def test_k_must_be_smaller_than_the_set():
+    x, _ = _embeddings(n=5)
+    with pytest.raises(ValueError, match="k < number of samples"):
+        knn_indices(x, 5)
+
+
+@pytest.mark.parametrize("spread", [4.0, 6.0])
+def test_nmi_matches_sklearn_kmeans_and_drops_to_chance_for_shuffled_labels(spread):
+    x, labels = _embeddings(n=400, classes=5, spread=spread)
+    sk = normalized_mutual_info_score(labels, KMeans(n_clusters=5, n_init=10, random_state=0).fit_predict(x))
+    ours = nmi(x, labels)
+    assert 0.7 < sk < 0.99  # overlapping enough that the number means something
+    assert ours == pytest.approx(sk, abs=0.03)  # both are k-means optima of the same data
+    assert nmi(x, np.random.default_rng(0).permutation(labels)) < 0.05
