@@ -15,7 +15,11 @@ __all__ = [
     "EVAL_TIME",
     "recall_at",
     "metric_names_for",
+    "ARTIFACTS_DIR",
 ]
+
+#: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
+ARTIFACTS_DIR = "artifacts"
 
 EPOCH = "epoch"
 NMI = "nmi"

@@ -240,7 +240,10 @@ class StudySpec(_Strict):
     @model_validator(mode="after")
     def _check_params_and_metric(self) -> StudySpec:
         family_params(self.family, self.params)  # raises on unknown names / wrong types
+        from trainables.registry import get_family
+
         known = {recall_at(k) for k in self.train.recall_at} | {NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME}
+        known |= set(get_family(self.family).metric_names)
         if self.search.metric not in known and not self.search.metric.startswith("train/"):
             raise ValueError(f"search.metric {self.search.metric!r} is not reported; choose one of {sorted(known)}")
         if self.train.samples_per_class * self.train.classes_per_batch < 4:

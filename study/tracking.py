@@ -12,13 +12,13 @@ the study's parent run) keeps logging into it, and epochs already logged are not
 
 from __future__ import annotations
 
-import math
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
-from study.metric_names import EPOCH
+from study.metric_names import ARTIFACTS_DIR, EPOCH
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -145,6 +145,7 @@ class MlflowTrialCallback(Callback):
         self._client: MlflowClient | None = None
         self._runs: dict[str, str] = {}
         self._last_step: dict[str, int] = {}
+        self._checkpoints: dict[str, Any] = {}
 
     # Ray pickles callbacks into the experiment state; the client holds connections, so drop it.
     def __getstate__(self) -> dict[str, Any]:
@@ -212,8 +213,25 @@ class MlflowTrialCallback(Callback):
             self.client.log_batch(run_id, metrics=metrics)
         self._last_step[trial.trial_id] = step
 
+    def on_checkpoint(self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: Any, **info: Any) -> None:
+        self._checkpoints[trial.trial_id] = checkpoint
+
+    def _log_artifacts(self, trial: Trial, run_id: str) -> None:
+        """Upload the ``artifacts/`` folder of the trial's last checkpoint (works for remote storage too)."""
+        checkpoint = self._checkpoints.pop(trial.trial_id, None) or trial.checkpoint
+        if checkpoint is None:
+            return
+        with checkpoint.as_directory() as directory:
+            folder = Path(directory) / ARTIFACTS_DIR
+            if folder.is_dir() and any(folder.iterdir()):
+                self.client.log_artifacts(run_id, str(folder))
+
     def _end(self, trial: Trial, status: str, tags: dict[str, str]) -> None:
         run_id = self.run_id(trial)
+        try:
+            self._log_artifacts(trial, run_id)
+        except Exception as e:  # noqa: BLE001 - a failed upload must not lose the run's status
+            tags = {**tags, "artifact_error": str(e)[:_MAX_PARAM_LENGTH]}
         for key, value in tags.items():
             self.client.set_tag(run_id, key, value)
         self.client.set_terminated(run_id, status=status)
@@ -246,10 +264,3 @@ def _error_summary(trial: Trial) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return (lines[-1] if lines else text)[:_MAX_PARAM_LENGTH]
 
-
-def finite_or_none(value: Any) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None

@@ -17,6 +17,7 @@ from torch import nn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 __all__ = ["BaseLossFamily", "FamilyContext", "PmlLossFamily", "Batch"]
 
@@ -29,6 +30,8 @@ class FamilyContext:
         num_train: number of training samples (the length of a per-sample weight vector).
         num_classes: number of distinct (observed, possibly noisy) training labels.
         train_labels: observed training labels, shape ``(num_train,)``, on ``device``.
+        true_train_labels: the labels before noise injection (equal to ``train_labels`` without noise);
+            for diagnostics only (how well a method finds the mislabeled samples), never for training.
         embedding_dim: size of the L2-normalised embedding the model outputs.
         device: the trial's device.
         seed: the trial's seed.
@@ -37,6 +40,7 @@ class FamilyContext:
     num_train: int
     num_classes: int
     train_labels: torch.Tensor
+    true_train_labels: torch.Tensor
     embedding_dim: int
     device: torch.device
     seed: int
@@ -68,6 +72,8 @@ class BaseLossFamily(nn.Module, abc.ABC):
 
     name: ClassVar[str]
     Params: ClassVar[type]
+    #: Per-epoch metrics this family reports beyond the shared ones (so specs may optimise them).
+    metric_names: ClassVar[tuple[str, ...]] = ()
     #: Views of each image the loader must produce (2 for the contrastive families).
     num_views: ClassVar[int] = 1
 
@@ -95,6 +101,14 @@ class BaseLossFamily(nn.Module, abc.ABC):
         """
         del epoch, embed_train
         return {}
+
+    def write_artifacts(self, directory: Path) -> None:
+        """Write files for MLflow into ``directory`` (called every epoch, into that epoch's checkpoint).
+
+        The driver logs the files of a trial's last checkpoint as artifacts of its MLflow run when the
+        trial ends, so write the whole history each time (e.g. a parquet of every epoch so far).
+        """
+        del directory
 
     def extra_state(self) -> dict[str, Any]:
         """Picklable state outside ``state_dict()`` that a resumed trial needs (default: none)."""

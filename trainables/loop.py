@@ -23,7 +23,7 @@ from ray import tune
 from torch.utils.data import DataLoader
 
 from study.errors import DataError
-from study.metric_names import EPOCH, EPOCH_TIME, EVAL_TIME, TRAIN_LOSS, TRAIN_LOSS_PREFIX
+from study.metric_names import ARTIFACTS_DIR, EPOCH, EPOCH_TIME, EVAL_TIME, TRAIN_LOSS, TRAIN_LOSS_PREFIX
 from study.spec import StudySpec, spec_from_tune_config
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits, load_dataset
@@ -104,6 +104,7 @@ class Trial:
             num_train=len(data.train),
             num_classes=data.train.num_classes,
             train_labels=torch.as_tensor(data.train.labels, device=device),
+            true_train_labels=torch.as_tensor(data.train.true_labels, device=device),
             embedding_dim=spec.model.embedding_dim,
             device=device,
             seed=spec.seed,
@@ -133,7 +134,18 @@ class Trial:
         _set_rng_state(state["rng"])
 
     def save(self, directory: Path) -> None:
+        """Write the checkpoint, and under ``artifacts/`` the files MLflow gets when the trial ends."""
         torch.save(self.state(), directory / _CHECKPOINT_FILE)
+        artifacts = directory / ARTIFACTS_DIR
+        artifacts.mkdir()
+        if self.data.train.noisy_mask.any():
+            np.savez_compressed(
+                artifacts / "train_labels.npz",
+                labels=self.data.train.labels,
+                true_labels=self.data.train.true_labels,
+                noisy=self.data.train.noisy_mask,
+            )
+        self.family.write_artifacts(artifacts)
 
     def restore(self, directory: Path) -> None:
         self.load_state(torch.load(directory / _CHECKPOINT_FILE, map_location=self.device, weights_only=False))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import optuna
 import pytest
 from mlflow import MlflowClient
@@ -84,7 +85,7 @@ def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_
 
 
 def test_nan_trial_fails_cleanly_and_the_study_goes_on(spec_dict, write_spec, run_cli, tmp_path):
-    spec_dict.update(name="t_nan")
+    spec_dict.update(name="t_nan", dataset={"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2}})
     spec_dict["train"].update(epochs=1, optimizer={"name": "sgd", "lr": 1e-3})
     spec_dict["search"] = {
         "num_trials": 4,
@@ -94,7 +95,7 @@ def test_nan_trial_fails_cleanly_and_the_study_goes_on(spec_dict, write_spec, ru
     }
     proc = run_cli(str(write_spec(spec_dict)))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    _, parents, children = _runs(tmp_path, "t_nan")
+    client, parents, children = _runs(tmp_path, "t_nan")
     lrs = {r.info.run_name: float(r.data.params["train.optimizer.lr"]) for r in children}
     assert len(children) == 4 and {1e-3, 1e38} <= set(lrs.values())
     for run in children:
@@ -103,6 +104,12 @@ def test_nan_trial_fails_cleanly_and_the_study_goes_on(spec_dict, write_spec, ru
             assert "not finite" in run.data.tags["failure_reason"]
         else:
             assert run.info.status == "FINISHED" and "recall_at_1" in run.data.metrics
+            assert run.data.tags["noise_ratio"] == "0.2" and run.data.tags["noise_kind"] == "uniform"
+            # The noisy-label record travels from the trial's checkpoint into MLflow.
+            path = client.download_artifacts(run.info.run_id, "train_labels.npz", str(tmp_path / run.info.run_id))
+            record = np.load(path)
+            assert record["noisy"].mean() == pytest.approx(0.2, abs=0.03)
+            assert np.array_equal(record["noisy"], record["labels"] != record["true_labels"])
     study = optuna.load_study(study_name="t_nan", storage=f"sqlite:///{tmp_path / 'runs/t_nan/optuna.db'}")
     states = sorted(t.state.name for t in study.trials)
     assert states.count("FAIL") == sum(v == 1e38 for v in lrs.values())
