@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from study.errors import SpecError
 from study.metric_names import EPOCH_TIME, EVAL_TIME, NMI, TRAIN_LOSS, recall_at
@@ -56,12 +57,28 @@ class NoiseSpec(_Strict):
     seed: int = 0
 
 
+def _absolute_path(path: str | None) -> str | None:
+    # Trials run in their own working directory (Ray Tune's trial dir), so a relative path is resolved
+    # against the directory the study was started from, once, when the spec loads. No file is touched.
+    return None if path is None else os.path.abspath(os.path.expanduser(path))
+
+
+_Path = Annotated[Union[str, None], AfterValidator(_absolute_path)]
+
+
 class DatasetSpec(_Strict):
     name: str = "digits"
-    root: str | None = None
+    #: Dataset root in its official layout (made absolute when the spec loads); required on-disk datasets.
+    root: _Path = None
     noise: NoiseSpec = NoiseSpec()
     #: ``clean_only`` is the topline arm: train only on the samples the noise did not touch.
     subset: Literal["all", "clean_only"] = "all"
+    #: Side of the square network input (the crop); ``null`` → 224 (CIFAR-10: 32).
+    image_size: int | None = Field(None, ge=8)
+    #: Shorter side after resizing, before cropping; ``null`` → 256 (or image_size·256/224; CIFAR-10: 32).
+    resize_size: int | None = Field(None, ge=8)
+    #: ``imagefolder`` only: a file of ``<class> train|test`` lines instead of the first-half class split.
+    split_file: _Path = None
 
     @field_validator("name")
     @classmethod
@@ -72,11 +89,38 @@ class DatasetSpec(_Strict):
             raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASET_NAMES)}")
         return name
 
+    @model_validator(mode="after")
+    def _check_data_keys(self) -> DatasetSpec:
+        from trainables.data import ON_DISK_DATASETS
+
+        if self.name in ON_DISK_DATASETS and self.root is None:
+            raise ValueError(f"dataset.root is required for dataset {self.name!r} (the directory holding it)")
+        if self.split_file is not None and self.name != "imagefolder":
+            raise ValueError(f"dataset.split_file applies to imagefolder only, not to {self.name!r}")
+        if self.image_size and self.resize_size and self.resize_size < self.image_size:
+            raise ValueError(f"resize_size >= image_size must hold, but got {self.resize_size=}, {self.image_size=}")
+        return self
+
 
 class ModelSpec(_Strict):
     backbone: str = "small_cnn"
+    #: Start from ImageNet weights: ``weights`` if set, else the local torch cache (never downloaded).
     pretrained: bool = False
     embedding_dim: int = Field(64, ge=2)
+    #: Keep every BatchNorm of the backbone in eval mode with frozen affine parameters (small P×K batches).
+    frozen_bn: bool = False
+    #: A torchvision state-dict file of the backbone's ImageNet weights (made absolute when the spec loads).
+    weights: _Path = None
+
+    @model_validator(mode="after")
+    def _check_pretrained(self) -> ModelSpec:
+        from trainables.models import PRETRAINABLE
+
+        if self.weights is not None and not self.pretrained:
+            raise ValueError("model.weights is set but model.pretrained is false; set pretrained: true to load them")
+        if self.pretrained and self.backbone not in PRETRAINABLE:
+            raise ValueError(f"model.pretrained: backbone {self.backbone!r} has no ImageNet weights; use one of {', '.join(PRETRAINABLE)}")
+        return self
 
     @field_validator("backbone")
     @classmethod
@@ -107,6 +151,8 @@ class TrainSpec(_Strict):
     recall_at: tuple[int, ...] = (1, 2, 4, 8)
     optimizer: OptimizerSpec = OptimizerSpec()
     num_workers: int = Field(0, ge=0)
+    #: bf16 autocast of the forward pass on CUDA GPUs that support it (losses stay float32); no effect on CPU.
+    amp: bool = True
 
     @field_validator("recall_at")
     @classmethod

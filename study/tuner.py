@@ -223,6 +223,9 @@ def run_study(spec: StudySpec, *, resume: bool = False, address: str | None = No
     """
     layout = StudyLayout.for_spec(spec)
     resuming = _check_resume(spec, layout, resume)
+    from trainables.checks import check_inputs
+
+    check_inputs(spec)  # the data root and pretrained weights, before anything is written or Ray starts
     # Everything is validated: from here on we write.
     layout.root.mkdir(parents=True, exist_ok=True)
     if not resuming:

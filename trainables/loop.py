@@ -8,17 +8,17 @@ own state (``on_epoch_end``), evaluates Recall@k and NMI on the unseen test clas
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from pytorch_metric_learning.samplers import MPerClassSampler
 from ray import tune
 from torch.utils.data import DataLoader
 
@@ -28,6 +28,7 @@ from study.spec import StudySpec, spec_from_tune_config
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits, load_dataset
 from trainables.data._splits import IndexedDataset, LabeledSplit
+from trainables.data.sampler import BalancedMPerClassSampler
 from trainables.metrics import retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.registry import get_family
@@ -41,9 +42,25 @@ class NonFiniteLossError(RuntimeError):
     """A batch loss was NaN or infinite: the trial fails, the study goes on."""
 
 
-def _pick_device() -> torch.device:
-    # Ray exposes only the GPUs it assigned to this trial (CUDA_VISIBLE_DEVICES), so cuda:0 is ours.
-    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+def _pick_device(spec: StudySpec) -> torch.device:
+    # Ray exposes only the GPUs it assigned to this trial (CUDA_VISIBLE_DEVICES), so cuda:0 is ours; a spec
+    # without GPUs trains on the CPU even when one is visible (e.g. a Trial built outside Ray).
+    if spec.resources.gpu > 0 and torch.cuda.is_available():
+        torch.backends.cudnn.benchmark = True  # fixed input sizes: let cuDNN pick the fastest kernels once
+        return torch.device("cuda", 0)
+    return torch.device("cpu")
+
+
+def _autocast_dtype(device: torch.device, amp: bool) -> torch.dtype | None:
+    """bf16 autocast on CUDA GPUs that support it (no loss scaling needed, unlike fp16); else none."""
+    if amp and device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+def _channels_last(device: torch.device, input_shape: tuple[int, ...]) -> bool:
+    # NHWC convolutions are faster on tensor-core GPUs; on the CPU the default layout is kept.
+    return device.type == "cuda" and len(input_shape) == 3
 
 
 def _seed_everything(seed: int) -> None:
@@ -86,11 +103,12 @@ class Trial:
     optimizer: torch.optim.Optimizer
     device: torch.device
     epoch: int = 0
+    _loaders: dict[object, DataLoader] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, spec: StudySpec) -> Trial:
         _seed_everything(spec.seed)
-        device = _pick_device()
+        device = _pick_device(spec)
         data = load_dataset(spec.dataset, spec.seed)
         p = spec.train.classes_per_batch
         if data.train.num_classes < p:
@@ -99,6 +117,8 @@ class Trial:
                 f"{spec.dataset.name!r}"
             )
         model = build_model(spec.model, data.input_shape).to(device)
+        if _channels_last(device, data.input_shape):
+            model = model.to(memory_format=torch.channels_last)
         family_cls = get_family(spec.family)
         ctx = FamilyContext(
             num_train=len(data.train),
@@ -152,18 +172,46 @@ class Trial:
 
     # ---------------------------------------------------------------------------------------- training
 
+    def _loader_options(self) -> dict[str, Any]:
+        # Worker processes decode and augment images while the GPU trains; pinned memory makes the
+        # host→GPU copy asynchronous.
+        return {"num_workers": self.spec.train.num_workers, "pin_memory": self.device.type == "cuda"}
+
     def _train_loader(self) -> DataLoader:
-        t = self.spec.train
-        batch_size = t.classes_per_batch * t.samples_per_class
-        n_samples = batch_size * t.batches_per_epoch if t.batches_per_epoch else max(len(self.data.train), batch_size)
-        sampler = MPerClassSampler(
-            self.data.train.labels, m=t.samples_per_class, batch_size=batch_size, length_before_new_iter=n_samples
-        )
-        dataset = IndexedDataset(self.data.train, num_views=self.family.num_views)
-        return DataLoader(
-            dataset, batch_size=batch_size, sampler=sampler, drop_last=True, num_workers=t.num_workers,
-            pin_memory=self.device.type == "cuda", persistent_workers=t.num_workers > 0,
-        )
+        if "train" not in self._loaders:
+            t = self.spec.train
+            batch_size = t.classes_per_batch * t.samples_per_class
+            n_samples = batch_size * t.batches_per_epoch if t.batches_per_epoch else max(len(self.data.train), batch_size)
+            sampler = BalancedMPerClassSampler(
+                self.data.train.labels, m=t.samples_per_class, batch_size=batch_size, length_before_new_iter=n_samples
+            )
+            dataset = IndexedDataset(self.data.train, self.data.train_transform, num_views=self.family.num_views)
+            # Built once, so its workers persist across epochs instead of restarting every epoch.
+            self._loaders["train"] = DataLoader(
+                dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
+                persistent_workers=t.num_workers > 0, **self._loader_options(),
+            )
+        return self._loaders["train"]
+
+    def _eval_loader(self, split: LabeledSplit) -> DataLoader:
+        if id(split) not in self._loaders:  # the splits live as long as the trial
+            dataset = IndexedDataset(split, self.data.eval_transform)
+            self._loaders[id(split)] = DataLoader(
+                dataset, batch_size=self.spec.train.eval_batch_size, shuffle=False, **self._loader_options()
+            )
+        return self._loaders[id(split)]
+
+    def _to_device(self, inputs: torch.Tensor) -> torch.Tensor:
+        if inputs.dim() == 4 and _channels_last(self.device, self.data.input_shape):
+            return inputs.to(self.device, non_blocking=True, memory_format=torch.channels_last)
+        return inputs.to(self.device, non_blocking=True)
+
+    def _forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Embeddings in float32; the network runs under bf16 autocast when the GPU supports it."""
+        dtype = _autocast_dtype(self.device, self.spec.train.amp)
+        autocast = torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+        with autocast:
+            return self.model(inputs).float()
 
     def train_epoch(self) -> dict[str, float]:
         """One pass of P×K batches; returns the mean of each loss term and of their sum."""
@@ -172,10 +220,11 @@ class Trial:
         sums: dict[str, float] = {}
         n_batches = 0
         for inputs, labels, indices in self._train_loader():
-            inputs, labels = inputs.to(self.device, non_blocking=True), labels.to(self.device)
+            labels = labels.to(self.device)
             if self.family.num_views > 1:  # (B, V, ...) → view-major (V·B, ...)
                 inputs = inputs.transpose(0, 1).flatten(0, 1)
-            embeddings = self.model(inputs)
+            inputs = self._to_device(inputs)
+            embeddings = self._forward(inputs)
             terms = self.family.compute_loss(embeddings, Batch(inputs, labels, indices.to(self.device)))
             loss = torch.stack(list(terms.values())).sum()
             if not torch.isfinite(loss):
@@ -194,17 +243,16 @@ class Trial:
     def embed(self, split: LabeledSplit) -> torch.Tensor:
         """Embeddings of a whole split in its order, on the trial's device."""
         self.model.eval()
-        loader = DataLoader(
-            IndexedDataset(split), batch_size=self.spec.train.eval_batch_size, shuffle=False,
-            num_workers=self.spec.train.num_workers, pin_memory=self.device.type == "cuda",
-        )
-        out = torch.cat([self.model(x.to(self.device, non_blocking=True)) for x, _, _ in loader])
+        out = torch.cat([self._forward(self._to_device(x)) for x, _, _ in self._eval_loader(split)])
         self.model.train()
         return out
 
     def evaluate(self) -> dict[str, float]:
-        emb = self.embed(self.data.test).float().cpu().numpy()
-        return retrieval_metrics(emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed)
+        """Recall@k and NMI on the test split (In-Shop: its queries retrieved against its gallery)."""
+        emb = self.embed(self.data.test).cpu().numpy()
+        g = self.data.gallery
+        gallery = None if g is None else (self.embed(g).cpu().numpy(), g.labels)
+        return retrieval_metrics(emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery)
 
     def run_epoch(self) -> dict[str, float]:
         """Train, update the family's state, evaluate; returns this epoch's metrics."""

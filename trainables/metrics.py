@@ -6,6 +6,8 @@ The GPU index is used only when faiss was built with GPU support and sees a GPU.
 
 from __future__ import annotations
 
+import functools
+
 import faiss
 import numpy as np
 from sklearn.metrics import normalized_mutual_info_score
@@ -19,41 +21,67 @@ def use_faiss_gpu() -> bool:
     return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
 
+@functools.cache
+def _gpu_resources() -> faiss.StandardGpuResources:
+    # One per process: creating it allocates GPU scratch memory, and evaluation runs every epoch.
+    return faiss.StandardGpuResources()
+
+
 def _flat_ip_index(dim: int) -> faiss.Index:
     index = faiss.IndexFlatIP(dim)
     if use_faiss_gpu():
-        index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
+        index = faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
     return index
 
 
-def knn_indices(embeddings: np.ndarray, k: int, chunk: int = 16384) -> np.ndarray:
+def knn_indices(
+    embeddings: np.ndarray, k: int, chunk: int = 16384, gallery: np.ndarray | None = None
+) -> np.ndarray:
     """Indices of each row's ``k`` nearest other rows (largest inner product), shape ``(N, k)``.
 
     The query itself is removed by index, not by position, so duplicates of a point still count as
     neighbours. Queries are searched in chunks so a large set (SOP's 60k) does not need an N×N result.
+    With ``gallery`` (In-Shop), the rows are queries and the indices point into the gallery; nothing is
+    excluded since the two sets are disjoint.
     """
     x = np.ascontiguousarray(embeddings, dtype=np.float32)
+    base = x if gallery is None else np.ascontiguousarray(gallery, dtype=np.float32)
     n = x.shape[0]
-    if not 1 <= k < n:
+    if gallery is None and not 1 <= k < n:
         raise ValueError(f"1 <= k < number of samples must hold, but got {k=}, {n=}")
+    if gallery is not None and not 1 <= k <= len(base):
+        raise ValueError(f"1 <= k <= gallery size must hold, but got {k=}, {len(base)=}")
     index = _flat_ip_index(x.shape[1])
-    index.add(x)
+    index.add(base)
+    extra = int(gallery is None)  # one more hit to drop the query itself
     out = np.empty((n, k), dtype=np.int64)
     for start in range(0, n, chunk):
         q = x[start : start + chunk]
-        _, idx = index.search(q, k + 1)
-        is_self = idx == np.arange(start, start + len(q))[:, None]
-        # Stable sort on the boolean puts the self hit (if any) last; then keep the first k.
-        order = np.argsort(is_self, axis=1, kind="stable")
-        out[start : start + len(q)] = np.take_along_axis(idx, order, axis=1)[:, :k]
+        _, idx = index.search(q, k + extra)
+        if extra:
+            is_self = idx == np.arange(start, start + len(q))[:, None]
+            # Stable sort on the boolean puts the self hit (if any) last; then keep the first k.
+            idx = np.take_along_axis(idx, np.argsort(is_self, axis=1, kind="stable"), axis=1)
+        out[start : start + len(q)] = idx[:, :k]
     return out
 
 
-def recall_at_k(embeddings: np.ndarray, labels: np.ndarray, ks: tuple[int, ...]) -> dict[str, float]:
-    """Recall@k for each k: share of samples with a same-class sample among their k nearest neighbours."""
+def recall_at_k(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    ks: tuple[int, ...],
+    gallery: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """Recall@k for each k: share of samples with a same-class sample among their k nearest neighbours.
+
+    With ``gallery = (embeddings, labels)`` the neighbours are searched in the gallery instead (In-Shop).
+    """
     labels = np.asarray(labels)
-    neighbours = knn_indices(embeddings, max(ks))
-    hits = labels[neighbours] == labels[:, None]
+    if gallery is None:
+        neighbours, base_labels = knn_indices(embeddings, max(ks)), labels
+    else:
+        neighbours, base_labels = knn_indices(embeddings, max(ks), gallery=gallery[0]), np.asarray(gallery[1])
+    hits = base_labels[neighbours] == labels[:, None]
     first_hit = np.where(hits.any(axis=1), hits.argmax(axis=1), np.iinfo(np.int64).max)
     return {recall_at(k): float(np.mean(first_hit < k)) for k in ks}
 
@@ -76,5 +104,15 @@ def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0, niter: int = 
     return float(normalized_mutual_info_score(labels, assignment.ravel()))
 
 
-def retrieval_metrics(embeddings: np.ndarray, labels: np.ndarray, ks: tuple[int, ...], seed: int = 0) -> dict[str, float]:
-    return {**recall_at_k(embeddings, labels, ks), NMI: nmi(embeddings, labels, seed=seed)}
+def retrieval_metrics(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    ks: tuple[int, ...],
+    seed: int = 0,
+    gallery: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """Recall@k (queries against ``gallery`` when given) and NMI over every evaluated embedding."""
+    recalls = recall_at_k(embeddings, labels, ks, gallery=gallery)
+    if gallery is not None:
+        embeddings, labels = np.concatenate([embeddings, gallery[0]]), np.concatenate([labels, gallery[1]])
+    return {**recalls, NMI: nmi(embeddings, labels, seed=seed)}

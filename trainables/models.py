@@ -1,17 +1,35 @@
-"""Embedding networks: a backbone, a linear embedding head, L2-normalised output."""
+"""Embedding networks: a backbone, a linear embedding head, L2-normalised output.
+
+Backbones: ``small_cnn`` (for the 8×8 digits on a CPU) and torchvision's ResNet-18/34/50 and GoogLeNet (the
+Inception stand-in of the DML benchmarks; BN-Inception has no maintained package: ``pretrainedmodels`` was
+last released in 2018). ImageNet weights are read only from a file (``model.weights``) or the local torch hub
+cache, never downloaded: :func:`check_pretrained` runs on the driver before Ray starts.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from study.errors import DataError
+
 if TYPE_CHECKING:
     from study.spec import ModelSpec
 
-__all__ = ["BACKBONE_NAMES", "EmbeddingNet", "SmallConvNet", "build_model"]
+__all__ = [
+    "BACKBONE_NAMES",
+    "PRETRAINABLE",
+    "EmbeddingNet",
+    "SmallConvNet",
+    "build_model",
+    "check_pretrained",
+    "pretrained_weights_file",
+]
 
 
 class SmallConvNet(nn.Module):
@@ -35,12 +53,32 @@ class SmallConvNet(nn.Module):
 
 
 class EmbeddingNet(nn.Module):
-    """``normalize(head(backbone(x)))``: cosine similarity is a dot product of its outputs."""
+    """``normalize(head(backbone(x)))``: cosine similarity is a dot product of its outputs.
 
-    def __init__(self, backbone: nn.Module, feature_dim: int, embedding_dim: int) -> None:
+    With ``frozen_bn`` every BatchNorm of the backbone stays in eval mode (running statistics from
+    pre-training, not from a 64-image P×K batch of a few classes) and its affine parameters are not trained,
+    as in the MS-loss setup (https://arxiv.org/abs/1904.06627 Sec. 5.1).
+    """
+
+    def __init__(self, backbone: nn.Module, feature_dim: int, embedding_dim: int, frozen_bn: bool = False) -> None:
         super().__init__()
         self.backbone = backbone
         self.head = nn.Linear(feature_dim, embedding_dim)
+        self.frozen_bn = frozen_bn
+        if frozen_bn:
+            for bn in self._batchnorms():
+                bn.requires_grad_(False)
+            self.train(self.training)
+
+    def _batchnorms(self) -> list[nn.Module]:
+        return [m for m in self.backbone.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+    def train(self, mode: bool = True) -> EmbeddingNet:
+        super().train(mode)
+        if self.frozen_bn:
+            for bn in self._batchnorms():
+                bn.eval()
+        return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.head(self.backbone(x)), dim=-1)
@@ -51,10 +89,90 @@ def _small_cnn(spec: ModelSpec, input_shape: tuple[int, ...]) -> tuple[nn.Module
     return net, net.out_features
 
 
-_BACKBONES = {"small_cnn": _small_cnn}
+# backbone → (torchvision constructor, weights enum, feature dimension before the classifier)
+_TORCHVISION: dict[str, tuple[str, str, int]] = {
+    "resnet18": ("resnet18", "ResNet18_Weights", 512),
+    "resnet34": ("resnet34", "ResNet34_Weights", 512),
+    "resnet50": ("resnet50", "ResNet50_Weights", 2048),
+    "googlenet": ("googlenet", "GoogLeNet_Weights", 1024),
+}
+#: Backbones with ImageNet weights (``model.pretrained: true``).
+PRETRAINABLE: tuple[str, ...] = tuple(_TORCHVISION)
+
+
+def _weight_urls(backbone: str) -> list[str]:
+    """Official weight URLs of ``backbone``, IMAGENET1K_V1 first (the weights the DML papers start from)."""
+    import torchvision.models as tvm
+
+    return [w.url for w in getattr(tvm, _TORCHVISION[backbone][1])]
+
+
+def pretrained_weights_file(spec: ModelSpec) -> Path:
+    """The file the ImageNet weights load from: ``spec.weights``, else torchvision's file in the hub cache."""
+    fn = _TORCHVISION[spec.backbone][0]
+    if spec.weights is not None:
+        path = Path(spec.weights)
+        if not path.is_file():
+            raise DataError(f"model.weights: no such file: {path} (a torchvision state dict of {spec.backbone})")
+        return path
+    cache = Path(torch.hub.get_dir()) / "checkpoints"
+    urls = _weight_urls(spec.backbone)
+    for url in urls:
+        if (cache / os.path.basename(url)).is_file():
+            return cache / os.path.basename(url)
+    raise DataError(
+        f"model.pretrained: ImageNet weights of {spec.backbone} are not available offline ({os.path.basename(urls[0])} "
+        f"is not in {cache}); on a machine with internet run python -c \"import torchvision; "
+        f"torchvision.models.{fn}(weights='IMAGENET1K_V1')\" (or download {urls[0]}) and copy the file into "
+        f"{cache} on every node, or set model.weights: /path/to/{os.path.basename(urls[0])}"
+    )
+
+
+def check_pretrained(spec: ModelSpec) -> None:
+    """Driver-side check that ``model.pretrained`` weights can be loaded offline (raises ``DataError``)."""
+    if spec.pretrained:
+        pretrained_weights_file(spec)
+
+
+def _load_imagenet_weights(net: nn.Module, spec: ModelSpec) -> None:
+    path = pretrained_weights_file(spec)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    # The ImageNet classifier and GoogLeNet's auxiliary heads are not part of an embedding network.
+    state = {k: v for k, v in state.items() if not k.startswith(("fc.", "aux1.", "aux2."))}
+    missing, unexpected = net.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith("fc.")]
+    if missing or unexpected:
+        raise DataError(
+            f"model.weights: {path} is not a {spec.backbone} state dict "
+            f"(missing {missing[:3]}, unexpected {list(unexpected)[:3]})"
+        )
+
+
+def _torchvision(spec: ModelSpec, input_shape: tuple[int, ...]) -> tuple[nn.Module, int]:
+    import torchvision.models as tvm
+
+    if input_shape[0] != 3:
+        raise ValueError(f"model.backbone {spec.backbone} needs RGB images, but the dataset gives {input_shape}; use small_cnn")
+    fn, _, feature_dim = _TORCHVISION[spec.backbone]
+    kwargs: dict[str, bool] = {}
+    if fn == "googlenet":
+        # transform_input converts ImageNet-normalised input to the normalisation the ported weights expect.
+        kwargs = {"aux_logits": False, "transform_input": spec.pretrained, "init_weights": not spec.pretrained}
+    net = getattr(tvm, fn)(weights=None, **kwargs)
+    if spec.pretrained:
+        _load_imagenet_weights(net, spec)
+    net.fc = nn.Identity()
+    if fn == "googlenet":
+        net.dropout = nn.Identity()  # dropout before the (removed) classifier would perturb the embedding
+    return net, feature_dim
+
+
+_BACKBONES = {"small_cnn": _small_cnn, **{name: _torchvision for name in _TORCHVISION}}
 BACKBONE_NAMES: tuple[str, ...] = tuple(_BACKBONES)
 
 
 def build_model(spec: ModelSpec, input_shape: tuple[int, ...]) -> EmbeddingNet:
     backbone, feature_dim = _BACKBONES[spec.backbone](spec, input_shape)
-    return EmbeddingNet(backbone, feature_dim, spec.embedding_dim)
+    return EmbeddingNet(backbone, feature_dim, spec.embedding_dim, frozen_bn=spec.frozen_bn)

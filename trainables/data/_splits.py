@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -59,12 +59,25 @@ class LabeledSplit:
 
 @dataclass(frozen=True)
 class DatasetSplits:
-    """A dataset's class-disjoint training and test splits."""
+    """A dataset's class-disjoint training and test splits.
+
+    Args:
+        name: the spec's ``dataset.name``.
+        train: the training split (label noise is applied to it only).
+        test: the evaluation split; with ``gallery`` set, the queries.
+        input_shape: shape of one transformed input, ``(C, H, W)``.
+        gallery: In-Shop's gallery: test queries are retrieved against it instead of against each other.
+        train_transform: random augmentation of a loaded training item (``None``: use it as loaded).
+        eval_transform: deterministic transform for embedding any split (``None``: as loaded).
+    """
 
     name: str
     train: LabeledSplit
     test: LabeledSplit
     input_shape: tuple[int, ...]
+    gallery: LabeledSplit | None = None
+    train_transform: Callable[[Any], torch.Tensor] | None = None
+    eval_transform: Callable[[Any], torch.Tensor] | None = None
 
     def with_train(self, train: LabeledSplit) -> DatasetSplits:
         return dataclasses.replace(self, train=train)

@@ -1,0 +1,179 @@
+"""Helpers shared by the on-disk loaders: layout errors, annotation parsing, class-disjoint splits, images.
+
+Every loader describes its official layout once (:class:`Layout`); every problem with a root becomes one
+:class:`~study.errors.DataError` line naming the dataset, the path tried, the expected layout and where the
+dataset is published. Nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from study.errors import DataError
+from trainables.data._splits import DatasetSplits, LabeledSplit
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from PIL import Image
+
+    from study.spec import DatasetSpec
+
+__all__ = ["Layout", "ImageFile", "first_half_classes", "image_splits", "parse_int", "read_rows", "split_by_mask"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A dataset's official on-disk layout, for finding its root and for error messages.
+
+    Args:
+        dataset: the spec's ``dataset.name``.
+        expected: the layout in one line, e.g. ``CUB_200_2011/{images/, images.txt, ...}``.
+        url: where the dataset is published (the user downloads it; we never do).
+        markers: files/directories that must exist directly in the resolved root.
+        subdirs: standard names of the extracted folder, tried below ``dataset.root`` when the root itself
+            does not hold the markers (so both ``data/`` and ``data/CUB_200_2011`` work).
+    """
+
+    dataset: str
+    expected: str
+    url: str
+    markers: tuple[str, ...]
+    subdirs: tuple[str, ...] = ()
+
+    def error(self, problem: str, path: object) -> DataError:
+        return DataError(
+            f"dataset {self.dataset!r}: {problem}: {path}; expected layout {self.expected} "
+            f"(published at {self.url}; download it yourself, nothing is downloaded at run time)"
+        )
+
+    def find_root(self, spec: DatasetSpec) -> Path:
+        """The directory holding every marker: ``spec.root`` itself or one of :attr:`subdirs` below it."""
+        if spec.root is None:
+            raise self.error("dataset.root is not set", "null")
+        root = Path(spec.root).expanduser()
+        for candidate in (root, *(root / s for s in self.subdirs)):
+            if all((candidate / m).exists() for m in self.markers):
+                return candidate
+        if not root.is_dir():
+            raise self.error("no such directory", root)
+        missing = [m for m in self.markers if not (root / m).exists()]
+        raise self.error(f"missing {', '.join(missing)} in", root)
+
+    def require(self, path: Path) -> Path:
+        if not path.exists():
+            raise self.error("missing", path)
+        return path
+
+
+def read_rows(layout: Layout, path: Path, ncols: int, skip: int = 0) -> list[list[str]]:
+    """Whitespace-separated rows of an annotation file (after ``skip`` header lines), each ``ncols`` wide."""
+    layout.require(path)
+    rows = []
+    for lineno, line in enumerate(path.read_text().splitlines()[skip:], start=skip + 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != ncols:
+            raise layout.error(f"line {lineno} has {len(parts)} fields instead of {ncols} in", path)
+        rows.append(parts)
+    if not rows:
+        raise layout.error("no entries in", path)
+    return rows
+
+
+def parse_int(layout: Layout, path: Path, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise layout.error(f"expected an integer, got {value!r} in", path) from None
+
+
+def first_half_classes(layout: Layout, labels: np.ndarray, where: object) -> np.ndarray:
+    """Mask of samples whose class is in the first half of the sorted classes (SPEC "Data" split).
+
+    CUB 1-100 / 101-200, CARS 1-98 / 99-196, Flowers 1-51 / 52-102; an odd count gives train the extra one.
+    """
+    classes = np.unique(labels)
+    if classes.size < 2:
+        raise layout.error(f"found {classes.size} class(es), need at least 2 for a class-disjoint split in", where)
+    return np.isin(labels, classes[: (classes.size + 1) // 2])
+
+
+def split_by_mask(
+    items: list[str], labels: np.ndarray, mask: np.ndarray, load_item: Callable[[object], object]
+) -> LabeledSplit:
+    idx = np.flatnonzero(mask)
+    chosen = labels[idx].astype(np.int64)
+    return LabeledSplit(items=[items[i] for i in idx], labels=chosen, true_labels=chosen.copy(), load_item=load_item)
+
+
+class ImageFile:
+    """Opens ``root/<relative path>`` as an RGB PIL image (picklable, so DataLoader workers can use it).
+
+    JPEGs are decoded at reduced scale (PIL ``draft``) when that still leaves the shorter side at least
+    ``min_side`` pixels: the transform resizes to ``min_side`` anyway, and decoding is the data loader's
+    main cost on large photos (CARS, In-Shop high-res).
+    """
+
+    def __init__(self, root: Path | str, min_side: int | None) -> None:
+        self.root = str(root)
+        self.min_side = min_side
+
+    def __call__(self, relpath: object) -> Image.Image:
+        from PIL import Image, UnidentifiedImageError
+
+        path = os.path.join(self.root, str(relpath))
+        try:
+            with Image.open(path) as img:
+                if self.min_side:
+                    img.draft("RGB", (self.min_side, self.min_side))
+                return img.convert("RGB")
+        except (OSError, UnidentifiedImageError) as e:
+            raise DataError(f"cannot read image {path}: {e}") from None
+
+
+def image_splits(
+    spec: DatasetSpec,
+    layout: Layout,
+    root: Path,
+    items: list[str],
+    labels: np.ndarray,
+    train_mask: np.ndarray,
+    test_mask: np.ndarray | None = None,
+    gallery_mask: np.ndarray | None = None,
+) -> DatasetSplits:
+    """Assemble an image dataset's splits (files relative to ``root``) with the spec's transforms.
+
+    The first file of each split must exist, so a root with annotations but no extracted images fails here,
+    on the driver, rather than inside every trial.
+    """
+    from trainables.data.transforms import eval_transform, image_sizes, train_transform
+
+    resize, crop = image_sizes(spec)
+    load = ImageFile(root, resize)
+    masks = {"train": train_mask, "test": ~train_mask if test_mask is None else test_mask, "gallery": gallery_mask}
+    splits: dict[str, LabeledSplit | None] = {}
+    for name, mask in masks.items():
+        if mask is None:
+            splits[name] = None
+            continue
+        if not mask.any():
+            raise layout.error(f"the {name} split is empty in", root)
+        split = split_by_mask(items, labels, mask, load)
+        layout.require(root / split.items[0])
+        splits[name] = split
+    return DatasetSplits(
+        name=spec.name,
+        train=splits["train"],
+        test=splits["test"],
+        gallery=splits["gallery"],
+        input_shape=(3, crop, crop),
+        train_transform=train_transform(resize, crop),
+        eval_transform=eval_transform(resize, crop),
+    )
