@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from study.spec import DatasetSpec
 
-__all__ = ["Layout", "ImageFile", "first_half_classes", "image_splits", "parse_int", "read_rows", "split_by_mask"]
+__all__ = ["Layout", "ImageFile", "first_half_classes", "image_splits", "parse_int", "read_mat", "read_rows", "split_by_mask"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Layout:
         if not root.is_dir():
             raise self.error("no such directory", root)
         missing = [m for m in self.markers if not (root / m).exists()]
-        raise self.error(f"missing {', '.join(missing)} in", root)
+        raise self.error(f"missing {', '.join(missing)}", root)
 
     def require(self, path: Path) -> Path:
         if not path.exists():
@@ -80,10 +80,10 @@ def read_rows(layout: Layout, path: Path, ncols: int, skip: int = 0) -> list[lis
             continue
         parts = line.split()
         if len(parts) != ncols:
-            raise layout.error(f"line {lineno} has {len(parts)} fields instead of {ncols} in", path)
+            raise layout.error(f"line {lineno} has {len(parts)} fields instead of {ncols}", path)
         rows.append(parts)
     if not rows:
-        raise layout.error("no entries in", path)
+        raise layout.error("no entries", path)
     return rows
 
 
@@ -91,7 +91,7 @@ def parse_int(layout: Layout, path: Path, value: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise layout.error(f"expected an integer, got {value!r} in", path) from None
+        raise layout.error(f"expected an integer, got {value!r}", path) from None
 
 
 def first_half_classes(layout: Layout, labels: np.ndarray, where: object) -> np.ndarray:
@@ -101,7 +101,7 @@ def first_half_classes(layout: Layout, labels: np.ndarray, where: object) -> np.
     """
     classes = np.unique(labels)
     if classes.size < 2:
-        raise layout.error(f"found {classes.size} class(es), need at least 2 for a class-disjoint split in", where)
+        raise layout.error(f"found {classes.size} class(es), need at least 2 for a class-disjoint split", where)
     return np.isin(labels, classes[: (classes.size + 1) // 2])
 
 
@@ -164,7 +164,7 @@ def image_splits(
             splits[name] = None
             continue
         if not mask.any():
-            raise layout.error(f"the {name} split is empty in", root)
+            raise layout.error(f"the {name} split is empty", root)
         split = split_by_mask(items, labels, mask, load)
         layout.require(root / split.items[0])
         splits[name] = split
@@ -177,3 +177,15 @@ def image_splits(
         train_transform=train_transform(resize, crop),
         eval_transform=eval_transform(resize, crop),
     )
+
+
+def read_mat(layout: Layout, path: Path, key: str) -> np.ndarray:
+    """Variable ``key`` of a MATLAB file (squeezed), or a layout error naming the file."""
+    from scipy.io import loadmat
+    from scipy.io.matlab import MatReadError
+
+    layout.require(path)
+    try:
+        return np.atleast_1d(loadmat(path, squeeze_me=True)[key])
+    except (MatReadError, KeyError, ValueError, TypeError, OSError) as e:
+        raise layout.error(f"cannot read {key!r} ({type(e).__name__}: {e})", path) from None

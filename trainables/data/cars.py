@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trainables.data._files import Layout, first_half_classes, image_splits
+from trainables.data._files import Layout, first_half_classes, image_splits, read_mat
 
 if TYPE_CHECKING:
     from study.spec import DatasetSpec
@@ -27,14 +27,12 @@ LAYOUT = Layout(
 
 
 def load(spec: DatasetSpec) -> DatasetSplits:
-    from scipy.io import loadmat
-
     root = LAYOUT.find_root(spec)
     mat_path = root / "cars_annos.mat"
+    annotations = read_mat(LAYOUT, mat_path, "annotations")
     try:
-        annotations = np.atleast_1d(loadmat(mat_path, squeeze_me=True)["annotations"])
         items = [str(p) for p in annotations["relative_im_path"]]
         labels = np.asarray(annotations["class"], dtype=np.int64)
-    except (KeyError, ValueError, TypeError, OSError) as e:
-        raise LAYOUT.error(f"cannot read annotations ({type(e).__name__}: {e}) from", mat_path) from None
+    except (ValueError, TypeError) as e:  # not a struct array with these fields
+        raise LAYOUT.error(f"annotations lack relative_im_path / class ({e})", mat_path) from None
     return image_splits(spec, LAYOUT, root, items, labels, first_half_classes(LAYOUT, labels, root))

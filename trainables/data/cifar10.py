@@ -45,7 +45,7 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     except (OSError, pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError) as e:
         raise LAYOUT.error(f"cannot read batch ({type(e).__name__}: {e})", path) from None
     if len(images) != len(labels):
-        raise LAYOUT.error(f"{len(images)} images but {len(labels)} labels in", path)
+        raise LAYOUT.error(f"{len(images)} images but {len(labels)} labels", path)
     return images, labels
 
 

@@ -32,7 +32,7 @@ def load(spec: DatasetSpec) -> DatasetSplits:
     paths = {parse_int(LAYOUT, images_txt, i): p for i, p in read_rows(LAYOUT, images_txt, 2)}
     class_of = {parse_int(LAYOUT, labels_txt, i): parse_int(LAYOUT, labels_txt, c) for i, c in read_rows(LAYOUT, labels_txt, 2)}
     if paths.keys() != class_of.keys():
-        raise LAYOUT.error("images.txt and image_class_labels.txt list different image ids in", root)
+        raise LAYOUT.error("images.txt and image_class_labels.txt list different image ids", root)
     ids = sorted(paths)
     items = [f"images/{paths[i]}" for i in ids]
     labels = np.array([class_of[i] for i in ids], dtype=np.int64)

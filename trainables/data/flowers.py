@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trainables.data._files import Layout, first_half_classes, image_splits
+from trainables.data._files import Layout, first_half_classes, image_splits, read_mat
 
 if TYPE_CHECKING:
     from study.spec import DatasetSpec
@@ -26,13 +26,7 @@ LAYOUT = Layout(
 
 
 def load(spec: DatasetSpec) -> DatasetSplits:
-    from scipy.io import loadmat
-
     root = LAYOUT.find_root(spec)
-    mat_path = root / "imagelabels.mat"
-    try:
-        labels = np.asarray(loadmat(mat_path)["labels"], dtype=np.int64).ravel()
-    except (KeyError, ValueError, TypeError, OSError) as e:
-        raise LAYOUT.error(f"cannot read labels ({type(e).__name__}: {e}) from", mat_path) from None
+    labels = read_mat(LAYOUT, root / "imagelabels.mat", "labels").astype(np.int64)
     items = [f"jpg/image_{i:05d}.jpg" for i in range(1, labels.size + 1)]
     return image_splits(spec, LAYOUT, root, items, labels, first_half_classes(LAYOUT, labels, root))

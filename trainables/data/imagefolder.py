@@ -42,9 +42,9 @@ def _read_split_file(path: Path, classes: list[str]) -> dict[str, bool]:
             continue
         name, role = (line.rsplit(None, 1) + [""])[:2]
         if role not in ("train", "test"):
-            raise LAYOUT.error(f"line {lineno} must be '<class> train|test', got {line!r} in", path)
+            raise LAYOUT.error(f"line {lineno} must be '<class> train|test', got {line!r}", path)
         if name not in known:
-            raise LAYOUT.error(f"line {lineno} names class {name!r}, which has no folder with images, in", path)
+            raise LAYOUT.error(f"line {lineno} names class {name!r}, which has no folder with images", path)
         out[name] = role == "train"
     if not any(out.values()) or all(out.values()):
         raise LAYOUT.error("the split file must list at least one train and one test class", path)

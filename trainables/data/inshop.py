@@ -36,11 +36,11 @@ def load(spec: DatasetSpec) -> DatasetSplits:
     rows = read_rows(LAYOUT, path, 3, skip=2)
     bad = next((s for _, _, s in rows if s not in _STATUSES), None)
     if bad is not None:
-        raise LAYOUT.error(f"evaluation status {bad!r} is not one of {', '.join(_STATUSES)} in", path)
+        raise LAYOUT.error(f"evaluation status {bad!r} is not one of {', '.join(_STATUSES)}", path)
     try:
         labels = np.array([int(item.removeprefix("id_")) for _, item, _ in rows], dtype=np.int64)
     except ValueError:
-        raise LAYOUT.error("item ids must look like id_00000001 in", path) from None
+        raise LAYOUT.error("item ids must look like id_00000001", path) from None
     items = [image for image, _, _ in rows]
     status = np.array([s for _, _, s in rows])
     return image_splits(
