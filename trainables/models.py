@@ -141,7 +141,10 @@ def _load_imagenet_weights(net: nn.Module, spec: ModelSpec) -> None:
         state = state["state_dict"]
     # The ImageNet classifier and GoogLeNet's auxiliary heads are not part of an embedding network.
     state = {k: v for k, v in state.items() if not k.startswith(("fc.", "aux1.", "aux2."))}
-    missing, unexpected = net.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = net.load_state_dict(state, strict=False)
+    except RuntimeError:  # shape mismatches: another architecture's weights
+        missing, unexpected = ["(shapes differ)"], []
     missing = [k for k in missing if not k.startswith("fc.")]
     if missing or unexpected:
         raise DataError(
