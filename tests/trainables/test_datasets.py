@@ -59,21 +59,22 @@ def test_cub_first_half_of_classes_trains_and_images_load(tmp_path):
     assert torch.equal(_first_input(data), x)
 
 
-def test_cars_reads_cars_annos_mat(tmp_path):
-    root, expected = write_cars(tmp_path, n_classes=6, per_class=3)
-    data = _load("cars196", root, image_size=32)
-    assert set(data.train.labels) == {1, 2, 3} and set(data.test.labels) == {4, 5, 6}
-    assert len(data.train) == len(data.test) == 9
-    _check_split(data.train, expected)
-    _check_split(data.test, expected)
-    assert _first_input(data).shape == (3, 32, 32)
-
-
-def test_sop_uses_the_official_files(tmp_path):
-    root, expected = write_sop(tmp_path, n_train=5, n_test=4, per_class=2)
-    data = _load("sop", tmp_path, image_size=24)
-    assert set(data.train.labels) == set(range(1, 6)) and set(data.test.labels) == set(range(6, 10))
-    assert (len(data.train), len(data.test)) == (10, 8)
+@pytest.mark.parametrize(
+    ("name", "writer", "sizes", "train_classes", "test_classes"),
+    [
+        ("cars196", write_cars, {"n_classes": 6, "per_class": 3}, {1, 2, 3}, {4, 5, 6}),  # cars_annos.mat
+        ("flowers102", write_flowers, {"n_classes": 6, "per_class": 3}, {1, 2, 3}, {4, 5, 6}),  # imagelabels.mat
+        ("sop", write_sop, {"n_train": 5, "n_test": 4, "per_class": 2}, set(range(1, 6)), set(range(6, 10))),
+    ],
+)
+def test_loader_splits_and_labels(tmp_path, name, writer, sizes, train_classes, test_classes):
+    """CARS and Flowers split by the first half of the classes (their files list classes unsorted); SOP by its
+    Ebay_train / Ebay_test files (and its root may be the folder holding Stanford_Online_Products/)."""
+    root, expected = writer(tmp_path, **sizes)
+    data = _load(name, tmp_path if name == "sop" else root, image_size=24)
+    assert set(data.train.labels) == train_classes and set(data.test.labels) == test_classes
+    per_class = sizes["per_class"]
+    assert (len(data.train), len(data.test)) == (per_class * len(train_classes), per_class * len(test_classes))
     _check_split(data.train, expected)
     _check_split(data.test, expected)
     assert _first_input(data).shape == (3, 24, 24)
@@ -89,14 +90,6 @@ def test_inshop_has_train_query_and_gallery(tmp_path):
     assert (len(data.train), len(data.test), len(data.gallery)) == (16, 6, 6)
     assert set(data.test.labels) == set(data.gallery.labels) == {5, 6, 7}
     assert _first_input(data, data.gallery).shape == (3, 32, 32)
-
-
-def test_flowers_first_half_of_classes_trains(tmp_path):
-    root, expected = write_flowers(tmp_path, n_classes=6, per_class=3)
-    data = _load("flowers102", root, image_size=32)
-    assert set(data.train.labels) == {1, 2, 3} and set(data.test.labels) == {4, 5, 6}
-    _check_split(data.train, expected)
-    _check_split(data.test, expected)
 
 
 def test_cifar10_keeps_the_official_split_and_pixels(tmp_path):
