@@ -194,12 +194,13 @@ class Trial:
         return self._loaders["train"]
 
     def _eval_loader(self, split: LabeledSplit) -> DataLoader:
-        if id(split) not in self._loaders:  # the splits live as long as the trial
-            dataset = IndexedDataset(split, self.data.eval_transform)
-            self._loaders[id(split)] = DataLoader(
-                dataset, batch_size=self.spec.train.eval_batch_size, shuffle=False, **self._loader_options()
-            )
-        return self._loaders[id(split)]
+        if id(split) in self._loaders:
+            return self._loaders[id(split)]
+        dataset = IndexedDataset(split, self.data.eval_transform)
+        loader = DataLoader(dataset, batch_size=self.spec.train.eval_batch_size, shuffle=False, **self._loader_options())
+        if any(split is s for s in (self.data.train, self.data.test, self.data.gallery)):
+            self._loaders[id(split)] = loader  # the trial's own splits live as long as the trial: build once
+        return loader
 
     def _to_device(self, inputs: torch.Tensor) -> torch.Tensor:
         if inputs.dim() == 4 and _channels_last(self.device, self.data.input_shape):
