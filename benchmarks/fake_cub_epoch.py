@@ -49,6 +49,7 @@ def main() -> None:
         })
         trial = Trial.build(spec)
         n_train, n_test = len(trial.data.train), len(trial.data.test)
+        n_seen = len(trial._train_loader().sampler)  # images per epoch: whole P×K batches
         print(f"device={trial.device} backbone={args.backbone} image={args.image_size}px (resize "
               f"{trial.data.train_transform.transforms[0].size}) train={n_train} test={n_test} images "
               f"({args.classes} classes × {args.per_class}), batch 4×4, threads={args.threads}, workers={args.workers}")
@@ -56,7 +57,7 @@ def main() -> None:
             start = time.perf_counter()
             m = trial.run_epoch()
             total = time.perf_counter() - start
-            print(f"epoch {int(m['epoch'])}: train {m['epoch_time_s']:.1f} s ({n_train / m['epoch_time_s']:.1f} img/s), "
+            print(f"epoch {int(m['epoch'])}: train {m['epoch_time_s']:.1f} s ({n_seen / m['epoch_time_s']:.1f} img/s), "
                   f"eval {m['eval_time_s']:.1f} s, total {total:.1f} s, recall_at_1={m['recall_at_1']:.3f}")
 
 
