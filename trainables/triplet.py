@@ -145,12 +145,11 @@ class TripletSmoothParams:
     mining: Mining = "hard"
 
 
-class TripletSmoothFamily(PmlLossFamily):
+class TripletSmoothFamily(TripletFamily):
+    """The triplet family with the soft-plus loss (same miners)."""
+
     name = "triplet_smooth"
     Params = TripletSmoothParams
 
     def build_criterion(self, params: TripletSmoothParams) -> nn.Module:
         return losses.TripletMarginLoss(margin=params.margin, smooth_loss=True)
-
-    def build_miner(self, params: TripletSmoothParams) -> nn.Module | None:
-        return build_triplet_miner(params.mining, params.margin)
