@@ -16,6 +16,14 @@ __all__ = [
     "recall_at",
     "metric_names_for",
     "ARTIFACTS_DIR",
+    "Q_POS",
+    "Q_NEG",
+    "Q_POS_OBS",
+    "Q_NEG_OBS",
+    "MINER_CORRUPT_NEG_SHARE",
+    "ETA_HAT",
+    "P_BOUND_TRIPLET",
+    "NOISE_DIAGNOSTICS",
 ]
 
 #: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
@@ -27,6 +35,16 @@ TRAIN_LOSS = "train/loss"
 TRAIN_LOSS_PREFIX = "train/loss/"
 EPOCH_TIME = "epoch_time_s"
 EVAL_TIME = "eval_time_s"
+
+# Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.
+Q_POS = "q_pos"  # noise paper Eq. 8: a true positive pair observed as negative
+Q_NEG = "q_neg"  # noise paper Eq. 7: a true negative pair observed as positive
+Q_POS_OBS = "q_pos_obs"
+Q_NEG_OBS = "q_neg_obs"
+MINER_CORRUPT_NEG_SHARE = "miner_corrupt_neg_share"
+ETA_HAT = "eta_hat"
+P_BOUND_TRIPLET = "p_bound_triplet"
+NOISE_DIAGNOSTICS = (Q_POS, Q_NEG, Q_POS_OBS, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET)
 
 
 def recall_at(k: int) -> str:

@@ -110,6 +110,18 @@ class BaseLossFamily(nn.Module, abc.ABC):
         """
         del directory
 
+    def param_groups(self, lr: float) -> list[dict[str, Any]]:
+        """Optimiser parameter groups of the family's learnable tensors (called once, when the loop builds
+        the optimiser; ``lr`` is the spec's learning rate). Override to give some tensors their own rate
+        (margin's β, proxies); the default puts every parameter in one group at the shared rate."""
+        del lr
+        return [{"params": list(self.parameters())}]
+
+    def mined_negatives(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(anchor, negative) batch positions of the negative pairs the last ``compute_loss`` selected, one
+        entry per selected tuple; ``None`` when the family does not mine (read by the noise diagnostics)."""
+        return None
+
     def extra_state(self) -> dict[str, Any]:
         """Picklable state outside ``state_dict()`` that a resumed trial needs (default: none)."""
         return {}
@@ -139,6 +151,7 @@ class PmlLossFamily(BaseLossFamily):
         super().__init__(params, ctx)
         self.criterion = self.build_criterion(params)
         self.miner = self.build_miner(params)
+        self._mined: tuple[torch.Tensor, ...] | None = None
 
     @abc.abstractmethod
     def build_criterion(self, params: Any) -> nn.Module:
@@ -151,6 +164,13 @@ class PmlLossFamily(BaseLossFamily):
 
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         pairs = self.miner(embeddings, batch.labels) if self.miner is not None else None
+        self._mined = pairs
         loss = self.criterion(embeddings, batch.labels, pairs)
         # PML already returns an attached zero when mining finds nothing.
         return {self.name: loss}
+
+    def mined_negatives(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if self._mined is None:
+            return None
+        # PML tuples are (a, p, n) triplets or (a1, p, a2, n) pairs; the negatives are the last two columns.
+        return self._mined[0] if len(self._mined) == 3 else self._mined[2], self._mined[-1]

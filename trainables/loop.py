@@ -29,6 +29,7 @@ from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits, load_dataset
 from trainables.data._splits import IndexedDataset, LabeledSplit
 from trainables.data.sampler import BalancedMPerClassSampler
+from trainables.diagnostics import NoiseDiagnostics
 from trainables.metrics import retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.registry import get_family
@@ -84,7 +85,7 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _build_optimizer(spec: StudySpec, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+def _build_optimizer(spec: StudySpec, params: list[dict[str, Any]]) -> torch.optim.Optimizer:
     opt = spec.train.optimizer
     if opt.name == "sgd":
         return torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay)
@@ -130,7 +131,8 @@ class Trial:
             seed=spec.seed,
         )
         family = family_cls(spec.family_params(), ctx).to(device)
-        optimizer = _build_optimizer(spec, [*model.parameters(), *family.parameters()])
+        groups = [{"params": list(model.parameters())}, *family.param_groups(spec.train.optimizer.lr)]
+        optimizer = _build_optimizer(spec, [g for g in groups if g["params"]])
         return cls(spec=spec, data=data, model=model, family=family, optimizer=optimizer, device=device)
 
     # ------------------------------------------------------------------------------------- checkpoints
@@ -220,13 +222,16 @@ class Trial:
         self.family.train()
         sums: dict[str, float] = {}
         n_batches = 0
+        diagnostics = NoiseDiagnostics.for_family(self.family)
         for inputs, labels, indices in self._train_loader():
             labels = labels.to(self.device)
             if self.family.num_views > 1:  # (B, V, ...) → view-major (V·B, ...)
                 inputs = inputs.transpose(0, 1).flatten(0, 1)
             inputs = self._to_device(inputs)
             embeddings = self._forward(inputs)
-            terms = self.family.compute_loss(embeddings, Batch(inputs, labels, indices.to(self.device)))
+            batch = Batch(inputs, labels, indices.to(self.device))
+            terms = self.family.compute_loss(embeddings, batch)
+            diagnostics.observe(batch, self.family)
             loss = torch.stack(list(terms.values())).sum()
             if not torch.isfinite(loss):
                 values = {k: float(v.detach()) for k, v in terms.items()}
@@ -238,7 +243,7 @@ class Trial:
             for name, value in terms.items():
                 sums[TRAIN_LOSS_PREFIX + name] = sums.get(TRAIN_LOSS_PREFIX + name, 0.0) + float(value.detach())
             sums[TRAIN_LOSS] = sums.get(TRAIN_LOSS, 0.0) + float(loss.detach())
-        return {k: v / max(n_batches, 1) for k, v in sums.items()}
+        return {**{k: v / max(n_batches, 1) for k, v in sums.items()}, **diagnostics.epoch_metrics()}
 
     @torch.inference_mode()
     def embed(self, split: LabeledSplit) -> torch.Tensor:

@@ -13,6 +13,15 @@ __all__ = ["FAMILY_NAMES", "get_family"]
 # Imported lazily so that validating a spec loads only the family it names.
 _FAMILY_MODULES: dict[str, tuple[str, str]] = {
     "ms": ("trainables.ms", "MultiSimilarityFamily"),
+    "contrastive": ("trainables.contrastive", "ContrastiveFamily"),
+    "triplet": ("trainables.triplet", "TripletFamily"),
+    "triplet_smooth": ("trainables.triplet", "TripletSmoothFamily"),
+    "margin": ("trainables.margin", "MarginFamily"),
+    "marginal": ("trainables.margin", "MarginalFamily"),
+    "fastap": ("trainables.fastap", "FastAPFamily"),
+    "proxy_anchor": ("trainables.proxy_anchor", "ProxyAnchorFamily"),
+    "snr": ("trainables.snr", "SNRFamily"),
+    "rdml": ("trainables.rdml", "RDMLFamily"),
 }
 
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILY_MODULES)
