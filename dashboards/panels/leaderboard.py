@@ -6,7 +6,7 @@ import polars as pl
 
 from dashboards.load import DashboardData
 from dashboards.panels import Panel
-from dashboards.select import best_configs, fmt, params_text, scored_runs, varying_params
+from dashboards.select import best_configs, params_text, scored_runs, varying_params
 
 __all__ = ["build", "mean_std"]
 
@@ -39,7 +39,7 @@ def build(data: DashboardData) -> Panel:
             "subset": r["subset"],
             f"{metric} mean ± std": mean_std(r["mean"], r["std"], r["n_seeds"]),
             "seeds": str(r["n_seeds"]),
-            "best run": fmt(r["best_value"], 6),
+            "best run": repr(r["best_value"]),  # exact: it must equal the run's metric in MLflow
             "best trial": r["best_trial_id"],
             "params of the best configuration": params_text(r["config"], names),
         })
@@ -49,6 +49,6 @@ def build(data: DashboardData) -> Panel:
     top = best.sort("best_value", descending=data.mode == "max").row(0, named=True)
     panel.note(
         f"{runs.height} scored runs, {failed} failed. Best run overall: trial {top['best_trial_id']} "
-        f"({top['family']}, {top['dataset']}) with {metric} = {fmt(top['best_value'], 6)}."
+        f"({top['family']}, {top['dataset']}) with {metric} = {top['best_value']!r}."
     )
     return panel
