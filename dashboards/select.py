@@ -27,7 +27,8 @@ def scored_runs(data: DashboardData, metric: str | None = None) -> pl.DataFrame:
 def best_configs(data: DashboardData, extra_metrics: tuple[str, ...] = ()) -> pl.DataFrame:
     """Per group: the configuration with the best mean objective over its seeds, and the best single run.
 
-    Columns: the :data:`GROUP` columns, ``config``, ``n_seeds``, ``mean``/``std`` of the objective,
+    Columns: the :data:`GROUP` columns, ``config``, ``n_runs`` (its runs; a seed may repeat), ``seeds``
+    (the distinct seed tags), ``mean``/``std`` of the objective,
     ``mean_<m>``/``std_<m>`` for each of ``extra_metrics``, ``run_ids`` (the configuration's runs),
     ``best_value``/``best_run_id``/``best_trial_id`` (the group's best single run, any configuration),
     ``best_params`` (that run's ``config``).
@@ -37,7 +38,7 @@ def best_configs(data: DashboardData, extra_metrics: tuple[str, ...] = ()) -> pl
         return pl.DataFrame()
     objective = METRIC + data.metric
     descending = data.mode == "max"
-    aggs = [pl.len().alias("n_seeds"), pl.col("run_id").alias("run_ids"),
+    aggs = [pl.len().alias("n_runs"), pl.col("seed").unique().sort().alias("seeds"), pl.col("run_id").alias("run_ids"),
             pl.col(objective).mean().alias("mean"), pl.col(objective).std().alias("std")]
     for m in extra_metrics:
         if METRIC + m in runs.columns:

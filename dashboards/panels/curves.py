@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from matplotlib.ticker import MaxNLocator
+
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import best_configs
@@ -25,7 +27,7 @@ def build(data: DashboardData) -> Panel:
     if not keys:
         panel.skipped = f"no best run logged {data.metric} per epoch"
         return panel
-    fig, axes = new_figure(len(keys))
+    fig, axes = new_figure(len(keys), height=3.2 + 0.18 * min(len(best), _MAX_RUNS))
     for i, r in enumerate(best.head(_MAX_RUNS).iter_rows(named=True)):
         noise = f"p={r['noise_ratio']:g}" + (" topline" if r["subset"] == "clean_only" else "")
         label = f"{r['family']} {r['dataset']} {noise} ({r['best_trial_id']})"
@@ -33,9 +35,11 @@ def build(data: DashboardData) -> Panel:
             h = data.history_of([r["best_run_id"]], key)
             ax.plot(h["step"], h["value"], "-o", ms=3, color=f"C{i % 10}", label=label)
     for ax, key in zip(axes, keys):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_ylabel(key)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=6)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)), fontsize=7)
     panel.figure("best", "Best trial of each group, per epoch", fig)
     return panel

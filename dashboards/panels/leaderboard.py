@@ -1,4 +1,4 @@
-"""Leaderboard: the best configuration per family × dataset × noise setting, mean ± std over seeds."""
+"""Leaderboard: the best configuration per family × dataset × noise setting, mean ± std over its runs (seeds)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ def build(data: DashboardData) -> Panel:
             "dataset": r["dataset"],
             "noise": f"{r['noise_kind']} {r['noise_ratio']:g}" if r["noise_kind"] not in ("", "none") else "none",
             "subset": r["subset"],
-            f"{metric} mean ± std": mean_std(r["mean"], r["std"], r["n_seeds"]),
-            "seeds": str(r["n_seeds"]),
+            f"{metric} mean ± std": mean_std(r["mean"], r["std"], r["n_runs"]),
+            "runs": str(r["n_runs"]),
+            "seeds": ", ".join(r["seeds"]),
             "best run": repr(r["best_value"]),  # exact: it must equal the run's metric in MLflow
             "best trial": r["best_trial_id"],
             "params of the best configuration": params_text(r["config"], names),

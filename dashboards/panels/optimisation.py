@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import polars as pl
+from matplotlib.ticker import MaxNLocator
 
 from dashboards.load import METRIC, PARAM, DashboardData, StudyInfo
 from dashboards.panels import Panel, new_figure
@@ -65,6 +66,7 @@ def build(data: DashboardData) -> Panel:
         ax = axes[0]
         ax.scatter(trial, values, s=18, alpha=0.7, label="trial")
         ax.step(trial, best, where="post", color="C3", label="best so far")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("trial number (start order)")
         ax.set_ylabel(metric)
         ax.set_title(study.experiment, fontsize=9)

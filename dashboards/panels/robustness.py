@@ -88,9 +88,10 @@ def build(data: DashboardData) -> Panel:
 
     rows = []
     for r in noisy.iter_rows(named=True):
-        row = {"series": r["series"], "noise ratio": f"{r['noise_ratio']:g}", "seeds": str(r["n_seeds"])}
+        row = {"series": r["series"], "noise ratio": f"{r['noise_ratio']:g}", "runs": str(r["n_runs"]),
+               "seeds": ", ".join(r["seeds"])}
         for m in metrics:
-            row[m] = mean_std(r[f"mean_{m}"], r[f"std_{m}"], r["n_seeds"])
+            row[m] = mean_std(r[f"mean_{m}"], r[f"std_{m}"], r["n_runs"])
         if len(ratios):
             match = ratios.filter((pl.col("series") == r["series"]) & (pl.col("noise_ratio") == r["noise_ratio"]))
             for m in metrics:

@@ -50,7 +50,7 @@ def test_leaderboard_matches_mlflow(built):
     row = next(r for r in rows if r["family"] == "ms" and r["noise"] == "uniform 0.2" and r["subset"] == "all")
     values = [ms_recall(0.2, 2.0, s) for s in (0, 1)]
     assert row["recall_at_1 mean ± std"] == f"{np.mean(values):.4f} ± {np.std(values, ddof=1):.4f}"
-    assert row["seeds"] == "2" and "ms_alpha=2" in row["params of the best configuration"]
+    assert row["runs"] == "2" and row["seeds"] == "0, 1" and "ms_alpha=2" in row["params of the best configuration"]
     assert {(r["family"], r["noise"], r["subset"]) for r in rows} >= {
         ("ms", "none", "all"), ("ms", "uniform 0.4", "clean_only"), ("bspml", "per_class 0.2", "all"),
         ("triplet", "uniform 0.1", "all"),
