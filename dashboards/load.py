@@ -202,7 +202,7 @@ def _load_class_weights(client: MlflowClient, run_ids: list[str], scratch: Path)
     return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
 
-def load(tracking_uri: str, experiments: list[str], scratch: Path, with_artifacts: bool = True) -> DashboardData:
+def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardData:
     """Read the parent and trial runs of ``experiments``; raise :class:`DashboardError` on bad input."""
     from mlflow import MlflowClient
 
@@ -243,5 +243,5 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, with_artifact
     frame = pl.DataFrame(rows, infer_schema_length=None)
     frame = frame.with_columns(pl.col(c).cast(pl.Float64) for c in frame.columns if c.startswith(METRIC))
     hist = pl.DataFrame(history, schema={"run_id": pl.Utf8, "key": pl.Utf8, "step": pl.Int64, "value": pl.Float64}, orient="row")
-    weights = _load_class_weights(client, frame["run_id"].to_list(), scratch) if with_artifacts else pl.DataFrame()
+    weights = _load_class_weights(client, frame["run_id"].to_list(), scratch)
     return DashboardData(tracking_uri=tracking_uri, studies=studies, runs=frame, history=hist, class_weights=weights)

@@ -16,9 +16,14 @@ __all__ = [
     "recall_at",
     "metric_names_for",
     "ARTIFACTS_DIR",
-    "LAMBDA", "MAW", "SDAW", "W_Q10", "W_Q50", "W_Q90", "EXCLUDED_SHARE",
-    "NOISE_AUROC", "NOISE_PRECISION", "NOISE_RECALL",
-    "Q_POS", "Q_NEG", "Q_POS_OBS", "Q_NEG_OBS", "MINER_CORRUPT_NEG_SHARE", "ETA_HAT", "P_BOUND_TRIPLET",
+    "Q_POS",
+    "Q_NEG",
+    "Q_POS_OBS",
+    "Q_NEG_OBS",
+    "MINER_CORRUPT_NEG_SHARE",
+    "ETA_HAT",
+    "P_BOUND_TRIPLET",
+    "NOISE_DIAGNOSTICS",
 ]
 
 #: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
@@ -30,6 +35,16 @@ TRAIN_LOSS = "train/loss"
 TRAIN_LOSS_PREFIX = "train/loss/"
 EPOCH_TIME = "epoch_time_s"
 EVAL_TIME = "eval_time_s"
+
+# Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.
+Q_POS = "q_pos"  # noise paper Eq. 8: a true positive pair observed as negative
+Q_NEG = "q_neg"  # noise paper Eq. 7: a true negative pair observed as positive
+Q_POS_OBS = "q_pos_obs"
+Q_NEG_OBS = "q_neg_obs"
+MINER_CORRUPT_NEG_SHARE = "miner_corrupt_neg_share"
+ETA_HAT = "eta_hat"
+P_BOUND_TRIPLET = "p_bound_triplet"
+NOISE_DIAGNOSTICS = (Q_POS, Q_NEG, Q_POS_OBS, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET)
 
 
 def recall_at(k: int) -> str:
@@ -44,8 +59,7 @@ def metric_names_for(recall_ks: tuple[int, ...], family_metrics: tuple[str, ...]
     """Every per-epoch metric a trial reports, given its Recall@k list and its family's own metrics."""
     return (*(recall_at(k) for k in recall_ks), NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, *family_metrics)
 
-
-# Self-paced sample weights (BSPML; MAW/SDAW are Eq. 14 over classes of the training labels).
+# Self-paced sample-weight traces (families bspml, spms; BSPML Eq. 14 and our noise-detection scores).
 LAMBDA = "lambda"
 MAW = "maw"
 SDAW = "sdaw"
@@ -56,12 +70,3 @@ EXCLUDED_SHARE = "excluded_share"
 NOISE_AUROC = "noise_auroc"
 NOISE_PRECISION = "noise_precision"
 NOISE_RECALL = "noise_recall"
-
-# Pair-noise theory (noise paper Eq. 7-8, 27): expected vs observed rates, the miner's share, the bound.
-Q_POS = "q_pos"
-Q_NEG = "q_neg"
-Q_POS_OBS = "q_pos_obs"
-Q_NEG_OBS = "q_neg_obs"
-MINER_CORRUPT_NEG_SHARE = "miner_corrupt_neg_share"
-ETA_HAT = "eta_hat"
-P_BOUND_TRIPLET = "p_bound_triplet"
