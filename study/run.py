@@ -22,11 +22,11 @@ class _ArgumentParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="python -m study.run", description="Run a DML-under-label-noise study.")
     p.add_argument("spec", help="YAML study spec")
+    p.add_argument("--no-dashboard", action="store_true", help="do not build the comparison dashboard at the end")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec value by dotted key, e.g. --set train.epochs=3 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue an existing study of this name")
     p.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
-    p.add_argument("--no-dashboard", action="store_true", help="do not build the comparison dashboard at the end")
     return p
 
 
