@@ -8,7 +8,10 @@ One :class:`DashboardData` holds every experiment asked for:
   by seed share it), ``p/<param>`` (params as logged, strings) and ``m/<metric>`` (the metric's last value,
   as MLflow keeps it: the value at the highest step);
 - ``history``: every logged metric value, long format ``run_id, key, step, value``;
-- ``class_weights``: ``run_id, epoch, class, avg_weight`` from the runs' parquet artifacts, when present.
+- ``class_weights``: ``run_id, epoch, class, avg_weight`` from the runs' parquet artifacts, when present
+  (BSPML's ``class_weights.parquet``: epoch, class, mean_weight, ...);
+- ``sample_weights``: ``run_id, weight, noisy``, each sample's last weight and recorded noise flag
+  (BSPML's ``sample_weights.parquet``: index, label, noisy, weight).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class DashboardData:
     runs: pl.DataFrame
     history: pl.DataFrame
     class_weights: pl.DataFrame
+    sample_weights: pl.DataFrame
     loaded_at: float = field(default_factory=time.time)
 
     @property
@@ -189,17 +193,30 @@ def _class_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
     )
 
 
-def _load_class_weights(client: MlflowClient, run_ids: list[str], scratch: Path) -> pl.DataFrame:
-    frames = []
+def _sample_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
+    """A per-sample table with a ``weight`` and a recorded ``noisy`` flag (no epoch) → ``weight, noisy``."""
+    if "epoch" in frame.columns or not {"weight", "noisy"} <= set(frame.columns):
+        return None
+    return frame.select(pl.col("weight").cast(pl.Float64), pl.col("noisy").cast(pl.Boolean))
+
+
+def _load_weight_tables(client: MlflowClient, run_ids: list[str], scratch: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-class weight trajectories and final per-sample weights from the runs' parquet artifacts."""
+    per_class, per_sample = [], []
     for run_id in run_ids:
         for path in _find_parquets(client, run_id):
-            local = client.download_artifacts(run_id, path, str(scratch))
-            table = _class_weight_table(pl.read_parquet(local))
-            if table is not None:
-                frames.append(table.with_columns(pl.lit(run_id).alias("run_id")))
-                break
-    schema = {"epoch": pl.Int64, "class": pl.Utf8, "avg_weight": pl.Float64, "run_id": pl.Utf8}
-    return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+            (scratch / run_id).mkdir(parents=True, exist_ok=True)
+            table = pl.read_parquet(client.download_artifacts(run_id, path, str(scratch / run_id)))
+            for reader, found in ((_class_weight_table, per_class), (_sample_weight_table, per_sample)):
+                normalised = reader(table)
+                if normalised is not None:
+                    found.append(normalised.with_columns(pl.lit(run_id).alias("run_id")))
+    class_schema = {"epoch": pl.Int64, "class": pl.Utf8, "avg_weight": pl.Float64, "run_id": pl.Utf8}
+    sample_schema = {"weight": pl.Float64, "noisy": pl.Boolean, "run_id": pl.Utf8}
+    return (
+        pl.concat(per_class) if per_class else pl.DataFrame(schema=class_schema),
+        pl.concat(per_sample) if per_sample else pl.DataFrame(schema=sample_schema),
+    )
 
 
 def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardData:
@@ -243,5 +260,8 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardD
     frame = pl.DataFrame(rows, infer_schema_length=None)
     frame = frame.with_columns(pl.col(c).cast(pl.Float64) for c in frame.columns if c.startswith(METRIC))
     hist = pl.DataFrame(history, schema={"run_id": pl.Utf8, "key": pl.Utf8, "step": pl.Int64, "value": pl.Float64}, orient="row")
-    weights = _load_class_weights(client, frame["run_id"].to_list(), scratch)
-    return DashboardData(tracking_uri=tracking_uri, studies=studies, runs=frame, history=hist, class_weights=weights)
+    per_class, per_sample = _load_weight_tables(client, frame["run_id"].to_list(), scratch)
+    return DashboardData(
+        tracking_uri=tracking_uri, studies=studies, runs=frame, history=hist, class_weights=per_class,
+        sample_weights=per_sample,
+    )

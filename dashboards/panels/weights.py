@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from matplotlib.ticker import MaxNLocator
 
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
@@ -102,6 +103,16 @@ def _best_runs(data: DashboardData, needs: str) -> list[tuple[str, str]]:
     return out[:_MAX_RUNS]
 
 
+def _runs_with(data: DashboardData, table: pl.DataFrame) -> list[tuple[str, str]]:
+    """``(run_id, label)`` of the runs in an artifact ``table``: the groups' best runs first, then the others."""
+    have = set(table["run_id"].to_list())
+    best = dict(_best_runs(data, MAW) + _best_runs(data, W_Q50))
+    trials = dict(data.runs.select("run_id", "trial_id").iter_rows())
+    runs = [(r, label) for r, label in best.items() if r in have]
+    runs += [(r, f"trial {trials.get(r, r[:8])}") for r in sorted(have - set(best))]
+    return runs[:_MAX_RUNS]
+
+
 def _quantiles(panel: Panel, data: DashboardData) -> None:
     runs = _best_runs(data, W_Q50)
     if not runs:
@@ -115,6 +126,7 @@ def _quantiles(panel: Panel, data: DashboardData) -> None:
         if q[EXCLUDED_SHARE].height:
             ax.plot(q[EXCLUDED_SHARE]["step"], q[EXCLUDED_SHARE]["value"], "--", color="C3", label="excluded share")
         ax.set_ylim(-0.02, 1.02)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_title(label, fontsize=8)
         ax.grid(alpha=0.3)
@@ -125,18 +137,13 @@ def _quantiles(panel: Panel, data: DashboardData) -> None:
 def _class_trajectories(panel: Panel, data: DashboardData) -> None:
     if data.class_weights.is_empty():
         return
-    have = set(data.class_weights["run_id"].to_list())
-    best = dict(_best_runs(data, MAW) + _best_runs(data, W_Q50))
-    # The groups' best runs first; then any other run that has the table, named by its trial.
-    trials = dict(data.runs.select("run_id", "trial_id").iter_rows())
-    runs = [(r, label) for r, label in best.items() if r in have]
-    runs += [(r, f"trial {trials.get(r, r[:8])}") for r in sorted(have - set(best))]
-    runs = runs[:_MAX_RUNS]
+    runs = _runs_with(data, data.class_weights)
     fig, axes = new_figure(len(runs), width=3.4, height=2.8)
     for ax, (run_id, label) in zip(axes, runs):
         table = data.class_weights.filter(pl.col("run_id") == run_id).sort("class", "epoch")
         for (cls,), part in table.group_by("class", maintain_order=True):
             ax.plot(part["epoch"], part["avg_weight"], lw=1, label=str(cls))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_ylabel("class average weight")
         ax.set_title(label, fontsize=8)
@@ -144,6 +151,25 @@ def _class_trajectories(panel: Panel, data: DashboardData) -> None:
         if table["class"].n_unique() <= 10:
             ax.legend(fontsize=6, title="class", title_fontsize=6)
     panel.figure("class_weights", "Per-class average weight per epoch (parquet artifact)", fig)
+
+
+def _histograms(panel: Panel, data: DashboardData) -> None:
+    if data.sample_weights.is_empty():
+        return
+    best = _runs_with(data, data.sample_weights)
+    fig, axes = new_figure(len(best), width=3.4, height=2.8)
+    bins = np.linspace(0, 1, 21)
+    for ax, (run_id, label) in zip(axes, best):
+        table = data.sample_weights.filter(pl.col("run_id") == run_id)
+        for noisy, colour, name in ((False, "C0", "clean"), (True, "C3", "noisy")):
+            w = table.filter(pl.col("noisy") == noisy)["weight"].to_numpy()
+            if len(w):
+                ax.hist(w, bins=bins, alpha=0.6, color=colour, label=f"{name} ({len(w)})")
+        ax.set_xlabel("final sample weight w")
+        ax.set_ylabel("samples")
+        ax.set_title(label, fontsize=8)
+        ax.legend(fontsize=6)
+    panel.figure("histogram", "Final sample weights of clean and (recorded) noisy samples", fig)
 
 
 def _auroc(panel: Panel, data: DashboardData) -> None:
@@ -162,6 +188,7 @@ def _auroc(panel: Panel, data: DashboardData) -> None:
     axes[0].axhline(0.5, color="grey", lw=0.8)
     axes[0].set_ylabel("noise AUROC of 1 − w")
     for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
@@ -175,13 +202,14 @@ def build(data: DashboardData) -> Panel:
         "weights", "Self-paced sample weights",
         "BSPML's weights: final MAW / SDAW (Eq. 14) against λ and μ (Figs 3-4: a larger λ admits more "
         "samples, a larger μ balances the classes), weight quantiles per epoch, each class's average weight, "
-        "and how well low weights flag the recorded noisy samples.",
+        "the final weights of clean and noisy samples, and how well low weights flag the recorded noisy samples.",
     )
     cells = lambda_mu_table(data)
     if not cells.is_empty():
         _heatmaps(panel, cells)
     _quantiles(panel, data)
     _class_trajectories(panel, data)
+    _histograms(panel, data)
     _auroc(panel, data)
     if not panel.drawn:
         panel.skipped = "no run logged sample weights (maw, sdaw, w_q50, noise_auroc or a class-weight parquet)"

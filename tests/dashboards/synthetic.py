@@ -109,12 +109,17 @@ def make_synthetic(tmp_path: Path) -> Synthetic:
     add("spms_l3", _tags("spms", 0.2, 0, kind="per_class"), _params("spms", 0.2, 0, **{"params.lambda_max": 3.0}),
         {"recall_at_1": 0.79, "lambda": 3.0, "maw": 0.8, "sdaw": 0.3, "w_q50": 0.5})
     best_bspml = client.search_runs([exp], "attributes.run_name = 'bspml_l3.0_m0.0'")[0].info.run_id
-    table = pl.DataFrame({"epoch": [e for e in range(1, EPOCHS + 1) for _ in range(5)],
-                          "class": [c for _ in range(EPOCHS) for c in range(5)],
-                          "avg_weight": [0.5 + 0.1 * c - 0.05 * e for e in range(1, EPOCHS + 1) for c in range(5)]})
+    # The BSPML family's artifact layout: per-class history and the last per-sample weights.
+    epochs, classes = range(1, EPOCHS + 1), range(5)
+    table = pl.DataFrame({"epoch": [e for e in epochs for _ in classes], "round": [e for e in epochs for _ in classes],
+                          "class": [c for _ in epochs for c in classes], "n": [30] * (EPOCHS * 5),
+                          "mean_weight": [0.5 + 0.1 * c - 0.05 * e for e in epochs for c in classes]})
     folder = tmp_path / "weights"
     folder.mkdir()
     table.write_parquet(folder / "class_weights.parquet")
+    noisy = np.arange(150) % 5 == 0
+    pl.DataFrame({"index": np.arange(150), "label": np.arange(150) % 5, "noisy": noisy,
+                  "weight": np.where(noisy, 0.1, 0.9)}).write_parquet(folder / "sample_weights.parquet")
     client.log_artifacts(best_bspml, str(folder), artifact_path="weights")
 
     # triplet: two mining rules × two noise ratios with the noise-theory quantities.

@@ -25,7 +25,7 @@ def test_every_panel_is_drawn_with_its_figures(built):
     expected = {
         "robustness_vs_noise", "robustness_topline_ratio", f"optimisation_{NAME}_history",
         f"optimisation_{NAME}_importance", f"optimisation_{NAME}_slices", "weights_maw_sdaw", "weights_quantiles",
-        "weights_class_weights", "weights_noise_auroc", "noise_theory_q_rates", "noise_theory_vs_noise", "curves_best",
+        "weights_class_weights", "weights_histogram", "weights_noise_auroc", "noise_theory_q_rates", "noise_theory_vs_noise", "curves_best",
     }
     assert set(page.figures) == expected
     for name, png in page.figures.items():
@@ -88,6 +88,18 @@ def test_weight_heatmap_cells(built):
     assert float(cells[("1", "5")]["sdaw"]) == pytest.approx(0.2 / 6, rel=1e-3)
     # SPMS joins the μ = 0 cell (BSPML with μ = 0): mean of bspml's 0.2 and spms's 0.3.
     assert cells[("3", "0")]["runs"] == "2" and float(cells[("3", "0")]["sdaw"]) == pytest.approx(0.25)
+
+
+def test_weight_tables_are_read_from_the_parquet_artifacts(built):
+    from dashboards.load import load
+
+    syn, _, _ = built
+    data = load(syn.uri, [NAME], syn.study_dir / "scratch")
+    run = data.runs.filter(data.runs["trial_id"] == "bspml_l3.0_m0.0")["run_id"][0]
+    assert set(data.class_weights["run_id"]) == {run} == set(data.sample_weights["run_id"])
+    at = data.class_weights.filter((data.class_weights["epoch"] == 2) & (data.class_weights["class"] == "3"))
+    assert at["avg_weight"].to_list() == [pytest.approx(0.5 + 0.3 - 0.1)]
+    assert data.sample_weights["noisy"].sum() == 30 and data.sample_weights["weight"].mean() == pytest.approx(0.74)
 
 
 def test_noise_theory_table(built):
