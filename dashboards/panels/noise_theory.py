@@ -15,6 +15,11 @@ from study.metric_names import (
 
 __all__ = ["build", "theory_table"]
 
+_INTRO = (
+    "Per mining rule (family / <code>params.mining</code>), mean last-epoch values over runs: expected "
+    "pair-noise rates (Eq. 7-8) against what the batches held, the share of corrupted negatives the "
+    "miner selected, η̂ and the tolerance bound p &lt; 1 − √(1 − 1/η) (Eq. 27)."
+)
 _METRICS = (Q_POS, Q_POS_OBS, Q_NEG, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET, recall_at(1))
 
 
@@ -93,12 +98,7 @@ def _vs_noise(panel: Panel, table: pl.DataFrame) -> None:
 
 
 def build(data: DashboardData) -> Panel:
-    panel = Panel(
-        "noise_theory", "Noise theory",
-        "Per mining rule (family / <code>params.mining</code>), mean last-epoch values over runs: expected "
-        "pair-noise rates (Eq. 7-8) against what the batches held, the share of corrupted negatives the "
-        "miner selected, η̂ and the tolerance bound p &lt; 1 − √(1 − 1/η) (Eq. 27).",
-    )
+    panel = Panel("noise_theory", "Noise theory", _INTRO)
     table = theory_table(data)
     if table.is_empty():
         panel.skipped = "no run logged q_pos, q_neg, eta_hat or p_bound_triplet"

@@ -3,6 +3,8 @@ weight quantiles, per-class average weight trajectories (parquet artifact) and `
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 from matplotlib.ticker import MaxNLocator
@@ -134,18 +136,22 @@ def _quantiles(panel: Panel, data: DashboardData) -> None:
     panel.figure("quantiles", "Sample-weight quantiles per epoch (best run of each group)", fig)
 
 
+def _run_grid(data: DashboardData, table: pl.DataFrame) -> tuple[Any, list[tuple[Any, str, pl.DataFrame]]]:
+    """One axis per run of an artifact ``table``: ``(figure, [(axis, label, that run's rows), ...])``."""
+    runs = _runs_with(data, table)
+    fig, axes = new_figure(len(runs), width=3.4, height=2.8)
+    return fig, [(ax, label, table.filter(pl.col("run_id") == run_id)) for ax, (run_id, label) in zip(axes, runs)]
+
+
 def _class_trajectories(panel: Panel, data: DashboardData) -> None:
     if data.class_weights.is_empty():
         return
-    runs = _runs_with(data, data.class_weights)
-    fig, axes = new_figure(len(runs), width=3.4, height=2.8)
-    for ax, (run_id, label) in zip(axes, runs):
-        table = data.class_weights.filter(pl.col("run_id") == run_id).sort("class", "epoch")
-        for (cls,), part in table.group_by("class", maintain_order=True):
+    fig, grid = _run_grid(data, data.class_weights)
+    for ax, label, table in grid:
+        for (cls,), part in table.sort("class", "epoch").group_by("class", maintain_order=True):
             ax.plot(part["epoch"], part["avg_weight"], lw=1, label=str(cls))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("class average weight")
+        ax.set(xlabel="epoch", ylabel="class average weight")
         ax.set_title(label, fontsize=8)
         ax.grid(alpha=0.3)
         if table["class"].n_unique() <= 10:
@@ -156,17 +162,14 @@ def _class_trajectories(panel: Panel, data: DashboardData) -> None:
 def _histograms(panel: Panel, data: DashboardData) -> None:
     if data.sample_weights.is_empty():
         return
-    best = _runs_with(data, data.sample_weights)
-    fig, axes = new_figure(len(best), width=3.4, height=2.8)
+    fig, grid = _run_grid(data, data.sample_weights)
     bins = np.linspace(0, 1, 21)
-    for ax, (run_id, label) in zip(axes, best):
-        table = data.sample_weights.filter(pl.col("run_id") == run_id)
+    for ax, label, table in grid:
         for noisy, colour, name in ((False, "C0", "clean"), (True, "C3", "noisy")):
             w = table.filter(pl.col("noisy") == noisy)["weight"].to_numpy()
             if len(w):
                 ax.hist(w, bins=bins, alpha=0.6, color=colour, label=f"{name} ({len(w)})")
-        ax.set_xlabel("final sample weight w")
-        ax.set_ylabel("samples")
+        ax.set(xlabel="final sample weight w", ylabel="samples")
         ax.set_title(label, fontsize=8)
         ax.legend(fontsize=6)
     panel.figure("histogram", "Final sample weights of clean and (recorded) noisy samples", fig)
