@@ -22,6 +22,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="python -m study.run", description="Run a DML-under-label-noise study.")
     p.add_argument("spec", help="YAML study spec")
+    p.add_argument("--no-dashboard", action="store_true", help="do not build the comparison dashboard at the end")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec value by dotted key, e.g. --set train.epochs=3 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue an existing study of this name")
@@ -55,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     print("Browse the results:")
     for command in browse_commands(spec):
         print(f"  {command}")
+    if not args.no_dashboard and outcome.num_trials > outcome.num_failed:
+        from dashboards.build import build_after_study  # warns, never raises: the study is already done
+
+        if (page := build_after_study(spec)) is not None:
+            print(f"  open {page}")
     return 0 if outcome.succeeded else 1
 
 

@@ -1,0 +1,118 @@
+"""Command line: ``python -m dashboards.build --experiment NAME [--experiment NAME2 ...] [--tracking-uri URI]
+[--out DIR]``.
+
+Reads the studies' runs from MLflow, writes ``DIR/index.html`` (self-contained: figures embedded as base64
+PNG) and ``DIR/figures/*.png``, logs the folder as the ``dashboard/`` artifact of each study's parent run
+and prints the page's path. Exit 2 with one line for an unknown experiment, an empty or missing store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import tempfile
+import traceback
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dashboards.load import DashboardData, DashboardError, load, resolve_tracking_uri
+from dashboards.panels import PANEL_MODULES, Panel
+from dashboards.render import render_page, write_figures
+
+if TYPE_CHECKING:
+    from study.spec import StudySpec
+
+__all__ = ["build_dashboard", "build_panels", "build_after_study", "main", "ARTIFACT_PATH"]
+
+#: Where the page goes among the parent run's artifacts.
+ARTIFACT_PATH = "dashboard"
+
+
+def build_panels(data: DashboardData) -> list[Panel]:
+    """Every panel in page order; a panel that crashes becomes a note on the page, not a lost page."""
+    panels = []
+    for name in PANEL_MODULES:
+        module = importlib.import_module(f"dashboards.panels.{name}")
+        try:
+            panels.append(module.build(data))
+        except Exception as e:  # noqa: BLE001 - one panel's bug must not hide the others
+            traceback.print_exc()
+            panels.append(Panel(name, name.replace("_", " ").capitalize(), "", skipped=f"panel failed: {type(e).__name__}: {e}"))
+    return panels
+
+
+def _default_out(data: DashboardData) -> Path:
+    dirs = {s.study_dir for s in data.studies}
+    if len(dirs) == 1 and None not in dirs and Path(str(next(iter(dirs)))).is_dir():
+        return Path(str(next(iter(dirs)))) / ARTIFACT_PATH
+    return Path(ARTIFACT_PATH)
+
+
+def build_dashboard(
+    experiments: list[str], tracking_uri: str | None = None, out_dir: str | Path | None = None, *, log_artifact: bool = True
+) -> Path:
+    """Build the page for ``experiments`` and return the path of its ``index.html``.
+
+    ``tracking_uri`` defaults to ``$MLFLOW_TRACKING_URI``, else ``runs/<first experiment>/mlflow.db``;
+    ``out_dir`` to the study's ``dashboard/`` folder (one study), else ``./dashboard``. Raises
+    :class:`DashboardError` before writing anything when an experiment is unknown or has no runs.
+    """
+    if not experiments:
+        raise DashboardError("--experiment: give at least one experiment name")
+    uri = resolve_tracking_uri(tracking_uri, experiments)
+    with tempfile.TemporaryDirectory(prefix="dash") as scratch:
+        data = load(uri, experiments, Path(scratch))
+    panels = build_panels(data)
+    out = Path(out_dir) if out_dir is not None else _default_out(data)
+    out.mkdir(parents=True, exist_ok=True)
+    write_figures(panels, out / "figures")
+    page = out / "index.html"
+    page.write_text(render_page(data, panels), encoding="utf-8")
+    if log_artifact:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        for study in data.studies:
+            if study.parent_run_id:
+                client.log_artifacts(study.parent_run_id, str(out), artifact_path=ARTIFACT_PATH)
+    return page.resolve()
+
+
+def build_after_study(spec: StudySpec) -> Path | None:
+    """Called by ``study.run`` at the end of a study: build its page, warn (never raise) if that fails."""
+    from study.tuner import StudyLayout
+
+    layout = StudyLayout.for_spec(spec)
+    try:
+        return build_dashboard([spec.name], layout.tracking_uri, layout.root / ARTIFACT_PATH)
+    except Exception as e:  # noqa: BLE001 - the study is done; a dashboard problem must not fail it
+        warnings.warn(f"dashboard not built: {type(e).__name__}: {e}", stacklevel=2)
+        return None
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _ArgumentParser(prog="python -m dashboards.build", description="Build the comparison dashboard of studies.")
+    p.add_argument("--experiment", action="append", required=True, help="MLflow experiment = study name (repeatable)")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
+                   "else runs/<experiment>/mlflow.db)")
+    p.add_argument("--out", default=None, help="output folder (default: <study dir>/dashboard)")
+    p.add_argument("--no-log", action="store_true", help="do not log the page as an artifact of the parent run")
+    args = p.parse_args(argv)
+    try:
+        page = build_dashboard(args.experiment, args.tracking_uri, args.out, log_artifact=not args.no_log)
+    except DashboardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Read a study's MLflow runs into polars frames (the dashboards read MLflow only, never ``trainables``).
+
+One :class:`DashboardData` holds every experiment asked for:
+
+- ``runs``: one row per trial (child) run — ``run_id``, ``experiment``, ``trial_id``, ``status``,
+  ``start_time`` (ms), the grouping tags (``family``, ``dataset``, ``noise_kind``, ``noise_ratio`` as a
+  float, ``subset``, ``seed``), ``config`` (the trial's params without its seeds, so runs that differ only
+  by seed share it), ``p/<param>`` (params as logged, strings) and ``m/<metric>`` (the metric's last value,
+  as MLflow keeps it: the value at the highest step);
+- ``history``: every logged metric value, long format ``run_id, key, step, value``;
+- ``class_weights``: ``run_id, epoch, class, avg_weight`` from the runs' parquet artifacts, when present
+  (BSPML's ``class_weights.parquet``: epoch, class, mean_weight, ...);
+- ``sample_weights``: ``run_id, weight, noisy``, each sample's last weight and recorded noise flag
+  (BSPML's ``sample_weights.parquet``: index, label, noisy, weight).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from study.metric_names import OBJECTIVE
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+
+__all__ = ["DashboardError", "StudyInfo", "DashboardData", "load", "resolve_tracking_uri", "PARAM", "METRIC"]
+
+#: Column prefixes of params and last metric values in ``DashboardData.runs``.
+PARAM = "p/"
+METRIC = "m/"
+ROLE_TAG = "dmlstudy.role"
+PARENT_TAG = "mlflow.parentRunId"
+GROUP_TAGS = ("family", "dataset", "noise_kind", "subset", "seed", "trial_id")
+# Params that only pick a seed: runs differing in these alone are repeats of one configuration.
+_SEED_PARAMS = ("seed",)
+_SEED_SUFFIX = ".seed"
+_MAX_ARTIFACT_DEPTH = 3
+
+
+class DashboardError(Exception):
+    """Bad input for a dashboard (unknown experiment, empty or missing store): one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    """An experiment's parent run: what the study searched and where it lives."""
+
+    experiment: str
+    experiment_id: str
+    parent_run_id: str | None
+    status: str | None
+    study_dir: str | None
+    metric: str
+    mode: str
+    num_trials_planned: int | None
+    #: Searched parameter names (spec ``search.space`` keys) → whether sampled on a log scale.
+    space: dict[str, bool]
+    best_trial_id: str | None
+
+    @property
+    def optuna_db(self) -> Path | None:
+        if not self.study_dir:
+            return None
+        path = Path(self.study_dir) / "optuna.db"
+        return path if path.is_file() else None
+
+
+@dataclass
+class DashboardData:
+    tracking_uri: str
+    studies: list[StudyInfo]
+    runs: pl.DataFrame
+    history: pl.DataFrame
+    class_weights: pl.DataFrame
+    sample_weights: pl.DataFrame
+    loaded_at: float = field(default_factory=time.time)
+
+    @property
+    def metric(self) -> str:
+        """The objective the leaderboard ranks by: the studies' common ``search.metric`` (else Recall@1)."""
+        metrics = {s.metric for s in self.studies}
+        return metrics.pop() if len(metrics) == 1 else OBJECTIVE
+
+    @property
+    def mode(self) -> str:
+        modes = {s.mode for s in self.studies if s.metric == self.metric}
+        return modes.pop() if len(modes) == 1 else "max"
+
+    def has_metric(self, name: str) -> bool:
+        column = METRIC + name
+        return column in self.runs.columns and self.runs[column].drop_nulls().len() > 0
+
+    def running_notes(self) -> list[str]:
+        """One sentence per study that is still running (its parent run or some trial is RUNNING)."""
+        notes = []
+        for s in self.studies:
+            runs = self.runs.filter(pl.col("experiment") == s.experiment)
+            live = runs.filter(pl.col("status") == "RUNNING").height
+            if s.status == "RUNNING" or live:
+                planned = f" of {s.num_trials_planned} planned" if s.num_trials_planned else ""
+                notes.append(
+                    f"Study {s.experiment!r} is still running: {runs.height} trials logged{planned}, "
+                    f"{live} running now; this page shows what existed when it was built."
+                )
+        return notes
+
+    def history_of(self, run_ids: list[str], key: str) -> pl.DataFrame:
+        return self.history.filter(pl.col("run_id").is_in(run_ids) & (pl.col("key") == key)).sort("run_id", "step")
+
+
+def resolve_tracking_uri(uri: str | None, experiments: list[str]) -> str:
+    """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else ``runs/<experiment>/mlflow.db`` if it exists."""
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        guess = Path("runs") / experiments[0] / "mlflow.db"
+        if not guess.is_file():
+            raise DashboardError(f"--tracking-uri: not given, $MLFLOW_TRACKING_URI unset and no {guess}")
+        uri = f"sqlite:///{guess.resolve()}"
+    if uri.startswith("sqlite:///"):
+        # MLflow would silently create an empty database at a wrong path; refuse instead.
+        path = Path(uri.removeprefix("sqlite:///"))
+        if not path.is_file():
+            raise DashboardError(f"--tracking-uri: no MLflow store at {path}")
+    return uri
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _study_info(client: MlflowClient, experiment: Any, parent: Run | None) -> StudyInfo:
+    params = parent.data.params if parent else {}
+    tags = parent.data.tags if parent else {}
+    space: dict[str, bool] = {}
+    for key in params:
+        if key.startswith("search.space.") and key.endswith(".type"):
+            name = key.removeprefix("search.space.").removesuffix(".type")
+            space[name] = params.get(f"search.space.{name}.log") == "True"
+    planned = _float(params.get("search.num_trials"))
+    return StudyInfo(
+        experiment=experiment.name,
+        experiment_id=experiment.experiment_id,
+        parent_run_id=parent.info.run_id if parent else None,
+        status=parent.info.status if parent else None,
+        study_dir=tags.get("study_dir"),
+        metric=params.get("search.metric", OBJECTIVE),
+        mode=params.get("search.mode", "max"),
+        num_trials_planned=int(planned) if planned is not None else None,
+        space=space,
+        best_trial_id=tags.get("best_trial_id") or None,
+    )
+
+
+def _config_key(params: dict[str, str]) -> str:
+    return json.dumps(
+        {k: v for k, v in sorted(params.items()) if k not in _SEED_PARAMS and not k.endswith(_SEED_SUFFIX)}
+    )
+
+
+def _find_parquets(client: MlflowClient, run_id: str, path: str | None = None, depth: int = 0) -> list[str]:
+    found = []
+    for item in client.list_artifacts(run_id, path):
+        if item.is_dir and depth < _MAX_ARTIFACT_DEPTH:
+            found += _find_parquets(client, run_id, item.path, depth + 1)
+        elif item.path.endswith(".parquet"):
+            found.append(item.path)
+    return found
+
+
+def _class_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
+    """Normalise a per-class weight parquet to ``epoch, class, avg_weight``; None if it is something else."""
+    names = {c.lower(): c for c in frame.columns}
+    epoch = names.get("epoch") or names.get("step")
+    cls = names.get("class") or names.get("label") or names.get("class_id")
+    weight = names.get("avg_weight") or next((names[c] for c in names if "weight" in c), None)
+    if not (epoch and cls and weight):
+        return None
+    return frame.select(
+        pl.col(epoch).cast(pl.Int64).alias("epoch"),
+        pl.col(cls).cast(pl.Utf8).alias("class"),
+        pl.col(weight).cast(pl.Float64).alias("avg_weight"),
+    )
+
+
+def _sample_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
+    """A per-sample table with a ``weight`` and a recorded ``noisy`` flag (no epoch) → ``weight, noisy``."""
+    if "epoch" in frame.columns or not {"weight", "noisy"} <= set(frame.columns):
+        return None
+    return frame.select(pl.col("weight").cast(pl.Float64), pl.col("noisy").cast(pl.Boolean))
+
+
+def _load_weight_tables(client: MlflowClient, run_ids: list[str], scratch: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-class weight trajectories and final per-sample weights from the runs' parquet artifacts."""
+    per_class, per_sample = [], []
+    for run_id in run_ids:
+        for path in _find_parquets(client, run_id):
+            (scratch / run_id).mkdir(parents=True, exist_ok=True)
+            table = pl.read_parquet(client.download_artifacts(run_id, path, str(scratch / run_id)))
+            for reader, found in ((_class_weight_table, per_class), (_sample_weight_table, per_sample)):
+                normalised = reader(table)
+                if normalised is not None:
+                    found.append(normalised.with_columns(pl.lit(run_id).alias("run_id")))
+    class_schema = {"epoch": pl.Int64, "class": pl.Utf8, "avg_weight": pl.Float64, "run_id": pl.Utf8}
+    sample_schema = {"weight": pl.Float64, "noisy": pl.Boolean, "run_id": pl.Utf8}
+    return (
+        pl.concat(per_class) if per_class else pl.DataFrame(schema=class_schema),
+        pl.concat(per_sample) if per_sample else pl.DataFrame(schema=sample_schema),
+    )
+
+
+def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardData:
+    """Read the parent and trial runs of ``experiments``; raise :class:`DashboardError` on bad input."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    studies, rows, history = [], [], []
+    for name in experiments:
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            known = [e.name for e in client.search_experiments() if e.name != "Default"]
+            raise DashboardError(f"--experiment: unknown experiment {name!r} in {tracking_uri}; known: {', '.join(known) or 'none'}")
+        runs = client.search_runs([experiment.experiment_id], max_results=50000)
+        parents = sorted((r for r in runs if r.data.tags.get(ROLE_TAG) == "study"), key=lambda r: r.info.start_time)
+        parent = parents[-1] if parents else None
+        trials = [r for r in runs if r.data.tags.get(ROLE_TAG) == "trial"]
+        if parent is not None:
+            trials = [r for r in trials if r.data.tags.get(PARENT_TAG) == parent.info.run_id]
+        if not trials:
+            raise DashboardError(f"--experiment: experiment {name!r} has no trial runs in {tracking_uri}")
+        studies.append(_study_info(client, experiment, parent))
+        for run in trials:
+            tags = run.data.tags
+            row: dict[str, Any] = {
+                "run_id": run.info.run_id,
+                "experiment": name,
+                "status": run.info.status,
+                "start_time": run.info.start_time,
+                "noise_ratio": _float(tags.get("noise_ratio")) or 0.0,
+                "config": _config_key(run.data.params),
+            }
+            row.update({t: tags.get(t, "") for t in GROUP_TAGS})
+            row["trial_id"] = row["trial_id"] or run.info.run_name
+            row.update({PARAM + k: v for k, v in run.data.params.items()})
+            row.update({METRIC + k: float(v) for k, v in run.data.metrics.items()})
+            rows.append(row)
+            for key in run.data.metrics:
+                for m in client.get_metric_history(run.info.run_id, key):
+                    history.append((run.info.run_id, key, int(m.step), float(m.value)))
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    frame = frame.with_columns(pl.col(c).cast(pl.Float64) for c in frame.columns if c.startswith(METRIC))
+    hist = pl.DataFrame(history, schema={"run_id": pl.Utf8, "key": pl.Utf8, "step": pl.Int64, "value": pl.Float64}, orient="row")
+    per_class, per_sample = _load_weight_tables(client, frame["run_id"].to_list(), scratch)
+    return DashboardData(
+        tracking_uri=tracking_uri, studies=studies, runs=frame, history=hist, class_weights=per_class,
+        sample_weights=per_sample,
+    )

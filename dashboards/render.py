@@ -1,0 +1,87 @@
+"""The page: one self-contained HTML file (inline CSS, figures as base64 PNG, no script, no network)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+from pathlib import Path
+from string import Template
+
+from dashboards.load import DashboardData
+from dashboards.panels import FigureBlock, Panel, TableBlock
+from dashboards.template import PAGE
+
+__all__ = ["render_page", "write_figures"]
+
+_TEMPLATE = Template(PAGE)
+
+
+def _table(block: TableBlock) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in block.table.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in block.table.iter_rows()
+    )
+    return (f'<table data-table="{block.name}"><caption>{html.escape(block.caption)}</caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _figure(block: FigureBlock) -> str:
+    data = base64.b64encode(block.png).decode("ascii")
+    return (f'<figure data-figure="{block.name}"><img alt="{html.escape(block.caption)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(block.caption)} '
+            f"<span class=file>figures/{block.name}.png</span></figcaption></figure>")
+
+
+def _panel(panel: Panel) -> str:
+    parts = [f'<section id="{panel.key}" data-panel="{panel.key}"><h2>{html.escape(panel.title)}</h2>',
+             f"<p class=intro>{panel.intro}</p>"]
+    for block in panel.blocks:
+        if isinstance(block, FigureBlock):
+            parts.append(_figure(block))
+        elif isinstance(block, TableBlock):
+            parts.append(_table(block))
+        else:
+            parts.append(f"<p class=note>{html.escape(block.text)}</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def write_figures(panels: list[Panel], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for panel in panels:
+        for block in panel.blocks:
+            if isinstance(block, FigureBlock):
+                path = directory / f"{block.name}.png"
+                path.write_bytes(block.png)
+                paths.append(path)
+    return paths
+
+
+def render_page(data: DashboardData, panels: list[Panel]) -> str:
+    drawn = [p for p in panels if p.drawn]
+    skipped = [p for p in panels if not p.drawn]
+    names = ", ".join(s.experiment for s in data.studies)
+    status = "".join(f'<p class="running" data-running="1">{html.escape(n)}</p>' for n in data.running_notes())
+    studies = "".join(
+        f"<li><b>{html.escape(s.experiment)}</b>: {data.runs.filter(data.runs['experiment'] == s.experiment).height} "
+        f"trial runs, study {html.escape(s.status or 'without a parent run')}, objective "
+        f"<code>{html.escape(s.metric)}</code> ({s.mode})"
+        + (f", study dir <code>{html.escape(s.study_dir)}</code>" if s.study_dir else "") + "</li>"
+        for s in data.studies
+    )
+    skipped_html = "".join(
+        f'<li data-skipped="{p.key}">{html.escape(p.title)}: {html.escape(p.skipped or "no data")}</li>' for p in skipped
+    )
+    return _TEMPLATE.substitute(
+        title=html.escape(f"dmlstudy dashboard: {names}"),
+        names=html.escape(names),
+        built=time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(data.loaded_at)),
+        uri=html.escape(data.tracking_uri),
+        status=status,
+        studies=studies,
+        nav="".join(f'<a href="#{p.key}">{html.escape(p.title)}</a>' for p in drawn),
+        panels="\n".join(_panel(p) for p in drawn),
+        skipped=f"<h3>Panels not drawn</h3><ul>{skipped_html}</ul>" if skipped else "",
+    )
