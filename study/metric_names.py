@@ -40,3 +40,15 @@ OBJECTIVE = recall_at(1)
 def metric_names_for(recall_ks: tuple[int, ...], family_metrics: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Every per-epoch metric a trial reports, given its Recall@k list and its family's own metrics."""
     return (*(recall_at(k) for k in recall_ks), NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, *family_metrics)
+
+# Self-paced sample-weight traces (families bspml, spms; BSPML Eq. 14 and our noise-detection scores).
+LAMBDA = "lambda"
+MAW = "maw"
+SDAW = "sdaw"
+W_Q10 = "w_q10"
+W_Q50 = "w_q50"
+W_Q90 = "w_q90"
+EXCLUDED_SHARE = "excluded_share"
+NOISE_AUROC = "noise_auroc"
+NOISE_PRECISION = "noise_precision"
+NOISE_RECALL = "noise_recall"
