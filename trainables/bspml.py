@@ -142,6 +142,7 @@ def weighted_ms_loss(
     pairs ``pairs = (a1, p, a2, n)`` of MS mining. With every w = 1 it is PML's ``MultiSimilarityLoss``.
     """
     b = embeddings.shape[0]
+    embeddings = embeddings.float()  # exp(β·S) in half precision (AMP) loses the small ξ⁻ entirely
     sim = embeddings @ embeddings.T
     pos = torch.zeros((b, b), dtype=torch.bool, device=embeddings.device)
     neg = torch.zeros_like(pos)
