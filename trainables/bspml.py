@@ -19,7 +19,7 @@ history is extra state and is written as ``class_weights.parquet`` (plus the cur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import polars as pl
@@ -65,6 +65,9 @@ class SPMSParams:
         solver_k: K of Alg. 3, weights sampled per class.
         topk_negatives: ξ⁻ of the w-step from the k most similar negatives only (null: all negatives).
         chunk_size: rows of the similarity matrix computed at once in the w-step.
+        solver: ``stochastic`` (Alg. 3: the doubly stochastic gradient of Eq. 8) or ``full`` (the same
+            projected coordinate steps with the exact gradient of Eq. 6, from per-class sums; no sampling
+            noise, O(N) per sweep).
     """
 
     lambda0: float = 1.0
@@ -82,6 +85,7 @@ class SPMSParams:
     solver_k: int = 4
     topk_negatives: int | None = None
     chunk_size: int = 1024
+    solver: Literal["stochastic", "full"] = "stochastic"
 
     def __post_init__(self) -> None:
         checks = [
@@ -206,7 +210,7 @@ class SelfPacedMSFamily(BaseLossFamily):
         lam = float(self.lam)
         self.weights.copy_(solve_weights(
             self.weights, xi_pos, xi_neg, self.index, lam, prm.balance, prm.gamma, prm.solver_sweeps,
-            prm.solver_block, prm.solver_p, prm.solver_k, self.generator,
+            prm.solver_block, prm.solver_p, prm.solver_k, self.generator, stochastic=prm.solver == "stochastic",
         ))
         self.lam_used.fill_(lam)
         self.lam.fill_(min(prm.lambda_growth * lam, prm.lambda_max))

@@ -219,12 +219,15 @@ def solve_weights(
     p: int,
     k: int,
     generator: torch.Generator | None = None,
+    stochastic: bool = True,
 ) -> torch.Tensor:
     """Alg. 3: projected coordinate gradient steps ``w_j ← clip(w_j − γ G(w_j), 0, 1)`` on blocks of coordinates.
 
     Each sweep visits every coordinate once in a random order, ``block`` coordinates per step (a Jacobi
     block: the block's gradients use the weights from before the step; a block of 1 is the paper's
     one-coordinate-at-a-time method). Cost per sweep: O(N·P·K) gathers plus O(N/block · C) for G_b.
+    ``stochastic=False`` uses the exact coordinate gradients of :func:`full_gradient` instead of Eq. 8's
+    sampled ones (same steps, no sampling noise; O(N + C) per step).
     """
     w = w.clone()
     n = w.numel()
@@ -234,6 +237,9 @@ def solve_weights(
         perm = torch.randperm(n, device=w.device, generator=generator)
         for lo in range(0, n, block):
             coords = perm[lo : lo + block]
-            g = sampled_gradient(coords, w, xi_pos, xi_neg, index, lam, mu, p, k, generator)
+            if stochastic:
+                g = sampled_gradient(coords, w, xi_pos, xi_neg, index, lam, mu, p, k, generator)
+            else:
+                g = full_gradient(w, xi_pos, xi_neg, index, lam, mu)[coords]
             w[coords] = (w[coords] - gamma * g).clamp_(0.0, 1.0)
     return w
