@@ -87,14 +87,14 @@ def sop_scale(sizes: list[int], classes: int, dim: int, rows: int, device: torch
 
 def _rows_against_all(emb: torch.Tensor, labels: torch.Tensor, rows: int, chunk: int) -> None:
     """The work ``ms_terms`` does for ``rows`` anchors: their similarities to all N samples, both ξ."""
-    from trainables.self_paced import _log1p_sum_exp
+    from trainables.self_paced import log1p_sum_exp
 
     for lo in range(0, rows, chunk):
         hi = min(lo + chunk, rows)
         sim = emb[lo:hi] @ emb.T
         same = labels[lo:hi, None] == labels[None, :]
-        _log1p_sum_exp(-2.0 * (sim - 1.0), same)
-        _log1p_sum_exp(50.0 * (sim - 1.0), ~same)
+        log1p_sum_exp(-2.0 * (sim - 1.0), same)
+        log1p_sum_exp(50.0 * (sim - 1.0), ~same)
 
 
 def main() -> None:

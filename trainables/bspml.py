@@ -29,7 +29,7 @@ from sklearn.metrics import roc_auc_score
 
 from study import metric_names as names
 from trainables.base import BaseLossFamily, Batch, FamilyContext
-from trainables.self_paced import ClassIndex, _log1p_sum_exp, ms_terms, solve_weights
+from trainables.self_paced import ClassIndex, log1p_sum_exp, ms_terms, solve_weights
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -133,7 +133,6 @@ class BSPMLParams(SPMSParams):
 
 def weighted_ms_loss(
     embeddings: torch.Tensor,
-    labels: torch.Tensor,
     weights: torch.Tensor,
     pairs: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     alpha: float,
@@ -153,8 +152,8 @@ def weighted_ms_loss(
     a1, p, a2, n = pairs
     pos[a1, p] = True
     neg[a2, n] = True
-    xi_pos = _log1p_sum_exp(-alpha * (sim - base), pos) / alpha
-    xi_neg = _log1p_sum_exp(beta * (sim - base), neg) / beta
+    xi_pos = log1p_sum_exp(-alpha * (sim - base), pos) / alpha
+    xi_neg = log1p_sum_exp(beta * (sim - base), neg) / beta
     w = weights.to(sim.dtype)
     mean_wp = (pos.to(w.dtype) @ w) / pos.sum(1).clamp(min=1)
     mean_wn = (neg.to(w.dtype) @ w) / neg.sum(1).clamp(min=1)
@@ -178,8 +177,7 @@ class SelfPacedMSFamily(BaseLossFamily):
         classes, labels = torch.unique(ctx.train_labels, return_inverse=True)
         self.classes = classes.cpu().numpy()
         self.index = ClassIndex.build(labels)
-        noisy = (ctx.train_labels != ctx.true_train_labels).cpu().numpy()
-        self.noisy = noisy
+        self.noisy = (ctx.train_labels != ctx.true_train_labels).cpu().numpy()
         self.register_buffer("weights", torch.ones(ctx.num_train, device=ctx.device))
         self.register_buffer("lam", torch.tensor(params.initial_lambda, dtype=torch.float64, device=ctx.device))
         self.register_buffer("rounds", torch.tensor(0, dtype=torch.long, device=ctx.device))
@@ -195,7 +193,7 @@ class SelfPacedMSFamily(BaseLossFamily):
         prm = self.params
         pairs = self.miner(embeddings, batch.labels)
         w = self.weights[batch.indices]
-        loss = weighted_ms_loss(embeddings, batch.labels, w, pairs, prm.ms_alpha, prm.ms_beta, prm.ms_base)
+        loss = weighted_ms_loss(embeddings, w, pairs, prm.ms_alpha, prm.ms_beta, prm.ms_base)
         return {self.name: loss}
 
     # ------------------------------------------------------------------------------------------- w-step

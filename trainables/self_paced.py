@@ -19,7 +19,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ClassIndex", "ms_terms", "full_gradient", "sampled_gradient", "solve_weights", "denoising_objective"]
+__all__ = [
+    "ClassIndex", "log1p_sum_exp", "ms_terms", "full_gradient", "sampled_gradient", "solve_weights",
+    "denoising_objective",
+]
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class ClassIndex:
         return self.order[self.start[classes] + offset]
 
 
-def _log1p_sum_exp(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def log1p_sum_exp(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``log(1 + Σ_{mask} exp(logits))`` per row, stable and precise; 0 (with zero gradient) for an empty row."""
     empty = ~mask.any(dim=1, keepdim=True)
     # Empty rows get constant zeros so logsumexp stays finite there (no NaN gradients); they are dropped below.
@@ -98,12 +101,12 @@ def ms_terms(
         rows = torch.arange(hi - lo, device=embeddings.device)
         pos = same.clone()
         pos[rows, rows + lo] = False
-        xi_pos[lo:hi] = _log1p_sum_exp(-alpha * (sim - base), pos) / alpha
+        xi_pos[lo:hi] = log1p_sum_exp(-alpha * (sim - base), pos) / alpha
         if topk_negatives is not None and topk_negatives < n:
             top = sim.masked_fill(same, -math.inf).topk(topk_negatives, dim=1).values
-            xi_neg[lo:hi] = _log1p_sum_exp(beta * (top - base), torch.isfinite(top)) / beta
+            xi_neg[lo:hi] = log1p_sum_exp(beta * (top - base), torch.isfinite(top)) / beta
         else:
-            xi_neg[lo:hi] = _log1p_sum_exp(beta * (sim - base), ~same) / beta
+            xi_neg[lo:hi] = log1p_sum_exp(beta * (sim - base), ~same) / beta
     return xi_pos, xi_neg
 
 

@@ -52,7 +52,7 @@ def test_weighted_ms_with_unit_weights_equals_pml_multi_similarity(seed):
     raw = (raw * 3.0).requires_grad_(True)  # PML normalises inside its distance; we get normalised inputs
     emb = F.normalize(raw, dim=1)
     pairs = miners.MultiSimilarityMiner(epsilon=0.1)(emb, labels)
-    ours = weighted_ms_loss(emb, labels, torch.ones(len(labels)), pairs, 2.0, 50.0, 1.0)
+    ours = weighted_ms_loss(emb, torch.ones(len(labels)), pairs, 2.0, 50.0, 1.0)
     pml = losses.MultiSimilarityLoss(alpha=2.0, beta=50.0, base=1.0)(raw, labels, pairs)
     assert float(ours.detach()) == pytest.approx(float(pml.detach()), rel=1e-5, abs=1e-7)
     g_ours, = torch.autograd.grad(ours, raw)
@@ -78,7 +78,7 @@ def test_weighted_ms_matches_a_loop_reference_with_weights():
             xi = math.log1p(sum(math.exp(50 * (sim[i, j] - 1)) for j in ns)) / 50
             term += float(np.mean([w[j] for j in ns])) * xi
         total += float(w[i]) * term
-    ours = weighted_ms_loss(emb, labels, w, pairs, 2.0, 50.0, 1.0)
+    ours = weighted_ms_loss(emb, w, pairs, 2.0, 50.0, 1.0)
     assert float(ours) == pytest.approx(total / len(labels), rel=1e-5)
 
 
