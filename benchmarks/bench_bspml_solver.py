@@ -1,6 +1,6 @@
 """How much the BSPML w-step (Alg. 3) costs: as a share of a digits epoch, and at SOP scale.
 
-    PYTHONPATH=$PWD python benchmarks/bench_bspml_solver.py [--rows 2048] [--sizes 30000 60000]
+    PYTHONPATH=$PWD python benchmarks/bench_bspml_solver.py [--rows 2048] [--sizes 30000 60000] [--threads 1]
 
 Prints ratios, never pass/fail. The w-step has two parts:
 - ξ⁺/ξ⁻ of Eq. 3 (``ms_terms``): one chunked N×N similarity pass, O(N²·D). At SOP scale on a CPU this is
@@ -103,7 +103,10 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=11318)
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--rows", type=int, default=2048, help="anchor rows timed for ξ on a CPU (all on a GPU)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (a trial uses resources.cpu; more threads than free cores thrash)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     print(f"torch threads: {torch.get_num_threads()}")
     digits_share()

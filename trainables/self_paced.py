@@ -27,12 +27,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ClassIndex:
-    """Members of each class in one flat array: ``order[start[c] : start[c] + count[c]]`` are class c."""
+    """Members of each class in one flat array: ``order[start[c] : start[c] + count[c]]`` are class c.
+
+    ``rank[i]`` is sample i's position inside its class' block (``order[start[labels[i]] + rank[i]] == i``).
+    """
 
     labels: torch.Tensor
     order: torch.Tensor
     start: torch.Tensor
     count: torch.Tensor
+    rank: torch.Tensor
 
     @classmethod
     def build(cls, labels: torch.Tensor) -> ClassIndex:
@@ -41,7 +45,9 @@ class ClassIndex:
         order = torch.argsort(labels, stable=True)
         count = torch.bincount(labels, minlength=num_classes)
         start = torch.cumsum(count, 0) - count
-        return cls(labels=labels, order=order, start=start, count=count)
+        position = torch.empty_like(order)
+        position[order] = torch.arange(order.numel(), device=order.device)
+        return cls(labels=labels, order=order, start=start, count=count, rank=position - start[labels])
 
     @property
     def num_classes(self) -> int:
@@ -182,7 +188,7 @@ def sampled_gradient(
     n_c = index.count[y]
     b = coords.numel()
     # K positives ≠ a: draw a position among the N^c − 1 others and skip over a's own position.
-    rank_a = _rank_in_class(coords, index)
+    rank_a = index.rank[coords]
     u = torch.rand((b, k), device=device, generator=generator)
     others = (n_c - 1).clamp(min=1)
     pos_rank = (u * others[:, None]).long().clamp(max=(others - 1)[:, None])
@@ -195,17 +201,10 @@ def sampled_gradient(
     c = index.num_classes
     cls = (torch.rand((b, p), device=device, generator=generator) * (c - 1)).long().clamp(max=c - 2)
     cls = cls + (cls >= y[:, None]).long()
-    neg_idx = index.sample_members(cls[:, :, None].expand(b, p, k), generator)
-    g_neg = (w[neg_idx] * (xi_neg[neg_idx] + xi_neg[coords, None, None])).mean((1, 2))
+    neg_idx = index.sample_members(cls.repeat_interleave(k, dim=1), generator)  # (B, P·K), K per class
+    g_neg = (w[neg_idx] * (xi_neg[neg_idx] + xi_neg[coords, None])).mean(1)
     g_bal = _balance(index, w, mu)[y]
     return (g_pos + g_neg + g_bal - lam) / n_c.to(w.dtype)
-
-
-def _rank_in_class(coords: torch.Tensor, index: ClassIndex) -> torch.Tensor:
-    """Position of each coordinate inside its class' block of ``index.order``."""
-    position = torch.empty_like(index.order)
-    position[index.order] = torch.arange(index.order.numel(), device=index.order.device)
-    return position[coords] - index.start[index.labels[coords]]
 
 
 @torch.no_grad()
