@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from trainables.bspml import BSPMLParams
-from trainables.self_paced import ClassIndex, ms_terms, solve_weights
+from trainables.self_paced import ClassIndex, WeightProblem, ms_terms, solve_weights
 
 
 def _sync(device: torch.device) -> None:
@@ -71,13 +71,14 @@ def sop_scale(sizes: list[int], classes: int, dim: int, rows: int, device: torch
         xi_full = xi_s * n / part
         xi_pos = torch.rand(n, device=device, generator=g) * 3
         xi_neg = torch.rand(n, device=device, generator=g) * 0.1
-        index = ClassIndex.build(labels)
+        problem = WeightProblem(xi_pos, xi_neg, ClassIndex.build(labels), 3.0, 3.0)
         solve_s, w = _timed(lambda: solve_weights(
-            torch.ones(n, device=device), xi_pos, xi_neg, index, 3.0, 3.0, prm.gamma, prm.solver_sweeps,
-            prm.solver_block, prm.solver_p, prm.solver_k, g), device)
+            problem, torch.ones(n, device=device), gamma=prm.gamma, sweeps=prm.solver_sweeps,
+            block=prm.solver_block, p=prm.solver_p, k=prm.solver_k, generator=g), device)
         assert 0 <= float(w.min()) and float(w.max()) <= 1
         results.append((n, xi_full, solve_s))
-        print(f"N={n:>6}: ξ terms {xi_full:7.1f}s ({'extrapolated from ' + str(part) + ' rows' if part < n else 'full'}), "
+        how = f"extrapolated from {part} rows" if part < n else "full"
+        print(f"N={n:>6}: ξ terms {xi_full:7.1f}s ({how}), "
               f"solver {solve_s:6.2f}s")
     if len(results) >= 2:
         (n0, x0, s0), (n1, x1, s1) = results[0], results[-1]

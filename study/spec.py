@@ -388,7 +388,8 @@ def _check_params_shared(params: dict[str, Any], families: list[Any], source: st
 
     unknown = [f for f in families if f not in FAMILY_NAMES]
     if unknown:
-        raise SpecError(f"{source}: search.space.family: unknown family {unknown[0]!r}; known: {', '.join(FAMILY_NAMES)}")
+        known_families = ", ".join(FAMILY_NAMES)
+        raise SpecError(f"{source}: search.space.family: unknown family {unknown[0]!r}; known: {known_families}")
     known = {n for f in families for n in get_family(f).param_names()}
     for name in params:
         if name not in known:

@@ -29,7 +29,7 @@ from sklearn.metrics import roc_auc_score
 
 from study import metric_names as names
 from trainables.base import BaseLossFamily, Batch, FamilyContext
-from trainables.self_paced import ClassIndex, log1p_sum_exp, ms_terms, solve_weights
+from trainables.self_paced import ClassIndex, WeightProblem, log1p_sum_exp, ms_terms, solve_weights
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -141,8 +141,8 @@ def weighted_ms_loss(
 ) -> torch.Tensor:
     """The weighted informative batch loss of Eq. 7 (as in SPEC: mean informative-pair weights × ξ).
 
-    ``L = 1/(PK) Σ_i w_i [mean_{p∈P̂_i}(w_p)·ξ⁺_i + mean_{n∈N̂_i}(w_n)·ξ⁻_i]`` with ξ over the informative
-    pairs ``pairs = (a1, p, a2, n)`` of MS mining. With every w = 1 it is PML's ``MultiSimilarityLoss``.
+    ``L = 1/(PK) Σ_i w_i [mean_{p∈P̂_i}(w_p)·ξ⁺_i + mean_{n∈N̂_i}(w_n)·ξ⁻_i]`` with ξ over the
+    informative pairs ``pairs = (a1, p, a2, n)`` of MS mining. With every w = 1 it is PML's ``MultiSimilarityLoss``.
     """
     b = embeddings.shape[0]
     embeddings = embeddings.float()  # exp(β·S) in half precision (AMP) loses the small ξ⁻ entirely
@@ -206,9 +206,10 @@ class SelfPacedMSFamily(BaseLossFamily):
             embeddings, labels, prm.ms_alpha, prm.ms_beta, prm.ms_base, prm.chunk_size, prm.topk_negatives
         )
         lam = float(self.lam)
+        problem = WeightProblem(xi_pos, xi_neg, self.index, lam, prm.balance)
         self.weights.copy_(solve_weights(
-            self.weights, xi_pos, xi_neg, self.index, lam, prm.balance, prm.gamma, prm.solver_sweeps,
-            prm.solver_block, prm.solver_p, prm.solver_k, self.generator, stochastic=prm.solver == "stochastic",
+            problem, self.weights, gamma=prm.gamma, sweeps=prm.solver_sweeps, block=prm.solver_block,
+            p=prm.solver_p, k=prm.solver_k, generator=self.generator, stochastic=prm.solver == "stochastic",
         ))
         self.lam_used.fill_(lam)
         self.lam.fill_(min(prm.lambda_growth * lam, prm.lambda_max))

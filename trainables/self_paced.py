@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
-    "ClassIndex", "log1p_sum_exp", "ms_terms", "full_gradient", "sampled_gradient", "solve_weights",
-    "denoising_objective",
+    "ClassIndex", "WeightProblem", "log1p_sum_exp", "ms_terms", "full_gradient", "sampled_gradient",
+    "solve_weights", "denoising_objective",
 ]
 
 
@@ -116,25 +116,32 @@ def ms_terms(
     return xi_pos, xi_neg
 
 
-def _balance(index: ClassIndex, w: torch.Tensor, mu: float) -> torch.Tensor:
-    """G_b of Eq. 8 for each class: ``2μ(m_c − mean_{k≠c} m_k)``."""
-    m = index.class_means(w)
-    c = index.num_classes
-    others = (m.sum() - m) / max(c - 1, 1)
-    return 2.0 * mu * (m - others)
+@dataclass(frozen=True)
+class WeightProblem:
+    """The w-subproblem of Eq. 6 with θ fixed: per-sample ξ⁺/ξ⁻ (Eq. 3), the classes, age λ and balance μ."""
+
+    xi_pos: torch.Tensor
+    xi_neg: torch.Tensor
+    index: ClassIndex
+    lam: float
+    mu: float
+
+    def balance(self, w: torch.Tensor) -> torch.Tensor:
+        """G_b of Eq. 8 for each class: ``2μ(m_c − mean_{k≠c} m_k)``."""
+        m = self.index.class_means(w)
+        others = (m.sum() - m) / max(self.index.num_classes - 1, 1)
+        return 2.0 * self.mu * (m - others)
 
 
-def full_gradient(
-    w: torch.Tensor, xi_pos: torch.Tensor, xi_neg: torch.Tensor, index: ClassIndex, lam: float, mu: float
-) -> torch.Tensor:
+def full_gradient(problem: WeightProblem, w: torch.Tensor) -> torch.Tensor:
     """∂L/∂w of Eq. 6 for every coordinate: Eq. 8 with the sampled means replaced by full means.
 
     ``(1/N^c)[mean_{p∈c,p≠a} w_p(ξ⁺_p+ξ⁺_a) + mean_{k≠c} mean_{n∈k} w_n(ξ⁻_n+ξ⁻_a) + G_b − λ]``,
     computed from per-class sums, O(N).
     """
+    index, xi_pos, xi_neg = problem.index, problem.xi_pos, problem.xi_neg
     y = index.labels
     n_c = index.count.to(w.dtype)
-    c = index.num_classes
     sw = index.class_sums(w)
     swp = index.class_sums(w * xi_pos)
     # Positives: every other member of the anchor's class.
@@ -143,36 +150,30 @@ def full_gradient(
     # Negatives: uniform over the other classes, uniform within each.
     a_k = index.class_sums(w * xi_neg) / n_c.clamp(min=1)  # mean_{n∈k} w_n ξ⁻_n
     m_k = sw / n_c.clamp(min=1)  # mean_{n∈k} w_n
-    denom = max(c - 1, 1)
+    denom = max(index.num_classes - 1, 1)
     g_neg = (a_k.sum() - a_k[y]) / denom + xi_neg * (m_k.sum() - m_k[y]) / denom
-    return (g_pos + g_neg + _balance(index, w, mu)[y] - lam) / n_c[y]
+    return (g_pos + g_neg + problem.balance(w)[y] - problem.lam) / n_c[y]
 
 
-def denoising_objective(
-    w: torch.Tensor, xi_pos: torch.Tensor, xi_neg: torch.Tensor, index: ClassIndex, lam: float, mu: float
-) -> torch.Tensor:
+def denoising_objective(problem: WeightProblem, w: torch.Tensor) -> torch.Tensor:
     """Eq. 6 with θ fixed (ξ given), in the form Eq. 8 differentiates (negative term averages ``ζ(k)/N^k``)."""
+    index = problem.index
     y = index.labels
     n_c = index.count.to(w.dtype)
     c = index.num_classes
     zeta = index.class_sums(w)
     m = zeta / n_c
-    pos = (zeta[y] - w) / (n_c[y] - 1).clamp(min=1) * xi_pos
-    neg = (m.sum() - m[y]) / (c - 1) * xi_neg
-    loss = (w / n_c[y] * (pos + neg)).sum() - lam * m.sum()
+    pos = (zeta[y] - w) / (n_c[y] - 1).clamp(min=1) * problem.xi_pos
+    neg = (m.sum() - m[y]) / (c - 1) * problem.xi_neg
+    loss = (w / n_c[y] * (pos + neg)).sum() - problem.lam * m.sum()
     diff = m[:, None] - m[None, :]
-    balance = mu / (c - 1) * torch.triu(diff**2, diagonal=1).sum()
-    return loss + balance
+    return loss + problem.mu / (c - 1) * torch.triu(diff**2, diagonal=1).sum()
 
 
 def sampled_gradient(
-    coords: torch.Tensor,
+    problem: WeightProblem,
     w: torch.Tensor,
-    xi_pos: torch.Tensor,
-    xi_neg: torch.Tensor,
-    index: ClassIndex,
-    lam: float,
-    mu: float,
+    coords: torch.Tensor,
     p: int,
     k: int,
     generator: torch.Generator | None = None,
@@ -183,16 +184,16 @@ def sampled_gradient(
     each are drawn (with replacement, so the estimate is unbiased for the full means of
     :func:`full_gradient`); G_b uses the exact class means (they are O(C) to keep current).
     """
+    index, xi_pos, xi_neg = problem.index, problem.xi_pos, problem.xi_neg
     device = w.device
     y = index.labels[coords]
     n_c = index.count[y]
     b = coords.numel()
     # K positives ≠ a: draw a position among the N^c − 1 others and skip over a's own position.
-    rank_a = index.rank[coords]
     u = torch.rand((b, k), device=device, generator=generator)
     others = (n_c - 1).clamp(min=1)
     pos_rank = (u * others[:, None]).long().clamp(max=(others - 1)[:, None])
-    pos_rank = pos_rank + (pos_rank >= rank_a[:, None]).long()
+    pos_rank = pos_rank + (pos_rank >= index.rank[coords][:, None]).long()
     pos_rank = torch.minimum(pos_rank, (n_c - 1)[:, None])  # singleton classes: the anchor itself, weight term 0 below
     pos_idx = index.order[index.start[y][:, None] + pos_rank]
     has_pos = (n_c > 1).to(w.dtype)
@@ -203,18 +204,14 @@ def sampled_gradient(
     cls = cls + (cls >= y[:, None]).long()
     neg_idx = index.sample_members(cls.repeat_interleave(k, dim=1), generator)  # (B, P·K), K per class
     g_neg = (w[neg_idx] * (xi_neg[neg_idx] + xi_neg[coords, None])).mean(1)
-    g_bal = _balance(index, w, mu)[y]
-    return (g_pos + g_neg + g_bal - lam) / n_c.to(w.dtype)
+    return (g_pos + g_neg + problem.balance(w)[y] - problem.lam) / n_c.to(w.dtype)
 
 
 @torch.no_grad()
 def solve_weights(
+    problem: WeightProblem,
     w: torch.Tensor,
-    xi_pos: torch.Tensor,
-    xi_neg: torch.Tensor,
-    index: ClassIndex,
-    lam: float,
-    mu: float,
+    *,
     gamma: float,
     sweeps: int,
     block: int,
@@ -233,15 +230,15 @@ def solve_weights(
     """
     w = w.clone()
     n = w.numel()
-    if index.num_classes < 2:
+    if problem.index.num_classes < 2:
         return w
     for _ in range(sweeps):
         perm = torch.randperm(n, device=w.device, generator=generator)
         for lo in range(0, n, block):
             coords = perm[lo : lo + block]
             if stochastic:
-                g = sampled_gradient(coords, w, xi_pos, xi_neg, index, lam, mu, p, k, generator)
+                g = sampled_gradient(problem, w, coords, p, k, generator)
             else:
-                g = full_gradient(w, xi_pos, xi_neg, index, lam, mu)[coords]
+                g = full_gradient(problem, w)[coords]
             w[coords] = (w[coords] - gamma * g).clamp_(0.0, 1.0)
     return w

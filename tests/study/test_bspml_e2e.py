@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
 from mlflow import MlflowClient
@@ -12,8 +10,6 @@ from study import metric_names as names
 from trainables.bspml import BSPMLFamily
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_bspml_digits_study_logs_weight_traces_and_artifacts(write_spec, run_cli, tmp_path):
@@ -39,7 +35,8 @@ def test_bspml_digits_study_logs_weight_traces_and_artifacts(write_spec, run_cli
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs/t_bspml/mlflow.db'}")
     experiment = client.get_experiment_by_name("t_bspml")
-    children = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("dmlstudy.role") == "trial"]
+    runs = client.search_runs([experiment.experiment_id])
+    children = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
     assert len(children) == 2
     for run in children:
         assert run.info.status == "FINISHED" and run.data.tags["family"] == "bspml"

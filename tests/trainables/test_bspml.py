@@ -18,7 +18,7 @@ from trainables.base import Batch, FamilyContext
 from trainables.bspml import BSPMLFamily, BSPMLParams, SelfPacedMSFamily, SPMSParams, weighted_ms_loss
 from trainables.registry import get_family
 from trainables.self_paced import (
-    ClassIndex, denoising_objective, full_gradient, ms_terms, sampled_gradient, solve_weights,
+    ClassIndex, WeightProblem, denoising_objective, full_gradient, ms_terms, sampled_gradient, solve_weights,
 )
 
 
@@ -90,7 +90,8 @@ def test_ms_terms_match_brute_force_and_chunking_and_topk():
         pos = [j for j in range(30) if labels[j] == labels[a] and j != a]
         neg = [j for j in range(30) if labels[j] != labels[a]]
         assert float(xp[a]) == pytest.approx(math.log1p(sum(math.exp(-2 * (sim[a, j] - 1)) for j in pos)) / 2, rel=1e-5)
-        assert float(xn[a]) == pytest.approx(math.log1p(sum(math.exp(50 * (sim[a, j] - 1)) for j in neg)) / 50, rel=1e-4)
+        expected = math.log1p(sum(math.exp(50 * (sim[a, j] - 1)) for j in neg)) / 50
+        assert float(xn[a]) == pytest.approx(expected, rel=1e-4)
     xp2, xn2 = ms_terms(emb, labels, 2.0, 50.0, 1.0, chunk_size=1000)
     torch.testing.assert_close((xp, xn), (xp2, xn2))
     _, xn_top = ms_terms(emb, labels, 2.0, 50.0, 1.0, chunk_size=7, topk_negatives=3)
@@ -106,8 +107,9 @@ def test_full_sum_gradient_equals_autograd_of_eq6(mu):
     xp, xn = xp.double(), xn.double()
     index = ClassIndex.build(labels)
     w = w.clone().requires_grad_(True)
-    auto, = torch.autograd.grad(denoising_objective(w, xp, xn, index, 1.3, mu), w)
-    ours = full_gradient(w.detach(), xp, xn, index, 1.3, mu)
+    problem = WeightProblem(xp, xn, index, 1.3, mu)
+    auto, = torch.autograd.grad(denoising_objective(problem, w), w)
+    ours = full_gradient(problem, w.detach())
     torch.testing.assert_close(ours, auto, rtol=1e-9, atol=1e-12)
 
 
@@ -116,9 +118,10 @@ def test_sampled_gradient_is_unbiased_for_the_full_gradient():
     xp, xn = (t.double() for t in ms_terms(emb, labels, 2.0, 50.0, 1.0))
     index = ClassIndex.build(labels)
     coords = torch.arange(30).repeat(4000)
-    g = sampled_gradient(coords, w, xp, xn, index, 1.0, 0.5, p=2, k=3, generator=torch.Generator().manual_seed(0))
+    problem = WeightProblem(xp, xn, index, 1.0, 0.5)
+    g = sampled_gradient(problem, w, coords, p=2, k=3, generator=torch.Generator().manual_seed(0))
     mean = g.view(4000, 30).mean(0)
-    torch.testing.assert_close(mean, full_gradient(w, xp, xn, index, 1.0, 0.5), rtol=0.03, atol=2e-3)
+    torch.testing.assert_close(mean, full_gradient(problem, w), rtol=0.03, atol=2e-3)
 
 
 def test_sampled_positives_never_include_the_anchor():
@@ -128,7 +131,7 @@ def test_sampled_positives_never_include_the_anchor():
     xn = torch.zeros(6, dtype=torch.float64)
     w = torch.tensor([0.5, 0.25, 1.0, 1.0, 1.0, 1.0], dtype=torch.float64)
     index = ClassIndex.build(labels)
-    g = sampled_gradient(torch.tensor([0, 1]), w, xp, xn, index, 0.0, 0.0, p=3, k=5)
+    g = sampled_gradient(WeightProblem(xp, xn, index, 0.0, 0.0), w, torch.tensor([0, 1]), p=3, k=5)
     torch.testing.assert_close(g, torch.tensor([0.25 * 3.0 / 2, 0.5 * 3.0 / 2], dtype=torch.float64))
 
 
@@ -137,11 +140,14 @@ def test_projection_keeps_weights_in_unit_interval():
     xp, xn = ms_terms(emb, labels, 2.0, 50.0, 1.0)
     index = ClassIndex.build(labels)
     for lam in (-50.0, 0.5, 50.0):  # pushes every weight against one bound or the other
-        out = solve_weights(w.float(), xp, xn, index, lam, 1.0, gamma=100.0, sweeps=3, block=17, p=2, k=2,
-                            generator=torch.Generator().manual_seed(0))
+        out = solve_weights(WeightProblem(xp, xn, index, lam, 1.0), w.float(), gamma=100.0, sweeps=3, block=17,
+                            p=2, k=2, generator=torch.Generator().manual_seed(0))
         assert out.min() >= 0 and out.max() <= 1
-    assert torch.all(solve_weights(w.float(), xp, xn, index, 1e3, 0.0, 100.0, 2, 64, 2, 2) == 1)
-    assert torch.all(solve_weights(w.float(), xp, xn, index, -1e3, 0.0, 100.0, 2, 64, 2, 2) == 0)
+    steps = {"gamma": 100.0, "sweeps": 2, "block": 64, "p": 2, "k": 2}
+    for full in (False, True):
+        for lam, bound in ((1e3, 1.0), (-1e3, 0.0)):
+            out = solve_weights(WeightProblem(xp, xn, index, lam, 0.0), w.float(), stochastic=full, **steps)
+            assert torch.all(out == bound)
 
 
 def test_solver_lowers_the_weights_of_mislabeled_samples():
@@ -152,7 +158,8 @@ def test_solver_lowers_the_weights_of_mislabeled_samples():
     labels = true.clone()
     labels[::5] = (labels[::5] + 1) % 4
     xp, xn = ms_terms(emb, labels, 2.0, 50.0, 1.0)
-    w = solve_weights(torch.ones(200), xp, xn, ClassIndex.build(labels), 3.0, 1.0, 5.0, 20, 64, 3, 4, g)
+    problem = WeightProblem(xp, xn, ClassIndex.build(labels), 3.0, 1.0)
+    w = solve_weights(problem, torch.ones(200), gamma=5.0, sweeps=20, block=64, p=3, k=4, generator=g)
     noisy = labels != true
     assert w[noisy].mean() < w[~noisy].mean() - 0.1
 
