@@ -52,9 +52,26 @@ def to_optuna(space: dict[str, ParamSpec]) -> DefineByRun:
     return DefineByRun(space)
 
 
-def make_sampler(spec: SamplerSpec) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler named by ``search.sampler.type``, seeded with ``search.sampler.seed``."""
+class _GridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler without its end-of-grid ``study.stop()``.
+
+    ``Study.stop`` only works inside ``Study.optimize``; Ray Tune asks and tells instead, and it ends the study
+    after ``search.num_trials`` (the spec check keeps that within the grid).
+    """
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        del study, trial, state, values
+
+
+def make_sampler(spec: SamplerSpec, space: dict[str, ParamSpec] | None = None) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler named by ``search.sampler.type``, seeded with ``search.sampler.seed``.
+
+    ``grid`` needs the (categorical) ``space``: it enumerates every combination of the choices.
+    """
     samplers = optuna.samplers
+    if spec.type == "grid":
+        grid = {name: list(p.choices) for name, p in (space or {}).items()}  # type: ignore[union-attr]
+        return _GridSampler(grid, seed=spec.seed)
     if spec.type == "tpe":
         return samplers.TPESampler(seed=spec.seed)
     if spec.type == "random":

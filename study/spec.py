@@ -213,7 +213,8 @@ ParamSpec = Annotated[Union[FloatParam, IntParam, CategoricalParam], Field(discr
 
 
 class SamplerSpec(_Strict):
-    type: Literal["tpe", "random", "cmaes", "gp", "qmc"] = "tpe"
+    #: ``grid`` enumerates every combination of the (categorical) space, e.g. family × noise ratio × seed.
+    type: Literal["tpe", "random", "cmaes", "gp", "qmc", "grid"] = "tpe"
     seed: int | None = 0
 
 
@@ -285,7 +286,8 @@ class StudySpec(_Strict):
 
     @model_validator(mode="after")
     def _check_params_and_metric(self) -> StudySpec:
-        family_params(self.family, self.params)  # raises on unknown names / wrong types
+        if "family" not in self.search.space:  # a family search checks params per sampled family instead
+            family_params(self.family, self.params)  # raises on unknown names / wrong types
         from trainables.registry import get_family
 
         known = {recall_at(k) for k in self.train.recall_at} | {NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME}
@@ -403,16 +405,52 @@ def _check_search_names(spec: StudySpec, source: str) -> None:
     space = spec.search.space
     if not space:
         return
-    if "family" in space and spec.params:
-        raise SpecError(f"{source}: search.space.family cannot be combined with fixed params (they differ per family)")
-    for end in (0, -1):
-        probe = {}
+    families = space["family"].choices if isinstance(space.get("family"), CategoricalParam) else [spec.family]
+    if "family" in space:
+        _check_params_shared(spec.params, families, source)
+    if spec.search.sampler.type == "grid":
+        _check_grid(spec.search, source)
+    def probe(end: int, fixed: dict[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
         for name, p in space.items():
-            probe[name] = p.choices[end] if isinstance(p, CategoricalParam) else (p.low if end == 0 else p.high)
+            if name in fixed:
+                values[name] = fixed[name]
+            elif all(values.get(k) in (v if isinstance(v, list) else [v]) for k, v in (p.when or {}).items()):
+                values[name] = p.choices[end] if isinstance(p, CategoricalParam) else (p.low if end == 0 else p.high)
+        return values
+
+    # Each range's ends; with a family search, once per sampled family (each must accept the params it gets).
+    fixings = [{"family": f} for f in families] if "family" in space else [{}]
+    for probe_values in (probe(end, fixed) for end in (0, -1) for fixed in fixings):
         try:
-            resolve_trial_spec(spec, probe)
+            resolve_trial_spec(spec, probe_values)
         except SpecError as e:
             raise SpecError(f"{source}: search.space: {str(e).removeprefix('trial: ')}") from None
+
+
+def _check_params_shared(params: dict[str, Any], families: list[Any], source: str) -> None:
+    """With ``family`` searched, each fixed param must belong to at least one of the sampled families."""
+    from trainables.registry import FAMILY_NAMES, get_family
+
+    unknown = [f for f in families if f not in FAMILY_NAMES]
+    if unknown:
+        known_families = ", ".join(FAMILY_NAMES)
+        raise SpecError(f"{source}: search.space.family: unknown family {unknown[0]!r}; known: {known_families}")
+    known = {n for f in families for n in get_family(f).param_names()}
+    for name in params:
+        if name not in known:
+            raise SpecError(f"{source}: params.{name} is not a parameter of any family in search.space.family")
+
+
+def _check_grid(search: SearchSpec, source: str) -> None:
+    """The grid sampler enumerates categorical choices; every other kind of parameter has no grid."""
+    size = 1
+    for name, p in search.space.items():
+        if not isinstance(p, CategoricalParam) or p.when:
+            raise SpecError(f"{source}: search.space.{name}: sampler 'grid' needs categorical parameters without when:")
+        size *= len(p.choices)
+    if search.num_trials > size:
+        raise SpecError(f"{source}: search.num_trials={search.num_trials} exceeds the {size} points of the grid")
 
 
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> StudySpec:
@@ -436,14 +474,21 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> StudySpec
 def resolve_trial_spec(spec: StudySpec | dict[str, Any], sampled: dict[str, Any]) -> StudySpec:
     """The spec of one trial: ``spec`` with each sampled value written at its :func:`param_path`."""
     tree = spec.model_dump(mode="json") if isinstance(spec, StudySpec) else copy.deepcopy(spec)
+    if "family" in sampled and sampled["family"] in _family_names():
+        # Fixed params may be shared by several sampled families (e.g. ms_alpha for ms/spms/bspml, lambda0
+        # for spms/bspml): each trial keeps the ones its family has. Sampled names are never dropped.
+        known = set(_family_param_names(sampled["family"]))
+        tree["params"] = {k: v for k, v in tree.get("params", {}).items() if k in known}
     for name, value in sampled.items():
         _set_path(tree, param_path(name), value, f"search.space.{name}")
-    if "family" in sampled:
-        tree["params"] = {}  # fixed params belong to one family; a family search uses each one's defaults
     try:
-        return StudySpec.model_validate(tree)
+        trial = StudySpec.model_validate(tree)
+        trial.family_params()  # the study-level check skips this when the family itself is searched
     except ValidationError as e:
         raise SpecError(f"trial: {_format_error(e.errors()[0])}") from None
+    except ValueError as e:
+        raise SpecError(f"trial: {e}") from None
+    return trial
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -462,3 +507,15 @@ def spec_from_tune_config(config: dict[str, Any]) -> StudySpec:
     """A trial's spec from its Ray Tune config ``{"spec": <study spec>, <sampled name>: <value>, ...}``."""
     sampled = {k: v for k, v in config.items() if k != SPEC_KEY}
     return resolve_trial_spec(config[SPEC_KEY], sampled)
+
+
+def _family_names() -> tuple[str, ...]:
+    from trainables.registry import FAMILY_NAMES
+
+    return FAMILY_NAMES
+
+
+def _family_param_names(family: str) -> tuple[str, ...]:
+    from trainables.registry import get_family
+
+    return get_family(family).param_names()

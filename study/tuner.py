@@ -158,7 +158,7 @@ def _build_tuner(spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCall
         space=to_optuna(s.space),
         metric=s.metric,
         mode=s.mode,
-        sampler=make_sampler(s.sampler),
+        sampler=make_sampler(s.sampler, s.space),
         study_name=spec.name,
         storage=optuna.storages.RDBStorage(layout.optuna_url),
     )

@@ -13,6 +13,8 @@ __all__ = ["FAMILY_NAMES", "get_family"]
 # Imported lazily so that validating a spec loads only the family it names.
 _FAMILY_MODULES: dict[str, tuple[str, str]] = {
     "ms": ("trainables.ms", "MultiSimilarityFamily"),
+    "bspml": ("trainables.bspml", "BSPMLFamily"),
+    "spms": ("trainables.bspml", "SelfPacedMSFamily"),
     "contrastive": ("trainables.contrastive", "ContrastiveFamily"),
     "triplet": ("trainables.triplet", "TripletFamily"),
     "triplet_smooth": ("trainables.triplet", "TripletSmoothFamily"),

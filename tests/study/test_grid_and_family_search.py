@@ -1,0 +1,71 @@
+"""Grid sampler over family × noise ratio × seed, and fixed params shared by the sampled families."""
+
+from __future__ import annotations
+
+import itertools
+
+import optuna
+import pytest
+
+from study.errors import SpecError
+from study.search_space import make_sampler, to_optuna
+from study.spec import parse_spec, resolve_trial_spec
+
+
+def _comparison(**search) -> dict:
+    return {
+        "name": "cmp",
+        "family": "bspml",
+        "params": {"ms_beta": 40.0, "lambda0": 2.0, "mu": 4.0},
+        "search": {
+            "num_trials": 12,
+            "sampler": {"type": "grid", "seed": 0},
+            "space": {
+                "family": {"type": "categorical", "choices": ["ms", "spms", "bspml"]},
+                "dataset.noise.ratio": {"type": "categorical", "choices": [0.0, 0.3]},
+                "seed": {"type": "categorical", "choices": [0, 1]},
+            },
+            **search,
+        },
+    }
+
+
+def test_grid_enumerates_every_combination_once():
+    spec = parse_spec(_comparison())
+    study = optuna.create_study(sampler=make_sampler(spec.search.sampler, spec.search.space))
+    space = to_optuna(spec.search.space)
+    for _ in range(12):  # ask/tell as Ray Tune's OptunaSearch does (never inside study.optimize)
+        trial = study.ask()
+        space(trial)
+        study.tell(trial, 0.5)
+    seen = sorted((t.params["family"], t.params["dataset.noise.ratio"], t.params["seed"]) for t in study.trials)
+    assert seen == sorted(itertools.product(["ms", "spms", "bspml"], [0.0, 0.3], [0, 1]))
+
+
+def test_family_search_keeps_the_fixed_params_each_family_has():
+    spec = parse_spec(_comparison())
+    ms = resolve_trial_spec(spec, {"family": "ms", "dataset.noise.ratio": 0.3, "seed": 1})
+    assert ms.params == {"ms_beta": 40.0} and ms.dataset.noise.ratio == 0.3 and ms.seed == 1
+    spms = resolve_trial_spec(spec, {"family": "spms"})
+    assert spms.params == {"ms_beta": 40.0, "lambda0": 2.0}
+    bspml = resolve_trial_spec(spec, {"family": "bspml"})
+    assert bspml.family_params().mu == 4.0 and bspml.family_params().ms_beta == 40.0
+
+
+def test_grid_and_family_search_errors_are_one_line():
+    bad = _comparison()
+    bad["params"]["nope"] = 1
+    with pytest.raises(SpecError, match="params.nope is not a parameter of any family"):
+        parse_spec(bad)
+    with pytest.raises(SpecError, match="exceeds the 12 points"):
+        parse_spec(_comparison(num_trials=13))
+    cont = _comparison()
+    cont["search"]["space"]["mu"] = {"type": "float", "low": 0.0, "high": 1.0}
+    with pytest.raises(SpecError, match="grid' needs categorical"):
+        parse_spec(cont)
+    # A family hyperparameter in the space must be conditional on the families that have it.
+    cont["search"]["sampler"] = {"type": "tpe"}
+    with pytest.raises(SpecError, match="params.mu"):
+        parse_spec(cont)
+    cont["search"]["space"]["mu"]["when"] = {"family": ["bspml"]}
+    parse_spec(cont)
