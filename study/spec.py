@@ -286,9 +286,11 @@ class StudySpec(_Strict):
 
     @model_validator(mode="after")
     def _check_params_and_metric(self) -> StudySpec:
-        if "family" not in self.search.space:  # a family search checks params per sampled family instead
-            family_params(self.family, self.params)  # raises on unknown names / wrong types
         from trainables.registry import get_family
+
+        if "family" not in self.search.space:  # a family search checks params per sampled family instead
+            fixed = family_params(self.family, self.params)  # raises on unknown names / wrong types
+            get_family(self.family).check_spec(fixed, self.search.space)
 
         known = {recall_at(k) for k in self.train.recall_at} | {NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME}
         known |= set(get_family(self.family).metric_names)

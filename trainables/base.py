@@ -131,6 +131,15 @@ class BaseLossFamily(nn.Module, abc.ABC):
         del state
 
     @classmethod
+    def check_spec(cls, params: Any, space: dict[str, Any]) -> None:
+        """Cross-parameter rules, checked when a spec loads (default: none).
+
+        ``params`` are the fixed values (defaults filled in); ``space`` maps each searched name to its range.
+        Raise ``ValueError`` with one line naming the rule and the values.
+        """
+        del params, space
+
+    @classmethod
     def parse_params(cls, values: dict[str, Any]) -> Any:
         """Build the frozen ``Params`` from a spec's ``params`` mapping (validated by the spec layer)."""
         return cls.Params(**values)

@@ -170,6 +170,16 @@ class SelfPacedMSFamily(BaseLossFamily):
         names.NOISE_AUROC, names.NOISE_PRECISION, names.NOISE_RECALL,
     )
 
+    @classmethod
+    def check_spec(cls, params: SPMSParams, space: dict[str, Any]) -> None:
+        """λ0 ≤ λ∞ (Alg. 1): an error for fixed values or disjoint ranges; a sampled λ0 above λ∞ is capped."""
+        low0 = _range_low(space["lambda0"]) if "lambda0" in space else params.lambda0
+        high_max = _range_high(space["lambda_max"]) if "lambda_max" in space else params.lambda_max
+        if low0 > high_max:
+            raise ValueError(
+                f"lambda0 <= lambda_max must hold for some trial, but got lambda0 >= {low0}, lambda_max <= {high_max}"
+            )
+
     def __init__(self, params: SPMSParams, ctx: FamilyContext) -> None:
         super().__init__(params, ctx)
         self.miner = miners.MultiSimilarityMiner(epsilon=params.ms_epsilon)
@@ -291,3 +301,10 @@ def noise_detection(weights: np.ndarray, noisy: np.ndarray) -> dict[str, float]:
         names.NOISE_RECALL: hits / noisy.sum(),
     }
 
+
+def _range_low(param: Any) -> float:
+    return min(param.choices) if param.type == "categorical" else param.low
+
+
+def _range_high(param: Any) -> float:
+    return max(param.choices) if param.type == "categorical" else param.high

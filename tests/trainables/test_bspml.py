@@ -256,3 +256,17 @@ def test_bad_params_are_one_line_spec_errors(params, needle):
 def test_spms_rejects_mu():
     with pytest.raises(SpecError, match="params.mu"):
         parse_spec({"name": "x", "family": "spms", "params": {"mu": 1.0}})
+
+
+def test_lambda0_above_lambda_max_is_a_spec_error_unless_a_search_can_order_them():
+    from study.errors import SpecError
+    from study.spec import parse_spec
+
+    base = {"name": "l", "family": "bspml", "train": {"classes_per_batch": 5, "samples_per_class": 4}}
+    with pytest.raises(SpecError, match="lambda0 <= lambda_max must hold"):
+        parse_spec({**base, "params": {"lambda0": 4.0, "lambda_max": 2.0}})
+    space = {"lambda0": {"type": "float", "low": 3.0, "high": 4.0}, "lambda_max": {"type": "float", "low": 1.0, "high": 2.0}}
+    with pytest.raises(SpecError, match="lambda0 <= lambda_max must hold"):
+        parse_spec({**base, "search": {"space": space}})
+    space["lambda_max"]["high"] = 5.0  # overlapping ranges: a sampled λ0 above λ∞ starts at λ∞
+    assert parse_spec({**base, "search": {"space": space}}).family == "bspml"
