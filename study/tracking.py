@@ -80,6 +80,24 @@ class TrackingStore:
             self.experiment_id = experiment.experiment_id
         self.client = client
 
+    @staticmethod
+    def peek_parent_status(uri: str, experiment_name: str) -> str | None:
+        """The status of a study's parent run, read without creating anything (``None``: no such run)."""
+        if uri.startswith("sqlite:///"):
+            from pathlib import Path
+
+            if not Path(uri.removeprefix("sqlite:///")).exists():
+                return None
+        client = _client(uri)
+        experiment = client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            return None
+        runs = client.search_runs(
+            [experiment.experiment_id], filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
+            order_by=["start_time DESC"], max_results=1,
+        )
+        return runs[0].info.status if runs else None
+
     def parent_run_id(self) -> str | None:
         """The study's parent run, if one exists (the most recent, should there be several)."""
         runs = self.client.search_runs(
@@ -189,6 +207,8 @@ class MlflowTrialCallback(Callback):
             self._last_step[trial.trial_id] = 0
         else:
             self.client.update_run(run_id, status="RUNNING")
+            if not self.client.get_run(run_id).data.params:  # the driver died between create and params
+                _log_params(self.client, run_id, self.describe_trial(trial.config)[0])
             self._last_step[trial.trial_id] = self._logged_epochs(run_id)
         self._runs[trial.trial_id] = run_id
         return run_id

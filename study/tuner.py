@@ -7,12 +7,18 @@ Layout of a study in its storage (``storage/<name>/``)::
     mlflow.db          MLflow sqlite store, unless ``tracking.uri`` names a server
     mlflow-artifacts/  its artifact root
     tune/              Ray Tune's experiment: state, trial directories, checkpoints
+    asha_state.pkl     the ASHA scheduler's rungs (Ray does not restore a scheduler; we do)
+
+``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
+(any pyarrow filesystem). A URI cannot hold the sqlite stores, so it requires ``tracking.uri`` and
+``tracking.optuna_uri`` (servers both); ``spec.yaml``, the ASHA state and Ray's experiment go to the URI.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,44 +30,213 @@ from study.errors import SpecError, StudyExistsError
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
 from study.spec import SPEC_KEY, StudySpec, flatten, spec_from_tune_config
+from study.metric_names import EPOCH
 from study.tracking import MlflowTrialCallback, TrackingStore, default_tracking_uri
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search.optuna import OptunaSearch
 
 if TYPE_CHECKING:
     from ray.tune import ResultGrid
 
-__all__ = ["StudyLayout", "StudyOutcome", "run_study", "describe_trial", "browse_commands"]
+__all__ = [
+    "StudyLayout", "StudyOutcome", "StudySearch", "PersistentASHA", "run_study", "describe_trial",
+    "browse_commands", "is_shared_path",
+]
 
 log = logging.getLogger(__name__)
 
 
+#: Filesystem types whose files every node of a cluster sees (``/proc/mounts``).
+_SHARED_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p",
+              "virtiofs", "fuse")
+
+
+def is_shared_path(path: Path) -> bool:
+    """Whether ``path`` lies on a network / cluster filesystem, judged by its mount in ``/proc/mounts``."""
+    try:
+        mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return False
+    path = path.resolve()
+    best, fstype = "", ""
+    for point, kind in mounts:
+        point = point.replace("\\040", " ")
+        if (str(path) == point or str(path).startswith(point.rstrip("/") + "/")) and len(point) > len(best):
+            best, fstype = point, kind
+    return fstype.split(".")[0] in _SHARED_FS
+
+
 @dataclass(frozen=True)
 class StudyLayout:
-    """Where a study's files live."""
+    """Where a study's files live: ``root`` is a local directory or a pyarrow filesystem URI."""
 
-    root: Path
+    root: str
     tracking_uri: str
     artifact_location: str | None
+    optuna_url: str
 
     @classmethod
     def for_spec(cls, spec: StudySpec) -> StudyLayout:
         if "://" in spec.storage:
-            raise SpecError(f"storage: remote storage {spec.storage!r} is not supported yet; use a local or shared path")
-        root = (Path(spec.storage).expanduser() / spec.name).resolve()
+            missing = [k for k in ("uri", "optuna_uri") if getattr(spec.tracking, k) is None]
+            if missing:
+                raise SpecError(
+                    f"storage: {spec.storage!r} is a URI, so tracking.{missing[0]} must name a server "
+                    "(sqlite stores need a local or shared directory)"
+                )
+            root = f"{spec.storage.rstrip('/')}/{spec.name}"
+        else:
+            root = str((Path(spec.storage).expanduser() / spec.name).resolve())
+        optuna_url = spec.tracking.optuna_uri or f"sqlite:///{root}/optuna.db"
         if spec.tracking.uri:
-            return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None)
-        return cls(root=root, tracking_uri=default_tracking_uri(str(root)), artifact_location=(root / "mlflow-artifacts").as_uri())
+            return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None, optuna_url=optuna_url)
+        return cls(
+            root=root, tracking_uri=default_tracking_uri(root),
+            artifact_location=(Path(root) / "mlflow-artifacts").as_uri(), optuna_url=optuna_url,
+        )
 
     @property
-    def spec_file(self) -> Path:
-        return self.root / "spec.yaml"
+    def remote(self) -> bool:
+        return "://" in self.root
 
     @property
-    def optuna_url(self) -> str:
-        return f"sqlite:///{self.root / 'optuna.db'}"
+    def spec_file(self) -> str:
+        return f"{self.root}/spec.yaml"
 
     @property
-    def tune_dir(self) -> Path:
-        return self.root / "tune"
+    def tune_dir(self) -> str:
+        return f"{self.root}/tune"
+
+    @property
+    def asha_state(self) -> str:
+        return f"{self.root}/asha_state.pkl"
+
+    def mkdir(self) -> None:
+        _fs(self.root)[0].create_dir(_fs(self.root)[1], recursive=True)
+
+
+def _fs(path: str) -> tuple[Any, str]:
+    """A pyarrow filesystem and the path inside it, for a local path or a URI."""
+    import pyarrow.fs
+
+    if "://" in path:
+        return pyarrow.fs.FileSystem.from_uri(path)
+    return pyarrow.fs.LocalFileSystem(), path
+
+
+def read_bytes(path: str) -> bytes | None:
+    """The file's content, or ``None`` if it does not exist."""
+    import pyarrow.fs
+
+    fs, inner = _fs(path)
+    if fs.get_file_info(inner).type != pyarrow.fs.FileType.File:
+        return None
+    with fs.open_input_stream(inner) as f:
+        return f.read()
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` so a reader never sees half a file (temp + rename where the filesystem renames)."""
+    fs, inner = _fs(path)
+    tmp = f"{inner}.tmp"
+    with fs.open_output_stream(tmp) as f:
+        f.write(data)
+    fs.move(tmp, inner)
+
+
+class StudySearch(OptunaSearch):
+    """OptunaSearch whose Optuna trials end in the state Ray's decision means.
+
+    Ray's OptunaSearch tells Optuna COMPLETE for every trial that ends with a value, so a trial stopped
+    early by ASHA would enter the sampler's history as if its partial value were final. Here a trial that
+    ends before ``max_t`` epochs is PRUNED (Optuna then takes its last intermediate value as its value),
+    a failed one FAIL. After a driver restart, Optuna trials the restored searcher never heard of (asked
+    after Ray's last experiment snapshot, before the kill) are marked FAIL instead of staying RUNNING.
+    """
+
+    def __init__(self, *args: Any, max_t: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_t = max_t
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        import optuna
+
+        epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
+        value = (result or {}).get(self.metric)
+        if error or value is None or epochs >= self.max_t or trial_id in self._completed_trials:
+            super().on_trial_complete(trial_id, result=result, error=error)
+            return
+        ot_trial = self._ot_trials[trial_id]
+        frozen = self._ot_study._storage.get_trial(ot_trial._trial_id)
+        if epochs not in frozen.intermediate_values:
+            ot_trial.report(float(value), epochs)
+        self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.PRUNED)
+        self._completed_trials.add(trial_id)
+
+    def restore(self, checkpoint_path: str) -> None:
+        import optuna
+
+        super().restore(checkpoint_path)
+        known = {t._trial_id for t in self._ot_trials.values()}
+        storage = self._ot_study._storage
+        for frozen in self._ot_study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
+            if frozen._trial_id not in known:
+                storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
+
+
+class PersistentASHA(ASHAScheduler):
+    """ASHA whose rungs survive a driver restart.
+
+    ``Tuner.restore`` rebuilds the scheduler from the tuner's pickle taken at the study's start, i.e. with
+    empty rungs, so a resumed study would promote every trial again. This scheduler writes its state (the
+    rungs with every recorded value, and which bracket each live trial is in) after every decision and
+    reloads it the first time the restored driver adds a trial.
+    """
+
+    def __init__(self, *args: Any, state_file: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.state_file = state_file
+        self._loaded = False
+
+    def _load_once(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        data = read_bytes(self.state_file)
+        if data is not None:
+            self.__dict__.update({**pickle.loads(data), "state_file": self.state_file, "_loaded": True})
+
+    def _persist(self) -> None:
+        write_bytes(self.state_file, pickle.dumps(self.__dict__))
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        self._load_once()
+        if trial.trial_id not in self._trial_info:  # a restored live trial keeps its bracket
+            super().on_trial_add(tune_controller, trial)
+            self._persist()
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        self._load_once()
+        decision = super().on_trial_result(tune_controller, trial, result)
+        self._persist()
+        return decision
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        self._load_once()
+        if trial.trial_id in self._trial_info:
+            super().on_trial_complete(tune_controller, trial, result)
+            self._persist()
+
+    def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
+        self._load_once()
+        if trial.trial_id in self._trial_info:
+            super().on_trial_remove(tune_controller, trial)
+            self._persist()
+
+    def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
+        self._load_once()
+        self._trial_info.pop(trial.trial_id, None)
+        self._persist()
 
 
 @dataclass(frozen=True)
@@ -106,7 +281,7 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
     """Decide between a new study and a resumed one; refuse the ambiguous cases. Returns ``resuming``."""
     from ray.tune import Tuner
 
-    exists = layout.tune_dir.exists() and Tuner.can_restore(str(layout.tune_dir))
+    exists = Tuner.can_restore(layout.tune_dir)
     if exists and not resume:
         raise StudyExistsError(
             f"study {spec.name!r} already exists in {layout.root}; run again with --resume to continue it, "
@@ -115,7 +290,7 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
     if resume and not exists:
         raise StudyExistsError(f"--resume: there is no study {spec.name!r} in {layout.root} to resume")
     if exists:
-        saved = flatten(yaml.safe_load(layout.spec_file.read_text()))
+        saved = flatten(yaml.safe_load(read_bytes(layout.spec_file) or b"{}"))
         current = flatten(spec.model_dump(mode="json"))
         changed = sorted(k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k))
         if changed:
@@ -127,7 +302,7 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
 
 
 def _connect_ray(address: str | None) -> bool:
-    """Connect to ``address`` / ``RAY_ADDRESS``, or start a private local instance. True if we started Ray."""
+    """Connect to ``address`` / ``RAY_ADDRESS``, or start a private local instance. True if we called init."""
     import ray
 
     if ray.is_initialized():
@@ -139,35 +314,61 @@ def _connect_ray(address: str | None) -> bool:
     return True
 
 
-def _build_tuner(spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCallback, resuming: bool) -> Any:
+def _check_storage_reachable(layout: StudyLayout, shared_storage: bool) -> None:
+    """Refuse a node-local storage path when the cluster has more than one node."""
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len(nodes) <= 1 or layout.remote or shared_storage or is_shared_path(Path(layout.root).parent):
+        return
+    raise SpecError(
+        f"storage: {layout.root} is on a local disk but the Ray cluster has {len(nodes)} nodes, whose trials "
+        "could not write their checkpoints there; use a shared mount (NFS) or an s3:// / gs:// URI, or pass "
+        "--shared-storage if this path is shared"
+    )
+
+
+def _build_tuner(
+    spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCallback, resuming: bool, max_failures: int
+) -> Any:
     import optuna
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-    from ray.tune.search.optuna import OptunaSearch
+    from ray.tune.schedulers import FIFOScheduler
 
     from trainables.loop import train_fn
 
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     param_space = {SPEC_KEY: spec.model_dump(mode="json")}
-    if resuming:
-        return tune.Tuner.restore(
-            str(layout.tune_dir), trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
-        )
     s = spec.search
-    searcher = OptunaSearch(
+    callbacks = [callback, ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space))]
+    failure_config = tune.FailureConfig(max_failures=max_failures)
+    if resuming:
+        tuner = tune.Tuner.restore(
+            layout.tune_dir, trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
+        )
+        # The restored run config is the pickle taken at the study's start: give it this driver's callbacks
+        # (fresh MLflow client, parent run reopened) and this invocation's retry budget. Ray offers no
+        # public setter; the searcher and scheduler are restored as pickled (see StudySearch, PersistentASHA).
+        run_config = tuner._local_tuner._run_config
+        run_config.callbacks = callbacks
+        run_config.failure_config = failure_config
+        return tuner
+    searcher = StudySearch(
         space=to_optuna(s.space),
         metric=s.metric,
         mode=s.mode,
         sampler=make_sampler(s.sampler),
         study_name=spec.name,
         storage=optuna.storages.RDBStorage(layout.optuna_url),
+        max_t=spec.train.epochs,
     )
     if s.scheduler.type == "asha":
-        scheduler = ASHAScheduler(
+        scheduler = PersistentASHA(
             time_attr="training_iteration",
             max_t=spec.train.epochs,
             grace_period=min(s.scheduler.grace_period, spec.train.epochs),
             reduction_factor=s.scheduler.reduction_factor,
+            state_file=layout.asha_state,
         )
     else:
         scheduler = FIFOScheduler()
@@ -184,14 +385,11 @@ def _build_tuner(spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCall
             trial_dirname_creator=_trial_dirname,
         ),
         run_config=tune.RunConfig(
-            name=layout.tune_dir.name,
-            storage_path=str(layout.root),
-            callbacks=[
-                callback,
-                ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space)),
-            ],
+            name="tune",
+            storage_path=layout.root,
+            callbacks=callbacks,
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            failure_config=tune.FailureConfig(max_failures=0),
+            failure_config=failure_config,
             verbose=0,  # ProgressTable replaces Ray's reporter, which prints the whole spec per trial
         ),
     )
@@ -216,22 +414,45 @@ def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: f
     )
 
 
-def run_study(spec: StudySpec, *, resume: bool = False, address: str | None = None) -> StudyOutcome:
+def run_study(
+    spec: StudySpec,
+    *,
+    resume: bool = False,
+    address: str | None = None,
+    max_failures: int = 0,
+    shared_storage: bool = False,
+) -> StudyOutcome:
     """Run (or resume) the study ``spec`` to completion and return its outcome.
+
+    Args:
+        spec: the validated study.
+        resume: continue the existing study of this name (``Tuner.restore``).
+        address: Ray cluster to connect to (default ``$RAY_ADDRESS``, else a private local instance).
+        max_failures: restarts of a trial from its last checkpoint after an error (a lost node, say).
+        shared_storage: vouch that a local-looking ``storage`` path is shared by every node.
 
     Raises :class:`StudyError` subclasses for user errors before anything is written or started.
     """
     layout = StudyLayout.for_spec(spec)
     resuming = _check_resume(spec, layout, resume)
+    started_ray = _connect_ray(address)
+    try:
+        _check_storage_reachable(layout, shared_storage)
+    except SpecError:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+        raise
     # Everything is validated: from here on we write.
-    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.mkdir()
     if not resuming:
-        layout.spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+        write_bytes(layout.spec_file, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False).encode())
     store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
     parent = store.start_parent(
         run_name=spec.name,
         params=flatten(spec.model_dump(mode="json", include={"family", "search", "resources", "storage"})),
-        tags={"family": spec.family, "dataset": spec.dataset.name, "study_dir": str(layout.root)},
+        tags={"family": spec.family, "dataset": spec.dataset.name, "study_dir": layout.root},
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
     callback = MlflowTrialCallback(
@@ -243,9 +464,8 @@ def run_study(spec: StudySpec, *, resume: bool = False, address: str | None = No
     )
     started = time.perf_counter()
     status = "FAILED"
-    started_ray = _connect_ray(address)
     try:
-        results = _build_tuner(spec, layout, callback, resuming).fit()
+        results = _build_tuner(spec, layout, callback, resuming, max_failures).fit()
         outcome = _summarize(spec, results, parent, time.perf_counter() - started)
         status = "FINISHED" if outcome.succeeded else ("KILLED" if outcome.interrupted else "FAILED")
     finally:
