@@ -179,9 +179,23 @@ class StudySearch(OptunaSearch):
         super().restore(checkpoint_path)
         known = {t._trial_id for t in self._ot_trials.values()}
         storage = self._ot_study._storage
+        self._orphans: list[int] = []
         for frozen in self._ot_study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
-            if frozen._trial_id not in known:
+            if frozen._trial_id in known:
+                continue
+            if frozen.intermediate_values:  # it trained under a Ray trial that the restore forgot
                 storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
+            else:  # asked but never reported: the next new Ray trial adopts it, params and all
+                self._orphans.append(frozen._trial_id)
+
+    def suggest(self, trial_id: str) -> dict | None:
+        import optuna
+
+        orphans = getattr(self, "_orphans", [])
+        if orphans and trial_id not in self._ot_trials:
+            # Re-running the define-by-run space on an Optuna trial returns the values it already holds.
+            self._ot_trials[trial_id] = optuna.trial.Trial(self._ot_study, orphans.pop(0))
+        return super().suggest(trial_id)
 
 
 class PersistentASHA(ASHAScheduler):
@@ -310,6 +324,10 @@ def _connect_ray(address: str | None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS") or "local"
     # Every epoch checkpoints by design; Ray warns about frequent experiment snapshots otherwise.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Snapshot the experiment (trials + searcher) every second instead of Ray's ≥ 10 s, so a killed driver
+    # forgets as little as possible; what it still forgets is reconciled on resume (StudySearch.restore,
+    # MlflowTrialCallback's ghost runs).
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     return True
 

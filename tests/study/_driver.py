@@ -1,0 +1,64 @@
+"""Helpers for tests that start, kill and resume study drivers (own RAY_TMPDIR each) and read them back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from mlflow import MlflowClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def driver_env(ray_tmp: str, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO), **extra}
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def start_driver(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
+    """``python -m study.run ARGS`` in its own session, so the test can kill it and everything it started."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "study.run", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+
+
+def kill_driver(proc: subprocess.Popen) -> None:
+    """SIGKILL the driver, then the rest of its session (a private Ray instance's raylet, GCS, workers)."""
+    proc.kill()
+    proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    time.sleep(1)
+
+
+def mlflow_children(study_dir: Path, name: str) -> tuple[MlflowClient, list, list]:
+    client = MlflowClient(f"sqlite:///{study_dir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(name)
+    runs = client.search_runs([experiment.experiment_id]) if experiment else []
+    parents = [r for r in runs if r.data.tags.get("dmlstudy.role") == "study"]
+    children = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
+    return client, parents, children
+
+
+def logged_epochs(study_dir: Path, name: str) -> int:
+    """Epochs logged so far over all trials (0 while the store does not exist yet)."""
+    if not (study_dir / "mlflow.db").exists():
+        return 0
+    try:
+        client, _, children = mlflow_children(study_dir, name)
+        return sum(len(client.get_metric_history(r.info.run_id, "recall_at_1")) for r in children)
+    except Exception:  # noqa: BLE001 - the store may be mid-migration while the driver creates it
+        return 0
+
+
+def optuna_trials(study_dir: Path, name: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{study_dir / 'optuna.db'}").get_trials()

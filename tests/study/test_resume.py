@@ -1,0 +1,127 @@
+"""Resume after a lost driver: SIGKILL mid-study, then ``--resume``; ASHA rungs survive; ``--status``."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from tests.study._driver import (
+    driver_env, kill_driver, logged_epochs, mlflow_children, optuna_trials, start_driver,
+)
+
+NUM_TRIALS, EPOCHS = 3, 3
+
+
+def kill_spec(name: str = "t_kill") -> dict:
+    return {
+        "name": name,
+        "family": "ms",
+        "dataset": {"name": "digits"},
+        "train": {"epochs": EPOCHS, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4,
+                  "recall_at": [1]},
+        "search": {
+            "num_trials": NUM_TRIALS,
+            "max_concurrent": 1,
+            "sampler": {"type": "random", "seed": 1},
+            "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}},
+        },
+    }
+
+
+def kill_and_resume(workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, timeout: float = 300) -> dict:
+    """Start a study, SIGKILL its driver once ``kill_after_epochs`` epochs are in MLflow (plus a delay),
+    resume it, and return what a checker needs. Shared by the test and ``benchmarks/kill_resume.py``."""
+    spec = kill_spec()
+    path = workdir / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study_dir = workdir / "runs" / spec["name"]
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
+    try:
+        env = driver_env(ray_tmp)
+        proc = start_driver(workdir, env, str(path))
+        deadline = time.monotonic() + timeout
+        while logged_epochs(study_dir, spec["name"]) < kill_after_epochs and proc.poll() is None:
+            assert time.monotonic() < deadline, "the study did not reach the kill point"
+            time.sleep(0.2)
+        time.sleep(extra_delay_s)
+        finished_before_kill = proc.poll() is not None
+        kill_driver(proc)
+        epochs_at_kill = logged_epochs(study_dir, spec["name"])
+        resumed = subprocess.run(
+            [sys.executable, "-m", "study.run", str(path), "--resume"], cwd=workdir, env=env,
+            capture_output=True, text=True, timeout=timeout,
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    return {"resumed": resumed, "study_dir": study_dir, "name": spec["name"], "epochs_at_kill": epochs_at_kill,
+            "finished_before_kill": finished_before_kill}
+
+
+def check_resumed(out: dict) -> None:
+    """Exactly N trials in Ray, Optuna and MLflow; one child run each; continuous per-epoch histories."""
+    resumed, study_dir, name = out["resumed"], out["study_dir"], out["name"]
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert f"{NUM_TRIALS} trials (0 failed)" in resumed.stdout
+    states = sorted(t.state.name for t in optuna_trials(study_dir, name))
+    assert states == ["COMPLETE"] * NUM_TRIALS, states
+    client, parents, children = mlflow_children(study_dir, name)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == NUM_TRIALS
+    assert len({r.data.tags["trial_id"] for r in children}) == NUM_TRIALS
+    for run in children:
+        assert run.info.status == "FINISHED", run.info
+        for metric in ("recall_at_1", "train/loss"):
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, metric)]
+            assert sorted(steps) == list(range(1, EPOCHS + 1)), (metric, steps)
+    optuna_values = sorted(t.value for t in optuna_trials(study_dir, name))
+    assert optuna_values == pytest.approx(sorted(r.data.metrics["recall_at_1"] for r in children))
+
+
+@pytest.mark.e2e
+def test_driver_killed_mid_study_then_resumed(tmp_path):
+    # Mid-way through the second trial: one trial finished, one in flight with a checkpoint, one not started.
+    out = kill_and_resume(tmp_path, kill_after_epochs=EPOCHS + 2)
+    assert not out["finished_before_kill"]
+    assert EPOCHS + 2 <= out["epochs_at_kill"] < NUM_TRIALS * EPOCHS
+    check_resumed(out)
+
+
+def _fake_trial(trial_id: str) -> SimpleNamespace:
+    return SimpleNamespace(trial_id=trial_id)
+
+
+def test_asha_rungs_survive_a_new_scheduler(tmp_path):
+    from study.tuner import PersistentASHA
+
+    def make() -> PersistentASHA:
+        s = PersistentASHA(time_attr="training_iteration", max_t=8, grace_period=1, reduction_factor=2,
+                           state_file=str(tmp_path / "asha_state.pkl"))
+        s.set_search_properties("recall_at_1", "max")
+        return s
+
+    first = make()
+    for i, value in enumerate([0.9, 0.8, 0.7, 0.6]):
+        first.on_trial_add(None, _fake_trial(f"t{i}"))
+        first.on_trial_result(None, _fake_trial(f"t{i}"), {"training_iteration": 1, "recall_at_1": value})
+    first.on_trial_complete(None, _fake_trial("t0"), {"training_iteration": 1, "recall_at_1": 0.9})
+    rungs = [(m, dict(r)) for m, r in first._brackets[0]._rungs]
+    assert any(r for _, r in rungs)
+
+    second = make()  # what Tuner.restore hands the resumed driver: empty rungs
+    assert not any(r for _, r in second._brackets[0]._rungs)
+    second.on_trial_add(None, _fake_trial("t1"))  # a restored live trial keeps its bracket
+    assert [(m, dict(r)) for m, r in second._brackets[0]._rungs] == rungs
+    assert set(second._trial_info) == {"t1", "t2", "t3"}
+    # A new, poor trial is judged against the rungs recorded before the restart.
+    second.on_trial_add(None, _fake_trial("t9"))
+    assert second.on_trial_result(None, _fake_trial("t9"), {"training_iteration": 1, "recall_at_1": 0.1}) == "STOP"
+    assert second.on_trial_result(None, _fake_trial("t2"), {"training_iteration": 2, "recall_at_1": 0.95}) == "CONTINUE"
