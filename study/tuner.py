@@ -295,7 +295,9 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
     """Decide between a new study and a resumed one; refuse the ambiguous cases. Returns ``resuming``."""
     from ray.tune import Tuner
 
-    exists = Tuner.can_restore(layout.tune_dir)
+    restorable = Tuner.can_restore(layout.tune_dir)
+    # spec.yaml without Ray's state: a driver died before Tune's first snapshot, so no trial has run yet.
+    exists = restorable or read_bytes(layout.spec_file) is not None
     if exists and not resume:
         raise StudyExistsError(
             f"study {spec.name!r} already exists in {layout.root}; run again with --resume to continue it, "
@@ -312,7 +314,7 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
                 f"--resume: the spec differs from the one study {spec.name!r} was started with at "
                 f"{', '.join(changed[:5])}; a resumed study must keep its spec"
             )
-    return exists
+    return restorable
 
 
 def _connect_ray(address: str | None) -> bool:

@@ -55,6 +55,7 @@ def kill_and_resume(workdir: Path, kill_after_epochs: int, extra_delay_s: float 
         time.sleep(extra_delay_s)
         finished_before_kill = proc.poll() is not None
         kill_driver(proc)
+        first_output = proc.stdout.read() if proc.stdout else ""
         epochs_at_kill = logged_epochs(study_dir, spec["name"])
         resumed = subprocess.run(
             [sys.executable, "-m", "study.run", str(path), "--resume"], cwd=workdir, env=env,
@@ -63,13 +64,13 @@ def kill_and_resume(workdir: Path, kill_after_epochs: int, extra_delay_s: float 
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     return {"resumed": resumed, "study_dir": study_dir, "name": spec["name"], "epochs_at_kill": epochs_at_kill,
-            "finished_before_kill": finished_before_kill}
+            "finished_before_kill": finished_before_kill, "first_output": first_output}
 
 
 def check_resumed(out: dict) -> None:
     """Exactly N trials in Ray, Optuna and MLflow; one child run each; continuous per-epoch histories."""
     resumed, study_dir, name = out["resumed"], out["study_dir"], out["name"]
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert resumed.returncode == 0, out["first_output"][-2000:] + resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert f"{NUM_TRIALS} trials (0 failed)" in resumed.stdout
     states = sorted(t.state.name for t in optuna_trials(study_dir, name))
     assert states == ["COMPLETE"] * NUM_TRIALS, states
