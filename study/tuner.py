@@ -151,7 +151,9 @@ class StudySearch(OptunaSearch):
     early by ASHA would enter the sampler's history as if its partial value were final. Here a trial that
     ends before ``max_t`` epochs is PRUNED (Optuna then takes its last intermediate value as its value),
     a failed one FAIL. After a driver restart, Optuna trials the restored searcher never heard of (asked
-    after Ray's last experiment snapshot, before the kill) are marked FAIL instead of staying RUNNING.
+    after Ray's last experiment snapshot, before the kill) do not stay RUNNING: one that never reported is
+    adopted by the next new Ray trial (so the study still has exactly ``num_trials`` Optuna trials), one
+    that reported intermediate values is marked FAIL (its Ray trial is gone).
     """
 
     def __init__(self, *args: Any, max_t: int, **kwargs: Any) -> None:
@@ -163,13 +165,16 @@ class StudySearch(OptunaSearch):
 
         epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
         value = (result or {}).get(self.metric)
-        if error or value is None or epochs >= self.max_t or trial_id in self._completed_trials:
+        if error or value is None or trial_id in self._completed_trials or trial_id not in self._ot_trials:
             super().on_trial_complete(trial_id, result=result, error=error)
             return
         ot_trial = self._ot_trials[trial_id]
-        frozen = self._ot_study._storage.get_trial(ot_trial._trial_id)
-        if epochs not in frozen.intermediate_values:
+        # Ray hands a trial's final result to on_trial_complete only: record it as the last intermediate too.
+        if epochs not in self._ot_study._storage.get_trial(ot_trial._trial_id).intermediate_values:
             ot_trial.report(float(value), epochs)
+        if epochs >= self.max_t:
+            super().on_trial_complete(trial_id, result=result, error=error)
+            return
         self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.PRUNED)
         self._completed_trials.add(trial_id)
 
