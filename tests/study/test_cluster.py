@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 import yaml
 
@@ -77,7 +76,10 @@ def _node_of(pid: int, workers: list) -> object:
     """The simulated node whose raylet is an ancestor of process ``pid``."""
     from ray._private import ray_constants
 
-    ancestors = {p.pid for p in psutil.Process(pid).parents()}
+    ancestors: set[int] = set()
+    while pid > 1:  # walk the parent chain through /proc (field 4 of /proc/PID/stat is the parent's pid)
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        ancestors.add(pid)
     for node in workers:
         raylet = node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
         if raylet in ancestors:
@@ -121,6 +123,9 @@ def test_worker_lost_mid_trial_resumes_from_checkpoint_on_another_node(cluster, 
     # A new worker process, necessarily on the surviving worker node (the head has no CPUs) ...
     assert restarts[0]["pid"] != rows[0]["pid"]
     assert rows[-1]["training_iteration"] == epochs
+    print(f"\nnode removal: worker lost after epoch {rows[0]['training_iteration']} reported; trial restarted at "
+          f"epoch {restarts[0]['training_iteration']} (pid {rows[0]['pid']} -> {restarts[0]['pid']}), "
+          f"finished {epochs}/{epochs} epochs")
     # ... that went on from the checkpoint: no epoch was trained twice beyond the one in flight.
     assert restarts[0]["training_iteration"] <= rows[0]["training_iteration"] + 2
     client, parents, children = mlflow_children(study_dir, "t_node")
