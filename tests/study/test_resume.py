@@ -57,6 +57,10 @@ def kill_and_resume(workdir: Path, kill_after_epochs: int, extra_delay_s: float 
         kill_driver(proc)
         first_output = proc.stdout.read() if proc.stdout else ""
         epochs_at_kill = logged_epochs(study_dir, spec["name"])
+        status = subprocess.run(
+            [sys.executable, "-m", "study.status", str(path)], cwd=workdir, env=env, capture_output=True,
+            text=True, timeout=120,
+        )
         resumed = subprocess.run(
             [sys.executable, "-m", "study.run", str(path), "--resume"], cwd=workdir, env=env,
             capture_output=True, text=True, timeout=timeout,
@@ -64,7 +68,8 @@ def kill_and_resume(workdir: Path, kill_after_epochs: int, extra_delay_s: float 
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     return {"resumed": resumed, "study_dir": study_dir, "name": spec["name"], "epochs_at_kill": epochs_at_kill,
-            "finished_before_kill": finished_before_kill, "first_output": first_output}
+            "finished_before_kill": finished_before_kill, "first_output": first_output,
+            "status": status}
 
 
 def check_resumed(out: dict) -> None:
@@ -94,6 +99,30 @@ def test_driver_killed_mid_study_then_resumed(tmp_path):
     assert not out["finished_before_kill"]
     assert EPOCHS + 2 <= out["epochs_at_kill"] < NUM_TRIALS * EPOCHS
     check_resumed(out)
+    # Between the kill and the resume, --status saw the interrupted study without starting anything.
+    status = out["status"]
+    assert status.returncode == 0, status.stderr
+    assert f"of {NUM_TRIALS}" in status.stdout and "best so far" in status.stdout
+    assert "continue with --resume" in status.stdout and str(out["study_dir"]) in status.stdout
+    assert "optuna:   sqlite:///" in status.stdout
+
+
+def test_status_of_a_study_that_does_not_exist_exits_2(spec_dict, write_spec, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "study.run", str(write_spec(spec_dict)), "--status"], cwd=tmp_path,
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2 and "no study 't_study'" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_remote_storage_needs_tracking_servers(spec_dict, write_spec, run_cli, tmp_path):
+    spec_dict["storage"] = "s3://bucket/studies"
+    proc = run_cli(str(write_spec(spec_dict)), timeout=120)
+    assert proc.returncode == 2 and "tracking.uri must name a server" in proc.stderr
+    spec_dict["tracking"] = {"uri": "http://127.0.0.1:5000"}
+    proc = run_cli(str(write_spec(spec_dict)), timeout=120)
+    assert proc.returncode == 2 and "tracking.optuna_uri must name a server" in proc.stderr
 
 
 def _fake_trial(trial_id: str) -> SimpleNamespace:
