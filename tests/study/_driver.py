@@ -16,6 +16,19 @@ from mlflow import MlflowClient
 REPO = Path(__file__).resolve().parents[2]
 
 
+def tiny_spec(name: str, epochs: int, num_trials: int = 1, **search: object) -> dict:
+    """A digits study small enough for a test: 4 batches per epoch, Recall@1 only, one searched parameter."""
+    return {
+        "name": name,
+        "family": "ms",
+        "dataset": {"name": "digits"},
+        "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4,
+                  "recall_at": [1]},
+        "search": {"num_trials": num_trials, "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}},
+                   **search},
+    }
+
+
 def driver_env(ray_tmp: str, **extra: str) -> dict[str, str]:
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO), **extra}
     env.pop("RAY_ADDRESS", None)

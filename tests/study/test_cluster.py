@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.study._driver import driver_env, mlflow_children, optuna_trials, start_driver
+from tests.study._driver import driver_env, tiny_spec, mlflow_children, optuna_trials, start_driver
 
 pytestmark = pytest.mark.e2e
 
@@ -47,16 +47,8 @@ def cluster(monkeypatch):
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def _spec(name: str, epochs: int, **extra) -> dict:
-    return {
-        "name": name,
-        "family": "ms",
-        "dataset": {"name": "digits"},
-        "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4,
-                  "recall_at": [1]},
-        "search": {"num_trials": 1, "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
-        **extra,
-    }
+def _spec(name: str, epochs: int, **extra: object) -> dict:
+    return {**tiny_spec(name, epochs), **extra}
 
 
 def test_local_storage_on_a_multi_node_cluster_exits_2(cluster, tmp_path):

@@ -15,26 +15,14 @@ import pytest
 import yaml
 
 from tests.study._driver import (
-    driver_env, kill_driver, logged_epochs, mlflow_children, optuna_trials, start_driver,
+    driver_env, kill_driver, tiny_spec, logged_epochs, mlflow_children, optuna_trials, start_driver,
 )
 
 NUM_TRIALS, EPOCHS = 3, 3
 
 
 def kill_spec(name: str = "t_kill") -> dict:
-    return {
-        "name": name,
-        "family": "ms",
-        "dataset": {"name": "digits"},
-        "train": {"epochs": EPOCHS, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4,
-                  "recall_at": [1]},
-        "search": {
-            "num_trials": NUM_TRIALS,
-            "max_concurrent": 1,
-            "sampler": {"type": "random", "seed": 1},
-            "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}},
-        },
-    }
+    return tiny_spec(name, EPOCHS, NUM_TRIALS, max_concurrent=1, sampler={"type": "random", "seed": 1})
 
 
 def kill_and_resume(workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, timeout: float = 300) -> dict:
