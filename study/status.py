@@ -25,7 +25,8 @@ def study_status(spec: StudySpec) -> dict:
     """
     import optuna
 
-    from study.tuner import StudyLayout, read_bytes
+    from study.storage import read_bytes
+    from study.tuner import StudyLayout
 
     layout = StudyLayout.for_spec(spec)
     if read_bytes(layout.spec_file) is None:

@@ -68,15 +68,10 @@ def test_asha_stopped_trials_are_pruned_in_optuna(spec_dict, write_spec, run_cli
     assert proc.returncode == 0, proc.stderr[-3000:]
     study_dir = tmp_path / "runs" / "t_asha"
     client, _, children = mlflow_children(study_dir, "t_asha")
-    by_lr: dict[float, list] = {}
-    for run in children:
-        by_lr.setdefault(float(run.data.params["train.optimizer.lr"]), []).append(run)
     stopped = {r.data.tags["trial_id"] for r in children if r.data.tags["stopped_early"] == "true"}
     assert stopped, "ASHA stopped no trial; the test needs at least one"
     trials = optuna_trials(study_dir, "t_asha")
     assert len(trials) == 4
-    runs_by_alpha_lr = {(r.data.params["train.optimizer.lr"]): r for r in children}
-    assert len(runs_by_alpha_lr) <= 2
     pruned = [t for t in trials if t.state.name == "PRUNED"]
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     assert len(pruned) == len(stopped) and len(complete) == 4 - len(stopped)

@@ -118,7 +118,7 @@ def _fake_trial(trial_id: str) -> SimpleNamespace:
 
 
 def test_asha_rungs_survive_a_new_scheduler(tmp_path):
-    from study.tuner import PersistentASHA
+    from study.bookkeeping import PersistentASHA
 
     def make() -> PersistentASHA:
         s = PersistentASHA(time_attr="training_iteration", max_t=8, grace_period=1, reduction_factor=2,
