@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import random
+import json
 import shutil
 import subprocess
 import sys
@@ -21,14 +21,30 @@ from tests.study._driver import (
 NUM_TRIALS, EPOCHS = 3, 3
 
 
-def kill_spec(name: str = "t_kill") -> dict:
-    return tiny_spec(name, EPOCHS, NUM_TRIALS, max_concurrent=1, sampler={"type": "random", "seed": 1})
+def kill_spec(batches_per_epoch: int, name: str = "t_kill") -> dict:
+    spec = tiny_spec(name, EPOCHS, NUM_TRIALS, max_concurrent=1, sampler={"type": "random", "seed": 1})
+    spec["train"]["batches_per_epoch"] = batches_per_epoch
+    return spec
 
 
-def kill_and_resume(workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, timeout: float = 300) -> dict:
+def restarted_rows(study_dir: Path) -> list[tuple[str, int]]:
+    """(trial, epoch) of every result a trial reported as the first after a restart past epoch 1."""
+    rows = []
+    for path in (study_dir / "tune").glob("trial_*/result.json"):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1:
+                rows.append((r["trial_id"], r["training_iteration"]))
+    return rows
+
+
+def kill_and_resume(
+    workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, batches_per_epoch: int = 4,
+    timeout: float = 300,
+) -> dict:
     """Start a study, SIGKILL its driver once ``kill_after_epochs`` epochs are in MLflow (plus a delay),
     resume it, and return what a checker needs. Shared by the test and ``benchmarks/kill_resume.py``."""
-    spec = kill_spec()
+    spec = kill_spec(batches_per_epoch)
     path = workdir / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     study_dir = workdir / "runs" / spec["name"]
@@ -83,10 +99,13 @@ def check_resumed(out: dict) -> None:
 @pytest.mark.e2e
 def test_driver_killed_mid_study_then_resumed(tmp_path):
     # Mid-way through the second trial: one trial finished, one in flight with a checkpoint, one not started.
-    out = kill_and_resume(tmp_path, kill_after_epochs=EPOCHS + 2)
+    # Epochs of ~1–2 s, longer than Ray's 1 s experiment snapshots, so the in-flight trial has a checkpoint.
+    out = kill_and_resume(tmp_path, kill_after_epochs=EPOCHS + 2, extra_delay_s=1.2, batches_per_epoch=40)
     assert not out["finished_before_kill"]
     assert EPOCHS + 2 <= out["epochs_at_kill"] < NUM_TRIALS * EPOCHS
     check_resumed(out)
+    # The trial in flight went on from its last checkpoint (epoch 2), not from scratch.
+    assert restarted_rows(out["study_dir"]), "no trial resumed from a checkpoint"
     # Between the kill and the resume, --status saw the interrupted study without starting anything.
     status = out["status"]
     assert status.returncode == 0, status.stderr
