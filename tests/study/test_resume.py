@@ -38,12 +38,27 @@ def restarted_rows(study_dir: Path) -> list[tuple[str, int]]:
     return rows
 
 
+def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
+    """Whether Ray's latest experiment snapshot holds a RUNNING trial past epoch 1 but not finished."""
+    states = sorted((study_dir / "tune").glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    try:
+        trials = json.loads(states[-1].read_text())["trial_data"] if states else []
+    except (OSError, ValueError):  # being rewritten
+        return False
+    for trial_json, meta_json in trials:
+        last = json.loads(meta_json).get("last_result") or {}
+        if json.loads(trial_json)["status"] == "RUNNING" and 1 <= last.get("training_iteration", 0) < EPOCHS:
+            return True
+    return False
+
+
 def kill_and_resume(
     workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, batches_per_epoch: int = 4,
-    timeout: float = 300,
+    timeout: float = 300, in_flight: bool = False,
 ) -> dict:
-    """Start a study, SIGKILL its driver once ``kill_after_epochs`` epochs are in MLflow (plus a delay),
-    resume it, and return what a checker needs. Shared by the test and ``benchmarks/kill_resume.py``."""
+    """Start a study, SIGKILL its driver once ``kill_after_epochs`` epochs are in MLflow (plus a delay) and,
+    with ``in_flight``, once Ray's snapshot holds a checkpointed trial in flight; resume it, and return what a
+    checker needs. Shared by the test and ``benchmarks/kill_resume.py``."""
     spec = kill_spec(batches_per_epoch)
     path = workdir / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -53,7 +68,10 @@ def kill_and_resume(
         env = driver_env(ray_tmp)
         proc = start_driver(workdir, env, str(path))
         deadline = time.monotonic() + timeout
-        while logged_epochs(study_dir, spec["name"]) < kill_after_epochs and proc.poll() is None:
+        while proc.poll() is None and (
+            logged_epochs(study_dir, spec["name"]) < kill_after_epochs
+            or (in_flight and not snapshot_has_checkpointed_trial_in_flight(study_dir))
+        ):
             assert time.monotonic() < deadline, "the study did not reach the kill point"
             time.sleep(0.2)
         time.sleep(extra_delay_s)
@@ -99,10 +117,10 @@ def check_resumed(out: dict) -> None:
 @pytest.mark.e2e
 def test_driver_killed_mid_study_then_resumed(tmp_path):
     # Mid-way through the second trial: one trial finished, one in flight with a checkpoint, one not started.
-    # Epochs of ~1–2 s, longer than Ray's 1 s experiment snapshots, so the in-flight trial has a checkpoint.
-    out = kill_and_resume(tmp_path, kill_after_epochs=EPOCHS + 2, extra_delay_s=1.2, batches_per_epoch=40)
+    # Killed once the second trial is in flight with a checkpoint in Ray's snapshot (epochs of ~1 s).
+    out = kill_and_resume(tmp_path, kill_after_epochs=EPOCHS + 1, batches_per_epoch=160, in_flight=True)
     assert not out["finished_before_kill"]
-    assert EPOCHS + 2 <= out["epochs_at_kill"] < NUM_TRIALS * EPOCHS
+    assert EPOCHS + 1 <= out["epochs_at_kill"] < NUM_TRIALS * EPOCHS
     check_resumed(out)
     # The trial in flight went on from its last checkpoint (epoch 2), not from scratch.
     assert restarted_rows(out["study_dir"]), "no trial resumed from a checkpoint"
