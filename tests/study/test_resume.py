@@ -180,3 +180,54 @@ def test_asha_rungs_survive_a_new_scheduler(tmp_path):
     second.on_trial_add(None, _fake_trial("t9"))
     assert second.on_trial_result(None, _fake_trial("t9"), {"training_iteration": 1, "recall_at_1": 0.1}) == "STOP"
     assert second.on_trial_result(None, _fake_trial("t2"), {"training_iteration": 2, "recall_at_1": 0.95}) == "CONTINUE"
+
+
+def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_ones(tmp_path):
+    """What a kill between Optuna's ask and Ray's snapshot leaves behind is reconciled on restore."""
+    import optuna
+
+    from study.bookkeeping import StudySearch
+    from study.search_space import to_optuna
+    from study.spec import FloatParam
+
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+
+    def searcher() -> StudySearch:
+        return StudySearch(
+            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}), metric="recall_at_1",
+            mode="max", sampler=optuna.samplers.RandomSampler(seed=0), study_name="s",
+            storage=optuna.storages.RDBStorage(url), max_t=3,
+        )
+
+    first = searcher()
+    first.suggest("ray_a")
+    first.save(str(tmp_path / "searcher.pkl"))  # Ray's last snapshot knows only ray_a
+    study = optuna.load_study(study_name="s", storage=url)
+    unreported = study.ask({"ms_alpha": optuna.distributions.FloatDistribution(1.0, 3.0)})
+    reported = study.ask({"ms_alpha": optuna.distributions.FloatDistribution(1.0, 3.0)})
+    reported.report(0.5, 1)
+
+    second = searcher()
+    second.restore(str(tmp_path / "searcher.pkl"))
+    states = {t.number: t.state.name for t in study.get_trials()}
+    assert states == {0: "RUNNING", 1: "RUNNING", 2: "FAIL"}
+    config = second.suggest("ray_b")  # the next new Ray trial takes over the unreported Optuna trial
+    assert config["ms_alpha"] == unreported.params["ms_alpha"]
+    assert len(study.get_trials()) == 3
+    second.on_trial_complete("ray_b", {"recall_at_1": 0.7, "epoch": 3, "training_iteration": 3})
+    assert study.get_trials()[1].state.name == "COMPLETE" and study.get_trials()[1].value == 0.7
+
+
+def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
+    from study.tracking import MlflowTrialCallback, TrackingStore
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = TrackingStore(uri, "s")
+    parent = store.start_parent("s", {}, {})
+    for trial_id in ("kept", "ghost"):
+        store.client.create_run(store.experiment_id, tags={"mlflow.parentRunId": parent, "trial_id": trial_id})
+    time.sleep(0.01)
+    callback = MlflowTrialCallback(uri, store.experiment_id, parent, describe_trial=None, total_epochs=1)
+    callback.on_step_begin(0, [SimpleNamespace(trial_id="kept")])
+    left = store.client.search_runs([store.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    assert [r.data.tags["trial_id"] for r in left] == ["kept"]
