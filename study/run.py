@@ -1,4 +1,5 @@
-"""Command line: ``python -m study.run SPEC.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]``.
+"""Command line: ``python -m study.run SPEC.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]
+[--max-failures N] [--shared-storage] [--status]``.
 
 Exit codes: 0 the study finished; 2 invalid spec or command line (one line on stderr, nothing started);
 1 the study itself failed (every trial failed, or it was interrupted).
@@ -27,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a spec value by dotted key, e.g. --set train.epochs=3 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue an existing study of this name")
     p.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
+    p.add_argument("--max-failures", type=int, default=0, metavar="N",
+                   help="restart a failed trial from its last checkpoint up to N times (-1: always); "
+                        "a NaN loss is never retried")
+    p.add_argument("--shared-storage", action="store_true",
+                   help="the local `storage` path is shared by every node (skips the multi-node check)")
+    p.add_argument("--status", action="store_true", help="print the study's progress and exit; starts nothing")
     return p
 
 
@@ -36,9 +43,16 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         spec = load_spec(args.spec, args.overrides)
+        if args.status:
+            from study.status import print_status
+
+            return print_status(spec)
         from study.tuner import browse_commands, run_study
 
-        outcome = run_study(spec, resume=args.resume, address=args.address)
+        outcome = run_study(
+            spec, resume=args.resume, address=args.address, max_failures=args.max_failures,
+            shared_storage=args.shared_storage,
+        )
     except StudyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

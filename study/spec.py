@@ -153,6 +153,8 @@ class TrainSpec(_Strict):
     num_workers: int = Field(0, ge=0)
     #: bf16 autocast of the forward pass on CUDA GPUs that support it (losses stay float32); no effect on CPU.
     amp: bool = True
+    #: Checkpoint every n-th epoch (the last epoch always checkpoints); a restarted trial resumes there.
+    checkpoint_every: int = Field(1, ge=1)
 
     @field_validator("recall_at")
     @classmethod
@@ -257,6 +259,9 @@ class ResourcesSpec(_Strict):
 class TrackingSpec(_Strict):
     #: ``null`` → a sqlite store inside the study's storage directory; else e.g. ``http://host:5000``.
     uri: str | None = None
+    #: Optuna RDB URL (``sqlite:///…``, ``postgresql://…``); ``null`` → ``optuna.db`` in the study directory.
+    #: Required, like ``uri``, when ``storage`` is an ``s3://``/``gs://`` URI (sqlite needs a POSIX file).
+    optuna_uri: str | None = None
 
 
 class StudySpec(_Strict):

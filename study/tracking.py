@@ -80,6 +80,24 @@ class TrackingStore:
             self.experiment_id = experiment.experiment_id
         self.client = client
 
+    @staticmethod
+    def peek_parent_status(uri: str, experiment_name: str) -> str | None:
+        """The status of a study's parent run, read without creating anything (``None``: no such run)."""
+        if uri.startswith("sqlite:///"):
+            from pathlib import Path
+
+            if not Path(uri.removeprefix("sqlite:///")).exists():
+                return None
+        client = _client(uri)
+        experiment = client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            return None
+        runs = client.search_runs(
+            [experiment.experiment_id], filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
+            order_by=["start_time DESC"], max_results=1,
+        )
+        return runs[0].info.status if runs else None
+
     def parent_run_id(self) -> str | None:
         """The study's parent run, if one exists (the most recent, should there be several)."""
         runs = self.client.search_runs(
@@ -146,6 +164,8 @@ class MlflowTrialCallback(Callback):
         self._runs: dict[str, str] = {}
         self._last_step: dict[str, int] = {}
         self._checkpoints: dict[str, Any] = {}
+        self._started_ms = int(time.time() * 1000)
+        self._reconciled = False
 
     # Ray pickles callbacks into the experiment state; the client holds connections, so drop it.
     def __getstate__(self) -> dict[str, Any]:
@@ -189,9 +209,31 @@ class MlflowTrialCallback(Callback):
             self._last_step[trial.trial_id] = 0
         else:
             self.client.update_run(run_id, status="RUNNING")
+            if not self.client.get_run(run_id).data.params:  # the driver died between create and params
+                _log_params(self.client, run_id, self.describe_trial(trial.config)[0])
             self._last_step[trial.trial_id] = self._logged_epochs(run_id)
         self._runs[trial.trial_id] = run_id
         return run_id
+
+    def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        if not self._reconciled:
+            self._reconciled = True
+            self.delete_ghost_runs({t.trial_id for t in trials})
+
+    def delete_ghost_runs(self, restored: set[str]) -> list[str]:
+        """Delete child runs of trials that a killed driver started after Ray's last experiment snapshot.
+
+        Ray forgets such trials on restore and samples new ones in their place, so their runs would be
+        extra children that match no trial. Only runs created before this driver started are candidates.
+        """
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{_PARENT_TAG}` = '{self.parent_run_id}' and attributes.start_time < {self._started_ms}",
+        )
+        ghosts = [r.info.run_id for r in runs if r.data.tags.get("trial_id") not in restored]
+        for run_id in ghosts:
+            self.client.delete_run(run_id)
+        return ghosts
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self.run_id(trial)

@@ -7,6 +7,11 @@ Layout of a study in its storage (``storage/<name>/``)::
     mlflow.db          MLflow sqlite store, unless ``tracking.uri`` names a server
     mlflow-artifacts/  its artifact root
     tune/              Ray Tune's experiment: state, trial directories, checkpoints
+    asha_state.pkl     the ASHA scheduler's rungs (Ray does not restore a scheduler; we do)
+
+``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
+(any pyarrow filesystem). A URI cannot hold the sqlite stores, so it requires ``tracking.uri`` and
+``tracking.optuna_uri`` (servers both); ``spec.yaml``, the ASHA state and Ray's experiment go to the URI.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from study.bookkeeping import PersistentASHA, StudySearch
 from study.errors import SpecError, StudyExistsError
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
 from study.spec import SPEC_KEY, StudySpec, flatten, spec_from_tune_config
+from study.storage import is_shared_path, make_dirs, read_bytes, write_bytes
 from study.tracking import MlflowTrialCallback, TrackingStore, default_tracking_uri
 
 if TYPE_CHECKING:
@@ -36,32 +43,51 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StudyLayout:
-    """Where a study's files live."""
+    """Where a study's files live: ``root`` is a local directory or a pyarrow filesystem URI."""
 
-    root: Path
+    root: str
     tracking_uri: str
     artifact_location: str | None
+    optuna_url: str
 
     @classmethod
     def for_spec(cls, spec: StudySpec) -> StudyLayout:
         if "://" in spec.storage:
-            raise SpecError(f"storage: remote storage {spec.storage!r} is not supported yet; use a local or shared path")
-        root = (Path(spec.storage).expanduser() / spec.name).resolve()
+            missing = [k for k in ("uri", "optuna_uri") if getattr(spec.tracking, k) is None]
+            if missing:
+                raise SpecError(
+                    f"storage: {spec.storage!r} is a URI, so tracking.{missing[0]} must name a server "
+                    "(sqlite stores need a local or shared directory)"
+                )
+            root = f"{spec.storage.rstrip('/')}/{spec.name}"
+        else:
+            root = str((Path(spec.storage).expanduser() / spec.name).resolve())
+        optuna_url = spec.tracking.optuna_uri or f"sqlite:///{root}/optuna.db"
         if spec.tracking.uri:
-            return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None)
-        return cls(root=root, tracking_uri=default_tracking_uri(str(root)), artifact_location=(root / "mlflow-artifacts").as_uri())
+            return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None, optuna_url=optuna_url)
+        return cls(
+            root=root, tracking_uri=default_tracking_uri(root),
+            artifact_location=(Path(root) / "mlflow-artifacts").as_uri(), optuna_url=optuna_url,
+        )
 
     @property
-    def spec_file(self) -> Path:
-        return self.root / "spec.yaml"
+    def remote(self) -> bool:
+        return "://" in self.root
 
     @property
-    def optuna_url(self) -> str:
-        return f"sqlite:///{self.root / 'optuna.db'}"
+    def spec_file(self) -> str:
+        return f"{self.root}/spec.yaml"
 
     @property
-    def tune_dir(self) -> Path:
-        return self.root / "tune"
+    def tune_dir(self) -> str:
+        return f"{self.root}/tune"
+
+    @property
+    def asha_state(self) -> str:
+        return f"{self.root}/asha_state.pkl"
+
+    def mkdir(self) -> None:
+        make_dirs(self.root)
 
 
 @dataclass(frozen=True)
@@ -106,7 +132,9 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
     """Decide between a new study and a resumed one; refuse the ambiguous cases. Returns ``resuming``."""
     from ray.tune import Tuner
 
-    exists = layout.tune_dir.exists() and Tuner.can_restore(str(layout.tune_dir))
+    restorable = Tuner.can_restore(layout.tune_dir)
+    # spec.yaml without Ray's state: a driver died before Tune's first snapshot, so no trial has run yet.
+    exists = restorable or read_bytes(layout.spec_file) is not None
     if exists and not resume:
         raise StudyExistsError(
             f"study {spec.name!r} already exists in {layout.root}; run again with --resume to continue it, "
@@ -115,7 +143,7 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
     if resume and not exists:
         raise StudyExistsError(f"--resume: there is no study {spec.name!r} in {layout.root} to resume")
     if exists:
-        saved = flatten(yaml.safe_load(layout.spec_file.read_text()))
+        saved = flatten(yaml.safe_load(read_bytes(layout.spec_file) or b"{}"))
         current = flatten(spec.model_dump(mode="json"))
         changed = sorted(k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k))
         if changed:
@@ -123,11 +151,11 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
                 f"--resume: the spec differs from the one study {spec.name!r} was started with at "
                 f"{', '.join(changed[:5])}; a resumed study must keep its spec"
             )
-    return exists
+    return restorable
 
 
 def _connect_ray(address: str | None) -> bool:
-    """Connect to ``address`` / ``RAY_ADDRESS``, or start a private local instance. True if we started Ray."""
+    """Connect to ``address`` / ``RAY_ADDRESS``, or start a private local instance. True if we called init."""
     import ray
 
     if ray.is_initialized():
@@ -135,39 +163,69 @@ def _connect_ray(address: str | None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS") or "local"
     # Every epoch checkpoints by design; Ray warns about frequent experiment snapshots otherwise.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Snapshot the experiment (trials + searcher) every second instead of Ray's ≥ 10 s, so a killed driver
+    # forgets as little as possible; what it still forgets is reconciled on resume (StudySearch.restore,
+    # MlflowTrialCallback's ghost runs).
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     return True
 
 
-def _build_tuner(spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCallback, resuming: bool) -> Any:
+def _check_storage_reachable(layout: StudyLayout, shared_storage: bool) -> None:
+    """Refuse a node-local storage path when the cluster has more than one node."""
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len(nodes) <= 1 or layout.remote or shared_storage or is_shared_path(Path(layout.root).parent):
+        return
+    raise SpecError(
+        f"storage: {layout.root} is on a local disk but the Ray cluster has {len(nodes)} nodes, whose trials "
+        "could not write their checkpoints there; use a shared mount (NFS) or an s3:// / gs:// URI, or pass "
+        "--shared-storage if this path is shared"
+    )
+
+
+def _build_tuner(
+    spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCallback, resuming: bool, max_failures: int
+) -> Any:
     import optuna
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-    from ray.tune.search.optuna import OptunaSearch
+    from ray.tune.schedulers import FIFOScheduler
 
     from trainables.loop import train_fn
 
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     param_space = {SPEC_KEY: spec.model_dump(mode="json")}
-    if resuming:
-        return tune.Tuner.restore(
-            str(layout.tune_dir), trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
-        )
     s = spec.search
-    searcher = OptunaSearch(
+    callbacks = [callback, ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space))]
+    failure_config = tune.FailureConfig(max_failures=max_failures)
+    if resuming:
+        tuner = tune.Tuner.restore(
+            layout.tune_dir, trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
+        )
+        # The restored run config is the pickle taken at the study's start: give it this driver's callbacks
+        # (fresh MLflow client, parent run reopened) and this invocation's retry budget. Ray offers no
+        # public setter; the searcher and scheduler are restored as pickled (see StudySearch, PersistentASHA).
+        run_config = tuner._local_tuner._run_config
+        run_config.callbacks = callbacks
+        run_config.failure_config = failure_config
+        return tuner
+    searcher = StudySearch(
         space=to_optuna(s.space),
         metric=s.metric,
         mode=s.mode,
         sampler=make_sampler(s.sampler, s.space),
         study_name=spec.name,
         storage=optuna.storages.RDBStorage(layout.optuna_url),
+        max_t=spec.train.epochs,
     )
     if s.scheduler.type == "asha":
-        scheduler = ASHAScheduler(
+        scheduler = PersistentASHA(
             time_attr="training_iteration",
             max_t=spec.train.epochs,
             grace_period=min(s.scheduler.grace_period, spec.train.epochs),
             reduction_factor=s.scheduler.reduction_factor,
+            state_file=layout.asha_state,
         )
     else:
         scheduler = FIFOScheduler()
@@ -184,14 +242,11 @@ def _build_tuner(spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCall
             trial_dirname_creator=_trial_dirname,
         ),
         run_config=tune.RunConfig(
-            name=layout.tune_dir.name,
-            storage_path=str(layout.root),
-            callbacks=[
-                callback,
-                ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space)),
-            ],
+            name="tune",
+            storage_path=layout.root,
+            callbacks=callbacks,
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            failure_config=tune.FailureConfig(max_failures=0),
+            failure_config=failure_config,
             verbose=0,  # ProgressTable replaces Ray's reporter, which prints the whole spec per trial
         ),
     )
@@ -216,8 +271,22 @@ def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: f
     )
 
 
-def run_study(spec: StudySpec, *, resume: bool = False, address: str | None = None) -> StudyOutcome:
+def run_study(
+    spec: StudySpec,
+    *,
+    resume: bool = False,
+    address: str | None = None,
+    max_failures: int = 0,
+    shared_storage: bool = False,
+) -> StudyOutcome:
     """Run (or resume) the study ``spec`` to completion and return its outcome.
+
+    Args:
+        spec: the validated study.
+        resume: continue the existing study of this name (``Tuner.restore``).
+        address: Ray cluster to connect to (default ``$RAY_ADDRESS``, else a private local instance).
+        max_failures: restarts of a trial from its last checkpoint after an error (a lost node, say).
+        shared_storage: vouch that a local-looking ``storage`` path is shared by every node.
 
     Raises :class:`StudyError` subclasses for user errors before anything is written or started.
     """
@@ -226,15 +295,24 @@ def run_study(spec: StudySpec, *, resume: bool = False, address: str | None = No
     from trainables.checks import check_inputs
 
     check_inputs(spec)  # the data root and pretrained weights, before anything is written or Ray starts
+    started_ray = _connect_ray(address)
+    try:
+        _check_storage_reachable(layout, shared_storage)
+    except SpecError:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+        raise
     # Everything is validated: from here on we write.
-    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.mkdir()
     if not resuming:
-        layout.spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+        write_bytes(layout.spec_file, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False).encode())
     store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
     parent = store.start_parent(
         run_name=spec.name,
         params=flatten(spec.model_dump(mode="json", include={"family", "search", "resources", "storage"})),
-        tags={"family": spec.family, "dataset": spec.dataset.name, "study_dir": str(layout.root)},
+        tags={"family": spec.family, "dataset": spec.dataset.name, "study_dir": layout.root},
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
     callback = MlflowTrialCallback(
@@ -246,9 +324,8 @@ def run_study(spec: StudySpec, *, resume: bool = False, address: str | None = No
     )
     started = time.perf_counter()
     status = "FAILED"
-    started_ray = _connect_ray(address)
     try:
-        results = _build_tuner(spec, layout, callback, resuming).fit()
+        results = _build_tuner(spec, layout, callback, resuming, max_failures).fit()
         outcome = _summarize(spec, results, parent, time.perf_counter() - started)
         status = "FINISHED" if outcome.succeeded else ("KILLED" if outcome.interrupted else "FAILED")
     finally:

@@ -37,6 +37,7 @@ from trainables.registry import get_family
 __all__ = ["train_fn", "NonFiniteLossError", "Trial"]
 
 _CHECKPOINT_FILE = "trial_state.pt"
+_NONFINITE_MARKER = "nonfinite_loss.txt"
 
 
 class NonFiniteLossError(RuntimeError):
@@ -284,12 +285,25 @@ def train_fn(config: dict[str, Any]) -> None:
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
     torch.set_num_threads(max(1, int(spec.resources.cpu)))
     trial = Trial.build(spec)
+    # A NaN is deterministic: a retry (``--max-failures``) would replay the same batches into the same NaN.
+    # The marker in the trial's directory makes the retry fail at once instead of retraining.
+    marker = Path(tune.get_context().get_trial_dir()) / _NONFINITE_MARKER
+    if marker.exists():
+        raise NonFiniteLossError(f"not retried: {marker.read_text()}")
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             trial.restore(Path(directory))
+    every = spec.train.checkpoint_every
     while trial.epoch < spec.train.epochs:
-        metrics = trial.run_epoch()
+        try:
+            metrics = trial.run_epoch()
+        except NonFiniteLossError as e:
+            marker.write_text(str(e))
+            raise
+        if trial.epoch % every and trial.epoch < spec.train.epochs:
+            tune.report(metrics)
+            continue
         with tempfile.TemporaryDirectory() as directory:
             trial.save(Path(directory))
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))

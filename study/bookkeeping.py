@@ -1,0 +1,129 @@
+"""What Ray Tune does not keep for us: Optuna trial states that match Ray's decisions, and ASHA's rungs
+across a driver restart. Both are used by :mod:`study.tuner`."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+from study.metric_names import EPOCH
+from study.storage import read_bytes, write_bytes
+
+__all__ = ["StudySearch", "PersistentASHA"]
+
+
+class StudySearch(OptunaSearch):
+    """OptunaSearch whose Optuna trials end in the state Ray's decision means.
+
+    Ray's OptunaSearch tells Optuna COMPLETE for every trial that ends with a value, so a trial stopped
+    early by ASHA would enter the sampler's history as if its partial value were final. Here a trial that
+    ends before ``max_t`` epochs is PRUNED (Optuna then takes its last intermediate value as its value),
+    a failed one FAIL. After a driver restart, Optuna trials the restored searcher never heard of (asked
+    after Ray's last experiment snapshot, before the kill) do not stay RUNNING: one that never reported is
+    adopted by the next new Ray trial (so the study still has exactly ``num_trials`` Optuna trials), one
+    that reported intermediate values is marked FAIL (its Ray trial is gone).
+    """
+
+    def __init__(self, *args: Any, max_t: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_t = max_t
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        import optuna
+
+        epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
+        value = (result or {}).get(self.metric)
+        if error or value is None or trial_id in self._completed_trials or trial_id not in self._ot_trials:
+            super().on_trial_complete(trial_id, result=result, error=error)
+            return
+        ot_trial = self._ot_trials[trial_id]
+        # Ray hands a trial's final result to on_trial_complete only: record it as the last intermediate too.
+        if epochs not in self._ot_study._storage.get_trial(ot_trial._trial_id).intermediate_values:
+            ot_trial.report(float(value), epochs)
+        if epochs >= self.max_t:
+            super().on_trial_complete(trial_id, result=result, error=error)
+            return
+        self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.PRUNED)
+        self._completed_trials.add(trial_id)
+
+    def restore(self, checkpoint_path: str) -> None:
+        import optuna
+
+        super().restore(checkpoint_path)
+        known = {t._trial_id for t in self._ot_trials.values()}
+        storage = self._ot_study._storage
+        self._orphans: list[int] = []
+        for frozen in self._ot_study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
+            if frozen._trial_id in known:
+                continue
+            if frozen.intermediate_values:  # it trained under a Ray trial that the restore forgot
+                storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
+            else:  # asked but never reported: the next new Ray trial adopts it, params and all
+                self._orphans.append(frozen._trial_id)
+
+    def suggest(self, trial_id: str) -> dict | None:
+        import optuna
+
+        orphans = getattr(self, "_orphans", [])
+        if orphans and trial_id not in self._ot_trials:
+            # Re-running the define-by-run space on an Optuna trial returns the values it already holds.
+            self._ot_trials[trial_id] = optuna.trial.Trial(self._ot_study, orphans.pop(0))
+        return super().suggest(trial_id)
+
+
+class PersistentASHA(ASHAScheduler):
+    """ASHA whose rungs survive a driver restart.
+
+    ``Tuner.restore`` rebuilds the scheduler from the tuner's pickle taken at the study's start, i.e. with
+    empty rungs, so a resumed study would promote every trial again. This scheduler writes its state (the
+    rungs with every recorded value, and which bracket each live trial is in) after every decision and
+    reloads it the first time the restored driver adds a trial.
+    """
+
+    def __init__(self, *args: Any, state_file: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.state_file = state_file
+        self._loaded = False
+
+    def _load_once(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        data = read_bytes(self.state_file)
+        if data is not None:
+            self.__dict__.update({**pickle.loads(data), "state_file": self.state_file, "_loaded": True})
+
+    def _persist(self) -> None:
+        write_bytes(self.state_file, pickle.dumps(self.__dict__))
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        self._load_once()
+        if trial.trial_id not in self._trial_info:  # a restored live trial keeps its bracket
+            super().on_trial_add(tune_controller, trial)
+            self._persist()
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        self._load_once()
+        decision = super().on_trial_result(tune_controller, trial, result)
+        self._persist()
+        return decision
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        self._load_once()
+        if trial.trial_id in self._trial_info:
+            super().on_trial_complete(tune_controller, trial, result)
+            self._persist()
+
+    def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
+        self._load_once()
+        if trial.trial_id in self._trial_info:
+            super().on_trial_remove(tune_controller, trial)
+            self._persist()
+
+    def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
+        self._load_once()
+        self._trial_info.pop(trial.trial_id, None)
+        self._persist()

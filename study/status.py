@@ -1,0 +1,103 @@
+"""``python -m study.status SPEC.yaml [--set key=value ...]``: where a study stands, without starting it.
+
+Reads the study's Optuna storage (trial states, best value so far) and its MLflow parent run (whether a
+driver is running it); starts no Ray and writes nothing. Exit 0 when the study exists, 2 when it does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+
+from study.errors import StudyError
+from study.spec import StudySpec
+
+__all__ = ["study_status", "print_status", "main"]
+
+_STATES = ("COMPLETE", "PRUNED", "RUNNING", "FAIL", "WAITING")
+
+
+def study_status(spec: StudySpec) -> dict:
+    """Counts of Optuna trial states, the best finished trial and the study's locations.
+
+    Raises :class:`StudyError` when the study has never been started.
+    """
+    import optuna
+
+    from study.storage import read_bytes
+    from study.tuner import StudyLayout
+
+    layout = StudyLayout.for_spec(spec)
+    if read_bytes(layout.spec_file) is None:
+        raise StudyError(f"there is no study {spec.name!r} in {layout.root}")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=spec.name, storage=layout.optuna_url)
+    trials = study.get_trials(deepcopy=False)
+    counts = Counter(t.state.name for t in trials)
+    finished = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
+    best = None
+    if finished:
+        pick = max if spec.search.mode == "max" else min
+        best = pick(finished, key=lambda t: t.value)
+    from study.tracking import TrackingStore
+
+    driver = TrackingStore.peek_parent_status(layout.tracking_uri, spec.name)
+    return {
+        "name": spec.name,
+        "root": layout.root,
+        "tracking_uri": layout.tracking_uri,
+        "optuna_url": layout.optuna_url,
+        "num_trials": spec.search.num_trials,
+        "counts": {state: counts.get(state, 0) for state in _STATES},
+        "best": None if best is None else {"number": best.number, "value": best.value, "params": best.params},
+        "parent_status": driver,
+    }
+
+
+def print_status(spec: StudySpec) -> int:
+    """Print :func:`study_status` for people; returns the exit code."""
+    try:
+        st = study_status(spec)
+    except StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    c = st["counts"]
+    done = c["COMPLETE"] + c["PRUNED"]
+    print(f"Study {st['name']!r} in {st['root']}")
+    print(
+        f"  trials: {done} done ({c['COMPLETE']} complete, {c['PRUNED']} pruned), {c['RUNNING']} running, "
+        f"{c['FAIL']} failed, of {st['num_trials']}"
+    )
+    if st["best"] is not None:
+        b = st["best"]
+        print(f"  best so far: Optuna trial {b['number']}: {spec.search.metric} = {b['value']:.4f}")
+        for name, value in b["params"].items():
+            print(f"    {name} = {value}")
+    parent = st["parent_status"]
+    if parent == "RUNNING":
+        print("  driver: running (or killed; if no driver is alive, continue with --resume)")
+    elif parent is not None:
+        print(f"  driver: ended {parent}" + ("" if done + c["FAIL"] >= st["num_trials"] else "; continue with --resume"))
+    print(f"  tracking: {st['tracking_uri']}")
+    print(f"  optuna:   {st['optuna_url']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m study.status", description="Show where a study stands.")
+    p.add_argument("spec", help="YAML study spec")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = p.parse_args(argv)
+    from study.spec import load_spec
+
+    try:
+        spec = load_spec(args.spec, args.overrides)
+    except StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return print_status(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

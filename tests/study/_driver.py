@@ -1,0 +1,88 @@
+"""Helpers for tests that start, kill and resume study drivers (own RAY_TMPDIR each) and read them back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from mlflow import MlflowClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tiny_spec(name: str, epochs: int, num_trials: int = 1, **search: object) -> dict:
+    """A digits study small enough for a test: 4 batches per epoch, Recall@1 only, one searched parameter."""
+    return {
+        "name": name,
+        "family": "ms",
+        "dataset": {"name": "digits"},
+        "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4,
+                  "recall_at": [1]},
+        "search": {"num_trials": num_trials, "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}},
+                   **search},
+    }
+
+
+def driver_env(ray_tmp: str, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO), **extra}
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def start_driver(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
+    """``python -m study.run ARGS`` in its own session, so the test can kill it and everything it started."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "study.run", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+
+
+def kill_driver(proc: subprocess.Popen) -> None:
+    """SIGKILL the driver, then the rest of its session (a private Ray instance's raylet, GCS, workers)."""
+    proc.kill()
+    proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    time.sleep(1)
+
+
+def mlflow_children(study_dir: Path, name: str) -> tuple[MlflowClient, list, list]:
+    client = MlflowClient(f"sqlite:///{study_dir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(name)
+    runs = client.search_runs([experiment.experiment_id]) if experiment else []
+    parents = [r for r in runs if r.data.tags.get("dmlstudy.role") == "study"]
+    children = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
+    return client, parents, children
+
+
+def logged_epochs(study_dir: Path, name: str) -> int:
+    """Epochs logged so far over all trials of study ``name`` (0 while the store does not exist yet).
+
+    Reads the sqlite store directly: polling through an MlflowClient would run its schema checks each time.
+    """
+    db = study_dir / "mlflow.db"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            (count,) = con.execute(
+                "SELECT count(*) FROM metrics m JOIN runs r ON m.run_uuid = r.run_uuid "
+                "JOIN experiments e ON r.experiment_id = e.experiment_id "
+                "WHERE m.key = 'recall_at_1' AND e.name = ? AND r.lifecycle_stage = 'active'",
+                (name,),
+            ).fetchone()
+        return int(count)
+    except sqlite3.Error:  # tables not created yet, or locked by the writer
+        return 0
+
+
+def optuna_trials(study_dir: Path, name: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{study_dir / 'optuna.db'}").get_trials()

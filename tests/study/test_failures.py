@@ -1,0 +1,83 @@
+"""Failures inside trials (exception, NaN) and ASHA early stops reach MLflow and Optuna as what they are."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.study._driver import mlflow_children, optuna_trials
+
+pytestmark = pytest.mark.e2e
+
+
+def _tiny(spec_dict: dict, name: str, epochs: int) -> dict:
+    spec_dict["name"] = name
+    spec_dict["train"].update(epochs=epochs, batches_per_epoch=3, recall_at=[1])
+    return spec_dict
+
+
+def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, run_cli, tmp_path):
+    spec = _tiny(spec_dict, "t_fail", epochs=1)
+    spec["search"] = {
+        "num_trials": 4,
+        "max_concurrent": 2,
+        "sampler": {"type": "random", "seed": 2},
+        "space": {
+            # 9 classes per batch > the 5 training classes of digits: Trial.build raises DataError.
+            "train.classes_per_batch": {"type": "categorical", "choices": [5, 9]},
+            "train.optimizer.lr": {"type": "categorical", "choices": [1.0e-3, 1.0e38]},
+        },
+    }
+    spec["train"]["optimizer"] = {"name": "sgd", "lr": 1e-3}
+    proc = run_cli(str(write_spec(spec)), "--max-failures", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study_dir = tmp_path / "runs" / "t_fail"
+    client, parents, children = mlflow_children(study_dir, "t_fail")
+    assert len(children) == 4 and parents[0].info.status == "FINISHED"
+    kinds = set()
+    for run in children:
+        p = run.data.params
+        if p["train.classes_per_batch"] == "9":
+            kinds.add("raises")
+            assert run.info.status == "FAILED" and "DataError" in run.data.tags["failure_reason"]
+        elif float(p["train.optimizer.lr"]) == 1e38:
+            kinds.add("nan")
+            assert run.info.status == "FAILED"
+            # --max-failures 1 restarted it once; the NaN marker failed the retry at once, untrained.
+            assert "not retried" in run.data.tags["failure_reason"] and "not finite" in run.data.tags["failure_reason"]
+            assert "recall_at_1" not in run.data.metrics
+        else:
+            kinds.add("ok")
+            assert run.info.status == "FINISHED" and "recall_at_1" in run.data.metrics
+    assert kinds == {"raises", "nan", "ok"}  # the sampler seed was chosen to draw all three
+    trials = optuna_trials(study_dir, "t_fail")
+    failed = sorted(t.number for t in trials if t.state.name == "FAIL")
+    assert len(failed) == sum(r.info.status == "FAILED" for r in children)
+    assert all(t.state.name == "COMPLETE" for t in trials if t.number not in failed)
+
+
+def test_asha_stopped_trials_are_pruned_in_optuna(spec_dict, write_spec, run_cli, tmp_path):
+    spec = _tiny(spec_dict, "t_asha", epochs=2)
+    spec["search"] = {
+        "num_trials": 4,
+        "max_concurrent": 1,
+        "sampler": {"type": "random", "seed": 10},  # draws lr 1e-3, 1e-7, 1e-3, 1e-7
+        "scheduler": {"type": "asha", "grace_period": 1, "reduction_factor": 2},
+        "space": {"train.optimizer.lr": {"type": "categorical", "choices": [1.0e-3, 1.0e-7]}},
+    }
+    proc = run_cli(str(write_spec(spec)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study_dir = tmp_path / "runs" / "t_asha"
+    client, _, children = mlflow_children(study_dir, "t_asha")
+    stopped = {r.data.tags["trial_id"] for r in children if r.data.tags["stopped_early"] == "true"}
+    assert stopped, "ASHA stopped no trial; the test needs at least one"
+    trials = optuna_trials(study_dir, "t_asha")
+    assert len(trials) == 4
+    pruned = [t for t in trials if t.state.name == "PRUNED"]
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert len(pruned) == len(stopped) and len(complete) == 4 - len(stopped)
+    for t in pruned:  # the partial value is an intermediate value (step 1) and the trial's value
+        assert sorted(t.intermediate_values) == [1] and t.value == pytest.approx(t.intermediate_values[1])
+    for t in complete:
+        assert sorted(t.intermediate_values) == [1, 2] and t.value == pytest.approx(t.intermediate_values[2])
+    # Each Optuna trial matches its MLflow run's last recall_at_1.
+    assert sorted(t.value for t in trials) == pytest.approx(sorted(r.data.metrics["recall_at_1"] for r in children))

@@ -1,0 +1,233 @@
+"""Resume after a lost driver: SIGKILL mid-study, then ``--resume``; ASHA rungs survive; ``--status``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from tests.study._driver import (
+    driver_env, kill_driver, tiny_spec, logged_epochs, mlflow_children, optuna_trials, start_driver,
+)
+
+NUM_TRIALS, EPOCHS = 3, 3
+
+
+def kill_spec(batches_per_epoch: int, name: str = "t_kill") -> dict:
+    spec = tiny_spec(name, EPOCHS, NUM_TRIALS, max_concurrent=1, sampler={"type": "random", "seed": 1})
+    spec["train"]["batches_per_epoch"] = batches_per_epoch
+    return spec
+
+
+def restarted_rows(study_dir: Path) -> list[tuple[str, int]]:
+    """(trial, epoch) of every result a trial reported as the first after a restart past epoch 1."""
+    rows = []
+    for path in (study_dir / "tune").glob("trial_*/result.json"):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1:
+                rows.append((r["trial_id"], r["training_iteration"]))
+    return rows
+
+
+def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
+    """Whether Ray's latest experiment snapshot holds a RUNNING trial past epoch 1 but not finished."""
+    states = sorted((study_dir / "tune").glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    try:
+        trials = json.loads(states[-1].read_text())["trial_data"] if states else []
+    except (OSError, ValueError):  # being rewritten
+        return False
+    for trial_json, meta_json in trials:
+        last = json.loads(meta_json).get("last_result") or {}
+        if json.loads(trial_json)["status"] == "RUNNING" and 1 <= last.get("training_iteration", 0) < EPOCHS:
+            return True
+    return False
+
+
+def kill_and_resume(
+    workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, batches_per_epoch: int = 4,
+    timeout: float = 300, in_flight: bool = False,
+) -> dict:
+    """Start a study, SIGKILL its driver once ``kill_after_epochs`` epochs are in MLflow (plus a delay) and,
+    with ``in_flight``, once Ray's snapshot holds a checkpointed trial in flight; resume it, and return what a
+    checker needs. Shared by the test and ``benchmarks/kill_resume.py``."""
+    spec = kill_spec(batches_per_epoch)
+    path = workdir / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study_dir = workdir / "runs" / spec["name"]
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
+    try:
+        env = driver_env(ray_tmp)
+        proc = start_driver(workdir, env, str(path))
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and (
+            logged_epochs(study_dir, spec["name"]) < kill_after_epochs
+            or (in_flight and not snapshot_has_checkpointed_trial_in_flight(study_dir))
+        ):
+            assert time.monotonic() < deadline, "the study did not reach the kill point"
+            time.sleep(0.2)
+        time.sleep(extra_delay_s)
+        finished_before_kill = proc.poll() is not None
+        kill_driver(proc)
+        first_output = proc.stdout.read() if proc.stdout else ""
+        epochs_at_kill = logged_epochs(study_dir, spec["name"])
+        status = subprocess.run(
+            [sys.executable, "-m", "study.status", str(path)], cwd=workdir, env=env, capture_output=True,
+            text=True, timeout=120,
+        )
+        resumed = subprocess.run(
+            [sys.executable, "-m", "study.run", str(path), "--resume"], cwd=workdir, env=env,
+            capture_output=True, text=True, timeout=timeout,
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    return {"resumed": resumed, "study_dir": study_dir, "name": spec["name"], "epochs_at_kill": epochs_at_kill,
+            "finished_before_kill": finished_before_kill, "first_output": first_output,
+            "status": status}
+
+
+def check_resumed(out: dict) -> None:
+    """Exactly N trials in Ray, Optuna and MLflow; one child run each; continuous per-epoch histories."""
+    resumed, study_dir, name = out["resumed"], out["study_dir"], out["name"]
+    assert resumed.returncode == 0, out["first_output"][-2000:] + resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert f"{NUM_TRIALS} trials (0 failed)" in resumed.stdout
+    states = sorted(t.state.name for t in optuna_trials(study_dir, name))
+    assert states == ["COMPLETE"] * NUM_TRIALS, states
+    client, parents, children = mlflow_children(study_dir, name)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == NUM_TRIALS
+    assert len({r.data.tags["trial_id"] for r in children}) == NUM_TRIALS
+    for run in children:
+        assert run.info.status == "FINISHED", run.info
+        for metric in ("recall_at_1", "train/loss"):
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, metric)]
+            assert sorted(steps) == list(range(1, EPOCHS + 1)), (metric, steps)
+    optuna_values = sorted(t.value for t in optuna_trials(study_dir, name))
+    assert optuna_values == pytest.approx(sorted(r.data.metrics["recall_at_1"] for r in children))
+
+
+@pytest.mark.e2e
+def test_driver_killed_mid_study_then_resumed(tmp_path):
+    # Mid-way through the second trial: one trial finished, one in flight with a checkpoint, one not started.
+    # Killed once the second trial is in flight with a checkpoint in Ray's snapshot (epochs of ~1 s).
+    out = kill_and_resume(tmp_path, kill_after_epochs=EPOCHS + 1, batches_per_epoch=160, in_flight=True)
+    assert not out["finished_before_kill"]
+    assert EPOCHS + 1 <= out["epochs_at_kill"] < NUM_TRIALS * EPOCHS
+    check_resumed(out)
+    # The trial in flight went on from its last checkpoint (epoch 2), not from scratch.
+    assert restarted_rows(out["study_dir"]), "no trial resumed from a checkpoint"
+    # Between the kill and the resume, --status saw the interrupted study without starting anything.
+    status = out["status"]
+    assert status.returncode == 0, status.stderr
+    assert f"of {NUM_TRIALS}" in status.stdout and "best so far" in status.stdout
+    assert "continue with --resume" in status.stdout and str(out["study_dir"]) in status.stdout
+    assert "optuna:   sqlite:///" in status.stdout
+
+
+def test_status_of_a_study_that_does_not_exist_exits_2(spec_dict, write_spec, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "study.run", str(write_spec(spec_dict)), "--status"], cwd=tmp_path,
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2 and "no study 't_study'" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_remote_storage_needs_tracking_servers(spec_dict, write_spec, run_cli, tmp_path):
+    spec_dict["storage"] = "s3://bucket/studies"
+    proc = run_cli(str(write_spec(spec_dict)), timeout=120)
+    assert proc.returncode == 2 and "tracking.uri must name a server" in proc.stderr
+    spec_dict["tracking"] = {"uri": "http://127.0.0.1:5000"}
+    proc = run_cli(str(write_spec(spec_dict)), timeout=120)
+    assert proc.returncode == 2 and "tracking.optuna_uri must name a server" in proc.stderr
+
+
+def _fake_trial(trial_id: str) -> SimpleNamespace:
+    return SimpleNamespace(trial_id=trial_id)
+
+
+def test_asha_rungs_survive_a_new_scheduler(tmp_path):
+    from study.bookkeeping import PersistentASHA
+
+    def make() -> PersistentASHA:
+        s = PersistentASHA(time_attr="training_iteration", max_t=8, grace_period=1, reduction_factor=2,
+                           state_file=str(tmp_path / "asha_state.pkl"))
+        s.set_search_properties("recall_at_1", "max")
+        return s
+
+    first = make()
+    for i, value in enumerate([0.9, 0.8, 0.7, 0.6]):
+        first.on_trial_add(None, _fake_trial(f"t{i}"))
+        first.on_trial_result(None, _fake_trial(f"t{i}"), {"training_iteration": 1, "recall_at_1": value})
+    first.on_trial_complete(None, _fake_trial("t0"), {"training_iteration": 1, "recall_at_1": 0.9})
+    rungs = [(m, dict(r)) for m, r in first._brackets[0]._rungs]
+    assert any(r for _, r in rungs)
+
+    second = make()  # what Tuner.restore hands the resumed driver: empty rungs
+    assert not any(r for _, r in second._brackets[0]._rungs)
+    second.on_trial_add(None, _fake_trial("t1"))  # a restored live trial keeps its bracket
+    assert [(m, dict(r)) for m, r in second._brackets[0]._rungs] == rungs
+    assert set(second._trial_info) == {"t1", "t2", "t3"}
+    # A new, poor trial is judged against the rungs recorded before the restart.
+    second.on_trial_add(None, _fake_trial("t9"))
+    assert second.on_trial_result(None, _fake_trial("t9"), {"training_iteration": 1, "recall_at_1": 0.1}) == "STOP"
+    assert second.on_trial_result(None, _fake_trial("t2"), {"training_iteration": 2, "recall_at_1": 0.95}) == "CONTINUE"
+
+
+def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_ones(tmp_path):
+    """What a kill between Optuna's ask and Ray's snapshot leaves behind is reconciled on restore."""
+    import optuna
+
+    from study.bookkeeping import StudySearch
+    from study.search_space import to_optuna
+    from study.spec import FloatParam
+
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+
+    def searcher() -> StudySearch:
+        return StudySearch(
+            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}), metric="recall_at_1",
+            mode="max", sampler=optuna.samplers.RandomSampler(seed=0), study_name="s",
+            storage=optuna.storages.RDBStorage(url), max_t=3,
+        )
+
+    first = searcher()
+    first.suggest("ray_a")
+    first.save(str(tmp_path / "searcher.pkl"))  # Ray's last snapshot knows only ray_a
+    study = optuna.load_study(study_name="s", storage=url)
+    unreported = study.ask({"ms_alpha": optuna.distributions.FloatDistribution(1.0, 3.0)})
+    reported = study.ask({"ms_alpha": optuna.distributions.FloatDistribution(1.0, 3.0)})
+    reported.report(0.5, 1)
+
+    second = searcher()
+    second.restore(str(tmp_path / "searcher.pkl"))
+    states = {t.number: t.state.name for t in study.get_trials()}
+    assert states == {0: "RUNNING", 1: "RUNNING", 2: "FAIL"}
+    config = second.suggest("ray_b")  # the next new Ray trial takes over the unreported Optuna trial
+    assert config["ms_alpha"] == unreported.params["ms_alpha"]
+    assert len(study.get_trials()) == 3
+    second.on_trial_complete("ray_b", {"recall_at_1": 0.7, "epoch": 3, "training_iteration": 3})
+    assert study.get_trials()[1].state.name == "COMPLETE" and study.get_trials()[1].value == 0.7
+
+
+def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
+    from study.tracking import MlflowTrialCallback, TrackingStore
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = TrackingStore(uri, "s")
+    parent = store.start_parent("s", {}, {})
+    for trial_id in ("kept", "ghost"):
+        store.client.create_run(store.experiment_id, tags={"mlflow.parentRunId": parent, "trial_id": trial_id})
+    time.sleep(0.01)
+    callback = MlflowTrialCallback(uri, store.experiment_id, parent, describe_trial=None, total_epochs=1)
+    callback.on_step_begin(0, [SimpleNamespace(trial_id="kept")])
+    left = store.client.search_runs([store.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    assert [r.data.tags["trial_id"] for r in left] == ["kept"]
