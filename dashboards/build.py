@@ -86,7 +86,9 @@ def build_after_study(spec: StudySpec) -> Path | None:
 
     layout = StudyLayout.for_spec(spec)
     try:
-        return build_dashboard([spec.name], layout.tracking_uri, layout.root / ARTIFACT_PATH)
+        # A study on remote storage (s3://…) gets its page in a local temp folder; MLflow keeps the copy.
+        out = Path(tempfile.mkdtemp(prefix=f"{spec.name}-")) if layout.remote else Path(layout.root)
+        return build_dashboard([spec.name], layout.tracking_uri, out / ARTIFACT_PATH)
     except Exception as e:  # noqa: BLE001 - the study is done; a dashboard problem must not fail it
         warnings.warn(f"dashboard not built: {type(e).__name__}: {e}", stacklevel=2)
         return None
