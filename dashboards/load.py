@@ -27,6 +27,9 @@ import polars as pl
 
 from study.metric_names import OBJECTIVE
 
+# One tqdm bar per downloaded parquet file would flood the end of every study's output.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Run
