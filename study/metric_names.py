@@ -14,7 +14,6 @@ __all__ = [
     "EPOCH_TIME",
     "EVAL_TIME",
     "recall_at",
-    "metric_names_for",
     "ARTIFACTS_DIR",
     "Q_POS",
     "Q_NEG",
@@ -54,10 +53,6 @@ def recall_at(k: int) -> str:
 
 OBJECTIVE = recall_at(1)
 
-
-def metric_names_for(recall_ks: tuple[int, ...], family_metrics: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """Every per-epoch metric a trial reports, given its Recall@k list and its family's own metrics."""
-    return (*(recall_at(k) for k in recall_ks), NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, *family_metrics)
 
 # Self-paced sample-weight traces (families bspml, spms; BSPML Eq. 14 and our noise-detection scores).
 LAMBDA = "lambda"

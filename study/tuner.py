@@ -323,19 +323,20 @@ def run_study(
         total_epochs=spec.train.epochs,
     )
     started = time.perf_counter()
-    status = "FAILED"
     try:
         results = _build_tuner(spec, layout, callback, resuming, max_failures).fit()
         outcome = _summarize(spec, results, parent, time.perf_counter() - started)
-        status = "FINISHED" if outcome.succeeded else ("KILLED" if outcome.interrupted else "FAILED")
+    except BaseException:
+        # The driver itself broke: no run may stay RUNNING.
+        store.close_orphans(parent, status="FAILED")
+        store.end_parent(parent, "FAILED", {}, {})
+        raise
     finally:
         if started_ray:
             import ray
 
             ray.shutdown()
-        if status == "FAILED" and "outcome" not in locals():
-            store.close_orphans(parent, status="FAILED")
-            store.end_parent(parent, "FAILED", {}, {})
+    status = "FINISHED" if outcome.succeeded else ("KILLED" if outcome.interrupted else "FAILED")
     store.close_orphans(parent, status="KILLED")
     metrics = {"num_trials": float(outcome.num_trials), "num_failed": float(outcome.num_failed)}
     if outcome.best_value is not None:
