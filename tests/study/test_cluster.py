@@ -4,7 +4,9 @@ machine), a worker lost mid-trial, the local-storage refusal, and tracking throu
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,7 +92,7 @@ def test_worker_lost_mid_trial_resumes_from_checkpoint_on_another_node(cluster, 
     c, workers, ray_tmp = cluster
     epochs = 5
     spec = _spec("t_node", epochs)
-    spec["train"]["batches_per_epoch"] = 40  # epochs long enough that the node is lost mid-trial
+    spec["train"]["batches_per_epoch"] = 40  # epoch 1 is seen and the process frozen well before epoch 5 ends
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     proc = start_driver(tmp_path, driver_env(ray_tmp), str(path), "--address", c.address, "--shared-storage",
@@ -104,8 +106,13 @@ def test_worker_lost_mid_trial_resumes_from_checkpoint_on_another_node(cluster, 
             trial_dirs = list((study_dir / "tune").glob("trial_*"))
             rows = _results(trial_dirs[0]) if trial_dirs and list(trial_dirs[0].glob("checkpoint_*")) else []
             time.sleep(0.2)
-        lost = _node_of(rows[0]["pid"], workers)
+        # Freeze the trial's process before pulling its node, so it cannot run ahead (on a fast machine the
+        # remaining epochs can finish before Ray declares the node dead), then let it vanish with its node.
+        pid = rows[0]["pid"]
+        lost = _node_of(pid, workers)
+        os.kill(pid, signal.SIGSTOP)
         c.remove_node(lost, allow_graceful=False)
+        os.kill(pid, signal.SIGKILL)
         output, _ = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
