@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import optuna
 
 if TYPE_CHECKING:
     from study.spec import ParamSpec, SamplerSpec
 
-__all__ = ["DefineByRun", "to_optuna", "make_sampler", "condition_holds"]
+__all__ = ["ConditionalGridSampler", "DefineByRun", "condition_holds", "grid_points", "make_sampler", "to_optuna"]
 
 
 def condition_holds(when: dict[str, Any] | None, values: dict[str, Any]) -> bool:
@@ -52,26 +53,71 @@ def to_optuna(space: dict[str, ParamSpec]) -> DefineByRun:
     return DefineByRun(space)
 
 
-class _GridSampler(optuna.samplers.GridSampler):
-    """Optuna's grid sampler without its end-of-grid ``study.stop()``.
+def grid_points(space: dict[str, ParamSpec]) -> list[dict[str, Any]]:
+    """Every combination of the categorical ``space``, in declaration order, honouring ``when:``.
 
-    ``Study.stop`` only works inside ``Study.optimize``; Ray Tune asks and tells instead, and it ends the study
-    after ``search.num_trials`` (the spec check keeps that within the grid).
+    A conditional parameter is expanded only under the earlier values that activate it, so
+    ``family: [triplet, marginal]`` with ``mining`` (when triplet) over two rules gives 3 points, not 4.
+    """
+    points: list[dict[str, Any]] = [{}]
+    for name, param in space.items():
+        grown: list[dict[str, Any]] = []
+        for point in points:
+            if condition_holds(param.when, point):
+                grown.extend({**point, name: choice} for choice in param.choices)  # type: ignore[union-attr]
+            else:
+                grown.append(point)
+        points = grown
+    return points
+
+
+class ConditionalGridSampler(optuna.samplers.BaseSampler):
+    """Visits the points of :func:`grid_points` once each, in a seeded random order.
+
+    Optuna's ``GridSampler`` takes a Cartesian product (no conditional parameters) and calls ``study.stop()``
+    when the grid is exhausted, which only works inside ``Study.optimize``; Ray Tune asks and tells instead and
+    ends the study after ``search.num_trials`` (the spec check keeps that within the grid). Each trial's point
+    is stored as the system attribute ``grid_id``, so a resumed study (same RDB storage) skips the points its
+    earlier trials took, whatever their state.
     """
 
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        del study, trial, state, values
+    def __init__(self, space: dict[str, ParamSpec], seed: int | None = None) -> None:
+        self.points = grid_points(space)
+        self._order = np.random.default_rng(seed).permutation(len(self.points)).tolist()
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: Any) -> dict[str, Any]:
+        return {}
+
+    def sample_relative(self, study: optuna.Study, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def before_trial(self, study: optuna.Study, trial: Any) -> None:
+        taken = {
+            t.system_attrs["grid_id"] for t in study.get_trials(deepcopy=False)
+            if "grid_id" in t.system_attrs and t.number != trial.number
+        }
+        free = [i for i in self._order if i not in taken]
+        # Past the end of the grid (only if num_trials was raised on a resumed study) points repeat in order.
+        grid_id = free[0] if free else self._order[trial.number % len(self._order)]
+        study._storage.set_trial_system_attr(trial._trial_id, "grid_id", grid_id)
+
+    def sample_independent(
+        self, study: optuna.Study, trial: Any, param_name: str, param_distribution: Any
+    ) -> Any:
+        point = self.points[trial.system_attrs["grid_id"]]
+        if param_name not in point:
+            raise ValueError(f"grid sampler: {param_name!r} is not active at grid point {point}")
+        return point[param_name]
 
 
 def make_sampler(spec: SamplerSpec, space: dict[str, ParamSpec] | None = None) -> optuna.samplers.BaseSampler:
     """The Optuna sampler named by ``search.sampler.type``, seeded with ``search.sampler.seed``.
 
-    ``grid`` needs the (categorical) ``space``: it enumerates every combination of the choices.
+    ``grid`` needs the (categorical) ``space``: it visits every combination of the choices once.
     """
     samplers = optuna.samplers
     if spec.type == "grid":
-        grid = {name: list(p.choices) for name, p in (space or {}).items()}  # type: ignore[union-attr]
-        return _GridSampler(grid, seed=spec.seed)
+        return ConditionalGridSampler(space or {}, seed=spec.seed)
     if spec.type == "tpe":
         return samplers.TPESampler(seed=spec.seed)
     if spec.type == "random":

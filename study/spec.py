@@ -25,6 +25,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from study.errors import SpecError
 from study.metric_names import EPOCH_TIME, EVAL_TIME, NMI, TRAIN_LOSS, recall_at
+from study.search_space import grid_points
 
 __all__ = [
     "StudySpec",
@@ -450,12 +451,11 @@ def _check_params_shared(params: dict[str, Any], families: list[Any], source: st
 
 
 def _check_grid(search: SearchSpec, source: str) -> None:
-    """The grid sampler enumerates categorical choices; every other kind of parameter has no grid."""
-    size = 1
+    """The grid sampler enumerates categorical choices (``when:`` allowed); other kinds have no grid."""
     for name, p in search.space.items():
-        if not isinstance(p, CategoricalParam) or p.when:
-            raise SpecError(f"{source}: search.space.{name}: sampler 'grid' needs categorical parameters without when:")
-        size *= len(p.choices)
+        if not isinstance(p, CategoricalParam):
+            raise SpecError(f"{source}: search.space.{name}: sampler 'grid' needs categorical parameters")
+    size = len(grid_points(search.space))
     if search.num_trials > size:
         raise SpecError(f"{source}: search.num_trials={search.num_trials} exceeds the {size} points of the grid")
 

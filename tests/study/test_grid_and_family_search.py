@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from study.errors import SpecError
-from study.search_space import make_sampler, to_optuna
+from study.search_space import grid_points, make_sampler, to_optuna
 from study.spec import parse_spec, resolve_trial_spec
 
 
@@ -42,6 +42,39 @@ def test_grid_enumerates_every_combination_once():
     assert seen == sorted(itertools.product(["ms", "spms", "bspml"], [0.0, 0.3], [0, 1]))
 
 
+def test_conditional_grid_visits_only_the_active_combinations_once_and_resumes():
+    space = {
+        "family": {"type": "categorical", "choices": ["triplet", "marginal"]},
+        "mining": {"type": "categorical", "choices": ["random_semihard", "fixed_semihard"],
+                   "when": {"family": ["triplet"]}},
+        "seed": {"type": "categorical", "choices": [0, 1]},
+    }
+    spec = parse_spec({"name": "np", "family": "triplet",
+                       "search": {"num_trials": 6, "sampler": {"type": "grid", "seed": 3}, "space": space}})
+    expected = {("triplet", "random_semihard", 0), ("triplet", "random_semihard", 1), ("triplet", "fixed_semihard", 0),
+                ("triplet", "fixed_semihard", 1), ("marginal", None, 0), ("marginal", None, 1)}
+    assert {(p["family"], p.get("mining"), p["seed"]) for p in grid_points(spec.search.space)} == expected
+    storage = optuna.storages.InMemoryStorage()
+    define = to_optuna(spec.search.space)
+
+    def ask_tell(n: int) -> None:  # a fresh sampler each time, as a resumed driver builds one
+        study = optuna.create_study(study_name="np", storage=storage, load_if_exists=True,
+                                    sampler=make_sampler(spec.search.sampler, spec.search.space))
+        for _ in range(n):
+            trial = study.ask()
+            define(trial)
+            study.tell(trial, 0.5)
+
+    ask_tell(2)
+    ask_tell(4)
+    trials = optuna.load_study(study_name="np", storage=storage).trials
+    assert len(trials) == 6  # each point once: the second driver skipped the two points the first one took
+    assert {(t.params["family"], t.params.get("mining"), t.params["seed"]) for t in trials} == expected
+    with pytest.raises(SpecError, match="exceeds the 6 points"):
+        parse_spec({"name": "np", "family": "triplet",
+                    "search": {"num_trials": 7, "sampler": {"type": "grid"}, "space": space}})
+
+
 def test_family_search_keeps_the_fixed_params_each_family_has():
     spec = parse_spec(_comparison())
     ms = resolve_trial_spec(spec, {"family": "ms", "dataset.noise.ratio": 0.3, "seed": 1})
@@ -61,7 +94,7 @@ def test_grid_and_family_search_errors_are_one_line():
         parse_spec(_comparison(num_trials=13))
     cont = _comparison()
     cont["search"]["space"]["mu"] = {"type": "float", "low": 0.0, "high": 1.0}
-    with pytest.raises(SpecError, match="grid' needs categorical"):
+    with pytest.raises(SpecError, match="search.space.mu: sampler 'grid' needs categorical"):
         parse_spec(cont)
     # A family hyperparameter in the space must be conditional on the families that have it.
     cont["search"]["sampler"] = {"type": "tpe"}

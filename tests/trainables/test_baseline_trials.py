@@ -55,22 +55,31 @@ def test_learnable_family_tensors_resume_from_the_checkpoint(family, tmp_path):
 
 
 @pytest.mark.e2e
-def test_one_cli_study_over_several_families(spec_dict, write_spec, run_cli, tmp_path):
-    from mlflow import MlflowClient
+def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, write_spec, run_cli, tmp_path):
+    """One ``python -m study.run`` study, one 1-epoch trial per baseline family (two triplet mining rules),
+    the grid sampler visiting each active combination once."""
+    from tests.study._driver import mlflow_children, optuna_trials
 
     spec_dict.update(name="baselines", params={})
     spec_dict["dataset"] = {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.3, "seed": 0}}
-    spec_dict["train"] = {"epochs": 1, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 3}
+    spec_dict["train"] = {"epochs": 1, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 3,
+                          "recall_at": [1]}
+    rules = ["random_semihard", "fixed_semihard"]
     spec_dict["search"] = {
-        "num_trials": 3, "max_concurrent": 2, "sampler": {"type": "random", "seed": 1},
-        "space": {"family": {"type": "categorical", "choices": ["triplet", "marginal", "margin", "proxy_anchor", "rdml"]}},
+        "num_trials": len(BASELINES) + 1, "max_concurrent": 2, "sampler": {"type": "grid", "seed": 1},
+        "space": {
+            "family": {"type": "categorical", "choices": BASELINES},
+            "mining": {"type": "categorical", "choices": rules, "when": {"family": ["triplet"]}},
+        },
     }
-    proc = run_cli(str(write_spec(spec_dict)))
+    proc = run_cli(str(write_spec(spec_dict)), "--no-dashboard")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'baselines' / 'mlflow.db'}")
-    runs = client.search_runs([client.get_experiment_by_name("baselines").experiment_id])
-    trials = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
-    assert len(trials) == 3
+    study_dir = tmp_path / "runs" / "baselines"
+    client, _, trials = mlflow_children(study_dir, "baselines")
+    # Optuna holds what the grid chose (only the active parameters); MLflow one finished run per trial.
+    arms = sorted((t.params["family"], t.params.get("mining", "")) for t in optuna_trials(study_dir, "baselines"))
+    assert arms == sorted([(f, "") for f in BASELINES if f != "triplet"] + [("triplet", rule) for rule in rules])
+    assert sorted(r.data.tags["family"] for r in trials) == sorted(a[0] for a in arms)
     for run in trials:
         assert run.info.status == "FINISHED"
         assert {OBJECTIVE, Q_POS, Q_NEG} <= set(run.data.metrics)
