@@ -8,6 +8,7 @@ from __future__ import annotations
 __all__ = [
     "EPOCH",
     "NMI",
+    "SPECTRAL_DECAY",
     "OBJECTIVE",
     "TRAIN_LOSS",
     "TRAIN_LOSS_PREFIX",
@@ -30,6 +31,7 @@ ARTIFACTS_DIR = "artifacts"
 
 EPOCH = "epoch"
 NMI = "nmi"
+SPECTRAL_DECAY = "spectral_decay"  # KL(normalised singular-value spectrum || uniform); lower = less compressed
 TRAIN_LOSS = "train/loss"
 TRAIN_LOSS_PREFIX = "train/loss/"
 EPOCH_TIME = "epoch_time_s"

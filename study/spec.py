@@ -24,7 +24,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from study.errors import SpecError
-from study.metric_names import EPOCH_TIME, EVAL_TIME, NMI, TRAIN_LOSS, recall_at
+from study.metric_names import EPOCH_TIME, EVAL_TIME, NMI, SPECTRAL_DECAY, TRAIN_LOSS, recall_at
 from study.search_space import grid_points
 
 __all__ = [
@@ -298,7 +298,7 @@ class StudySpec(_Strict):
             fixed = family_params(self.family, self.params)  # raises on unknown names / wrong types
             get_family(self.family).check_spec(fixed, self.search.space)
 
-        known = {recall_at(k) for k in self.train.recall_at} | {NMI, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME}
+        known = {recall_at(k) for k in self.train.recall_at} | {NMI, SPECTRAL_DECAY, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME}
         known |= set(get_family(self.family).metric_names)
         if self.search.metric not in known and not self.search.metric.startswith("train/"):
             raise ValueError(f"search.metric {self.search.metric!r} is not reported; choose one of {sorted(known)}")

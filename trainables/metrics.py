@@ -1,4 +1,5 @@
-"""Retrieval metrics on faiss: Recall@k over the test set (self excluded) and NMI of k-means clusters.
+"""Retrieval metrics on faiss: Recall@k over the test set (self excluded) and NMI of k-means clusters;
+the spectral decay of the test embeddings.
 
 Embeddings are L2-normalised, so inner product is cosine similarity and ranks like Euclidean distance.
 The GPU index is used only when faiss was built with GPU support and sees a GPU.
@@ -12,9 +13,9 @@ import faiss
 import numpy as np
 from sklearn.metrics import normalized_mutual_info_score
 
-from study.metric_names import NMI, recall_at
+from study.metric_names import NMI, SPECTRAL_DECAY, recall_at
 
-__all__ = ["knn_indices", "recall_at_k", "nmi", "retrieval_metrics", "use_faiss_gpu"]
+__all__ = ["knn_indices", "recall_at_k", "nmi", "retrieval_metrics", "spectral_decay", "use_faiss_gpu"]
 
 
 def use_faiss_gpu() -> bool:
@@ -104,6 +105,22 @@ def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0, niter: int = 
     return float(normalized_mutual_info_score(labels, assignment.ravel()))
 
 
+def spectral_decay(embeddings: np.ndarray) -> float:
+    """KL divergence of the normalised singular-value spectrum from the uniform distribution (``rho``).
+
+    DiVA (Milbich et al. 2020, Sec. 5 "Generalization and embedding space compression", after Roth et al.
+    2020): fewer directions of significant variance, i.e. a more compressed embedding space, give a larger
+    value; ``0`` when every direction carries the same singular value, ``log(d)`` for a rank-1 set. The
+    singular values come from the ``D×D`` Gram matrix, so SOP's 60k test rows cost one ``D×D`` eigensolve.
+    """
+    x = np.asarray(embeddings, dtype=np.float64)
+    eigenvalues = np.linalg.eigvalsh(x.T @ x)[::-1][: min(x.shape)]
+    s = np.sqrt(np.clip(eigenvalues, 0.0, None))
+    p = s / s.sum()
+    nonzero = p > 0
+    return float(np.sum(p[nonzero] * np.log(p[nonzero] * len(p))))
+
+
 def retrieval_metrics(
     embeddings: np.ndarray,
     labels: np.ndarray,
@@ -111,8 +128,8 @@ def retrieval_metrics(
     seed: int = 0,
     gallery: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, float]:
-    """Recall@k (queries against ``gallery`` when given) and NMI over every evaluated embedding."""
+    """Recall@k (queries against ``gallery`` when given); NMI and spectral decay over every evaluated embedding."""
     recalls = recall_at_k(embeddings, labels, ks, gallery=gallery)
     if gallery is not None:
         embeddings, labels = np.concatenate([embeddings, gallery[0]]), np.concatenate([labels, gallery[1]])
-    return {**recalls, NMI: nmi(embeddings, labels, seed=seed)}
+    return {**recalls, NMI: nmi(embeddings, labels, seed=seed), SPECTRAL_DECAY: spectral_decay(embeddings)}

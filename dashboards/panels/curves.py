@@ -1,4 +1,4 @@
-"""Learning curves of the best trials: the objective, NMI and the training loss per epoch."""
+"""Learning curves of the best trials: the objective, NMI, spectral decay and the training loss per epoch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import best_configs
-from study.metric_names import NMI, TRAIN_LOSS
+from study.metric_names import NMI, SPECTRAL_DECAY, TRAIN_LOSS
 
 __all__ = ["build"]
 
@@ -23,7 +23,7 @@ def build(data: DashboardData) -> Panel:
     if best.is_empty() or data.history.is_empty():
         panel.skipped = f"no run reported {data.metric} per epoch"
         return panel
-    keys = [k for k in dict.fromkeys((data.metric, NMI, TRAIN_LOSS)) if not data.history_of(best["best_run_id"].to_list(), k).is_empty()]
+    keys = [k for k in dict.fromkeys((data.metric, NMI, SPECTRAL_DECAY, TRAIN_LOSS)) if not data.history_of(best["best_run_id"].to_list(), k).is_empty()]
     if not keys:
         panel.skipped = f"no best run logged {data.metric} per epoch"
         return panel

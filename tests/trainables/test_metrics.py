@@ -5,7 +5,7 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
-from trainables.metrics import knn_indices, nmi, recall_at_k
+from trainables.metrics import knn_indices, nmi, recall_at_k, spectral_decay
 
 
 def _embeddings(n: int = 300, d: int = 16, classes: int = 6, spread: float = 6.0, seed: int = 0):
@@ -64,3 +64,16 @@ def test_nmi_matches_sklearn_kmeans_and_drops_to_chance_for_shuffled_labels(spre
     assert 0.7 < sk < 0.99  # overlapping enough that the number means something
     assert ours == pytest.approx(sk, abs=0.03)  # both are k-means optima of the same data
     assert nmi(x, np.random.default_rng(0).permutation(labels)) < 0.05
+
+
+def test_spectral_decay_matches_a_direct_svd_and_its_limits():
+    x, _ = _embeddings(n=200, d=16)
+    s = np.linalg.svd(x.astype(np.float64), compute_uv=False)
+    p = s / s.sum()
+    assert spectral_decay(x) == pytest.approx(float(np.sum(p * np.log(p * len(p)))), rel=1e-6)
+    # Equal singular values (orthonormal columns, scaled) → 0; rank 1 → log(d); compression raises it.
+    q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(50, 8)))
+    assert spectral_decay(3.0 * q) == pytest.approx(0.0, abs=1e-9)
+    assert spectral_decay(np.outer(np.ones(30), np.arange(1.0, 9.0))) == pytest.approx(np.log(8), rel=1e-6)
+    squashed = x * np.r_[np.ones(2), np.full(14, 0.05)]
+    assert spectral_decay(squashed) > spectral_decay(x) + 0.5
