@@ -188,7 +188,9 @@ class Trial:
             sampler = BalancedMPerClassSampler(
                 self.data.train.labels, m=t.samples_per_class, batch_size=batch_size, length_before_new_iter=n_samples
             )
-            dataset = IndexedDataset(self.data.train, self.data.train_transform, num_views=self.family.num_views)
+            views = self.family.num_views
+            transform = self.data.train_transform if views == 1 else self.data.view_transform or self.data.train_transform
+            dataset = IndexedDataset(self.data.train, transform, num_views=views)
             # Built once, so its workers persist across epochs instead of restarting every epoch.
             self._loaders["train"] = DataLoader(
                 dataset, batch_size=batch_size, sampler=sampler, drop_last=True,

@@ -24,6 +24,9 @@ _FAMILY_MODULES: dict[str, tuple[str, str]] = {
     "proxy_anchor": ("trainables.proxy_anchor", "ProxyAnchorFamily"),
     "snr": ("trainables.snr", "SNRFamily"),
     "rdml": ("trainables.rdml", "RDMLFamily"),
+    "npair": ("trainables.debiased", "NPairFamily"),
+    "debiased_neg": ("trainables.debiased", "DebiasedNegFamily"),
+    "debiased_pos": ("trainables.debiased", "DebiasedPosFamily"),
 }
 
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILY_MODULES)

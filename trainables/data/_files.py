@@ -153,7 +153,7 @@ def image_splits(
     The first file of each split must exist, so a root with annotations but no extracted images fails here,
     on the driver, rather than inside every trial.
     """
-    from trainables.data.transforms import eval_transform, image_sizes, train_transform
+    from trainables.data.transforms import eval_transform, image_sizes, train_transform, view_transform
 
     resize, crop = image_sizes(spec)
     load = ImageFile(root, resize)
@@ -176,6 +176,7 @@ def image_splits(
         input_shape=(3, crop, crop),
         train_transform=train_transform(resize, crop),
         eval_transform=eval_transform(resize, crop),
+        view_transform=view_transform(crop),
     )
 
 

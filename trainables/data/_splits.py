@@ -69,6 +69,8 @@ class DatasetSplits:
         gallery: In-Shop's gallery: test queries are retrieved against it instead of against each other.
         train_transform: random augmentation of a loaded training item (``None``: use it as loaded).
         eval_transform: deterministic transform for embedding any split (``None``: as loaded).
+        view_transform: random augmentation making each view for the two-view (contrastive) families
+            (``None``: ``train_transform``).
     """
 
     name: str
@@ -78,6 +80,7 @@ class DatasetSplits:
     gallery: LabeledSplit | None = None
     train_transform: Callable[[Any], torch.Tensor] | None = None
     eval_transform: Callable[[Any], torch.Tensor] | None = None
+    view_transform: Callable[[Any], torch.Tensor] | None = None
 
     def with_train(self, train: LabeledSplit) -> DatasetSplits:
         return dataclasses.replace(self, train=train)

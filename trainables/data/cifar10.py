@@ -70,7 +70,7 @@ def check(spec: DatasetSpec) -> None:
 
 
 def load(spec: DatasetSpec) -> DatasetSplits:
-    from trainables.data.transforms import eval_transform, image_sizes, train_transform
+    from trainables.data.transforms import eval_transform, image_sizes, train_transform, view_transform
 
     root = LAYOUT.find_root(spec)
     resize, crop = image_sizes(spec, default=(32, 32))
@@ -81,4 +81,5 @@ def load(spec: DatasetSpec) -> DatasetSplits:
         input_shape=(3, crop, crop),
         train_transform=train_transform(resize, crop),
         eval_transform=eval_transform(resize, crop),
+        view_transform=view_transform(crop),
     )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from torchvision.transforms import v2
 
 from trainables.data._splits import DatasetSplits, LabeledSplit
 
@@ -30,4 +31,13 @@ def load_digits_splits(spec: DatasetSpec) -> DatasetSplits:
         idx = torch.as_tensor(np.flatnonzero(mask))
         return LabeledSplit(items=images[idx], labels=labels[mask], true_labels=labels[mask].copy())
 
-    return DatasetSplits(name="digits", train=split(is_train), test=split(~is_train), input_shape=(1, 8, 8))
+    return DatasetSplits(
+        name="digits", train=split(is_train), test=split(~is_train), input_shape=(1, 8, 8),
+        view_transform=view_transform(),
+    )
+
+
+def view_transform() -> v2.Transform:
+    """One random view of an 8×8 digit for the two-view families: a small rotation, shift and scale (no flip:
+    it would turn some digits into others). Single-view families train on the digits as they are."""
+    return v2.RandomAffine(degrees=15, translate=(0.125, 0.125), scale=(0.85, 1.15))

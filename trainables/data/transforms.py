@@ -15,7 +15,7 @@ from torchvision.transforms import v2
 if TYPE_CHECKING:
     from study.spec import DatasetSpec
 
-__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "image_sizes", "train_transform", "eval_transform"]
+__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "image_sizes", "train_transform", "eval_transform", "view_transform"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -58,3 +58,17 @@ def train_transform(resize: int, crop: int) -> v2.Compose:
 def eval_transform(resize: int, crop: int) -> v2.Compose:
     """Resize the shorter side to ``resize``, center ``crop``², normalise."""
     return v2.Compose([v2.Resize(resize), v2.CenterCrop(crop), *_to_normalized_tensor()])
+
+
+def view_transform(crop: int) -> v2.Compose:
+    """One random view for the two-view contrastive families (SimCLR's augmentation, Chen et al. 2020 App. A,
+    as in the debiased-contrastive thesis' CIFAR-10 experiment): random resized crop (scale 0.2-1), flip,
+    colour jitter (p 0.8), grayscale (p 0.2), normalise. Much stronger than ``train_transform`` on purpose:
+    the two views are the only positives these losses see."""
+    return v2.Compose([
+        v2.RandomResizedCrop(crop, scale=(0.2, 1.0), antialias=True),
+        v2.RandomHorizontalFlip(),
+        v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
+        v2.RandomGrayscale(p=0.2),
+        *_to_normalized_tensor(),
+    ])

@@ -1,0 +1,136 @@
+"""The two-view contrastive families against loop references of the thesis' equations and against PML."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from pytorch_metric_learning import losses
+
+from study.errors import SpecError
+from study.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY
+from study.spec import parse_spec
+from trainables.debiased import debiased_neg_loss, debiased_pos_loss
+from trainables.loop import Trial
+
+FAMILIES = ["npair", "debiased_neg", "debiased_pos"]
+
+
+def _two_views(b: int = 8, d: int = 6, seed: int = 0, spread: float = 1.0) -> torch.Tensor:
+    """``[x_1..x_b, x'_1..x'_b]``: each second view a perturbed copy of the first."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, d, generator=g, dtype=torch.float64)
+    views = torch.cat([x, x + spread * torch.randn(b, d, generator=g, dtype=torch.float64)])
+    return F.normalize(views, dim=1)
+
+
+def _reference(z: torch.Tensor, t: float, tau_plus: float, kind: str) -> float:
+    """Mean over anchors, with plain loops: InfoNCE (Eq. 12), L_Neg (Eq. 15-16) or L_Pos (Eq. 22-24)."""
+    z = z.numpy()
+    n2 = len(z)
+    n, tau_minus = n2 - 2, 1.0 - tau_plus
+    total = 0.0
+    for i in range(n2):
+        j = (i + n2 // 2) % n2  # the other view of the same image
+        e = {k: math.exp(float(z[i] @ z[k]) / t) for k in range(n2)}
+        negatives = [e[k] for k in range(n2) if k not in (i, j)]
+        if kind == "npair":
+            total += -math.log(e[j] / (e[j] + sum(negatives)))
+        elif kind == "debiased_neg":
+            g = max((np.mean(negatives) - tau_plus * e[j]) / tau_minus, math.exp(-1 / t))
+            total += -math.log(e[j] / (e[j] + n * g))
+        else:
+            p_emp = (sum(negatives) + e[j] + e[i]) / (n + 2)
+            p_neg = np.mean(negatives)
+            total += -math.log((p_emp - tau_minus * p_neg) / (p_emp + (n * tau_plus - tau_minus) * p_neg))
+    return total / n2
+
+
+@pytest.mark.parametrize("tau_plus", [0.02, 0.1, 0.3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_debiased_losses_match_loop_references(tau_plus, seed):
+    z = _two_views(seed=seed)
+    for t in (0.5, 0.2):
+        assert float(debiased_neg_loss(z, t, tau_plus)) == pytest.approx(_reference(z, t, tau_plus, "debiased_neg"), rel=1e-9)
+        assert float(debiased_pos_loss(z, t, tau_plus)) == pytest.approx(_reference(z, t, tau_plus, "debiased_pos"), rel=1e-9)
+
+
+def test_l_neg_without_false_negatives_is_infonce_as_pml_computes_it():
+    z = _two_views(b=12, seed=3)
+    ids = torch.arange(12).repeat(2)
+    pml = float(losses.NTXentLoss(temperature=0.3)(z, ids))
+    assert pml == pytest.approx(_reference(z, 0.3, 0.0, "npair"), rel=1e-9)
+    assert float(debiased_neg_loss(z, 0.3, 1e-12)) == pytest.approx(pml, rel=1e-9)
+
+
+def test_l_neg_floor_holds_when_the_debiased_estimate_goes_negative():
+    # Views far apart and a large prior: mean_i e^{s(x,u_i)} − τ⁺ e^{s(x,v)} < 0 for some anchors.
+    z = _two_views(b=4, seed=0, spread=0.01)
+    t, tau_plus = 0.5, 0.9
+    assert float(debiased_neg_loss(z, t, tau_plus)) == pytest.approx(_reference(z, t, tau_plus, "debiased_neg"), rel=1e-9)
+    pos = math.exp(1 / t)  # identical views: s(x,v) ≈ 1/t
+    floor_only = -math.log(pos / (pos + 6 * math.exp(-1 / t)))  # every anchor at the floor, N = 6
+    assert float(debiased_neg_loss(z, t, tau_plus)) == pytest.approx(floor_only, rel=1e-3)
+
+
+@pytest.mark.parametrize("fn", [debiased_neg_loss, debiased_pos_loss])
+def test_small_temperatures_stay_finite_with_finite_gradients(fn):
+    z = _two_views(b=16, seed=2).float().requires_grad_()
+    loss = fn(z, 0.01, 0.1)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(z.grad).all() and z.grad.abs().sum() > 0
+    assert loss.dtype == torch.float32
+
+
+def _spec(family: str, **params) -> dict:
+    return {
+        "name": "contrastive_views", "family": family, "params": params,
+        "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2, "seed": 0}},
+        "train": {"epochs": 1, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 3},
+    }
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_trains_an_epoch_on_two_augmented_views_of_digits(family):
+    trial = Trial.build(parse_spec(_spec(family)))
+    inputs, _, _ = next(iter(trial._train_loader()))
+    assert inputs.shape[1:] == (2, 1, 8, 8) and not torch.equal(inputs[:, 0], inputs[:, 1])  # two different views
+    metrics = trial.run_epoch()
+    assert math.isfinite(metrics[f"train/loss/{family}"]) and metrics[f"train/loss/{family}"] > 0
+    assert 0.0 <= metrics[OBJECTIVE] <= 1.0 and 0.0 <= metrics[NMI] <= 1.0 and metrics[SPECTRAL_DECAY] >= 0
+
+
+@pytest.mark.parametrize(
+    ("family", "params", "space", "needle"),
+    [
+        ("debiased_neg", {"tau_plus": 1.0}, {}, "0 < tau_plus < 1 must hold"),
+        ("debiased_pos", {"tau_plus": 0.0}, {}, "0 < tau_plus < 1 must hold"),
+        ("debiased_pos", {}, {"tau_plus": {"type": "float", "low": 0.05, "high": 1.0}}, "tau_plus = 1.0"),
+        ("npair", {"temperature": 0.0}, {}, "temperature > 0 must hold"),
+        ("npair", {"tau_plus": 0.1}, {}, "params.tau_plus"),
+    ],
+)
+def test_bad_params_are_one_line_spec_errors(family, params, space, needle):
+    raw = _spec(family, **params)
+    if space:
+        raw["search"] = {"num_trials": 1, "space": space}
+    with pytest.raises(SpecError, match=needle) as error:
+        parse_spec(raw)
+    assert "\n" not in str(error.value)
+
+
+def test_two_view_family_on_a_fake_cifar10_tree_gets_simclr_views(tmp_path):
+    from tests.fake_data import write_cifar10
+
+    write_cifar10(tmp_path, per_batch=20, n_test=30)
+    raw = _spec("debiased_pos")
+    raw["dataset"] = {"name": "cifar10", "root": str(tmp_path), "image_size": 32}
+    raw["model"] = {"backbone": "resnet18", "embedding_dim": 32}
+    raw["train"].update(classes_per_batch=4, samples_per_class=2, batches_per_epoch=2, recall_at=[1])
+    trial = Trial.build(parse_spec(raw))
+    inputs, _, _ = next(iter(trial._train_loader()))
+    assert inputs.shape[1:] == (2, 3, 32, 32) and not torch.equal(inputs[:, 0], inputs[:, 1])
+    assert math.isfinite(trial.run_epoch()["train/loss/debiased_pos"])

@@ -1,0 +1,161 @@
+"""Two-view contrastive losses: N-pair/InfoNCE and the debiased ``L_Neg`` and ``L_Pos`` (families ``npair``,
+``debiased_neg``, ``debiased_pos``).
+
+The thesis ``/work/shared/papers/unbiased-contrastive-learning-thesis-ru.txt`` (after Chuang et al., "Debiased
+Contrastive Learning", NeurIPS 2020, https://arxiv.org/abs/2007.00224) in SimCLR's setting: each image of the
+batch is augmented twice; for an anchor ``x`` the other view of the same image is the positive ``v`` and the
+other ``N = 2B − 2`` embeddings of the batch are the "negatives" ``u_i``. Similarities are ``s = f(x)ᵀf(·) / t``
+with temperature ``t``. Class labels are never used by these losses (only by the P×K sampler), so a wrong label
+cannot hurt them directly; what they correct for is *false negatives* (``u_i`` of the anchor's class, prior
+``τ⁺``; with P×K batches the actual share is ``(K − 1)/(P·K − 1)``) and *false positives* (views that no
+longer show the same object).
+
+- ``npair``: InfoNCE / NT-Xent (thesis Eq. 2, 12), pytorch-metric-learning's ``NTXentLoss`` with one label per
+  image: ``−log e^{s(x,v)} / (e^{s(x,v)} + Σ_i e^{s(x,u_i)})``.
+- ``debiased_neg``: ``L_Neg`` (thesis Eq. 15-16, M = 1 positive): the negative sum becomes ``N·g`` with
+  ``g = max((1/τ⁻)(mean_i e^{s(x,u_i)} − τ⁺ e^{s(x,v)}), e^{−1/t})``, ``τ⁻ = 1 − τ⁺``.
+- ``debiased_pos``: ``L_Pos`` (thesis Eq. 22-24), the thesis' contribution:
+  ``−log[(P_emp − τ⁻P⁻_emp) / (P_emp + (Nτ⁺ − τ⁻)P⁻_emp)]`` with ``P_emp`` the mean of ``e^{s}`` over the
+  negatives, the positive and the anchor itself (Eq. 23) and ``P⁻_emp`` the mean over the negatives (Eq. 24).
+  The numerator estimates ``τ⁺·E⁺`` (Eq. 19), and ``E⁺ ≥ e^{−1/t}``; like Eq. 16's floor on ``g`` we keep it at
+  least ``τ⁺e^{−1/t}`` (our guard: a small batch can make the estimate non-positive, and ``log`` of it NaN).
+
+Both debiased losses are computed in float64 on each row shifted by its maximum (the ratios are invariant to a
+common factor), so the floors ``e^{−1/t}`` neither underflow nor the ``e^{1/t}`` self term overflow for
+temperatures down to about 0.003.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from pytorch_metric_learning import losses
+
+from trainables.base import BaseLossFamily, Batch
+
+__all__ = [
+    "NPairFamily", "NPairParams", "DebiasedNegFamily", "DebiasedPosFamily", "DebiasedParams",
+    "debiased_neg_loss", "debiased_pos_loss",
+]
+
+
+def _view_ids(num_embeddings: int, device: torch.device) -> torch.Tensor:
+    """Image id of each embedding; the loop stacks the two views view-major: ``[x_1..x_B, x'_1..x'_B]``."""
+    return torch.arange(num_embeddings // 2, device=device).repeat(2)
+
+
+def _shifted_exp_terms(embeddings: torch.Tensor, temperature: float) -> tuple[torch.Tensor, ...]:
+    """Per anchor (row): ``e^{s(x,v) − m}``, the negatives' ``e^{s(x,u_i) − m}`` summed, ``e^{s(x,x) − m}``,
+    the shift ``m`` (the row maximum) and ``N``; in float64."""
+    z = embeddings.double()
+    n2 = len(z)
+    s = z @ z.T / temperature
+    m = s.max(dim=1, keepdim=True).values.detach()
+    e = torch.exp(s - m)
+    rows = torch.arange(n2, device=z.device)
+    partner = (rows + n2 // 2) % n2
+    pos = e[rows, partner]
+    self_term = e[rows, rows]
+    neg_sum = e.sum(dim=1) - pos - self_term
+    return pos, neg_sum, self_term, m.squeeze(1), n2 - 2
+
+
+def debiased_neg_loss(embeddings: torch.Tensor, temperature: float, tau_plus: float) -> torch.Tensor:
+    """Mean ``L_Neg`` (thesis Eq. 15-16) over every anchor of a two-view batch (views stacked view-major)."""
+    pos, neg_sum, _, m, n = _shifted_exp_terms(embeddings, temperature)
+    tau_minus = 1.0 - tau_plus
+    n_g = (neg_sum - n * tau_plus * pos) / tau_minus
+    n_g = torch.maximum(n_g, n * torch.exp(-1.0 / temperature - m))  # Eq. 16's floor, times N, shifted
+    return (torch.log(pos + n_g) - torch.log(pos)).mean().to(embeddings.dtype)
+
+
+def debiased_pos_loss(embeddings: torch.Tensor, temperature: float, tau_plus: float) -> torch.Tensor:
+    """Mean ``L_Pos`` (thesis Eq. 22-24) over every anchor of a two-view batch (views stacked view-major)."""
+    pos, neg_sum, self_term, m, n = _shifted_exp_terms(embeddings, temperature)
+    tau_minus = 1.0 - tau_plus
+    p_emp = (neg_sum + pos + self_term) / (n + 2)  # Eq. 23
+    p_neg = neg_sum / n  # Eq. 24
+    numerator = torch.maximum(p_emp - tau_minus * p_neg, tau_plus * torch.exp(-1.0 / temperature - m))
+    denominator = numerator + n * tau_plus * p_neg  # = P_emp + (Nτ⁺ − τ⁻)·P⁻_emp while the floor is inactive
+    return (torch.log(denominator) - torch.log(numerator)).mean().to(embeddings.dtype)
+
+
+@dataclass(frozen=True)
+class NPairParams:
+    """Hyperparameters of InfoNCE / NT-Xent.
+
+    Args:
+        temperature: ``t`` in ``s = f(x)ᵀf(y) / t`` (0.5, SimCLR's CIFAR-10 value).
+    """
+
+    temperature: float = 0.5
+
+
+@dataclass(frozen=True)
+class DebiasedParams:
+    """Hyperparameters of the debiased contrastive losses.
+
+    Args:
+        temperature: ``t`` (0.5, as for ``npair``); also sets the floor ``e^{−1/t}``.
+        tau_plus: ``τ⁺``, the class prior: the probability that a "negative" shares the anchor's class
+            (0.1 = ten balanced classes, CIFAR-10); must lie in (0, 1).
+    """
+
+    temperature: float = 0.5
+    tau_plus: float = 0.1
+
+
+def _check_positive(name: str, params: Any, space: dict[str, Any]) -> None:
+    low = min(_ends(space[name])) if name in space else getattr(params, name)
+    if low <= 0:
+        raise ValueError(f"{name} > 0 must hold, but got {name} = {low}")
+
+
+def _ends(param: Any) -> list[float]:
+    return list(param.choices) if hasattr(param, "choices") else [param.low, param.high]
+
+
+class _TwoViewFamily(BaseLossFamily):
+    num_views = 2
+
+    @classmethod
+    def check_spec(cls, params: Any, space: dict[str, Any]) -> None:
+        """``temperature > 0``; with ``tau_plus``, ``0 < τ⁺ < 1`` (for fixed values and every range end)."""
+        _check_positive("temperature", params, space)
+        if hasattr(params, "tau_plus"):
+            values = _ends(space["tau_plus"]) if "tau_plus" in space else [params.tau_plus]
+            bad = [v for v in values if not 0.0 < v < 1.0]
+            if bad:
+                raise ValueError(f"0 < tau_plus < 1 must hold (a class prior), but got tau_plus = {bad[0]}")
+
+
+class NPairFamily(_TwoViewFamily):
+    name = "npair"
+    Params = NPairParams
+
+    def __init__(self, params: NPairParams, ctx: Any) -> None:
+        super().__init__(params, ctx)
+        self.criterion = losses.NTXentLoss(temperature=params.temperature)
+
+    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
+        return {self.name: self.criterion(embeddings, _view_ids(len(embeddings), embeddings.device))}
+
+
+class DebiasedNegFamily(_TwoViewFamily):
+    name = "debiased_neg"
+    Params = DebiasedParams
+
+    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
+        p: DebiasedParams = self.params
+        return {self.name: debiased_neg_loss(embeddings, p.temperature, p.tau_plus)}
+
+
+class DebiasedPosFamily(_TwoViewFamily):
+    name = "debiased_pos"
+    Params = DebiasedParams
+
+    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
+        p: DebiasedParams = self.params
+        return {self.name: debiased_pos_loss(embeddings, p.temperature, p.tau_plus)}
