@@ -28,7 +28,8 @@ temperatures down to about 0.003.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 from pytorch_metric_learning import losses
@@ -143,19 +144,21 @@ class NPairFamily(_TwoViewFamily):
         return {self.name: self.criterion(embeddings, _view_ids(len(embeddings), embeddings.device))}
 
 
-class DebiasedNegFamily(_TwoViewFamily):
+class _DebiasedFamily(_TwoViewFamily):
+    Params = DebiasedParams
+    #: ``(embeddings, temperature, tau_plus) -> loss``
+    loss_fn: ClassVar[Callable[[torch.Tensor, float, float], torch.Tensor]]
+
+    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
+        p: DebiasedParams = self.params
+        return {self.name: type(self).loss_fn(embeddings, p.temperature, p.tau_plus)}
+
+
+class DebiasedNegFamily(_DebiasedFamily):
     name = "debiased_neg"
-    Params = DebiasedParams
-
-    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
-        p: DebiasedParams = self.params
-        return {self.name: debiased_neg_loss(embeddings, p.temperature, p.tau_plus)}
+    loss_fn = staticmethod(debiased_neg_loss)
 
 
-class DebiasedPosFamily(_TwoViewFamily):
+class DebiasedPosFamily(_DebiasedFamily):
     name = "debiased_pos"
-    Params = DebiasedParams
-
-    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
-        p: DebiasedParams = self.params
-        return {self.name: debiased_pos_loss(embeddings, p.temperature, p.tau_plus)}
+    loss_fn = staticmethod(debiased_pos_loss)
