@@ -416,6 +416,7 @@ def _check_search_names(spec: StudySpec, source: str) -> None:
     families = space["family"].choices if isinstance(space.get("family"), CategoricalParam) else [spec.family]
     if "family" in space:
         _check_params_shared(spec.params, families, source)
+        _check_each_family(spec.params, families, space, source)
     if spec.search.sampler.type == "grid":
         _check_grid(spec.search, source)
     def probe(end: int, fixed: dict[str, Any]) -> dict[str, Any]:
@@ -448,6 +449,21 @@ def _check_params_shared(params: dict[str, Any], families: list[Any], source: st
     for name in params:
         if name not in known:
             raise SpecError(f"{source}: params.{name} is not a parameter of any family in search.space.family")
+
+
+def _check_each_family(params: dict[str, Any], families: list[Any], space: dict[str, Any], source: str) -> None:
+    """With ``family`` searched, each sampled family's cross-parameter rules (``check_spec``) on the fixed params
+    it keeps and the ranges of its own searched params."""
+    from trainables.registry import get_family
+
+    for name in families:
+        cls = get_family(name)
+        own = set(cls.param_names())
+        try:
+            fixed = family_params(name, {k: v for k, v in params.items() if k in own})
+            cls.check_spec(fixed, {k: p for k, p in space.items() if k in own})
+        except ValueError as e:
+            raise SpecError(f"{source}: family {name}: {e}") from None
 
 
 def _check_grid(search: SearchSpec, source: str) -> None:

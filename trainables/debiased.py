@@ -108,14 +108,12 @@ class DebiasedParams:
     tau_plus: float = 0.1
 
 
-def _check_positive(name: str, params: Any, space: dict[str, Any]) -> None:
-    low = min(_ends(space[name])) if name in space else getattr(params, name)
-    if low <= 0:
-        raise ValueError(f"{name} > 0 must hold, but got {name} = {low}")
-
-
-def _ends(param: Any) -> list[float]:
-    return list(param.choices) if hasattr(param, "choices") else [param.low, param.high]
+def _values(name: str, params: Any, space: dict[str, Any]) -> list[float]:
+    """The fixed value and, when ``name`` is searched, the ends (or choices) of its range."""
+    values = [getattr(params, name)]
+    if name in space:
+        values += list(space[name].choices) if hasattr(space[name], "choices") else [space[name].low, space[name].high]
+    return values
 
 
 class _TwoViewFamily(BaseLossFamily):
@@ -123,11 +121,12 @@ class _TwoViewFamily(BaseLossFamily):
 
     @classmethod
     def check_spec(cls, params: Any, space: dict[str, Any]) -> None:
-        """``temperature > 0``; with ``tau_plus``, ``0 < τ⁺ < 1`` (for fixed values and every range end)."""
-        _check_positive("temperature", params, space)
+        """``temperature > 0``; with ``tau_plus``, ``0 < τ⁺ < 1``; fixed values and every range end."""
+        bad = [v for v in _values("temperature", params, space) if v <= 0]
+        if bad:
+            raise ValueError(f"temperature > 0 must hold, but got temperature = {bad[0]}")
         if hasattr(params, "tau_plus"):
-            values = _ends(space["tau_plus"]) if "tau_plus" in space else [params.tau_plus]
-            bad = [v for v in values if not 0.0 < v < 1.0]
+            bad = [v for v in _values("tau_plus", params, space) if not 0.0 < v < 1.0]
             if bad:
                 raise ValueError(f"0 < tau_plus < 1 must hold (a class prior), but got tau_plus = {bad[0]}")
 

@@ -134,3 +134,20 @@ def test_two_view_family_on_a_fake_cifar10_tree_gets_simclr_views(tmp_path):
     inputs, _, _ = next(iter(trial._train_loader()))
     assert inputs.shape[1:] == (2, 3, 32, 32) and not torch.equal(inputs[:, 0], inputs[:, 1])
     assert math.isfinite(trial.run_epoch()["train/loss/debiased_pos"])
+
+
+def test_a_family_search_checks_each_family_even_where_the_search_shadows_the_fixed_value():
+    raw = _spec("npair", tau_plus=1.5)
+    raw["search"] = {
+        "num_trials": 4, "sampler": {"type": "grid"},
+        "space": {
+            "family": {"type": "categorical", "choices": FAMILIES},
+            "tau_plus": {"type": "categorical", "choices": [0.1], "when": {"family": ["debiased_neg", "debiased_pos"]}},
+        },
+    }
+    with pytest.raises(SpecError, match="family debiased_neg: 0 < tau_plus < 1 must hold.*tau_plus = 1.5"):
+        parse_spec(raw)
+    raw["params"]["tau_plus"] = 0.1
+    raw["search"]["space"]["tau_plus"]["choices"] = [0.1, 1.0]
+    with pytest.raises(SpecError, match="tau_plus = 1.0"):
+        parse_spec(raw)
