@@ -297,6 +297,7 @@ class StudySpec(_Strict):
         if "family" not in self.search.space:  # a family search checks params per sampled family instead
             fixed = family_params(self.family, self.params)  # raises on unknown names / wrong types
             get_family(self.family).check_spec(fixed, self.search.space)
+            get_family(self.family).check_model(fixed, self.model.embedding_dim)
 
         known = {recall_at(k) for k in self.train.recall_at} | {NMI, SPECTRAL_DECAY, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME}
         known |= set(get_family(self.family).metric_names)
@@ -416,7 +417,7 @@ def _check_search_names(spec: StudySpec, source: str) -> None:
     families = space["family"].choices if isinstance(space.get("family"), CategoricalParam) else [spec.family]
     if "family" in space:
         _check_params_shared(spec.params, families, source)
-        _check_each_family(spec.params, families, space, source)
+        _check_each_family(spec, families, space, source)
     if spec.search.sampler.type == "grid":
         _check_grid(spec.search, source)
     def probe(end: int, fixed: dict[str, Any]) -> dict[str, Any]:
@@ -451,7 +452,7 @@ def _check_params_shared(params: dict[str, Any], families: list[Any], source: st
             raise SpecError(f"{source}: params.{name} is not a parameter of any family in search.space.family")
 
 
-def _check_each_family(params: dict[str, Any], families: list[Any], space: dict[str, Any], source: str) -> None:
+def _check_each_family(spec: StudySpec, families: list[Any], space: dict[str, Any], source: str) -> None:
     """With ``family`` searched, each sampled family's cross-parameter rules (``check_spec``) on the fixed params
     it keeps and the ranges of its own searched params."""
     from trainables.registry import get_family
@@ -460,8 +461,9 @@ def _check_each_family(params: dict[str, Any], families: list[Any], space: dict[
         cls = get_family(name)
         own = set(cls.param_names())
         try:
-            fixed = family_params(name, {k: v for k, v in params.items() if k in own})
+            fixed = family_params(name, {k: v for k, v in spec.params.items() if k in own})
             cls.check_spec(fixed, {k: p for k, p in space.items() if k in own})
+            cls.check_model(fixed, spec.model.embedding_dim)
         except ValueError as e:
             raise SpecError(f"{source}: family {name}: {e}") from None
 

@@ -91,6 +91,20 @@ class BaseLossFamily(nn.Module, abc.ABC):
         zero still attached to the graph (``embeddings.sum() * 0``).
         """
 
+    def bind_model(self, model: nn.Module) -> None:
+        """Called once, after the family is built and before the optimiser, with the trial's embedding network.
+
+        For families that need the network itself (DiVA keeps a momentum copy of it as its key encoder).
+        Anything registered as a submodule here is checkpointed with the family; keep it out of
+        :meth:`param_groups` unless it should be trained. The default does nothing.
+        """
+        del model
+
+    def test_embedding(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """The embedding a split is evaluated (and, for BSPML, weighted) with, from the model's L2-normalised
+        output; DiVA re-normalises each task head before concatenating. The default is the output itself."""
+        return embeddings
+
     def on_epoch_end(
         self, epoch: int, embed_train: Callable[[], tuple[torch.Tensor, torch.Tensor]]
     ) -> dict[str, float]:
@@ -138,6 +152,11 @@ class BaseLossFamily(nn.Module, abc.ABC):
         Raise ``ValueError`` with one line naming the rule and the values.
         """
         del params, space
+
+    @classmethod
+    def check_model(cls, params: Any, embedding_dim: int) -> None:
+        """Rules on the model the family needs (DiVA: room for four heads); ``ValueError`` as in check_spec."""
+        del params, embedding_dim
 
     @classmethod
     def parse_params(cls, values: dict[str, Any]) -> Any:

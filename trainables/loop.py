@@ -132,6 +132,7 @@ class Trial:
             seed=spec.seed,
         )
         family = family_cls(spec.family_params(), ctx).to(device)
+        family.bind_model(model)
         groups = [{"params": list(model.parameters())}, *family.param_groups(spec.train.optimizer.lr)]
         optimizer = _build_optimizer(spec, [g for g in groups if g["params"]])
         return cls(spec=spec, data=data, model=model, family=family, optimizer=optimizer, device=device)
@@ -253,6 +254,7 @@ class Trial:
         """Embeddings of a whole split in its order, on the trial's device."""
         self.model.eval()
         out = torch.cat([self._forward(self._to_device(x)) for x, _, _ in self._eval_loader(split)])
+        out = self.family.test_embedding(out)
         self.model.train()
         return out
 

@@ -27,6 +27,7 @@ _FAMILY_MODULES: dict[str, tuple[str, str]] = {
     "npair": ("trainables.debiased", "NPairFamily"),
     "debiased_neg": ("trainables.debiased", "DebiasedNegFamily"),
     "debiased_pos": ("trainables.debiased", "DebiasedPosFamily"),
+    "diva": ("trainables.diva", "DiVAFamily"),
 }
 
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILY_MODULES)

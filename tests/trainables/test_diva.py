@@ -1,0 +1,158 @@
+"""DiVA's pieces against small references: heads, triplet rules, distance weights, DaNCE, decorrelation, resume."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from study.errors import SpecError
+from study.metric_names import OBJECTIVE
+from study.spec import parse_spec
+from trainables.diva import (
+    DiVAParams, dance_loss, decorrelation, distance_weighted_sample, head_slices, intra_triplets,
+    log_inverse_sphere_density, shared_triplets,
+)
+from trainables.loop import Trial
+
+
+def _unit(n: int, d: int, seed: int = 0) -> torch.Tensor:
+    return F.normalize(torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64), dim=1)
+
+
+def test_inverse_density_is_wu_et_al_eq_1():
+    d, dim = torch.tensor([0.3, 0.8, 1.2, 1.9], dtype=torch.float64), 16
+    clipped = np.clip(d.numpy(), 0.5, None)
+    q = clipped ** (dim - 2) * (1 - clipped**2 / 4) ** ((dim - 3) / 2)
+    np.testing.assert_allclose(log_inverse_sphere_density(d, dim, cutoff=0.5).numpy(), -np.log(q), rtol=1e-10)
+
+
+def test_distance_weighted_sampling_follows_inverse_density_and_its_cutoffs():
+    torch.manual_seed(0)
+    distances = torch.tensor([[0.0, 0.9, 1.2, 1.5]], dtype=torch.float64).repeat(20000, 1)
+    candidates = torch.tensor([[False, True, True, True]]).repeat(20000, 1)
+    index, valid = distance_weighted_sample(distances, candidates, dim=8, cutoff=0.5, nonzero_loss_cutoff=1.4)
+    assert valid.all() and not (index == 0).any() and not (index == 3).any()  # not a candidate / too far
+    w = torch.exp(log_inverse_sphere_density(torch.tensor([0.9, 1.2], dtype=torch.float64), 8, 0.5))
+    expected = float(w[0] / w.sum())
+    assert float((index == 1).double().mean()) == pytest.approx(expected, abs=0.015)
+    # Only far candidates: uniform among them; no candidate at all: invalid.
+    index, valid = distance_weighted_sample(
+        torch.tensor([[0.0, 1.6, 1.7], [0.0, 1.0, 1.0]]), torch.tensor([[False, True, True], [False, False, False]]),
+        dim=8, cutoff=0.5, nonzero_loss_cutoff=1.4,
+    )
+    assert valid.tolist() == [True, False] and index[0] in (1, 2)
+
+
+def test_shared_and_intra_triplets_obey_their_label_rules():
+    torch.manual_seed(1)
+    labels = torch.arange(5).repeat_interleave(4)
+    x = _unit(20, 8).float()
+    a, p, n = shared_triplets(x, labels, DiVAParams())
+    assert len(a) == 20  # every anchor finds a triplet of three classes
+    assert ((labels[a] != labels[p]) & (labels[p] != labels[n]) & (labels[a] != labels[n])).all()
+    a, p, n = intra_triplets(x, labels, DiVAParams())
+    assert len(a) == 20
+    assert ((labels[a] == labels[p]) & (labels[p] == labels[n])).all()
+    assert ((a != p) & (p != n) & (a != n)).all()
+    # A class with two samples has no intra-class triplet.
+    a, _, _ = intra_triplets(x[:6], torch.tensor([0, 0, 1, 1, 1, 1]), DiVAParams())
+    assert sorted(a.tolist()) == [2, 3, 4, 5]
+
+
+def _dance_reference(q: np.ndarray, k: np.ndarray, queue: np.ndarray, p: DiVAParams) -> float:
+    """Loop reference of Eq. 6 with our weights: min(λ, q(d)^{-1} / mean over the near negatives)."""
+    dim, total = q.shape[1], 0.0
+    for i in range(len(q)):
+        sims = queue @ q[i]
+        d = np.sqrt(np.clip(2 - 2 * sims, 0, None))
+        dc = np.clip(d, p.cutoff, None)
+        inv = dc ** (2 - dim) * (1 - dc**2 / 4) ** (-(dim - 3) / 2)
+        near = d < p.nonzero_loss_cutoff
+        w = np.where(near, inv / inv[near].mean(), 0.0)
+        w = np.minimum(w, p.weight_cap)
+        logits = np.concatenate([[q[i] @ k[i]], w * sims]) / p.temperature
+        total += -logits[0] + math.log(np.exp(logits - logits.max()).sum()) + logits.max()
+    return total / len(q)
+
+
+@pytest.mark.parametrize("cap", [1.0, 3.0])
+def test_dance_loss_matches_a_loop_reference(cap):
+    q, k, queue = _unit(6, 12, 0), _unit(6, 12, 1), _unit(40, 12, 2)
+    p = DiVAParams(temperature=0.1, weight_cap=cap)
+    assert float(dance_loss(q, k, queue, p)) == pytest.approx(_dance_reference(q.numpy(), k.numpy(), queue.numpy(), p), rel=1e-9)
+
+
+def test_dance_with_equal_weights_is_infonce():
+    # Every negative at the same distance (orthogonal to the query): all weights 1, plain InfoNCE.
+    q = torch.eye(8, dtype=torch.float64)[:2]
+    queue = torch.eye(8, dtype=torch.float64)[2:]
+    k = F.normalize(q + 0.5 * torch.eye(8, dtype=torch.float64)[2:4], dim=1)
+    p = DiVAParams(temperature=0.2, nonzero_loss_cutoff=1.5)
+    logits = torch.cat([(q * k).sum(1, keepdim=True), q @ queue.T], 1) / 0.2
+    assert float(dance_loss(q, k, queue, p)) == pytest.approx(float(F.cross_entropy(logits, torch.zeros(2, dtype=torch.long))))
+
+
+def test_decorrelation_trains_psi_to_correlate_and_the_heads_to_decorrelate():
+    torch.manual_seed(0)
+    a, b = _unit(32, 8, 0).float().requires_grad_(), _unit(32, 8, 1).float().requires_grad_()
+    psi = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    (-decorrelation(a, b, psi)).backward()  # Eq. 7's −ρ·c with ρ = 1
+    with torch.no_grad():
+        before = float(decorrelation(a, b, psi))
+        # A gradient step on the heads alone lowers c: they received the reversed gradient.
+        assert float(decorrelation(a - 0.5 * a.grad, b - 0.5 * b.grad, psi)) < before
+        # A gradient step on ψ alone raises c: ψ descends −c.
+        for w in psi.parameters():
+            w -= 0.5 * w.grad
+        assert float(decorrelation(a, b, psi)) > before
+
+
+def test_head_slices_cover_the_embedding():
+    assert head_slices(64) == [slice(0, 16), slice(16, 32), slice(32, 48), slice(48, 64)]
+    sizes = [s.stop - s.start for s in head_slices(18)]
+    assert sum(sizes) == 18 and max(sizes) - min(sizes) <= 1
+
+
+def _spec(**params) -> dict:
+    return {
+        "name": "diva", "family": "diva", "params": {"queue_size": 64, "rho": 5.0, **params},
+        "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2, "seed": 0}},
+        "train": {"epochs": 2, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4},
+    }
+
+
+def test_diva_trains_evaluates_on_renormalised_heads_and_resumes(tmp_path):
+    first = Trial.build(parse_spec(_spec()))
+    metrics = first.run_epoch()
+    assert {f"train/loss/diva_{t}" for t in ("disc", "shared", "intra", "dance", "decorrelation")} <= set(metrics)
+    assert metrics["train/loss/diva_decorrelation"] < 0 and 0 <= metrics[OBJECTIVE] <= 1
+    assert int(first.family.queue_filled) == 64  # 4 batches × 20 keys, capped at the queue size
+    emb = first.embed(first.data.test)
+    heads = [emb[:, s] for s in first.family.slices]
+    norms = torch.stack([h.norm(dim=1) for h in heads])
+    torch.testing.assert_close(norms, torch.full_like(norms, 0.5))  # four unit heads, concatenated, re-normalised
+    # Only β and ψ are trained by the family; the key encoder is a frozen running average.
+    assert not any(p.requires_grad for p in first.family.key_encoder.parameters())
+    trained = {id(p) for g in first.optimizer.param_groups[1:] for p in g["params"]}
+    assert trained == {id(p) for p in [*first.family.disc.parameters(), *first.family.psi.parameters()]}
+    first.save(tmp_path)
+    expected = first.run_epoch()
+    resumed = Trial.build(parse_spec(_spec()))
+    resumed.restore(tmp_path)
+    again = resumed.run_epoch()
+    assert again["train/loss"] == pytest.approx(expected["train/loss"], rel=1e-5)
+    for a, b in zip(first.family.state_dict().values(), resumed.family.state_dict().values()):
+        torch.testing.assert_close(a, b)
+
+
+def test_diva_spec_errors_are_one_line():
+    raw = _spec()
+    raw["model"] = {"embedding_dim": 8}
+    with pytest.raises(SpecError, match="model.embedding_dim >= 16 must hold for DiVA"):
+        parse_spec(raw)
+    with pytest.raises(SpecError, match="temperature > 0"):
+        parse_spec(_spec(temperature=0.0))
