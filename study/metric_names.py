@@ -14,6 +14,7 @@ __all__ = [
     "TRAIN_LOSS_PREFIX",
     "EPOCH_TIME",
     "EVAL_TIME",
+    "LR",
     "recall_at",
     "ARTIFACTS_DIR",
     "Q_POS",
@@ -36,6 +37,7 @@ TRAIN_LOSS = "train/loss"
 TRAIN_LOSS_PREFIX = "train/loss/"
 EPOCH_TIME = "epoch_time_s"
 EVAL_TIME = "eval_time_s"
+LR = "lr"  # the learning rate the epoch trained with (train.lr_schedule)
 
 # Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.
 Q_POS = "q_pos"  # noise paper Eq. 8: a true positive pair observed as negative

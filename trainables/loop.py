@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import random
 import tempfile
 import time
@@ -23,8 +24,8 @@ from ray import tune
 from torch.utils.data import DataLoader
 
 from study.errors import DataError
-from study.metric_names import ARTIFACTS_DIR, EPOCH, EPOCH_TIME, EVAL_TIME, TRAIN_LOSS, TRAIN_LOSS_PREFIX
-from study.spec import StudySpec, spec_from_tune_config
+from study.metric_names import ARTIFACTS_DIR, EPOCH, EPOCH_TIME, EVAL_TIME, LR, TRAIN_LOSS, TRAIN_LOSS_PREFIX
+from study.spec import LrScheduleSpec, StudySpec, spec_from_tune_config
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits, load_dataset
 from trainables.data._splits import IndexedDataset, LabeledSplit
@@ -94,6 +95,23 @@ def _build_optimizer(spec: StudySpec, params: list[dict[str, Any]]) -> torch.opt
     return cls(params, lr=opt.lr, weight_decay=opt.weight_decay)
 
 
+@dataclass(frozen=True)
+class LrFactor:
+    """The factor ``train.lr_schedule`` applies to every group's lr after ``epoch`` epochs (a picklable callable
+    for ``LambdaLR``)."""
+
+    schedule: LrScheduleSpec
+    epochs: int
+
+    def __call__(self, epoch: int) -> float:
+        s = self.schedule
+        if s.type == "step":
+            return s.gamma ** sum(epoch >= m for m in s.milestones)
+        if s.type == "cosine":
+            return s.min_factor + (1.0 - s.min_factor) * 0.5 * (1.0 + math.cos(math.pi * min(epoch, self.epochs) / self.epochs))
+        return 1.0
+
+
 @dataclass
 class Trial:
     """Everything one trial trains; built once, restored from a checkpoint when Ray restarts it."""
@@ -104,6 +122,7 @@ class Trial:
     family: BaseLossFamily
     optimizer: torch.optim.Optimizer
     device: torch.device
+    lr_schedule: torch.optim.lr_scheduler.LambdaLR | None = None
     epoch: int = 0
     _loaders: dict[object, DataLoader] = field(default_factory=dict, repr=False)
 
@@ -135,7 +154,11 @@ class Trial:
         family.bind_model(model)
         groups = [{"params": list(model.parameters())}, *family.param_groups(spec.train.optimizer.lr)]
         optimizer = _build_optimizer(spec, [g for g in groups if g["params"]])
-        return cls(spec=spec, data=data, model=model, family=family, optimizer=optimizer, device=device)
+        schedule = None
+        if spec.train.lr_schedule.type != "none":
+            schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, LrFactor(spec.train.lr_schedule, spec.train.epochs))
+        return cls(spec=spec, data=data, model=model, family=family, optimizer=optimizer, device=device,
+                   lr_schedule=schedule)
 
     # ------------------------------------------------------------------------------------- checkpoints
 
@@ -146,6 +169,7 @@ class Trial:
             "family": self.family.state_dict(),
             "family_extra": self.family.extra_state(),
             "optimizer": self.optimizer.state_dict(),
+            "lr_schedule": self.lr_schedule.state_dict() if self.lr_schedule else None,
             "rng": _rng_state(),
         }
 
@@ -155,6 +179,8 @@ class Trial:
         self.family.load_state_dict(state["family"])
         self.family.load_extra_state(state["family_extra"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.lr_schedule is not None and state.get("lr_schedule") is not None:
+            self.lr_schedule.load_state_dict(state["lr_schedule"])
         _set_rng_state(state["rng"])
 
     def save(self, directory: Path) -> None:
@@ -268,8 +294,12 @@ class Trial:
     def run_epoch(self) -> dict[str, float]:
         """Train, update the family's state, evaluate; returns this epoch's metrics."""
         start = time.perf_counter()
+        lr = self.optimizer.param_groups[0]["lr"]
         metrics = self.train_epoch()
         self.epoch += 1
+        metrics[LR] = lr
+        if self.lr_schedule is not None:
+            self.lr_schedule.step()
 
         def embed_train() -> tuple[torch.Tensor, torch.Tensor]:
             return self.embed(self.data.train), torch.arange(len(self.data.train), device=self.device)

@@ -71,3 +71,41 @@ def test_batches_carry_dataset_indices():
     for idx, labels in seen:
         assert np.array_equal(trial.data.train.labels[idx], labels)
         assert len(np.unique(labels)) == 5 and np.all(np.bincount(labels) == 4)
+
+
+def _scheduled(family: str = "ms", **schedule):
+    return parse_spec({
+        "name": "sched", "family": family,
+        "train": {"epochs": 4, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 2,
+                  "recall_at": [1], "optimizer": {"name": "adam", "lr": 1e-3}, "lr_schedule": schedule},
+    })
+
+
+def test_step_schedule_scales_every_group_and_survives_a_checkpoint(tmp_path):
+    spec = _scheduled("margin", type="step", milestones=[2, 3], gamma=0.5)
+    trial = Trial.build(spec)
+    ratio = trial.optimizer.param_groups[1]["lr"] / trial.optimizer.param_groups[0]["lr"]  # margin's own β lr
+    lrs = [trial.run_epoch()["lr"] for _ in range(2)]
+    trial.save(tmp_path)
+    resumed = Trial.build(spec)
+    resumed.restore(tmp_path)
+    lrs += [resumed.run_epoch()["lr"] for _ in range(2)]
+    assert lrs == pytest.approx([1e-3, 1e-3, 5e-4, 2.5e-4])
+    groups = resumed.optimizer.param_groups
+    assert groups[1]["lr"] / groups[0]["lr"] == pytest.approx(ratio)
+
+
+def test_cosine_schedule_anneals_to_its_floor_and_none_keeps_the_lr():
+    trial = Trial.build(_scheduled(type="cosine", min_factor=0.1))
+    lrs = [trial.run_epoch()["lr"] for _ in range(4)]
+    expected = [1e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * e / 4))) for e in range(4)]
+    assert lrs == pytest.approx(expected)
+    assert trial.optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)  # after the last epoch: the floor
+    assert Trial.build(_scheduled()).run_epoch()["lr"] == pytest.approx(1e-3)
+
+
+def test_step_schedule_without_milestones_is_a_spec_error():
+    from study.errors import SpecError
+
+    with pytest.raises(SpecError, match="train.lr_schedule: .*needs milestones"):
+        _scheduled(type="step")
