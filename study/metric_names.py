@@ -15,6 +15,8 @@ __all__ = [
     "EPOCH_TIME",
     "EVAL_TIME",
     "LR",
+    "ACC1",
+    "ACC5",
     "recall_at",
     "ARTIFACTS_DIR",
     "Q_POS",
@@ -37,6 +39,8 @@ TRAIN_LOSS = "train/loss"
 TRAIN_LOSS_PREFIX = "train/loss/"
 EPOCH_TIME = "epoch_time_s"
 EVAL_TIME = "eval_time_s"
+ACC1 = "acc1"  # linear-probe top-1 accuracy on the test set (train.linear_probe)
+ACC5 = "acc5"  # linear-probe top-5 accuracy
 LR = "lr"  # the learning rate the epoch trained with (train.lr_schedule)
 
 # Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.

@@ -24,7 +24,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from study.errors import SpecError
-from study.metric_names import EPOCH_TIME, EVAL_TIME, LR, NMI, SPECTRAL_DECAY, TRAIN_LOSS, recall_at
+from study.metric_names import ACC1, ACC5, EPOCH_TIME, EVAL_TIME, LR, NMI, SPECTRAL_DECAY, TRAIN_LOSS, recall_at
 from study.search_space import grid_points
 
 __all__ = [
@@ -175,6 +175,9 @@ class TrainSpec(_Strict):
     optimizer: OptimizerSpec = OptimizerSpec()
     lr_schedule: LrScheduleSpec = LrScheduleSpec()
     num_workers: int = Field(0, ge=0)
+    #: Fit a linear classifier on the training embeddings after each epoch and report its test accuracy
+    #: (``acc1``, ``acc5``): the contrastive-learning protocol, for datasets whose test classes were trained on.
+    linear_probe: bool = False
     #: bf16 autocast of the forward pass on CUDA GPUs that support it (losses stay float32); no effect on CPU.
     amp: bool = True
     #: Checkpoint every n-th epoch (the last epoch always checkpoints); a restarted trial resumes there.
@@ -323,6 +326,15 @@ class StudySpec(_Strict):
             get_family(self.family).check_model(fixed, self.model.embedding_dim)
 
         known = {recall_at(k) for k in self.train.recall_at} | {NMI, SPECTRAL_DECAY, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, LR}
+        if self.train.linear_probe:
+            from trainables.data import SAME_CLASS_TEST_DATASETS
+
+            known |= {ACC1, ACC5}
+            if self.dataset.name not in SAME_CLASS_TEST_DATASETS:
+                raise ValueError(
+                    f"train.linear_probe needs a dataset whose test classes are its training classes "
+                    f"({', '.join(sorted(SAME_CLASS_TEST_DATASETS))}); {self.dataset.name!r} tests on unseen classes"
+                )
         known |= set(get_family(self.family).metric_names)
         if self.search.metric not in known and not self.search.metric.startswith("train/"):
             raise ValueError(f"search.metric {self.search.metric!r} is not reported; choose one of {sorted(known)}")

@@ -31,7 +31,7 @@ from trainables.data import DatasetSplits, load_dataset
 from trainables.data._splits import IndexedDataset, LabeledSplit
 from trainables.data.sampler import BalancedMPerClassSampler
 from trainables.diagnostics import NoiseDiagnostics
-from trainables.metrics import retrieval_metrics
+from trainables.metrics import linear_probe_accuracy, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.registry import get_family
 
@@ -285,11 +285,17 @@ class Trial:
         return out
 
     def evaluate(self) -> dict[str, float]:
-        """Recall@k and NMI on the test split (In-Shop: its queries retrieved against its gallery)."""
-        emb = self.embed(self.data.test).cpu().numpy()
+        """Recall@k and NMI on the test split (In-Shop: its queries retrieved against its gallery); with
+        ``train.linear_probe``, the probe's acc1/acc5."""
+        test = self.embed(self.data.test)
+        emb = test.cpu().numpy()
         g = self.data.gallery
         gallery = None if g is None else (self.embed(g).cpu().numpy(), g.labels)
-        return retrieval_metrics(emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery)
+        metrics = retrieval_metrics(emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery)
+        if self.spec.train.linear_probe:
+            train = self.embed(self.data.train)
+            metrics.update(linear_probe_accuracy(train, self.data.train.labels, test, self.data.test.labels))
+        return metrics
 
     def run_epoch(self) -> dict[str, float]:
         """Train, update the family's state, evaluate; returns this epoch's metrics."""

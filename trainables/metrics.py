@@ -11,11 +11,12 @@ import functools
 
 import faiss
 import numpy as np
+import torch
 from sklearn.metrics import normalized_mutual_info_score
 
-from study.metric_names import NMI, SPECTRAL_DECAY, recall_at
+from study.metric_names import ACC1, ACC5, NMI, SPECTRAL_DECAY, recall_at
 
-__all__ = ["knn_indices", "recall_at_k", "nmi", "retrieval_metrics", "spectral_decay", "use_faiss_gpu"]
+__all__ = ["linear_probe_accuracy", "knn_indices", "recall_at_k", "nmi", "retrieval_metrics", "spectral_decay", "use_faiss_gpu"]
 
 
 def use_faiss_gpu() -> bool:
@@ -133,3 +134,38 @@ def retrieval_metrics(
     if gallery is not None:
         embeddings, labels = np.concatenate([embeddings, gallery[0]]), np.concatenate([labels, gallery[1]])
     return {**recalls, NMI: nmi(embeddings, labels, seed=seed), SPECTRAL_DECAY: spectral_decay(embeddings)}
+
+
+def linear_probe_accuracy(
+    train: torch.Tensor, train_labels: np.ndarray, test: torch.Tensor, test_labels: np.ndarray,
+    weight_decay: float = 1e-4, max_iter: int = 100,
+) -> dict[str, float]:
+    """Top-1 / top-5 test accuracy of a linear softmax classifier fitted on frozen training embeddings.
+
+    The contrastive-learning protocol (SimCLR's linear evaluation; the debiased-contrastive thesis' CIFAR-10
+    Acc@1/Acc@5): full-batch L-BFGS on the cross-entropy plus ``weight_decay·‖W‖²``, from zero weights, on the
+    embeddings' device, so it is deterministic. A test label the probe never saw counts as a miss. ``train_labels``
+    are the observed (possibly noisy) labels: the probe sees what the trial trained on.
+    """
+    classes, y = np.unique(np.asarray(train_labels), return_inverse=True)
+    device = train.device
+    x = train.detach().float().clone()  # embeddings made under inference_mode cannot enter autograd
+    targets = torch.as_tensor(y, device=device)
+    linear = torch.nn.Linear(x.shape[1], len(classes)).to(device)
+    torch.nn.init.zeros_(linear.weight)
+    torch.nn.init.zeros_(linear.bias)
+    optimizer = torch.optim.LBFGS(linear.parameters(), max_iter=max_iter, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(linear(x), targets) + weight_decay * linear.weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        optimizer.step(closure)
+    with torch.no_grad():
+        ranked = linear(test.detach().float()).argsort(dim=1, descending=True).cpu().numpy()
+    predicted = classes[ranked]
+    hits = predicted == np.asarray(test_labels)[:, None]
+    return {name: float(hits[:, :k].any(axis=1).mean()) for name, k in ((ACC1, 1), (ACC5, 5))}

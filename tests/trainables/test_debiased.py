@@ -129,11 +129,20 @@ def test_two_view_family_on_a_fake_cifar10_tree_gets_simclr_views(tmp_path):
     raw = _spec("debiased_pos")
     raw["dataset"] = {"name": "cifar10", "root": str(tmp_path), "image_size": 32}
     raw["model"] = {"backbone": "resnet18", "embedding_dim": 32}
-    raw["train"].update(classes_per_batch=4, samples_per_class=2, batches_per_epoch=2, recall_at=[1])
+    raw["train"].update(classes_per_batch=4, samples_per_class=2, batches_per_epoch=2, recall_at=[1], linear_probe=True)
     trial = Trial.build(parse_spec(raw))
     inputs, _, _ = next(iter(trial._train_loader()))
     assert inputs.shape[1:] == (2, 3, 32, 32) and not torch.equal(inputs[:, 0], inputs[:, 1])
-    assert math.isfinite(trial.run_epoch()["train/loss/debiased_pos"])
+    metrics = trial.run_epoch()
+    assert math.isfinite(metrics["train/loss/debiased_pos"])
+    assert 0.0 <= metrics["acc1"] <= metrics["acc5"] <= 1.0  # the thesis' linear probe, on the same 10 classes
+
+
+def test_linear_probe_is_refused_where_the_test_classes_are_unseen():
+    raw = _spec("npair")
+    raw["train"]["linear_probe"] = True
+    with pytest.raises(SpecError, match="train.linear_probe needs a dataset whose test classes are its training"):
+        parse_spec(raw)
 
 
 def test_a_family_search_checks_each_family_even_where_the_search_shadows_the_fixed_value():

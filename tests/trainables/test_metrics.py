@@ -77,3 +77,29 @@ def test_spectral_decay_matches_a_direct_svd_and_its_limits():
     assert spectral_decay(np.outer(np.ones(30), np.arange(1.0, 9.0))) == pytest.approx(np.log(8), rel=1e-6)
     squashed = x * np.r_[np.ones(2), np.full(14, 0.05)]
     assert spectral_decay(squashed) > spectral_decay(x) + 0.5
+
+
+def test_linear_probe_matches_sklearn_logistic_regression_and_counts_unseen_labels_as_misses():
+    import torch
+    from sklearn.linear_model import LogisticRegression
+
+    from trainables.metrics import linear_probe_accuracy
+
+    x, labels = _embeddings(n=600, d=16, classes=6, spread=5.0, seed=3)
+    train, test = slice(0, 400), slice(400, 600)
+    ours = linear_probe_accuracy(torch.from_numpy(x[train]), labels[train], torch.from_numpy(x[test]), labels[test],
+                                 weight_decay=1e-3)
+    # Same objective: mean cross-entropy + wd·‖W‖² ⇔ sklearn's C = 1 / (2·wd·n).
+    sk = LogisticRegression(C=1 / (2 * 1e-3 * 400), max_iter=2000).fit(x[train], labels[train])
+    assert 0.5 < ours["acc1"] < 1.0  # hard enough to mean something
+    assert ours["acc1"] == pytest.approx(sk.score(x[test], labels[test]), abs=0.02)
+    assert ours["acc1"] < ours["acc5"] <= 1.0
+    # Relabel 50 test samples with a class the probe never saw: exactly those become misses.
+    unseen = labels[test].copy()
+    unseen[:50] = 99
+    missed = linear_probe_accuracy(torch.from_numpy(x[train]), labels[train], torch.from_numpy(x[test]), unseen,
+                                   weight_decay=1e-3)
+    tail = linear_probe_accuracy(torch.from_numpy(x[train]), labels[train], torch.from_numpy(x[400 + 50:]),
+                                 labels[400 + 50:], weight_decay=1e-3)
+    for name in ("acc1", "acc5"):
+        assert missed[name] == pytest.approx(tail[name] * 150 / 200)

@@ -15,7 +15,7 @@ from trainables.data._splits import DatasetSplits, LabeledSplit
 if TYPE_CHECKING:
     from study.spec import DatasetSpec
 
-__all__ = ["DATASET_NAMES", "ON_DISK_DATASETS", "DatasetSplits", "LabeledSplit", "check_dataset", "load_dataset"]
+__all__ = ["DATASET_NAMES", "ON_DISK_DATASETS", "SAME_CLASS_TEST_DATASETS", "DatasetSplits", "LabeledSplit", "check_dataset", "load_dataset"]
 
 # name → (module, loader function); imported lazily so a spec check loads nothing heavy.
 _LOADERS: dict[str, tuple[str, str]] = {
@@ -32,6 +32,8 @@ _LOADERS: dict[str, tuple[str, str]] = {
 DATASET_NAMES: tuple[str, ...] = tuple(_LOADERS)
 #: Datasets read from ``dataset.root`` (every one but the embedded digits).
 ON_DISK_DATASETS: frozenset[str] = frozenset(DATASET_NAMES) - {"digits"}
+#: Datasets whose test split has the training classes (the contrastive protocol), so a linear probe fits.
+SAME_CLASS_TEST_DATASETS: frozenset[str] = frozenset({"cifar10"})
 
 
 def check_dataset(spec: DatasetSpec) -> None:
