@@ -78,7 +78,7 @@ class ConditionalGridSampler(optuna.samplers.BaseSampler):
     when the grid is exhausted, which only works inside ``Study.optimize``; Ray Tune asks and tells instead and
     ends the study after ``search.num_trials`` (the spec check keeps that within the grid). Each trial's point
     is stored as the system attribute ``grid_id``, so a resumed study (same RDB storage) skips the points its
-    earlier trials took, whatever their state.
+    earlier trials took; a point whose trials all FAILED is offered again once no fresh point is left.
     """
 
     def __init__(self, space: dict[str, ParamSpec], seed: int | None = None) -> None:
@@ -92,13 +92,15 @@ class ConditionalGridSampler(optuna.samplers.BaseSampler):
         return {}
 
     def before_trial(self, study: optuna.Study, trial: Any) -> None:
-        taken = {
-            t.system_attrs["grid_id"] for t in study.get_trials(deepcopy=False)
-            if "grid_id" in t.system_attrs and t.number != trial.number
-        }
-        free = [i for i in self._order if i not in taken]
-        # Past the end of the grid (only if num_trials was raised on a resumed study) points repeat in order.
-        grid_id = free[0] if free else self._order[trial.number % len(self._order)]
+        taken, failed = set(), set()
+        for t in study.get_trials(deepcopy=False):
+            if "grid_id" in t.system_attrs and t.number != trial.number:
+                (failed if t.state == optuna.trial.TrialState.FAIL else taken).add(t.system_attrs["grid_id"])
+        # Fresh points first; then points whose every trial failed (an orphan FAILed by a resume, a crash), so
+        # a replacement trial re-runs that cell; past the end of the grid, points repeat in order.
+        fresh = [i for i in self._order if i not in taken and i not in failed]
+        retry = [i for i in self._order if i not in taken]
+        grid_id = (fresh or retry or [self._order[trial.number % len(self._order)]])[0]
         study._storage.set_trial_system_attr(trial._trial_id, "grid_id", grid_id)
 
     def sample_independent(

@@ -75,6 +75,21 @@ def test_conditional_grid_visits_only_the_active_combinations_once_and_resumes()
                     "search": {"num_trials": 7, "sampler": {"type": "grid"}, "space": space}})
 
 
+def test_a_failed_grid_point_is_retried_once_the_fresh_points_are_used():
+    spec = parse_spec(_comparison())
+    study = optuna.create_study(sampler=make_sampler(spec.search.sampler, spec.search.space))
+    space = to_optuna(spec.search.space)
+    for i in range(13):
+        trial = study.ask()
+        space(trial)
+        state = optuna.trial.TrialState.FAIL if i == 0 else optuna.trial.TrialState.COMPLETE
+        study.tell(trial, None if i == 0 else 0.5, state=state)
+    first_failed = study.trials[0].system_attrs["grid_id"]
+    assert study.trials[12].system_attrs["grid_id"] == first_failed  # the 13th trial re-runs the failed cell
+    done = {tuple(t.params.values()) for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
+    assert len(done) == 12  # every cell has a completed trial
+
+
 def test_family_search_keeps_the_fixed_params_each_family_has():
     spec = parse_spec(_comparison())
     ms = resolve_trial_spec(spec, {"family": "ms", "dataset.noise.ratio": 0.3, "seed": 1})
