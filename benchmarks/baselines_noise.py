@@ -1,11 +1,11 @@
-"""Closing-note numbers for the baseline families (issue 5), in-process on the shared loop (no Ray).
+"""Closing-note numbers for the loss families (issue 5), in-process on the shared loop (no Ray).
 
 1. Every family on digits with 20 % uniform label noise, one trial each, the same budget:
-   final recall_at_1, nmi, mean epoch time.
+   final recall_at_1, nmi, spectral_decay, mean epoch time.
 2. Triplet random vs fixed semi-hard (and marginal) over noise ratios, each with its topline
    (``dataset.subset: clean_only``): final recall_at_1, noisy/topline ratio, mean eta_hat over epochs.
 
-    PYTHONPATH=$PWD python benchmarks/baselines_noise.py [--epochs 8] [--seeds 0]
+    PYTHONPATH=$PWD python benchmarks/baselines_noise.py [--epochs 8] [--seeds 0] [--skip-families] [--skip-mining]
 """
 
 from __future__ import annotations
@@ -15,11 +15,16 @@ import statistics
 
 import torch
 
-from study.metric_names import EPOCH_TIME, ETA_HAT, MINER_CORRUPT_NEG_SHARE, NMI, OBJECTIVE, P_BOUND_TRIPLET
+from study.metric_names import (
+    EPOCH_TIME, ETA_HAT, MINER_CORRUPT_NEG_SHARE, NMI, OBJECTIVE, P_BOUND_TRIPLET, SPECTRAL_DECAY,
+)
 from study.spec import parse_spec
 from trainables.loop import Trial
 
-FAMILIES = ["ms", "contrastive", "triplet", "triplet_smooth", "margin", "marginal", "fastap", "proxy_anchor", "snr", "rdml"]
+FAMILIES = ["ms", "contrastive", "triplet", "triplet_smooth", "margin", "marginal", "fastap", "proxy_anchor", "snr", "rdml",
+            "npair", "debiased_neg", "debiased_pos", "diva"]
+#: Digits-sized settings where a paper default is for another scale (DiVA's rho is tuned for 128-d heads).
+FAMILY_PARAMS = {"diva": {"rho": 5.0, "queue_size": 512}}
 
 
 def run(family: str, epochs: int, ratio: float, seed: int, subset: str = "all", **params) -> dict[str, float]:
@@ -32,7 +37,8 @@ def run(family: str, epochs: int, ratio: float, seed: int, subset: str = "all", 
     trial = Trial.build(spec)
     history = [trial.run_epoch() for _ in range(epochs)]
     last = history[-1]
-    out = {OBJECTIVE: last[OBJECTIVE], NMI: last[NMI], EPOCH_TIME: statistics.mean(h[EPOCH_TIME] for h in history)}
+    out = {OBJECTIVE: last[OBJECTIVE], NMI: last[NMI], SPECTRAL_DECAY: last[SPECTRAL_DECAY],
+           EPOCH_TIME: statistics.mean(h[EPOCH_TIME] for h in history)}
     for name in (ETA_HAT, MINER_CORRUPT_NEG_SHARE, P_BOUND_TRIPLET):
         if name in last:
             out[name] = statistics.mean(h[name] for h in history)
@@ -45,17 +51,21 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--ratios", type=float, nargs="+", default=[0.0, 0.2, 0.4, 0.6])
     ap.add_argument("--skip-families", action="store_true")
+    ap.add_argument("--skip-mining", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
     if not args.skip_families:
         print(f"## families, digits, uniform noise 0.2, {args.epochs} epochs, seed {args.seeds[0]}")
-        print("| family | recall_at_1 | nmi | epoch_time_s | eta_hat |")
-        print("|---|---|---|---|---|")
+        print("| family | recall_at_1 | nmi | spectral_decay | epoch_time_s | eta_hat |")
+        print("|---|---|---|---|---|---|")
         for family in FAMILIES:
-            m = run(family, args.epochs, 0.2, args.seeds[0])
+            m = run(family, args.epochs, 0.2, args.seeds[0], **FAMILY_PARAMS.get(family, {}))
             eta = f"{m[ETA_HAT]:.2f}" if ETA_HAT in m else "-"
-            print(f"| {family} | {m[OBJECTIVE]:.3f} | {m[NMI]:.3f} | {m[EPOCH_TIME]:.2f} | {eta} |", flush=True)
+            print(f"| {family} | {m[OBJECTIVE]:.3f} | {m[NMI]:.3f} | {m[SPECTRAL_DECAY]:.3f} | {m[EPOCH_TIME]:.2f} | {eta} |",
+                  flush=True)
+    if args.skip_mining:
+        return
 
     print(f"\n## semi-hard mining vs noise, {args.epochs} epochs, seeds {args.seeds} (mean)")
     print("| arm | p | recall_at_1 noisy | recall_at_1 topline | noisy/topline | eta_hat | miner_corrupt_neg_share | p_bound_triplet |")
