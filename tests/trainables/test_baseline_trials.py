@@ -13,6 +13,8 @@ from trainables.loop import Trial
 
 BASELINES = ["contrastive", "triplet", "triplet_smooth", "margin", "marginal", "fastap", "proxy_anchor", "snr", "rdml"]
 MINING = {"triplet", "triplet_smooth", "margin", "marginal"}
+#: The families of the other papers, through the same CLI study (two-view families and DiVA, which mines).
+OTHERS = ["npair", "debiased_neg", "debiased_pos", "diva"]
 
 
 def _spec(family: str, subset: str = "all"):
@@ -56,8 +58,8 @@ def test_learnable_family_tensors_resume_from_the_checkpoint(family, tmp_path):
 
 @pytest.mark.e2e
 def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, write_spec, run_cli, tmp_path):
-    """One ``python -m study.run`` study, one 1-epoch trial per baseline family (two triplet mining rules),
-    the grid sampler visiting each active combination once."""
+    """One ``python -m study.run`` study, one 1-epoch trial per family (two triplet mining rules; BSPML has
+    its own), the grid sampler visiting each active combination once."""
     from tests.study._driver import mlflow_children, optuna_trials
 
     spec_dict.update(name="baselines", params={})
@@ -66,9 +68,9 @@ def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, writ
                           "recall_at": [1]}
     rules = ["random_semihard", "fixed_semihard"]
     spec_dict["search"] = {
-        "num_trials": len(BASELINES) + 1, "max_concurrent": 2, "sampler": {"type": "grid", "seed": 1},
+        "num_trials": len(BASELINES + OTHERS) + 1, "max_concurrent": 2, "sampler": {"type": "grid", "seed": 1},
         "space": {
-            "family": {"type": "categorical", "choices": BASELINES},
+            "family": {"type": "categorical", "choices": BASELINES + OTHERS},
             "mining": {"type": "categorical", "choices": rules, "when": {"family": ["triplet"]}},
         },
     }
@@ -78,9 +80,9 @@ def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, writ
     client, _, trials = mlflow_children(study_dir, "baselines")
     # Optuna holds what the grid chose (only the active parameters); MLflow one finished run per trial.
     arms = sorted((t.params["family"], t.params.get("mining", "")) for t in optuna_trials(study_dir, "baselines"))
-    assert arms == sorted([(f, "") for f in BASELINES if f != "triplet"] + [("triplet", rule) for rule in rules])
+    assert arms == sorted([(f, "") for f in BASELINES + OTHERS if f != "triplet"] + [("triplet", rule) for rule in rules])
     assert sorted(r.data.tags["family"] for r in trials) == sorted(a[0] for a in arms)
     for run in trials:
         assert run.info.status == "FINISHED"
         assert {OBJECTIVE, Q_POS, Q_NEG} <= set(run.data.metrics)
-        assert (ETA_HAT in run.data.metrics) == (run.data.tags["family"] in MINING)
+        assert (ETA_HAT in run.data.metrics) == (run.data.tags["family"] in MINING | {"diva"})
