@@ -321,9 +321,7 @@ class StudySpec(_Strict):
         from trainables.registry import get_family
 
         if "family" not in self.search.space:  # a family search checks params per sampled family instead
-            fixed = family_params(self.family, self.params)  # raises on unknown names / wrong types
-            get_family(self.family).check_spec(fixed, self.search.space)
-            get_family(self.family).check_model(fixed, self.model.embedding_dim)
+            check_family_rules(self.family, self.params, self.search.space, self.model.embedding_dim)
 
         known = {recall_at(k) for k in self.train.recall_at} | {NMI, SPECTRAL_DECAY, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, LR}
         if self.train.linear_probe:
@@ -355,6 +353,17 @@ class StudySpec(_Strict):
     @property
     def recall_ks(self) -> tuple[int, ...]:
         return self.train.recall_at
+
+
+def check_family_rules(family: str, params: dict[str, Any], space: dict[str, Any], embedding_dim: int) -> None:
+    """The family's own rules on a spec: its params (unknown names, types), ``check_spec`` on them and on the
+    ranges of its searched params, ``check_model`` on the embedding size. Raises ``ValueError``."""
+    from trainables.registry import get_family
+
+    cls = get_family(family)
+    fixed = family_params(family, params)
+    cls.check_spec(fixed, space)
+    cls.check_model(fixed, embedding_dim)
 
 
 def family_params(family: str, values: dict[str, Any]) -> Any:
@@ -493,12 +502,12 @@ def _check_each_family(spec: StudySpec, families: list[Any], space: dict[str, An
     from trainables.registry import get_family
 
     for name in families:
-        cls = get_family(name)
-        own = set(cls.param_names())
+        own = set(get_family(name).param_names())
         try:
-            fixed = family_params(name, {k: v for k, v in spec.params.items() if k in own})
-            cls.check_spec(fixed, {k: p for k, p in space.items() if k in own})
-            cls.check_model(fixed, spec.model.embedding_dim)
+            check_family_rules(
+                name, {k: v for k, v in spec.params.items() if k in own}, {k: p for k, p in space.items() if k in own},
+                spec.model.embedding_dim,
+            )
         except ValueError as e:
             raise SpecError(f"{source}: family {name}: {e}") from None
 

@@ -19,7 +19,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["BaseLossFamily", "FamilyContext", "PmlLossFamily", "Batch"]
+__all__ = ["BaseLossFamily", "FamilyContext", "PmlLossFamily", "Batch", "range_ends", "fixed_and_searched"]
+
+
+def range_ends(param: Any) -> list[Any]:
+    """The values a search-space entry can reach at its extremes: a categorical's choices, else ``[low, high]``."""
+    return list(param.choices) if param.type == "categorical" else [param.low, param.high]
+
+
+def fixed_and_searched(name: str, params: Any, space: dict[str, Any]) -> list[Any]:
+    """For ``check_spec`` rules on one parameter: its fixed value and, when searched, the ends of its range."""
+    return [getattr(params, name), *(range_ends(space[name]) if name in space else [])]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pytorch_metric_learning import miners
 from sklearn.metrics import roc_auc_score
 
 from study import metric_names as names
-from trainables.base import BaseLossFamily, Batch, FamilyContext
+from trainables.base import BaseLossFamily, Batch, FamilyContext, range_ends
 from trainables.self_paced import ClassIndex, WeightProblem, log1p_sum_exp, ms_terms, solve_weights
 
 if TYPE_CHECKING:
@@ -173,8 +173,8 @@ class SelfPacedMSFamily(BaseLossFamily):
     @classmethod
     def check_spec(cls, params: SPMSParams, space: dict[str, Any]) -> None:
         """λ0 ≤ λ∞ (Alg. 1): an error for fixed values or disjoint ranges; a sampled λ0 above λ∞ is capped."""
-        low0 = _range_low(space["lambda0"]) if "lambda0" in space else params.lambda0
-        high_max = _range_high(space["lambda_max"]) if "lambda_max" in space else params.lambda_max
+        low0 = min(range_ends(space["lambda0"])) if "lambda0" in space else params.lambda0
+        high_max = max(range_ends(space["lambda_max"])) if "lambda_max" in space else params.lambda_max
         if low0 > high_max:
             raise ValueError(
                 f"lambda0 <= lambda_max must hold for some trial, but got lambda0 >= {low0}, lambda_max <= {high_max}"
@@ -300,11 +300,3 @@ def noise_detection(weights: np.ndarray, noisy: np.ndarray) -> dict[str, float]:
         names.NOISE_PRECISION: hits / flagged.sum() if flagged.any() else 0.0,
         names.NOISE_RECALL: hits / noisy.sum(),
     }
-
-
-def _range_low(param: Any) -> float:
-    return min(param.choices) if param.type == "categorical" else param.low
-
-
-def _range_high(param: Any) -> float:
-    return max(param.choices) if param.type == "categorical" else param.high

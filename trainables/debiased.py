@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import torch
 from pytorch_metric_learning import losses
 
-from trainables.base import BaseLossFamily, Batch
+from trainables.base import BaseLossFamily, Batch, fixed_and_searched
 
 __all__ = [
     "NPairFamily", "NPairParams", "DebiasedNegFamily", "DebiasedPosFamily", "DebiasedParams",
@@ -108,25 +108,17 @@ class DebiasedParams:
     tau_plus: float = 0.1
 
 
-def _values(name: str, params: Any, space: dict[str, Any]) -> list[float]:
-    """The fixed value and, when ``name`` is searched, the ends (or choices) of its range."""
-    values = [getattr(params, name)]
-    if name in space:
-        values += list(space[name].choices) if hasattr(space[name], "choices") else [space[name].low, space[name].high]
-    return values
-
-
 class _TwoViewFamily(BaseLossFamily):
     num_views = 2
 
     @classmethod
     def check_spec(cls, params: Any, space: dict[str, Any]) -> None:
         """``temperature > 0``; with ``tau_plus``, ``0 < τ⁺ < 1``; fixed values and every range end."""
-        bad = [v for v in _values("temperature", params, space) if v <= 0]
+        bad = [v for v in fixed_and_searched("temperature", params, space) if v <= 0]
         if bad:
             raise ValueError(f"temperature > 0 must hold, but got temperature = {bad[0]}")
         if hasattr(params, "tau_plus"):
-            bad = [v for v in _values("tau_plus", params, space) if not 0.0 < v < 1.0]
+            bad = [v for v in fixed_and_searched("tau_plus", params, space) if not 0.0 < v < 1.0]
             if bad:
                 raise ValueError(f"0 < tau_plus < 1 must hold (a class prior), but got tau_plus = {bad[0]}")
 

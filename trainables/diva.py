@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 from torch import nn
 
-from trainables.base import BaseLossFamily, Batch, FamilyContext
+from trainables.base import BaseLossFamily, Batch, FamilyContext, fixed_and_searched
 
 __all__ = [
     "DiVAFamily", "DiVAParams", "HEADS", "dance_loss", "distance_weighted_sample", "log_inverse_sphere_density",
@@ -189,9 +189,11 @@ class DiVAFamily(BaseLossFamily):
 
     @classmethod
     def check_spec(cls, params: DiVAParams, space: dict[str, Any]) -> None:
-        """DaNCE's temperature and queue must be positive."""
-        if params.temperature <= 0 or params.queue_size < 1:
-            raise ValueError(f"temperature > 0 and queue_size >= 1 must hold, got {params.temperature}, {params.queue_size}")
+        """DaNCE's temperature and queue must be positive (fixed values and every range end)."""
+        for name, low in (("temperature", 0.0), ("queue_size", 0)):
+            bad = [v for v in fixed_and_searched(name, params, space) if v <= low]
+            if bad:
+                raise ValueError(f"{name} > {low:g} must hold, but got {name} = {bad[0]}")
 
     @classmethod
     def check_model(cls, params: DiVAParams, embedding_dim: int) -> None:
