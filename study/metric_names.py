@@ -15,6 +15,8 @@ __all__ = [
     "EPOCH_TIME",
     "EVAL_TIME",
     "LR",
+    "MAP_AT_R",
+    "R_PRECISION",
     "ACC1",
     "ACC5",
     "recall_at",
@@ -42,6 +44,8 @@ EVAL_TIME = "eval_time_s"
 ACC1 = "acc1"  # linear-probe top-1 accuracy on the test set (train.linear_probe)
 ACC5 = "acc5"  # linear-probe top-5 accuracy
 LR = "lr"  # the learning rate the epoch trained with (train.lr_schedule)
+MAP_AT_R = "map_at_r"  # MAP@R (Musgrave et al. 2020, "A Metric Learning Reality Check")
+R_PRECISION = "r_precision"  # R-precision (same paper): same-class share of the R nearest neighbours
 
 # Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.
 Q_POS = "q_pos"  # noise paper Eq. 8: a true positive pair observed as negative
@@ -73,3 +77,32 @@ EXCLUDED_SHARE = "excluded_share"
 NOISE_AUROC = "noise_auroc"
 NOISE_PRECISION = "noise_precision"
 NOISE_RECALL = "noise_recall"
+
+
+# Split prefixes (the model-selection protocol, "A Metric Learning Reality Check"): the searcher and the scheduler
+# see ``val/`` metrics only, computed on classes carved from the training classes; ``test/`` metrics come from the
+# unseen test classes. Retrieval metrics (Recall@k, NMI, MAP@R, ...) are reported under exactly one of them.
+VAL_PREFIX = "val/"
+TEST_PREFIX = "test/"
+SPLIT_PREFIXES = (VAL_PREFIX, TEST_PREFIX)
+
+
+def on_val(name: str) -> str:
+    """``recall_at_1`` → ``val/recall_at_1``."""
+    return VAL_PREFIX + name
+
+
+def on_test(name: str) -> str:
+    """``recall_at_1`` → ``test/recall_at_1``."""
+    return TEST_PREFIX + name
+
+
+def on_fold(fold: int, name: str) -> str:
+    """A validation metric of one fold model: ``val/fold0/recall_at_1``."""
+    return f"{VAL_PREFIX}fold{fold}/{name}"
+
+
+# Final-stage summaries on the parent run: ``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high``
+# over the final seeds; the k-fold ensemble's test metrics as ``fold_ensemble/test/recall_at_1``.
+SUMMARY_SUFFIXES = ("_mean", "_std", "_ci95_low", "_ci95_high")
+FOLD_ENSEMBLE_PREFIX = "fold_ensemble/"

@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
             return print_status(spec)
         from study.tuner import browse_commands, run_study
 
+        if not spec.validation.enabled:
+            print(
+                "warning: validation.kind is none: hyperparameters are selected on the test classes "
+                "(runs are tagged selection=test); use validation.kind: kfold or holdout for an honest study",
+                file=sys.stderr,
+            )
         outcome = run_study(
             spec, resume=args.resume, address=args.address, max_failures=args.max_failures,
             shared_storage=args.shared_storage,
@@ -65,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Best trial {outcome.best_trial_id}: {spec.search.metric} = {outcome.best_value:.4f}")
         for name, value in outcome.best_params.items():
             print(f"  {name} = {value}")
+    if outcome.final:
+        _print_final(outcome.final)
     if outcome.interrupted:
         print(f"The study was interrupted; continue it with: python -m study.run {args.spec} --resume")
     print("Browse the results:")
@@ -76,6 +84,21 @@ def main(argv: list[str] | None = None) -> int:
         if (page := build_after_study(spec)) is not None:
             print(f"  open {page}")
     return 0 if outcome.succeeded else 1
+
+
+def _print_final(groups: list) -> None:
+    """The final test stage: per group, each test metric's mean ± std [95 % CI] over the seeds."""
+    print("Final test stage (best configuration retrained on all training classes, evaluated on the test classes):")
+    for g in groups:
+        print(f"  {g.label} (from trial {g.source_trial}, {g.num_seeds} seeds)")
+        for name, values in sorted(g.values.items()):
+            if name.removeprefix("test/").startswith(("recall_at_1", "map_at_r", "nmi")):
+                s = g.summary()
+                print(f"    {name} = {s[name + '_mean']:.4f} ± {s[name + '_std']:.4f} "
+                      f"[{s[name + '_ci95_low']:.4f}, {s[name + '_ci95_high']:.4f}]")
+        for name, value in sorted(g.fold_ensemble.items()):
+            if name.removeprefix("test/").startswith("recall_at_1"):
+                print(f"    fold ensemble {name} = {value:.4f}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from study.errors import SpecError
-from study.metric_names import ACC1, ACC5, EPOCH_TIME, EVAL_TIME, LR, NMI, SPECTRAL_DECAY, TRAIN_LOSS, recall_at
+from study.metric_names import (
+    ACC1, ACC5, EPOCH_TIME, EVAL_TIME, LR, MAP_AT_R, NMI, R_PRECISION, SPECTRAL_DECAY, TEST_PREFIX,
+    TRAIN_LOSS, VAL_PREFIX, recall_at,
+)
 from study.search_space import grid_points
 
 __all__ = [
@@ -39,11 +42,19 @@ __all__ = [
     "param_path",
     "flatten",
     "SPEC_KEY",
+    "FINAL_KEY",
+    "ValidationSpec",
+    "FinalSpec",
     "spec_from_tune_config",
+    "sampled_values",
+    "trial_stage",
 ]
 
 #: Key of the study spec inside a Ray Tune trial config; the other keys are the sampled parameters.
 SPEC_KEY = "spec"
+#: Key of a final-stage trial's point inside its Ray Tune config: ``{"group": ..., "params": {name: value}}``,
+#: the best configuration of its group with the final seed written over ``seed``.
+FINAL_KEY = "final"
 
 _TOP_LEVEL_SEARCHABLE = ("seed", "family")
 
@@ -257,7 +268,8 @@ class SchedulerSpec(_Strict):
 class SearchSpec(_Strict):
     num_trials: int = Field(8, ge=1)
     max_concurrent: int = Field(1, ge=1)
-    metric: str = recall_at(1)
+    #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``), filled in by StudySpec.
+    metric: str = VAL_PREFIX + recall_at(1)
     mode: Literal["max", "min"] = "max"
     sampler: SamplerSpec = SamplerSpec()
     scheduler: SchedulerSpec = SchedulerSpec()
@@ -276,6 +288,41 @@ class SearchSpec(_Strict):
                     raise ValueError(f"space.{name}.when: {other} never takes {allowed}; choices are {possible}")
             seen[name] = param.choices if isinstance(param, CategoricalParam) else None
         return self
+
+
+class ValidationSpec(_Strict):
+    """Where the searcher's metric comes from (the protocol of "A Metric Learning Reality Check", ECCV 2020).
+
+    ``kfold``: the training classes are split into ``folds`` class-disjoint groups; a trial trains one model per
+    fold on the other groups (in lockstep, one report per epoch) and reports ``val/<metric>``, the mean over the
+    folds. ``holdout``: one group of ``fraction`` of the training classes is held out; one model per trial.
+    ``none``: today's behaviour, the trials report ``test/<metric>`` and hyperparameters are selected on the
+    test classes (the CLI warns). ``labels: noisy`` scores the validation samples with their observed labels
+    (what a practitioner has; the noise is injected before the split, so every fold carries the study's
+    rate); ``clean`` scores the same samples with their true labels (an oracle arm).
+    """
+
+    kind: Literal["kfold", "holdout", "none"] = "kfold"
+    folds: int = Field(4, ge=2)
+    fraction: float = Field(0.25, gt=0, lt=1)
+    labels: Literal["noisy", "clean"] = "noisy"
+    #: Seed of the class shuffle that forms the folds (the same for every trial of a study).
+    seed: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.kind != "none"
+
+
+class FinalSpec(_Strict):
+    """The final test stage, run after the search by the same command: the best configuration by the search
+    metric is retrained on all training classes with ``seeds`` seeds (0, 1, ...) and evaluated on the test classes;
+    the parent run gets mean, std and a 95 % t-interval. ``group_by`` names search-space entries that are
+    *conditions* rather than hyperparameters (e.g. ``family``, ``dataset.noise.ratio``): the best configuration
+    is then chosen, and retrained, once per combination of their values. ``seeds: 0`` skips the stage."""
+
+    seeds: int = Field(5, ge=0)
+    group_by: tuple[str, ...] = ()
 
 
 class ResourcesSpec(_Strict):
@@ -303,9 +350,22 @@ class StudySpec(_Strict):
     #: Fixed family hyperparameters; overrides of the family's ``Params`` defaults.
     params: dict[str, Any] = {}
     search: SearchSpec = SearchSpec()
+    validation: ValidationSpec = ValidationSpec()
+    final: FinalSpec = FinalSpec()
     resources: ResourcesSpec = ResourcesSpec()
     storage: str = "runs"
     tracking: TrackingSpec = TrackingSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_metric(cls, raw: Any) -> Any:
+        # The default objective is Recall@1 on the split the trials report: validation, or test without it.
+        if not isinstance(raw, dict) or not isinstance(raw.get("search", {}), dict) or "metric" in raw.get("search", {}):
+            return raw
+        validation = raw.get("validation") or {}
+        kind = validation.get("kind", "kfold") if isinstance(validation, dict) else "kfold"
+        split = TEST_PREFIX if kind == "none" else VAL_PREFIX
+        return {**raw, "search": {**raw.get("search", {}), "metric": split + recall_at(1)}}
 
     @field_validator("family")
     @classmethod
@@ -318,31 +378,56 @@ class StudySpec(_Strict):
 
     @model_validator(mode="after")
     def _check_params_and_metric(self) -> StudySpec:
-        from trainables.registry import get_family
-
         if "family" not in self.search.space:  # a family search checks params per sampled family instead
             check_family_rules(self.family, self.params, self.search.space, self.model.embedding_dim)
 
-        known = {recall_at(k) for k in self.train.recall_at} | {NMI, SPECTRAL_DECAY, TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, LR}
+        evaluated = {recall_at(k) for k in self.train.recall_at} | {NMI, SPECTRAL_DECAY, MAP_AT_R, R_PRECISION}
         if self.train.linear_probe:
             from trainables.data import SAME_CLASS_TEST_DATASETS
 
-            known |= {ACC1, ACC5}
+            evaluated |= {ACC1, ACC5}
             if self.dataset.name not in SAME_CLASS_TEST_DATASETS:
                 raise ValueError(
                     f"train.linear_probe needs a dataset whose test classes are its training classes "
                     f"({', '.join(sorted(SAME_CLASS_TEST_DATASETS))}); {self.dataset.name!r} tests on unseen classes"
                 )
-        known |= set(get_family(self.family).metric_names)
-        if self.search.metric not in known and not self.search.metric.startswith("train/"):
-            raise ValueError(f"search.metric {self.search.metric!r} is not reported; choose one of {sorted(known)}")
+            if self.validation.enabled:
+                raise ValueError(
+                    "validation.kind: class-disjoint validation cannot score a linear probe (it classifies the "
+                    "training classes); use validation.kind: none with train.linear_probe"
+                )
+        self._check_search_metric(evaluated)
         if self.train.samples_per_class * self.train.classes_per_batch < 4:
             raise ValueError("a P×K batch needs at least 4 samples")
+        self._check_final()
         return self
 
+    def _check_search_metric(self, evaluated: set[str]) -> None:
+        """The searcher sees validation metrics when validation is on, test metrics only with ``kind: none``."""
+        from trainables.registry import get_family
+
+        split = VAL_PREFIX if self.validation.enabled else TEST_PREFIX
+        known = {split + m for m in evaluated} | {TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, LR}
+        known |= set(get_family(self.family).metric_names)
+        metric = self.search.metric
+        if metric in known or metric.startswith("train/"):
+            return
+        if self.validation.enabled and metric.startswith(TEST_PREFIX):
+            raise ValueError(
+                f"search.metric {metric!r} is a test metric but validation.kind is {self.validation.kind!r}: "
+                f"the searcher may only see validation metrics; use {VAL_PREFIX + metric.removeprefix(TEST_PREFIX)!r}"
+            )
+        bare = metric.removeprefix(VAL_PREFIX).removeprefix(TEST_PREFIX)
+        hint = f"; did you mean {split + bare!r}?" if split + bare in known else ""
+        raise ValueError(f"search.metric {metric!r} is not reported{hint} (choose one of {sorted(known)})")
+
+    def _check_final(self) -> None:
+        for name in self.final.group_by:
+            if name not in self.search.space:
+                raise ValueError(f"final.group_by: {name!r} is not a search.space entry")
     def trial_params(self) -> dict[str, Any]:
         """The trial's full flattened config (family defaults filled in), as logged to MLflow."""
-        tree = self.model_dump(mode="json", include={"family", "seed", "dataset", "model", "train"})
+        tree = self.model_dump(mode="json", include={"family", "seed", "dataset", "model", "train", "validation"})
         tree["params"] = dataclasses.asdict(self.family_params())
         return flatten(tree)
 
@@ -572,10 +657,23 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def sampled_values(config: dict[str, Any]) -> dict[str, Any]:
+    """The values a Ray Tune config sets over the study spec: the searcher's sample (search stage), or the
+    best configuration of a group with its final seed (final stage)."""
+    if FINAL_KEY in config:
+        return dict(config[FINAL_KEY]["params"])
+    return {k: v for k, v in config.items() if k != SPEC_KEY}
+
+
+def trial_stage(config: dict[str, Any]) -> str:
+    """``"final"`` for a final-stage trial's config, else ``"search"``."""
+    return "final" if FINAL_KEY in config else "search"
+
+
 def spec_from_tune_config(config: dict[str, Any]) -> StudySpec:
-    """A trial's spec from its Ray Tune config ``{"spec": <study spec>, <sampled name>: <value>, ...}``."""
-    sampled = {k: v for k, v in config.items() if k != SPEC_KEY}
-    return resolve_trial_spec(config[SPEC_KEY], sampled)
+    """A trial's spec from its Ray Tune config ``{"spec": <study spec>, <sampled name>: <value>, ...}`` (search
+    stage) or ``{"spec": ..., "final": {"group": ..., "params": {...}}}`` (final stage)."""
+    return resolve_trial_spec(config[SPEC_KEY], sampled_values(config))
 
 
 def _family_names() -> tuple[str, ...]:

@@ -43,7 +43,11 @@ def study_status(spec: StudySpec) -> dict:
     from study.tracking import TrackingStore
 
     driver = TrackingStore.peek_parent_status(layout.tracking_uri, spec.name)
+    tags = TrackingStore.peek_parent_tags(layout.tracking_uri, spec.name)
     return {
+        "stage": tags.get("stage", "search"),
+        "final_planned": int(tags.get("final_planned", 0)),
+        "selection": tags.get("selection", "validation" if spec.validation.enabled else "test"),
         "name": spec.name,
         "root": layout.root,
         "tracking_uri": layout.tracking_uri,
@@ -69,6 +73,10 @@ def print_status(spec: StudySpec) -> int:
         f"  trials: {done} done ({c['COMPLETE']} complete, {c['PRUNED']} pruned), {c['RUNNING']} running, "
         f"{c['FAIL']} failed, of {st['num_trials']}"
     )
+    stage = st["stage"]
+    if stage == "final":
+        stage += f" (retraining the best configuration: {st['final_planned']} runs planned)"
+    print(f"  stage: {stage}; hyperparameters selected on the {st['selection']} classes")
     if st["best"] is not None:
         b = st["best"]
         print(f"  best so far: Optuna trial {b['number']}: {spec.search.metric} = {b['value']:.4f}")

@@ -117,6 +117,34 @@ class TrackingStore:
             self.client.update_run(run_id, status="RUNNING")
         return run_id
 
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_tag(run_id, key, value)
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        """A small text artifact of a run (the final stage's summary table)."""
+        self.client.log_text(run_id, text, artifact_file)
+
+    @staticmethod
+    def peek_parent_tags(uri: str, experiment_name: str) -> dict[str, str]:
+        """The tags of a study's parent run, read without creating anything (empty: no such run)."""
+        if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+            return {}
+        client = _client(uri)
+        experiment = client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            return {}
+        runs = client.search_runs(
+            [experiment.experiment_id], filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
+            order_by=["start_time DESC"], max_results=1,
+        )
+        return dict(runs[0].data.tags) if runs else {}
+
+    def end_parent_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
+        """Summary metrics of the study (no step): the final stage's mean, std and confidence interval."""
+        for key, value in metrics.items():
+            self.client.log_metric(run_id, key, value)
+
     def end_parent(self, run_id: str, status: str, metrics: dict[str, float], tags: dict[str, str]) -> None:
         for key, value in tags.items():
             self.client.set_tag(run_id, key, value)
@@ -143,8 +171,10 @@ class MlflowTrialCallback(Callback):
         experiment_id: the study's experiment.
         parent_run_id: the study's parent run; children are nested under it.
         describe_trial: ``config → (params, tags)`` for a trial's child run (params = the trial's full
-            flattened config; tags at least :data:`RUN_TAGS` minus ``trial_id``).
+            flattened config; tags at least :data:`RUN_TAGS` minus ``trial_id``, and ``stage``).
         total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
+        stage: the study stage this callback's Tuner runs (``search`` or ``final``); the child runs it creates
+            carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.
     """
 
     def __init__(
@@ -154,12 +184,14 @@ class MlflowTrialCallback(Callback):
         parent_run_id: str,
         describe_trial: Any,
         total_epochs: int,
+        stage: str = "search",
     ) -> None:
         self.uri = uri
         self.experiment_id = experiment_id
         self.parent_run_id = parent_run_id
         self.describe_trial = describe_trial
         self.total_epochs = total_epochs
+        self.stage = stage
         self._client: MlflowClient | None = None
         self._runs: dict[str, str] = {}
         self._last_step: dict[str, int] = {}
@@ -228,7 +260,10 @@ class MlflowTrialCallback(Callback):
         """
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{_PARENT_TAG}` = '{self.parent_run_id}' and attributes.start_time < {self._started_ms}",
+            filter_string=(
+                f"tags.`{_PARENT_TAG}` = '{self.parent_run_id}' and tags.stage = '{self.stage}' "
+                f"and attributes.start_time < {self._started_ms}"
+            ),
         )
         ghosts = [r.info.run_id for r in runs if r.data.tags.get("trial_id") not in restored]
         for run_id in ghosts:

@@ -16,10 +16,11 @@ Layout of a study in its storage (``storage/<name>/``)::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,9 @@ from study.bookkeeping import PersistentASHA, StudySearch
 from study.errors import SpecError, StudyExistsError
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
-from study.spec import SPEC_KEY, StudySpec, flatten, spec_from_tune_config
+from study.final_stage import FinalGroup, best_per_group, final_points, result_trial_id, summarize_final, summary_csv
+from study.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
+from study.spec import FINAL_KEY, SPEC_KEY, FinalSpec, StudySpec, flatten, sampled_values, spec_from_tune_config, trial_stage
 from study.storage import is_shared_path, make_dirs, read_bytes, write_bytes
 from study.tracking import MlflowTrialCallback, TrackingStore, default_tracking_uri
 
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["StudyLayout", "StudyOutcome", "run_study", "describe_trial", "browse_commands"]
 
 log = logging.getLogger(__name__)
+
+_FINAL_EXPERIMENT = "tune_final"
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,11 @@ class StudyLayout:
         return f"{self.root}/tune"
 
     @property
+    def final_dir(self) -> str:
+        """Ray Tune's experiment of the final test stage."""
+        return f"{self.root}/{_FINAL_EXPERIMENT}"
+
+    @property
     def asha_state(self) -> str:
         return f"{self.root}/asha_state.pkl"
 
@@ -102,6 +112,8 @@ class StudyOutcome:
     parent_run_id: str
     interrupted: bool
     wall_time_s: float
+    #: The final test stage's groups (empty when it was skipped or did not run).
+    final: list[FinalGroup] = field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
@@ -112,6 +124,7 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
     """MLflow params (the trial's full flattened config) and grouping tags of one trial."""
     spec = spec_from_tune_config(config)
     noise = spec.dataset.noise
+    stage = trial_stage(config)
     tags = {
         "study": spec.name,
         "family": spec.family,
@@ -120,8 +133,20 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
         "noise_ratio": str(noise.ratio if noise.kind != "none" else 0.0),
         "subset": spec.dataset.subset,
         "seed": str(spec.seed),
+        "stage": stage,
+        "validation": spec.validation.kind if stage == "search" else "none",
+        "val_labels": spec.validation.labels,
+        "selection": selection_tag(spec),
     }
+    if stage == "final":
+        tags["group"] = config[FINAL_KEY]["group"]
+        tags["source_trial"] = config[FINAL_KEY]["source_trial"]
     return spec.trial_params(), tags
+
+
+def selection_tag(spec: StudySpec) -> str:
+    """Where the study's hyperparameters are selected: ``validation`` classes, or (``kind: none``) ``test``."""
+    return "validation" if spec.validation.enabled else "test"
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -252,17 +277,74 @@ def _build_tuner(
     )
 
 
+def _final_metric(spec: StudySpec) -> str:
+    """The test metric the final stage's progress table shows: the search metric on the test split."""
+    metric = spec.search.metric
+    return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
+
+
+def _run_final_stage(
+    spec: StudySpec, layout: StudyLayout, store: TrackingStore, parent: str, search: ResultGrid, max_failures: int
+) -> tuple[list[FinalGroup], bool]:
+    """Retrain each group's best configuration with ``final.seeds`` seeds on all training classes, evaluate on the
+    test classes, and log the summary to the parent run. Resumable: a restored driver continues Ray's final
+    experiment, whose points are the same (the search's results are). Returns the groups and ``interrupted``."""
+    from ray import tune
+
+    from trainables.loop import train_fn
+
+    best = best_per_group(spec, search)
+    points = final_points(spec, best)
+    if not points:
+        return [], False
+    store.set_tags(parent, {"stage": "final", "final_planned": str(len(points))})
+    callback = MlflowTrialCallback(
+        uri=layout.tracking_uri, experiment_id=store.experiment_id, parent_run_id=parent,
+        describe_trial=describe_trial, total_epochs=spec.train.epochs, stage="final",
+    )
+    metric = _final_metric(spec)
+    callbacks = [callback, ProgressTable(metric, spec.search.mode, len(points), spec.train.epochs, [])]
+    trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
+    param_space = {SPEC_KEY: spec.model_dump(mode="json"), FINAL_KEY: tune.grid_search(points)}
+    failure_config = tune.FailureConfig(max_failures=max_failures)
+    if tune.Tuner.can_restore(layout.final_dir):
+        tuner = tune.Tuner.restore(
+            layout.final_dir, trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
+        )
+        run_config = tuner._local_tuner._run_config  # as in _build_tuner: this driver's callbacks and retries
+        run_config.callbacks = callbacks
+        run_config.failure_config = failure_config
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            param_space=param_space,
+            tune_config=tune.TuneConfig(
+                max_concurrent_trials=spec.search.max_concurrent, trial_dirname_creator=_trial_dirname,
+            ),
+            run_config=tune.RunConfig(
+                name=_FINAL_EXPERIMENT, storage_path=layout.root, callbacks=callbacks,
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1), failure_config=failure_config, verbose=0,
+            ),
+        )
+    results = tuner.fit()
+    groups = summarize_final(spec, results, best)
+    ended = sum(1 for r in results if r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs)
+    interrupted = ended < len(points)
+    if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
+        store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
+    store.log_text(parent, summary_csv(groups), "final_summary.csv")
+    return groups, interrupted
+
+
 def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float) -> StudyOutcome:
     s = spec.search
-    finished = [r for r in results if r.error is None and r.metrics and s.metric in r.metrics]
-    best = None
-    if finished:
-        best = results.get_best_result(metric=s.metric, mode=s.mode, scope="last", filter_nan_and_inf=True)
-    sampled = {k: v for k, v in (best.config or {}).items() if k != SPEC_KEY} if best is not None else {}
+    # The final stage's rule with a single group: best last value, ties to the smallest trial id.
+    best = next(iter(best_per_group(spec.model_copy(update={"final": FinalSpec()}), results).values()), None)
+    sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
         num_failed=results.num_errors,
-        best_trial_id=best.metrics.get("trial_id") if best is not None else None,
+        best_trial_id=result_trial_id(best) if best is not None else None,
         best_value=float(best.metrics[s.metric]) if best is not None else None,
         best_params=sampled,
         parent_run_id=parent_run_id,
@@ -311,8 +393,9 @@ def run_study(
     store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
     parent = store.start_parent(
         run_name=spec.name,
-        params=flatten(spec.model_dump(mode="json", include={"family", "search", "resources", "storage"})),
-        tags={"family": spec.family, "dataset": spec.dataset.name, "study_dir": layout.root},
+        params=flatten(spec.model_dump(mode="json", include={"family", "search", "validation", "final", "resources", "storage"})),
+        tags={"family": spec.family, "dataset": spec.dataset.name, "study_dir": layout.root,
+              "selection": selection_tag(spec), "validation": spec.validation.kind, "val_labels": spec.validation.labels},
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
     callback = MlflowTrialCallback(
@@ -324,8 +407,14 @@ def run_study(
     )
     started = time.perf_counter()
     try:
+        store.set_tags(parent, {"stage": "search"} if not resuming else {})
         results = _build_tuner(spec, layout, callback, resuming, max_failures).fit()
         outcome = _summarize(spec, results, parent, time.perf_counter() - started)
+        if outcome.succeeded and spec.final.seeds > 0:
+            groups, final_interrupted = _run_final_stage(spec, layout, store, parent, results, max_failures)
+            outcome = dataclasses.replace(
+                outcome, final=groups, interrupted=final_interrupted, wall_time_s=time.perf_counter() - started
+            )
     except BaseException:
         # The driver itself broke: no run may stay RUNNING.
         store.close_orphans(parent, status="FAILED")
@@ -341,7 +430,10 @@ def run_study(
     metrics = {"num_trials": float(outcome.num_trials), "num_failed": float(outcome.num_failed)}
     if outcome.best_value is not None:
         metrics[f"best_{spec.search.metric}"] = outcome.best_value
-    store.end_parent(parent, status, metrics, {"best_trial_id": outcome.best_trial_id or ""})
+    tags = {"best_trial_id": outcome.best_trial_id or ""}
+    if outcome.succeeded:
+        tags["stage"] = "done"
+    store.end_parent(parent, status, metrics, tags)
     return outcome
 
 

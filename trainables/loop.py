@@ -2,8 +2,10 @@
 
 ``train_fn(config)`` parses its config on the first line, resumes from ``tune.get_checkpoint()`` if Ray
 restarted it, and then, once per epoch: trains on P×K class-balanced batches, lets the family update its
-own state (``on_epoch_end``), evaluates Recall@k and NMI on the unseen test classes, and calls
-``tune.report(metrics, checkpoint=...)`` exactly once, so ``training_iteration`` equals the epoch.
+own state (``on_epoch_end``), evaluates retrieval metrics on the classes it may see (``val/``: validation
+classes carved from the training classes; ``test/``: the unseen test classes, in the final stage or without
+validation; see :class:`TrialRun`), and calls ``tune.report(metrics, checkpoint=...)`` exactly once, so
+``training_iteration`` equals the epoch.
 """
 
 from __future__ import annotations
@@ -24,18 +26,22 @@ from ray import tune
 from torch.utils.data import DataLoader
 
 from study.errors import DataError
-from study.metric_names import ARTIFACTS_DIR, EPOCH, EPOCH_TIME, EVAL_TIME, LR, TRAIN_LOSS, TRAIN_LOSS_PREFIX
-from study.spec import LrScheduleSpec, StudySpec, spec_from_tune_config
+from study.metric_names import (
+    ARTIFACTS_DIR, EPOCH, EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, TRAIN_LOSS_PREFIX, VAL_PREFIX, on_fold,
+    on_test,
+)
+from study.spec import LrScheduleSpec, StudySpec, spec_from_tune_config, trial_stage
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits, load_dataset
 from trainables.data._splits import IndexedDataset, LabeledSplit
+from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.data.sampler import BalancedMPerClassSampler
 from trainables.diagnostics import NoiseDiagnostics
 from trainables.metrics import linear_probe_accuracy, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.registry import get_family
 
-__all__ = ["train_fn", "NonFiniteLossError", "Trial"]
+__all__ = ["train_fn", "NonFiniteLossError", "Trial", "TrialRun"]
 
 _CHECKPOINT_FILE = "trial_state.pt"
 _NONFINITE_MARKER = "nonfinite_loss.txt"
@@ -127,10 +133,13 @@ class Trial:
     _loaders: dict[object, DataLoader] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, spec: StudySpec) -> Trial:
+    def build(cls, spec: StudySpec, data: DatasetSplits | None = None) -> Trial:
+        """Build the model, family and optimiser of ``spec``, trained on ``data.train`` and evaluated on
+        ``data.test`` (default: the spec's dataset with its label noise; a validation fold passes its own)."""
         _seed_everything(spec.seed)
         device = _pick_device(spec)
-        data = load_dataset(spec.dataset, spec.seed)
+        if data is None:
+            data = load_dataset(spec.dataset, spec.seed)
         p = spec.train.classes_per_batch
         if data.train.num_classes < p:
             raise DataError(
@@ -186,7 +195,10 @@ class Trial:
     def save(self, directory: Path) -> None:
         """Write the checkpoint, and under ``artifacts/`` the files MLflow gets when the trial ends."""
         torch.save(self.state(), directory / _CHECKPOINT_FILE)
-        artifacts = directory / ARTIFACTS_DIR
+        self.write_artifacts(directory / ARTIFACTS_DIR)
+
+    def write_artifacts(self, artifacts: Path) -> None:
+        """The noisy training labels and the family's own files (sample weights, ...), for MLflow."""
         artifacts.mkdir()
         if self.data.train.noisy_mask.any():
             np.savez_compressed(
@@ -298,7 +310,17 @@ class Trial:
         return metrics
 
     def run_epoch(self) -> dict[str, float]:
-        """Train, update the family's state, evaluate; returns this epoch's metrics."""
+        """Train, update the family's state, evaluate on ``data.test``; returns this epoch's metrics (the
+        evaluation metrics unprefixed: :class:`TrialRun` names their split)."""
+        metrics = self.fit_epoch()
+        start = time.perf_counter()
+        metrics.update(self.evaluate())
+        metrics[EVAL_TIME] = time.perf_counter() - start
+        metrics[EPOCH] = self.epoch
+        return metrics
+
+    def fit_epoch(self) -> dict[str, float]:
+        """Train one epoch and update the family's state; returns the training metrics and the epoch time."""
         start = time.perf_counter()
         lr = self.optimizer.param_groups[0]["lr"]
         metrics = self.train_epoch()
@@ -312,11 +334,88 @@ class Trial:
 
         metrics.update(self.family.on_epoch_end(self.epoch, embed_train))
         metrics[EPOCH_TIME] = time.perf_counter() - start
+        return metrics
+
+
+def _normalized_concat(parts: list[torch.Tensor]) -> np.ndarray:
+    """MLRC's fold ensemble: each model's L2-normalised embedding, concatenated and re-normalised."""
+    joined = torch.cat([torch.nn.functional.normalize(p.float(), dim=1) for p in parts], dim=1)
+    return torch.nn.functional.normalize(joined, dim=1).cpu().numpy()
+
+
+@dataclass
+class TrialRun:
+    """What one Ray trial trains and reports, by stage and validation protocol.
+
+    - Search stage with ``validation.kind: kfold``: one :class:`Trial` per fold, each trained on the other folds'
+      classes, all in lockstep; every epoch reports ``val/<metric>`` (the mean over folds) and
+      ``val/fold<i>/<metric>``; the last epoch also reports ``test/<metric>`` of the fold ensemble (MLRC), which
+      the searcher and scheduler never see (they read the search metric, a ``val/`` name).
+    - Search stage with ``holdout``: one model, ``val/`` every epoch, its ``test/`` at the last epoch.
+    - Search stage with ``none``, and the final stage: one model on all training classes, ``test/`` every epoch.
+
+    Training metrics (losses, family traces, noise diagnostics) are means over the models; times are sums.
+    """
+
+    spec: StudySpec
+    members: list[Trial]
+    #: The dataset with its label noise; its test classes are evaluated by the end-of-trial ensemble only.
+    full: DatasetSplits
+    on_validation: bool
+
+    @classmethod
+    def build(cls, spec: StudySpec, final: bool = False) -> TrialRun:
+        full = load_dataset(spec.dataset, spec.seed)
+        v = spec.validation
+        if final or not v.enabled:
+            return cls(spec=spec, members=[Trial.build(spec, full)], full=full, on_validation=False)
+        check_validation(full.train.num_classes, v, spec.train.classes_per_batch, spec.dataset.name)
+        members = [Trial.build(spec, fold_splits(full, g, v.labels)) for g in validation_groups(full.train.labels, v)]
+        return cls(spec=spec, members=members, full=full, on_validation=True)
+
+    @property
+    def epoch(self) -> int:
+        return self.members[0].epoch
+
+    def run_epoch(self) -> dict[str, float]:
+        fitted = [m.fit_epoch() for m in self.members]
+        metrics = _mean_metrics(fitted)
+        metrics[EPOCH_TIME] = sum(f[EPOCH_TIME] for f in fitted)
         start = time.perf_counter()
-        metrics.update(self.evaluate())
+        evaluated = [m.evaluate() for m in self.members]
+        split = VAL_PREFIX if self.on_validation else TEST_PREFIX
+        metrics.update({split + k: v for k, v in _mean_metrics(evaluated).items()})
+        if self.on_validation and len(evaluated) > 1:
+            metrics.update({on_fold(i, k): v for i, e in enumerate(evaluated) for k, v in e.items()})
+        if self.on_validation and self.epoch == self.spec.train.epochs:
+            metrics.update({on_test(k): v for k, v in self.ensemble_test().items()})
         metrics[EVAL_TIME] = time.perf_counter() - start
         metrics[EPOCH] = self.epoch
         return metrics
+
+    def ensemble_test(self) -> dict[str, float]:
+        """Retrieval metrics of the models' concatenated embeddings on the test classes (one model: its own)."""
+        test = _normalized_concat([m.embed(self.full.test) for m in self.members])
+        g = self.full.gallery
+        gallery = None if g is None else (_normalized_concat([m.embed(g) for m in self.members]), g.labels)
+        return retrieval_metrics(test, self.full.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery)
+
+    def save(self, directory: Path) -> None:
+        """One checkpoint file with every model's state; the first model's artifacts for MLflow."""
+        torch.save({"members": [m.state() for m in self.members]}, directory / _CHECKPOINT_FILE)
+        self.members[0].write_artifacts(directory / ARTIFACTS_DIR)
+
+    def restore(self, directory: Path) -> None:
+        state = torch.load(directory / _CHECKPOINT_FILE, map_location=self.members[0].device, weights_only=False)
+        assert len(state["members"]) == len(self.members), "a checkpoint of another validation layout"
+        for member, member_state in zip(self.members, state["members"]):
+            member.load_state(member_state)  # the RNG states are equal: the last one restored is the live one
+
+
+def _mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the mean over the rows that have it (a fold without noisy samples reports no noise diagnostics)."""
+    keys = dict.fromkeys(k for row in rows for k in row)
+    return {k: float(np.mean([row[k] for row in rows if k in row])) for k in keys}
 
 
 def train_fn(config: dict[str, Any]) -> None:
@@ -324,7 +423,7 @@ def train_fn(config: dict[str, Any]) -> None:
     spec = spec_from_tune_config(config)
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
     torch.set_num_threads(max(1, int(spec.resources.cpu)))
-    trial = Trial.build(spec)
+    trial = TrialRun.build(spec, final=trial_stage(config) == "final")
     # A NaN is deterministic: a retry (``--max-failures``) would replay the same batches into the same NaN.
     # The marker in the trial's directory makes the retry fail at once instead of retraining.
     marker = Path(tune.get_context().get_trial_dir()) / _NONFINITE_MARKER

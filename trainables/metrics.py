@@ -1,5 +1,5 @@
-"""Retrieval metrics on faiss: Recall@k over the test set (self excluded) and NMI of k-means clusters;
-the spectral decay of the test embeddings.
+"""Retrieval metrics on faiss: Recall@k, MAP@R and R-precision over the test set (self excluded) and NMI of
+k-means clusters; the spectral decay of the test embeddings.
 
 Embeddings are L2-normalised, so inner product is cosine similarity and ranks like Euclidean distance.
 The GPU index is used only when faiss was built with GPU support and sees a GPU.
@@ -14,9 +14,12 @@ import numpy as np
 import torch
 from sklearn.metrics import normalized_mutual_info_score
 
-from study.metric_names import ACC1, ACC5, NMI, SPECTRAL_DECAY, recall_at
+from study.metric_names import ACC1, ACC5, MAP_AT_R, NMI, R_PRECISION, SPECTRAL_DECAY, recall_at
 
-__all__ = ["linear_probe_accuracy", "knn_indices", "recall_at_k", "nmi", "retrieval_metrics", "spectral_decay", "use_faiss_gpu"]
+__all__ = [
+    "linear_probe_accuracy", "knn_indices", "recall_at_k", "map_at_r_and_r_precision", "nmi", "retrieval_metrics",
+    "spectral_decay", "use_faiss_gpu",
+]
 
 
 def use_faiss_gpu() -> bool:
@@ -88,6 +91,45 @@ def recall_at_k(
     return {recall_at(k): float(np.mean(first_hit < k)) for k in ks}
 
 
+def map_at_r_and_r_precision(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    gallery: tuple[np.ndarray, np.ndarray] | None = None,
+    chunk: int = 16384,
+) -> dict[str, float]:
+    """MAP@R and R-precision (Musgrave et al. 2020, "A Metric Learning Reality Check"), means over queries.
+
+    R is the number of other samples of the query's class: the query itself excluded, or, with ``gallery =
+    (embeddings, labels)`` (In-Shop), the gallery samples of its class. R-precision is the same-class share of
+    the R nearest neighbours; MAP@R averages the precision at each same-class rank ``i <= R`` over R, so unlike
+    Recall@k it also rewards ranking the whole class first. As pytorch-metric-learning's AccuracyCalculator,
+    queries with ``R = 0`` are left out of the means, and both are NaN when no query has ``R > 0``. Only
+    ``max R`` neighbours are searched, in chunks of ``chunk`` queries.
+    """
+    labels = np.asarray(labels)
+    base_labels = labels if gallery is None else np.asarray(gallery[1])
+    classes, counts = np.unique(base_labels, return_counts=True)
+    pos = np.searchsorted(classes, labels).clip(max=len(classes) - 1)
+    r = np.where(classes[pos] == labels, counts[pos], 0) - int(gallery is None)
+    if not np.any(r > 0):
+        return {MAP_AT_R: float("nan"), R_PRECISION: float("nan")}
+    k = int(r.max())
+    neighbours = knn_indices(embeddings, k, chunk=chunk, gallery=None if gallery is None else gallery[0])
+    ranks = np.arange(1, k + 1)
+    # Per query: same-class neighbours among its first R, and the sum of the precisions at those ranks.
+    n_hits, precision_sum = np.zeros(len(labels)), np.zeros(len(labels))
+    for start in range(0, len(labels), chunk):
+        rows = slice(start, start + chunk)
+        hits = (base_labels[neighbours[rows]] == labels[rows, None]) & (ranks <= r[rows, None])
+        n_hits[rows] = hits.sum(axis=1)
+        precision_sum[rows] = np.sum(np.cumsum(hits, axis=1) / ranks * hits, axis=1)
+    scored = r > 0
+    return {
+        MAP_AT_R: float(np.mean(precision_sum[scored] / r[scored])),
+        R_PRECISION: float(np.mean(n_hits[scored] / r[scored])),
+    }
+
+
 def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0, niter: int = 20, nredo: int | None = None) -> float:
     """NMI between the labels and k-means clusters (as many clusters as classes).
 
@@ -129,8 +171,10 @@ def retrieval_metrics(
     seed: int = 0,
     gallery: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, float]:
-    """Recall@k (queries against ``gallery`` when given); NMI and spectral decay over every evaluated embedding."""
+    """Recall@k, MAP@R and R-precision (queries against ``gallery`` when given); NMI and spectral decay over every
+    evaluated embedding."""
     recalls = recall_at_k(embeddings, labels, ks, gallery=gallery)
+    recalls.update(map_at_r_and_r_precision(embeddings, labels, gallery=gallery))
     if gallery is not None:
         embeddings, labels = np.concatenate([embeddings, gallery[0]]), np.concatenate([labels, gallery[1]])
     return {**recalls, NMI: nmi(embeddings, labels, seed=seed), SPECTRAL_DECAY: spectral_decay(embeddings)}

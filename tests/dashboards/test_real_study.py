@@ -1,13 +1,29 @@
-"""End to end: a real digits study (2 trials, 1 epoch) builds its dashboard at the end, from MLflow."""
+"""End to end: real digits studies (2 trials) build their dashboard at the end, from MLflow.
+
+The first selects on the test classes (``validation: {kind: none}``, no final stage): the page says so. The second
+is honest (k-fold validation, then the final stage with 2 seeds): the leaderboard shows the final test mean and
+its 95 % interval beside the selected configuration."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 from mlflow import MlflowClient
+from scipy import stats
 
 from tests.dashboards.page import read_page
 
 pytestmark = pytest.mark.e2e
+
+
+def _runs(study_dir, name):
+    client = MlflowClient(f"sqlite:///{study_dir / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name(name).experiment_id])
+    trials = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
+    parent = next(r for r in runs if r.data.tags.get("dmlstudy.role") == "study")
+    return client, parent, trials
 
 
 def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path):
@@ -20,20 +36,64 @@ def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path
     assert f"open {page_path}" in proc.stdout
     page = read_page(page_path)
     assert page.panels == ["leaderboard", "robustness", "optimisation", "curves"]
-    assert set(page.skipped) == {"weights", "noise_theory"} and "panel failed" not in page.text
+    assert set(page.skipped) == {"validation", "weights", "noise_theory"} and "panel failed" not in page.text
     assert {"robustness_vs_noise", "optimisation_t_dash_history", "optimisation_t_dash_slices", "curves_best"} <= set(page.figures)
+    # validation.kind: none selects on the test classes, and the page says so.
+    assert page.selection_test and "hyperparameters were selected on the test classes" in page.text
 
-    client = MlflowClient(f"sqlite:///{study_dir / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("t_dash")
-    runs = client.search_runs([experiment.experiment_id])
-    trials = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
-    parent = next(r for r in runs if r.data.tags.get("dmlstudy.role") == "study")
+    client, parent, trials = _runs(study_dir, "t_dash")
     assert len(trials) == 2
-    best = max(r.data.metrics["recall_at_1"] for r in trials)
+    best = max(r.data.metrics["test/recall_at_1"] for r in trials)
     rows = page.tables["leaderboard_table"]
     assert len(rows) == 1 and rows[0]["family"] == "ms" and rows[0]["noise"] == "none"
     assert float(rows[0]["best run"]) == best  # exactly the value MLflow holds
-    assert parent.data.metrics["best_recall_at_1"] == pytest.approx(best)
+    assert parent.data.metrics["best_test/recall_at_1"] == pytest.approx(best)
+    (robust,) = page.tables["robustness_table"]
+    assert robust["source"] == "search runs (selected on test)"
     # Searched parameters come from the parent run's recorded space; importances from optuna.db.
     assert {"ms_alpha", "train.optimizer.lr"} <= {r["parameter"] for r in page.tables["optimisation_t_dash_importance"]}
     assert "dashboard/index.html" in {a.path for a in client.list_artifacts(parent.info.run_id, "dashboard")}
+
+
+def test_honest_study_shows_its_final_stage(write_spec, run_cli, tmp_path):
+    spec = {
+        "name": "t_dash_honest",
+        "family": "ms",
+        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
+        "train": {"epochs": 2, "classes_per_batch": 2, "samples_per_class": 4, "batches_per_epoch": 3, "recall_at": [1]},
+        "validation": {"kind": "kfold", "folds": 2},
+        "final": {"seeds": 2},
+        "search": {"num_trials": 2, "max_concurrent": 2, "sampler": {"type": "random", "seed": 0},
+                   "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
+    }
+    proc = run_cli(str(write_spec(spec)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study_dir = tmp_path / "runs" / spec["name"]
+    page = read_page(study_dir / "dashboard" / "index.html")
+    assert {"leaderboard", "robustness", "optimisation", "curves"} <= set(page.panels) and "panel failed" not in page.text
+    assert not page.selection_test
+    # Two search trials are too few for a rank correlation: skipped with its reason.
+    assert "validation" in page.skipped and "fewer than 3 search trials have both val/recall_at_1" in page.text
+    assert "curves_final" in page.figures
+
+    _, parent, trials = _runs(study_dir, spec["name"])
+    search = [r for r in trials if r.data.tags["stage"] == "search"]
+    final = [r for r in trials if r.data.tags["stage"] == "final"]
+    assert len(search) == 2 and len(final) == 2
+    best = max(search, key=lambda r: r.data.metrics["val/recall_at_1"])
+    (row,) = page.tables["leaderboard_table"]
+    assert float(row["best run"]) == best.data.metrics["val/recall_at_1"]  # ranked on validation
+    values = np.array([r.data.metrics["test/recall_at_1"] for r in final])
+    half = stats.t.ppf(0.975, df=1) * values.std(ddof=1) / math.sqrt(2)
+    mean, low, high = values.mean(), values.mean() - half, values.mean() + half
+    (summary,) = page.tables["leaderboard_final"]
+    assert summary["group"] == "all" and summary["source trial"] == best.data.tags["trial_id"]
+    assert float(summary["test/recall_at_1 ci95 low"]) == pytest.approx(low, abs=5e-5)
+    assert float(summary["test/recall_at_1 ci95 high"]) == pytest.approx(high, abs=5e-5)
+    # The same numbers as the study's own summary on the parent run.
+    assert parent.data.metrics["test/recall_at_1_mean"] == pytest.approx(mean)
+    assert parent.data.metrics["test/recall_at_1_ci95_low"] == pytest.approx(low)
+    if row.get("final test/recall_at_1 mean [95 % CI]", "—") != "—":  # the selected configuration is the best run's
+        assert row["final test/recall_at_1 mean [95 % CI]"].startswith(f"{mean:.4f} [{low:.4f}, {high:.4f}]")
+    (robust,) = page.tables["robustness_table"]
+    assert robust["source"] == "final stage (2 seeds)" and robust["test/recall_at_1 95 % CI"] == f"[{low:.4f}, {high:.4f}]"

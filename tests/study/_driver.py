@@ -24,6 +24,8 @@ def tiny_spec(name: str, epochs: int, num_trials: int = 1, **search: object) -> 
         "dataset": {"name": "digits"},
         "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4,
                   "recall_at": [1]},
+        "validation": {"kind": "none"},  # digits: too few classes for folds (test_selection.py covers them)
+        "final": {"seeds": 0},
         "search": {"num_trials": num_trials, "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}},
                    **search},
     }
@@ -76,7 +78,7 @@ def logged_epochs(study_dir: Path, name: str) -> int:
             (count,) = con.execute(
                 "SELECT count(*) FROM metrics m JOIN runs r ON m.run_uuid = r.run_uuid "
                 "JOIN experiments e ON r.experiment_id = e.experiment_id "
-                "WHERE m.key = 'recall_at_1' AND e.name = ? AND r.lifecycle_stage = 'active'",
+                "WHERE m.key = 'test/recall_at_1' AND e.name = ? AND r.lifecycle_stage = 'active'",
                 (name,),
             ).fetchone()
         return int(count)

@@ -19,6 +19,8 @@ def test_bspml_digits_study_logs_weight_traces_and_artifacts(write_spec, run_cli
         "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
         "train": {"epochs": 2, "classes_per_batch": 5, "samples_per_class": 4},
         "params": {"solver_sweeps": 5},
+        "validation": {"kind": "none"},
+        "final": {"seeds": 0},
         "search": {
             "num_trials": 2,
             "max_concurrent": 2,

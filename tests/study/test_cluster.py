@@ -133,7 +133,7 @@ def test_worker_lost_mid_trial_resumes_from_checkpoint_on_another_node(cluster, 
           f"finished {epochs}/{epochs} epochs")
     client, parents, children = mlflow_children(study_dir, "t_node")
     assert len(children) == 1 and children[0].info.status == "FINISHED" and parents[0].info.status == "FINISHED"
-    steps = [m.step for m in client.get_metric_history(children[0].info.run_id, "recall_at_1")]
+    steps = [m.step for m in client.get_metric_history(children[0].info.run_id, "test/recall_at_1")]
     assert steps == list(range(1, epochs + 1))
     assert [t.state.name for t in optuna_trials(study_dir, "t_node")] == ["COMPLETE"]
 
@@ -159,7 +159,7 @@ def test_tracking_through_a_local_mlflow_server(tmp_path, run_cli):
         assert len(children) == 1 and len(parents) == 1
         run = children[0]
         assert run.info.status == "FINISHED" and parents[0].info.status == "FINISHED"
-        assert [m.step for m in client.get_metric_history(run.info.run_id, "recall_at_1")] == [1]
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1")] == [1]
         assert float(run.data.params["dataset.noise.ratio"]) == 0.2
         # Artifacts went through the server's proxy into its artifacts directory.
         local = client.download_artifacts(run.info.run_id, "train_labels.npz", str(tmp_path))

@@ -44,10 +44,10 @@ def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, 
             assert run.info.status == "FAILED"
             # --max-failures 1 restarted it once; the NaN marker failed the retry at once, untrained.
             assert "not retried" in run.data.tags["failure_reason"] and "not finite" in run.data.tags["failure_reason"]
-            assert "recall_at_1" not in run.data.metrics
+            assert "test/recall_at_1" not in run.data.metrics
         else:
             kinds.add("ok")
-            assert run.info.status == "FINISHED" and "recall_at_1" in run.data.metrics
+            assert run.info.status == "FINISHED" and "test/recall_at_1" in run.data.metrics
     assert kinds == {"raises", "nan", "ok"}  # the sampler seed was chosen to draw all three
     trials = optuna_trials(study_dir, "t_fail")
     failed = sorted(t.number for t in trials if t.state.name == "FAIL")
@@ -80,4 +80,4 @@ def test_asha_stopped_trials_are_pruned_in_optuna(spec_dict, write_spec, run_cli
     for t in complete:
         assert sorted(t.intermediate_values) == [1, 2] and t.value == pytest.approx(t.intermediate_values[2])
     # Each Optuna trial matches its MLflow run's last recall_at_1.
-    assert sorted(t.value for t in trials) == pytest.approx(sorted(r.data.metrics["recall_at_1"] for r in children))
+    assert sorted(t.value for t in trials) == pytest.approx(sorted(r.data.metrics["test/recall_at_1"] for r in children))

@@ -107,11 +107,11 @@ def check_resumed(out: dict) -> None:
     assert len({r.data.tags["trial_id"] for r in children}) == NUM_TRIALS
     for run in children:
         assert run.info.status == "FINISHED", run.info
-        for metric in ("recall_at_1", "train/loss"):
+        for metric in ("test/recall_at_1", "train/loss"):
             steps = [m.step for m in client.get_metric_history(run.info.run_id, metric)]
             assert sorted(steps) == list(range(1, EPOCHS + 1)), (metric, steps)
     optuna_values = sorted(t.value for t in optuna_trials(study_dir, name))
-    assert optuna_values == pytest.approx(sorted(r.data.metrics["recall_at_1"] for r in children))
+    assert optuna_values == pytest.approx(sorted(r.data.metrics["test/recall_at_1"] for r in children))
 
 
 @pytest.mark.e2e
@@ -160,14 +160,14 @@ def test_asha_rungs_survive_a_new_scheduler(tmp_path):
     def make() -> PersistentASHA:
         s = PersistentASHA(time_attr="training_iteration", max_t=8, grace_period=1, reduction_factor=2,
                            state_file=str(tmp_path / "asha_state.pkl"))
-        s.set_search_properties("recall_at_1", "max")
+        s.set_search_properties("test/recall_at_1", "max")
         return s
 
     first = make()
     for i, value in enumerate([0.9, 0.8, 0.7, 0.6]):
         first.on_trial_add(None, _fake_trial(f"t{i}"))
-        first.on_trial_result(None, _fake_trial(f"t{i}"), {"training_iteration": 1, "recall_at_1": value})
-    first.on_trial_complete(None, _fake_trial("t0"), {"training_iteration": 1, "recall_at_1": 0.9})
+        first.on_trial_result(None, _fake_trial(f"t{i}"), {"training_iteration": 1, "test/recall_at_1": value})
+    first.on_trial_complete(None, _fake_trial("t0"), {"training_iteration": 1, "test/recall_at_1": 0.9})
     rungs = [(m, dict(r)) for m, r in first._brackets[0]._rungs]
     assert any(r for _, r in rungs)
 
@@ -178,8 +178,8 @@ def test_asha_rungs_survive_a_new_scheduler(tmp_path):
     assert set(second._trial_info) == {"t1", "t2", "t3"}
     # A new, poor trial is judged against the rungs recorded before the restart.
     second.on_trial_add(None, _fake_trial("t9"))
-    assert second.on_trial_result(None, _fake_trial("t9"), {"training_iteration": 1, "recall_at_1": 0.1}) == "STOP"
-    assert second.on_trial_result(None, _fake_trial("t2"), {"training_iteration": 2, "recall_at_1": 0.95}) == "CONTINUE"
+    assert second.on_trial_result(None, _fake_trial("t9"), {"training_iteration": 1, "test/recall_at_1": 0.1}) == "STOP"
+    assert second.on_trial_result(None, _fake_trial("t2"), {"training_iteration": 2, "test/recall_at_1": 0.95}) == "CONTINUE"
 
 
 def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_ones(tmp_path):
@@ -194,7 +194,7 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
 
     def searcher() -> StudySearch:
         return StudySearch(
-            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}), metric="recall_at_1",
+            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}), metric="test/recall_at_1",
             mode="max", sampler=optuna.samplers.RandomSampler(seed=0), study_name="s",
             storage=optuna.storages.RDBStorage(url), max_t=3,
         )
@@ -214,7 +214,7 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
     config = second.suggest("ray_b")  # the next new Ray trial takes over the unreported Optuna trial
     assert config["ms_alpha"] == unreported.params["ms_alpha"]
     assert len(study.get_trials()) == 3
-    second.on_trial_complete("ray_b", {"recall_at_1": 0.7, "epoch": 3, "training_iteration": 3})
+    second.on_trial_complete("ray_b", {"test/recall_at_1": 0.7, "epoch": 3, "training_iteration": 3})
     assert study.get_trials()[1].state.name == "COMPLETE" and study.get_trials()[1].value == 0.7
 
 
@@ -224,10 +224,13 @@ def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     store = TrackingStore(uri, "s")
     parent = store.start_parent("s", {}, {})
-    for trial_id in ("kept", "ghost"):
-        store.client.create_run(store.experiment_id, tags={"mlflow.parentRunId": parent, "trial_id": trial_id})
+    for trial_id, stage in (("kept", "search"), ("ghost", "search"), ("final_run", "final")):
+        store.client.create_run(
+            store.experiment_id, tags={"mlflow.parentRunId": parent, "trial_id": trial_id, "stage": stage}
+        )
     time.sleep(0.01)
     callback = MlflowTrialCallback(uri, store.experiment_id, parent, describe_trial=None, total_epochs=1)
     callback.on_step_begin(0, [SimpleNamespace(trial_id="kept")])
     left = store.client.search_runs([store.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
-    assert [r.data.tags["trial_id"] for r in left] == ["kept"]
+    # The search stage's callback reconciles search runs only: the final stage's runs are not its ghosts.
+    assert sorted(r.data.tags["trial_id"] for r in left) == ["final_run", "kept"]

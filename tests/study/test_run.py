@@ -53,7 +53,7 @@ def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_
     sampled_alphas = sorted(t.params["ms_alpha"] for t in optuna_trials)
     assert sorted(float(r.data.params["params.ms_alpha"]) for r in children) == pytest.approx(sampled_alphas)
     assert sorted(t.value for t in optuna_trials) == pytest.approx(
-        sorted(r.data.metrics["recall_at_1"] for r in children)
+        sorted(r.data.metrics["test/recall_at_1"] for r in children)
     )
     for run in children:
         assert run.info.status == "FINISHED"
@@ -65,11 +65,11 @@ def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_
         assert params["params.ms_beta"] == "50.0"  # the family default is logged too
         assert params["train.epochs"] == "2" and params["dataset.name"] == "digits"
         assert 1e-4 <= float(params["train.optimizer.lr"]) <= 1e-2
-        for metric in ("recall_at_1", "recall_at_8", "nmi", "train/loss/ms", "epoch_time_s"):
+        for metric in ("test/recall_at_1", "test/recall_at_8", "test/nmi", "train/loss/ms", "epoch_time_s"):
             history = client.get_metric_history(run.info.run_id, metric)
             assert sorted(m.step for m in history) == [1, 2], metric
-        assert all(0 <= m.value <= 1 for m in client.get_metric_history(run.info.run_id, "recall_at_1"))
-    assert parents[0].data.metrics["best_recall_at_1"] == pytest.approx(max(t.value for t in optuna_trials))
+        assert all(0 <= m.value <= 1 for m in client.get_metric_history(run.info.run_id, "test/recall_at_1"))
+    assert parents[0].data.metrics["best_test/recall_at_1"] == pytest.approx(max(t.value for t in optuna_trials))
 
     # Running it again never silently starts a second copy.
     again = run_cli(str(path), timeout=120)
@@ -103,7 +103,7 @@ def test_nan_trial_fails_cleanly_and_the_study_goes_on(spec_dict, write_spec, ru
             assert run.info.status == "FAILED"
             assert "not finite" in run.data.tags["failure_reason"]
         else:
-            assert run.info.status == "FINISHED" and "recall_at_1" in run.data.metrics
+            assert run.info.status == "FINISHED" and "test/recall_at_1" in run.data.metrics
             assert run.data.tags["noise_ratio"] == "0.2" and run.data.tags["noise_kind"] == "uniform"
             # The noisy-label record travels from the trial's checkpoint into MLflow.
             path = client.download_artifacts(run.info.run_id, "train_labels.npz", str(tmp_path / run.info.run_id))

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from study.metric_names import ETA_HAT, NMI, OBJECTIVE, Q_NEG, Q_POS
+from study.metric_names import ETA_HAT, NMI, OBJECTIVE, Q_NEG, Q_POS, on_test
 from study.spec import parse_spec
 from trainables.loop import Trial
 
@@ -84,5 +84,5 @@ def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, writ
     assert sorted(r.data.tags["family"] for r in trials) == sorted(a[0] for a in arms)
     for run in trials:
         assert run.info.status == "FINISHED"
-        assert {OBJECTIVE, Q_POS, Q_NEG} <= set(run.data.metrics)
+        assert {on_test(OBJECTIVE), Q_POS, Q_NEG} <= set(run.data.metrics)
         assert (ETA_HAT in run.data.metrics) == (run.data.tags["family"] in MINING | {"diva"})

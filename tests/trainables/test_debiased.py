@@ -130,6 +130,7 @@ def test_two_view_family_on_a_fake_cifar10_tree_gets_simclr_views(tmp_path):
     raw["dataset"] = {"name": "cifar10", "root": str(tmp_path), "image_size": 32}
     raw["model"] = {"backbone": "resnet18", "embedding_dim": 32}
     raw["train"].update(classes_per_batch=4, samples_per_class=2, batches_per_epoch=2, recall_at=[1], linear_probe=True)
+    raw["validation"] = {"kind": "none"}  # a linear probe classifies the training classes: no class-disjoint folds
     trial = Trial.build(parse_spec(raw))
     inputs, _, _ = next(iter(trial._train_loader()))
     assert inputs.shape[1:] == (2, 3, 32, 32) and not torch.equal(inputs[:, 0], inputs[:, 1])

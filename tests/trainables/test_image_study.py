@@ -17,6 +17,8 @@ def _cub_spec(root, **model):
         "dataset": {"name": "cub200", "root": str(root), "image_size": 32, "resize_size": 36},
         "model": {"backbone": "resnet18", "pretrained": False, "embedding_dim": 32, **model},
         "train": {"epochs": 1, "classes_per_batch": 3, "samples_per_class": 2, "recall_at": [1, 2, 4], "num_workers": 1},
+        "validation": {"kind": "none"},
+        "final": {"seeds": 0},
         "search": {"num_trials": 1, "space": {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True}}},
     }
 
@@ -49,5 +51,5 @@ def test_one_epoch_resnet18_study_on_fake_cub(write_spec, run_cli, tmp_path):
     run = trials[0]
     assert run.data.tags["dataset"] == "cub200" and run.data.params["model.backbone"] == "resnet18"
     assert run.data.params["dataset.root"] == str(tmp_path)
-    assert 0 <= run.data.metrics["recall_at_1"] <= run.data.metrics["recall_at_4"] <= 1
+    assert 0 <= run.data.metrics["test/recall_at_1"] <= run.data.metrics["test/recall_at_4"] <= 1
     assert run.data.metrics["epoch_time_s"] > 0

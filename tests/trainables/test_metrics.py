@@ -5,7 +5,7 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
-from trainables.metrics import knn_indices, nmi, recall_at_k, spectral_decay
+from trainables.metrics import knn_indices, map_at_r_and_r_precision, nmi, recall_at_k, spectral_decay
 
 
 def _embeddings(n: int = 300, d: int = 16, classes: int = 6, spread: float = 6.0, seed: int = 0):
@@ -54,6 +54,81 @@ def test_k_must_be_smaller_than_the_set():
     x, _ = _embeddings(n=5)
     with pytest.raises(ValueError, match="k < number of samples"):
         knn_indices(x, 5)
+
+
+def _pml_map_at_r_and_r_precision(query, query_labels, reference=None, reference_labels=None) -> dict[str, float]:
+    """pytorch-metric-learning's AccuracyCalculator (its default L2 faiss k-NN over the whole reference set).
+
+    Without a reference the queries are their own reference and each query's own hit is removed
+    (``ref_includes_query=True``); with one, the two sets are disjoint (``ref_includes_query=False``).
+    """
+    import torch
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+    calculator = AccuracyCalculator(include=("mean_average_precision_at_r", "r_precision"), device=torch.device("cpu"))
+    if reference is None:
+        out = calculator.get_accuracy(query, query_labels)
+    else:
+        out = calculator.get_accuracy(query, query_labels, reference, reference_labels, ref_includes_query=False)
+    return {"map_at_r": out["mean_average_precision_at_r"], "r_precision": out["r_precision"]}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_map_at_r_and_r_precision_match_pml_with_the_query_excluded(seed):
+    x, labels = _embeddings(seed=seed)
+    # A class of one: R = 0, so PML leaves that query out of the means (it does not score it 0). A fresh
+    # point, not a copy: an exact duplicate ties, and faiss' IP and L2 searches order ties differently.
+    lone = np.random.default_rng(seed + 100).normal(size=(1, x.shape[1]))
+    x = np.concatenate([x, (lone / np.linalg.norm(lone)).astype(np.float32)])
+    labels = np.concatenate([labels, [99]])
+    ours = map_at_r_and_r_precision(x, labels)
+    pml = _pml_map_at_r_and_r_precision(x, labels)
+    assert ours == pytest.approx(pml, abs=1e-6)
+    assert 0.1 < ours["map_at_r"] < ours["r_precision"] < 0.9  # noisy enough to mean something
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_map_at_r_and_r_precision_match_pml_against_a_gallery(seed):
+    x, labels = _embeddings(n=400, seed=seed)
+    query, query_labels = x[:150], labels[:150]
+    # The gallery lacks class 0: its queries have R = 0 and are left out, as in PML.
+    in_gallery = labels[150:] != 0
+    gallery, gallery_labels = x[150:][in_gallery], labels[150:][in_gallery]
+    assert (query_labels == 0).any()
+    ours = map_at_r_and_r_precision(query, query_labels, gallery=(gallery, gallery_labels))
+    pml = _pml_map_at_r_and_r_precision(query, query_labels, gallery, gallery_labels)
+    assert ours == pytest.approx(pml, abs=1e-6)
+    assert 0.1 < ours["map_at_r"] < ours["r_precision"] < 0.9
+
+
+def test_map_at_r_and_r_precision_by_hand():
+    # Unit vectors at these angles (degrees): cosine ranks neighbours by angular distance, no ties.
+    degrees = {"a0": 0, "a1": 12, "a2": 35, "a3": 335, "b0": 20, "b1": 90, "b2": 100, "c0": 180}
+    angles = np.deg2rad(list(degrees.values()))
+    x = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+    labels = np.array([name[0] for name in degrees])
+    # query: nearest others (R of them, R = class size - 1), hits → R-precision, MAP@R
+    # a0 (R=3): a1 b0 a3 → 2/3, (1/1 + 2/3) / 3 = 5/9    (a2 at rank 4 is past R and does not count)
+    # a1 (R=3): b0 a0 a2 → 2/3, (1/2 + 2/3) / 3 = 7/18
+    # a2 (R=3): b0 a1 a0 → 2/3, (1/2 + 2/3) / 3 = 7/18
+    # a3 (R=3): a0 a1 b0 → 2/3, (1/1 + 2/2) / 3 = 2/3
+    # b0 (R=2): a1 a2    → 0,   0
+    # b1 (R=2): b2 a2    → 1/2, (1/1) / 2 = 1/2
+    # b2 (R=2): b1 a2    → 1/2, (1/1) / 2 = 1/2
+    # c0 (R=0): left out of both means.
+    ours = map_at_r_and_r_precision(x, labels)
+    assert ours["r_precision"] == pytest.approx((4 * 2 / 3 + 0 + 1 / 2 + 1 / 2) / 7)  # 11/21
+    assert ours["map_at_r"] == pytest.approx((5 / 9 + 7 / 18 + 7 / 18 + 2 / 3 + 0 + 1 / 2 + 1 / 2) / 7)  # 3/7
+    # Every class a singleton: no query has R > 0, and both are NaN (as PML returns).
+    assert all(np.isnan(v) for v in map_at_r_and_r_precision(x[:2], labels[[0, 4]]).values())
+
+
+def test_map_at_r_and_r_precision_chunked_equals_unchunked():
+    x, labels = _embeddings(n=257)
+    q, q_labels, g, g_labels = x[:100], labels[:100], x[100:], labels[100:]
+    assert map_at_r_and_r_precision(x, labels, chunk=64) == map_at_r_and_r_precision(x, labels)
+    assert (map_at_r_and_r_precision(q, q_labels, gallery=(g, g_labels), chunk=7)
+            == map_at_r_and_r_precision(q, q_labels, gallery=(g, g_labels)))
 
 
 @pytest.mark.parametrize("spread", [4.0, 6.0])

@@ -1,0 +1,150 @@
+"""The final test stage: the search's best configuration retrained on all training classes with several seeds,
+evaluated on the test classes, summarised as mean, std and a 95 % confidence interval.
+
+This is the second half of the protocol of "A Metric Learning Reality Check" (Musgrave, Belongie, Lim, ECCV
+2020, Sec. 4): the search selects on validation classes carved from the training classes, and the test classes
+are used once, here. With ``final.group_by`` the best configuration is chosen, and retrained, once per
+combination of the named *condition* values (family, noise ratio, subset, ...), which is how a comparison grid
+gets one honest number per cell.
+
+The interval is Student's t over the seeds (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n): with 3–10 seeds a bootstrap interval is
+too narrow (it cannot extrapolate beyond the observed spread), the t-interval is the textbook choice.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from study.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX
+from study.spec import FINAL_KEY, StudySpec, sampled_values
+
+if TYPE_CHECKING:
+    from ray.tune import Result, ResultGrid
+
+__all__ = ["FinalGroup", "result_trial_id", "best_per_group", "final_points", "summarize_final", "t_interval", "summary_csv"]
+
+#: Label of the only group when ``final.group_by`` is empty.
+ALL = "all"
+
+
+def t_interval(values: list[float]) -> tuple[float, float, float, float]:
+    """``(mean, std, ci95_low, ci95_high)`` of ``values`` (sample std; the interval is NaN for one value)."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, math.nan, math.nan, math.nan
+    std = float(x.std(ddof=1))
+    half = float(stats.t.ppf(0.975, df=x.size - 1)) * std / math.sqrt(x.size)
+    return mean, std, mean - half, mean + half
+
+
+def result_trial_id(result: Result) -> str:
+    """The Ray trial id of a result (the MLflow ``trial_id`` tag): its directory is ``trial_<id>``. The
+    ``trial_id`` key inside Ray's metrics is the id of Ray Train's run, not the trial's."""
+    return Path(result.path).name.removeprefix("trial_")
+
+
+def group_label(spec: StudySpec, sampled: dict[str, Any]) -> str:
+    """``family=ms, dataset.noise.ratio=0.2`` for the group_by values of one configuration (``all`` without)."""
+    if not spec.final.group_by:
+        return ALL
+    return ", ".join(f"{name}={sampled.get(name)}" for name in spec.final.group_by)
+
+
+def _finished(spec: StudySpec, results: ResultGrid) -> list[Result]:
+    metric = spec.search.metric
+    return [
+        r for r in results
+        if r.error is None and r.metrics and isinstance(r.metrics.get(metric), (int, float))
+        and math.isfinite(r.metrics[metric])
+    ]
+
+
+def best_per_group(spec: StudySpec, results: ResultGrid) -> dict[str, Result]:
+    """Per group, the search trial with the best last value of the search metric (the study's best trial is the
+    best of these)."""
+    metric, sign = spec.search.metric, (1.0 if spec.search.mode == "max" else -1.0)
+    best: dict[str, Result] = {}
+    # Ties go to the smallest trial id, so a resumed driver (whose ResultGrid order may differ) picks the same.
+    for r in sorted(_finished(spec, results), key=result_trial_id):
+        label = group_label(spec, sampled_values(r.config))
+        if label not in best or sign * r.metrics[metric] > sign * best[label].metrics[metric]:
+            best[label] = r
+    return best
+
+
+def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any]]:
+    """The final stage's Ray configs (values of :data:`~study.spec.FINAL_KEY`): each group's best sampled values
+    with ``seed`` set to 0 … ``final.seeds``-1, in a stable order (so a resumed driver plans the same points)."""
+    points = []
+    for label in sorted(best):
+        sampled = sampled_values(best[label].config)
+        for seed in range(spec.final.seeds):
+            points.append({"group": label, "source_trial": result_trial_id(best[label]),
+                           "params": {**sampled, "seed": seed}})
+    return points
+
+
+@dataclass
+class FinalGroup:
+    """One group's final-stage result: per test metric, the values over seeds and their summary."""
+
+    label: str
+    source_trial: str
+    values: dict[str, list[float]] = field(default_factory=dict)
+    fold_ensemble: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_seeds(self) -> int:
+        return max((len(v) for v in self.values.values()), default=0)
+
+    def summary(self) -> dict[str, float]:
+        """``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high`` for every test metric."""
+        out: dict[str, float] = {}
+        for name, vals in sorted(self.values.items()):
+            for suffix, value in zip(("_mean", "_std", "_ci95_low", "_ci95_high"), t_interval(vals)):
+                out[name + suffix] = value
+        out.update({FOLD_ENSEMBLE_PREFIX + k: v for k, v in sorted(self.fold_ensemble.items())})
+        return out
+
+
+def summarize_final(
+    spec: StudySpec, results: ResultGrid, best: dict[str, Result]
+) -> list[FinalGroup]:
+    """Group the final trials that trained every epoch and collect their last ``test/`` metrics; attach the
+    fold ensemble's test metrics of each group's best search trial (reported at its last epoch)."""
+    groups = {
+        label: FinalGroup(
+            label, result_trial_id(r),
+            fold_ensemble={k: float(v) for k, v in r.metrics.items() if k.startswith(TEST_PREFIX)
+                           and isinstance(v, (int, float)) and spec.validation.kind == "kfold"},
+        )
+        for label, r in sorted(best.items())
+    }
+    for r in results:
+        if r.error is not None or not r.metrics or int(r.metrics.get(EPOCH, 0)) < spec.train.epochs:
+            continue
+        group = groups.get(r.config[FINAL_KEY]["group"])
+        if group is None:
+            continue
+        for key, value in r.metrics.items():
+            if key.startswith(TEST_PREFIX) and isinstance(value, (int, float)) and "/fold" not in key:
+                group.values.setdefault(key, []).append(float(value))
+    return list(groups.values())
+
+
+def summary_csv(groups: list[FinalGroup]) -> str:
+    """One row per group and column per summary value, for the parent run's ``final_summary.csv``."""
+    columns = sorted({k for g in groups for k in g.summary()})
+    lines = [",".join(["group", "source_trial", "seeds", *columns])]
+    for g in groups:
+        s = g.summary()
+        lines.append(",".join([f'"{g.label}"', g.source_trial, str(g.num_seeds), *(f"{s.get(c, math.nan):.6g}" for c in columns)]))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,253 @@
+"""Honest selection: class-disjoint validation folds, validation-only search metrics, the final test stage.
+
+The end-to-end tests run digits with 2 folds (5 training classes, P = 2) so they stay small; the embedded
+default's specs run the same code with 4 folds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from study.errors import DataError, SpecError
+from study.final_stage import t_interval
+from study.spec import ValidationSpec, parse_spec
+from tests.study._driver import driver_env, kill_driver, mlflow_children, optuna_trials, start_driver
+from trainables.data import load_dataset
+from trainables.data.folds import check_validation, fold_splits, validation_groups
+from trainables.loop import TrialRun
+
+DIGITS_TEST_CLASSES = {5, 6, 7, 8, 9}
+
+
+def _honest(name: str = "t_honest", **over: object) -> dict:
+    spec = {
+        "name": name,
+        "family": "ms",
+        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
+        "train": {"epochs": 2, "classes_per_batch": 2, "samples_per_class": 4, "batches_per_epoch": 3, "recall_at": [1]},
+        "validation": {"kind": "kfold", "folds": 2},
+        "final": {"seeds": 2},
+        "search": {"num_trials": 2, "max_concurrent": 2, "sampler": {"type": "random", "seed": 0},
+                   "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
+    }
+    spec.update(over)
+    return spec
+
+
+# ------------------------------------------------------------------------------------------------ splits
+
+
+@pytest.mark.parametrize("folds", [2, 4, 5])
+def test_folds_partition_the_training_classes(folds):
+    classes = np.arange(100, 140)
+    groups = validation_groups(classes, ValidationSpec(kind="kfold", folds=folds, seed=3))
+    assert len(groups) == folds
+    assert sorted(np.concatenate(groups).tolist()) == classes.tolist()  # every class exactly once
+    assert max(map(len, groups)) - min(map(len, groups)) <= 1
+    assert [g.tolist() for g in groups] == [g.tolist() for g in validation_groups(classes[::-1], ValidationSpec(kind="kfold", folds=folds, seed=3))]
+    holdout = validation_groups(classes, ValidationSpec(kind="holdout", fraction=0.25))
+    assert len(holdout) == 1 and len(holdout[0]) == 10
+
+
+@pytest.mark.parametrize("labels", ["noisy", "clean"])
+def test_fold_splits_never_see_test_classes_and_label_validation_as_asked(labels):
+    spec = ValidationSpec(kind="kfold", folds=2, labels=labels)
+    full = load_dataset(parse_spec(_honest()).dataset, 0)
+    assert full.train.noisy_mask.any()
+    for group in validation_groups(full.train.labels, spec):
+        split = fold_splits(full, group, labels)
+        seen = set(split.train.labels) | set(split.train.true_labels) | set(split.test.true_labels)
+        assert not seen & DIGITS_TEST_CLASSES and split.gallery is None
+        assert not set(split.train.labels) & set(group.tolist())  # class-disjoint: no validation class trains
+        assert set(np.unique(split.train.labels)) | set(group.tolist()) == set(range(5))
+        # The noise was injected before the split: the validation samples are those *observed* in the fold...
+        observed = full.train.labels[np.isin(full.train.labels, group)]
+        assert len(split.test) == observed.size
+        if labels == "noisy":
+            assert np.array_equal(split.test.labels, observed) and (split.test.labels != split.test.true_labels).any()
+        else:  # ... and the oracle arm scores the same samples with their true labels.
+            assert np.array_equal(split.test.labels, split.test.true_labels)
+
+
+def test_too_few_classes_for_the_folds_are_one_line_data_errors():
+    with pytest.raises(DataError, match=r"validation.folds=6 exceeds the 5 training classes of 'digits'"):
+        check_validation(5, ValidationSpec(folds=6), 2, "digits")
+    with pytest.raises(DataError, match=r"folds of 1 classes, fewer than train.classes_per_batch=5"):
+        check_validation(5, ValidationSpec(folds=4), 5, "digits")
+    with pytest.raises(DataError, match=r"holds out 1 classes"):
+        check_validation(5, ValidationSpec(kind="holdout", fraction=0.2), 2, "digits")
+    check_validation(32, ValidationSpec(folds=4), 8, "glyphs")  # 4 folds of 8 classes with P = 8 is fine
+
+
+@pytest.mark.parametrize(
+    ("over", "needle"),
+    [
+        ({"search": {"metric": "test/recall_at_1"}}, "is a test metric but validation.kind is 'kfold'"),
+        ({"search": {"metric": "recall_at_1"}}, "did you mean 'val/recall_at_1'"),
+        ({"validation": {"kind": "none"}, "search": {"metric": "val/recall_at_1"}}, "did you mean"),
+        ({"validation": {"kind": "kfold", "folds": 1}}, "validation.folds"),
+        ({"validation": {"kind": "holdout", "fraction": 1.5}}, "validation.fraction"),
+        ({"validation": {"labels": "oracle"}}, "validation.labels"),
+        ({"final": {"group_by": ["family"]}}, "final.group_by: 'family' is not a search.space entry"),
+        ({"final": {"seeds": -1}}, "final.seeds"),
+    ],
+)
+def test_malformed_selection_sections_are_spec_errors(over, needle):
+    with pytest.raises(SpecError, match=needle.replace("(", r"\(").replace(")", r"\)")) as e:
+        parse_spec({**_honest(), **over})
+    assert "\n" not in str(e.value)
+
+
+def test_default_objective_follows_the_validation_kind():
+    assert parse_spec({"name": "a", "family": "ms"}).search.metric == "val/recall_at_1"
+    assert parse_spec({"name": "a", "family": "ms", "validation": {"kind": "none"}}).search.metric == "test/recall_at_1"
+
+
+def test_t_interval_matches_hand_values():
+    mean, std, low, high = t_interval([1.0, 2.0, 3.0])
+    half = 4.302652729911275 / math.sqrt(3)  # t_{0.975, 2} from a table
+    assert (mean, std) == (2.0, 1.0) and low == pytest.approx(2 - half) and high == pytest.approx(2 + half)
+    assert math.isnan(t_interval([0.5])[2])
+
+
+# ---------------------------------------------------------------------------------------- the trial run
+
+
+def test_kfold_trial_reports_validation_every_epoch_and_the_fold_ensemble_on_test_at_the_end(tmp_path):
+    torch.set_num_threads(1)
+    spec = parse_spec(_honest())
+    run = TrialRun.build(spec)
+    assert len(run.members) == 2
+    first = run.run_epoch()
+    assert not [k for k in first if k.startswith("test/")]  # the test classes are not touched mid-search
+    folds = [first["val/fold0/recall_at_1"], first["val/fold1/recall_at_1"]]
+    assert first["val/recall_at_1"] == pytest.approx(statistics.mean(folds))
+    (tmp_path / "ckpt").mkdir()
+    run.save(tmp_path / "ckpt")
+    last = run.run_epoch()
+    assert 0 <= last["test/recall_at_1"] <= 1 and {"test/map_at_r", "test/r_precision", "test/nmi"} <= set(last)
+    restored = TrialRun.build(spec)
+    restored.restore(tmp_path / "ckpt")
+    assert restored.epoch == 1
+    again = restored.run_epoch()
+    assert again["val/recall_at_1"] == pytest.approx(last["val/recall_at_1"])
+    assert again["test/recall_at_1"] == pytest.approx(last["test/recall_at_1"])
+
+
+def test_final_trial_trains_on_all_training_classes_and_reports_test():
+    spec = parse_spec(_honest())
+    run = TrialRun.build(spec, final=True)
+    assert len(run.members) == 1 and run.members[0].data.train.num_classes == 5
+    assert run.members[0].data.test is run.full.test
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+
+@pytest.mark.e2e
+def test_too_small_folds_exit_2_before_anything_starts(write_spec, run_cli, tmp_path):
+    spec = _honest("t_small", train={"epochs": 1, "classes_per_batch": 5, "samples_per_class": 4})
+    proc = run_cli(str(write_spec(spec)), timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().count("\n") == 0 and "fewer than train.classes_per_batch=5" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def _check_honest_study(study_dir: Path, name: str, seeds: int) -> None:
+    client, parents, children = mlflow_children(study_dir, name)
+    search = [r for r in children if r.data.tags["stage"] == "search"]
+    final = [r for r in children if r.data.tags["stage"] == "final"]
+    (parent,) = parents
+    assert parent.info.status == "FINISHED" and parent.data.tags["stage"] == "done"
+    assert parent.data.tags["selection"] == "validation" and parent.data.tags["validation"] == "kfold"
+    # The searcher saw validation values only: each Optuna value is its run's last val/recall_at_1.
+    values = sorted(t.value for t in optuna_trials(study_dir, name) if t.state.name == "COMPLETE")
+    assert values == pytest.approx(sorted(r.data.metrics["val/recall_at_1"] for r in search))
+    for run in search:
+        assert run.data.tags["val_labels"] == "noisy"
+        val_steps = [m.step for m in client.get_metric_history(run.info.run_id, "val/recall_at_1")]
+        test_steps = [m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1")]
+        assert val_steps == [1, 2] and test_steps == [2]  # test: the fold ensemble, once, at the end
+    # The final stage: the best configuration, retrained once per seed, tagged, with test metrics.
+    # Ties (tiny digits trials can tie) go to the smallest trial id, as in study.final_stage.best_per_group.
+    best = max(sorted(search, key=lambda r: r.data.tags["trial_id"]), key=lambda r: r.data.metrics["val/recall_at_1"])
+    assert sorted(r.data.tags["seed"] for r in final) == [str(s) for s in range(seeds)]
+    for run in final:
+        assert run.info.status == "FINISHED" and run.data.tags["group"] == "all"
+        assert run.data.tags["source_trial"] == best.data.tags["trial_id"]
+        assert run.data.params["params.ms_alpha"] == best.data.params["params.ms_alpha"]
+        assert not [k for k in run.data.metrics if k.startswith("val/")]
+    finals = [r.data.metrics["test/recall_at_1"] for r in final]
+    mean, std, low, high = t_interval(finals)
+    m = parent.data.metrics
+    assert m["test/recall_at_1_mean"] == pytest.approx(mean) and m["test/recall_at_1_std"] == pytest.approx(std)
+    assert m["test/recall_at_1_ci95_low"] == pytest.approx(low) and m["test/recall_at_1_ci95_high"] == pytest.approx(high)
+    assert m["fold_ensemble/test/recall_at_1"] == pytest.approx(best.data.metrics["test/recall_at_1"])
+    table = client.download_artifacts(parent.info.run_id, "final_summary.csv", str(study_dir.parent))
+    rows = list(csv.DictReader(io.StringIO(Path(table).read_text())))
+    assert len(rows) == 1 and rows[0]["group"] == "all" and float(rows[0]["test/recall_at_1_mean"]) == pytest.approx(mean, abs=1e-5)
+
+
+@pytest.mark.e2e
+def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(tmp_path):
+    """One study: kfold search, then the final stage, killed after its first final trial, then resumed."""
+    seeds = 3
+    spec = _honest(final={"seeds": seeds}, search={**_honest()["search"], "max_concurrent": 1})
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study_dir = tmp_path / "runs" / spec["name"]
+    ray_tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")
+    try:
+        env = driver_env(ray_tmp)
+        proc = start_driver(tmp_path, env, str(path))
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and _final_runs_finished(study_dir) < 1:
+            assert time.monotonic() < deadline, "the final stage did not start"
+            time.sleep(0.2)
+        killed_mid_final = proc.poll() is None
+        kill_driver(proc)
+        status = subprocess.run([sys.executable, "-m", "study.status", str(path)], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120)
+        resumed = subprocess.run([sys.executable, "-m", "study.run", str(path), "--resume", "--no-dashboard"],
+                                 cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert killed_mid_final, "the study finished before the kill; nothing was resumed mid-final"
+    assert "stage: final" in status.stdout, status.stdout
+    assert "Final test stage" in resumed.stdout and "test/recall_at_1 =" in resumed.stdout
+    _check_honest_study(study_dir, spec["name"], seeds)
+    _, _, children = mlflow_children(study_dir, spec["name"])
+    assert len([r for r in children if r.data.tags["stage"] == "final"]) == seeds  # no duplicates after resume
+
+
+def _final_runs_finished(study_dir: Path) -> int:
+    """Final-stage child runs that ended FINISHED (read straight from sqlite, as tests/study/_driver does)."""
+    import sqlite3
+
+    db = study_dir / "mlflow.db"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            (count,) = con.execute(
+                "SELECT count(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+                "WHERE t.key = 'stage' AND t.value = 'final' AND r.status = 'FINISHED'"
+            ).fetchone()
+        return int(count)
+    except sqlite3.Error:
+        return 0
