@@ -39,9 +39,9 @@ class FamilyContext:
     Args:
         num_train: number of training samples (the length of a per-sample weight vector).
         num_classes: number of distinct (observed, possibly noisy) training labels.
-        train_labels: observed training labels, shape ``(num_train,)``, on ``device``.
-        true_train_labels: the labels before noise injection (equal to ``train_labels`` without noise);
-            for diagnostics only (how well a method finds the mislabeled samples), never for training.
+        train_labels: observed training labels, shape ``(num_train,)``, on ``device``. The true labels are
+            not here: a family cannot use what it is not given. The loop scores :meth:`BaseLossFamily.sample_scores`
+            against them.
         embedding_dim: size of the L2-normalised embedding the model outputs.
         device: the trial's device.
         seed: the trial's seed.
@@ -50,7 +50,6 @@ class FamilyContext:
     num_train: int
     num_classes: int
     train_labels: torch.Tensor
-    true_train_labels: torch.Tensor
     embedding_dim: int
     device: torch.device
     seed: int
@@ -141,9 +140,14 @@ class BaseLossFamily(nn.Module, abc.ABC):
         del lr
         return [{"params": list(self.parameters())}]
 
-    def mined_negatives(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(anchor, negative) batch positions of the negative pairs the last ``compute_loss`` selected, one
-        entry per selected tuple; ``None`` when the family does not mine (read by the noise diagnostics)."""
+    def sample_scores(self) -> torch.Tensor | None:
+        """Per training sample (in ``ctx`` order), how clean the family believes its label is, in [0, 1]
+        (BSPML: its weight w); ``None`` (the default) when the family keeps no such score.
+
+        Called by the loop after :meth:`on_epoch_end`; the loop reports ``noise_auroc`` and the precision/recall
+        of ``score < 0.5`` against the recorded noise, and writes the per-class and per-sample weight files.
+        Mining needs no such hook: the loop observes every pytorch-metric-learning miner the family holds.
+        """
         return None
 
     def extra_state(self) -> dict[str, Any]:
@@ -189,7 +193,6 @@ class PmlLossFamily(BaseLossFamily):
         super().__init__(params, ctx)
         self.criterion = self.build_criterion(params)
         self.miner = self.build_miner(params)
-        self._mined: tuple[torch.Tensor, ...] | None = None
 
     @abc.abstractmethod
     def build_criterion(self, params: Any) -> nn.Module:
@@ -202,13 +205,6 @@ class PmlLossFamily(BaseLossFamily):
 
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         pairs = self.miner(embeddings, batch.labels) if self.miner is not None else None
-        self._mined = pairs
         loss = self.criterion(embeddings, batch.labels, pairs)
         # PML already returns an attached zero when mining finds nothing.
         return {self.name: loss}
-
-    def mined_negatives(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if self._mined is None:
-            return None
-        # PML tuples are (a, p, n) triplets or (a1, p, a2, n) pairs; the negatives are the last two columns.
-        return self._mined[0] if len(self._mined) == 3 else self._mined[2], self._mined[-1]

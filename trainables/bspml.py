@@ -11,9 +11,9 @@ Metric Learning", AAAI 2023 (https://arxiv.org/abs/2212.01848). Alg. 1 alternate
 
 ``spms`` is the paper's SPMS ablation: the same method without the balance term (μ = 0; it has no ``mu``).
 
-Weights, λ and the round counter are buffers (checkpointed with the family); the per-epoch per-class weight
-history is extra state and is written as ``class_weights.parquet`` (plus the current per-sample weights as
-``sample_weights.parquet``) for MLflow.
+Weights, λ and the round counter are buffers (checkpointed with the family). The family never sees the true
+labels: it exposes its weights as :meth:`~SelfPacedMSFamily.sample_scores`, and the loop scores them against the
+recorded noise (``noise_auroc``, ...) and writes ``class_weights.parquet`` / ``sample_weights.parquet``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import polars as pl
 import torch
 from pytorch_metric_learning import miners
-from sklearn.metrics import roc_auc_score
 
 from study import metric_names as names
 from trainables.base import BaseLossFamily, Batch, FamilyContext, range_ends
@@ -33,7 +31,6 @@ from trainables.self_paced import ClassIndex, WeightProblem, log1p_sum_exp, ms_t
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
 __all__ = ["SPMSParams", "BSPMLParams", "SelfPacedMSFamily", "BSPMLFamily", "weighted_ms_loss"]
 
@@ -184,10 +181,8 @@ class SelfPacedMSFamily(BaseLossFamily):
         super().__init__(params, ctx)
         self.miner = miners.MultiSimilarityMiner(epsilon=params.ms_epsilon)
         # Observed labels → contiguous ids 0..C-1 for the per-class solver bookkeeping.
-        classes, labels = torch.unique(ctx.train_labels, return_inverse=True)
-        self.classes = classes.cpu().numpy()
+        _, labels = torch.unique(ctx.train_labels, return_inverse=True)
         self.index = ClassIndex.build(labels)
-        self.noisy = (ctx.train_labels != ctx.true_train_labels).cpu().numpy()
         self.register_buffer("weights", torch.ones(ctx.num_train, device=ctx.device))
         self.register_buffer("lam", torch.tensor(params.initial_lambda, dtype=torch.float64, device=ctx.device))
         self.register_buffer("rounds", torch.tensor(0, dtype=torch.long, device=ctx.device))
@@ -195,7 +190,6 @@ class SelfPacedMSFamily(BaseLossFamily):
         self.register_buffer("lam_used", torch.tensor(params.initial_lambda, dtype=torch.float64, device=ctx.device))
         self.generator = torch.Generator(device=ctx.device)
         self.generator.manual_seed(ctx.seed)
-        self.history: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------------------------------- θ-step
 
@@ -238,42 +232,26 @@ class SelfPacedMSFamily(BaseLossFamily):
     # ----------------------------------------------------------------------------------------- metrics
 
     def _record(self, epoch: int) -> dict[str, float]:
+        del epoch
         w = self.weights.detach().double().cpu().numpy()
         class_avg = self.index.class_means(self.weights.detach().double()).cpu().numpy()
         q10, q50, q90 = np.quantile(w, [0.1, 0.5, 0.9])
-        excluded = w < EXCLUDED_BELOW
-        metrics = {
+        return {
             names.LAMBDA: float(self.lam_used),
             names.MAW: float(class_avg.mean()),  # Eq. 14
             names.SDAW: float(class_avg.std()),  # Eq. 14 (population std, 1/C)
             names.W_Q10: float(q10), names.W_Q50: float(q50), names.W_Q90: float(q90),
-            names.EXCLUDED_SHARE: float(excluded.mean()),
+            names.EXCLUDED_SHARE: float((w < EXCLUDED_BELOW).mean()),
         }
-        metrics.update(noise_detection(w, self.noisy))
-        counts = self.index.count.cpu().numpy()
-        noisy_share = np.bincount(self.index.labels.cpu().numpy(), weights=self.noisy, minlength=counts.size)
-        for c, label in enumerate(self.classes):
-            self.history.append({
-                "epoch": epoch, "round": int(self.rounds), "lambda": metrics[names.LAMBDA], "class": int(label),
-                "n": int(counts[c]), "mean_weight": float(class_avg[c]),
-                "noisy_share": float(noisy_share[c] / max(counts[c], 1)),
-            })
-        return metrics
 
-    def write_artifacts(self, directory: Path) -> None:
-        pl.DataFrame(self.history).write_parquet(directory / "class_weights.parquet")
-        pl.DataFrame({
-            "index": np.arange(self.weights.numel()),
-            "label": self.classes[self.index.labels.cpu().numpy()],
-            "noisy": self.noisy,
-            "weight": self.weights.detach().cpu().numpy(),
-        }).write_parquet(directory / "sample_weights.parquet")
+    def sample_scores(self) -> torch.Tensor:
+        """The self-paced weights: a sample the solver excludes (w → 0) is one it believes mislabeled."""
+        return self.weights
 
     def extra_state(self) -> dict[str, Any]:
-        return {"history": list(self.history), "generator": self.generator.get_state()}
+        return {"generator": self.generator.get_state()}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.history = list(state.get("history", []))
         if "generator" in state:
             self.generator.set_state(state["generator"].cpu())  # torch.load may have mapped it to the GPU
 
@@ -283,20 +261,3 @@ class BSPMLFamily(SelfPacedMSFamily):
 
     name = "bspml"
     Params = BSPMLParams
-
-
-def noise_detection(weights: np.ndarray, noisy: np.ndarray) -> dict[str, float]:
-    """AUROC of ``1 − w`` as a "mislabeled" score, and precision/recall of the ``w < 0.5`` rule.
-
-    Empty when the mask has a single class (no noise, or all noisy): AUROC is undefined there. Precision is 0
-    when no weight is below 0.5.
-    """
-    if noisy.all() or not noisy.any():
-        return {}
-    flagged = weights < EXCLUDED_BELOW
-    hits = float((flagged & noisy).sum())
-    return {
-        names.NOISE_AUROC: float(roc_auc_score(noisy, 1.0 - weights)),
-        names.NOISE_PRECISION: hits / flagged.sum() if flagged.any() else 0.0,
-        names.NOISE_RECALL: hits / noisy.sum(),
-    }

@@ -16,13 +16,20 @@ uniformly among the K−1 other classes coincide with probability ``1/(K−1)``,
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import polars as pl
 import torch
+from pytorch_metric_learning.miners import BaseMiner
+from sklearn.metrics import roc_auc_score
 
 from study.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
+    NOISE_AUROC,
+    NOISE_PRECISION,
+    NOISE_RECALL,
     P_BOUND_TRIPLET,
     Q_NEG,
     Q_NEG_OBS,
@@ -31,9 +38,19 @@ from study.metric_names import (
 )
 
 if TYPE_CHECKING:
-    from trainables.base import BaseLossFamily, Batch
+    from pathlib import Path
 
-__all__ = ["NoiseDiagnostics", "q_neg", "q_pos", "p_bound_triplet", "pair_corruption_counts"]
+    from torch import nn
+
+    from trainables.base import Batch
+
+__all__ = [
+    "NoiseDiagnostics", "MinedNegatives", "SampleScoreTrace", "noise_detection", "q_neg", "q_pos", "p_bound_triplet",
+    "pair_corruption_counts",
+]
+
+#: A sample whose clean score (BSPML: its weight) is below this is flagged as mislabeled.
+FLAGGED_BELOW = 0.5
 
 
 def q_neg(p: float, k: int) -> float:
@@ -94,16 +111,13 @@ class NoiseDiagnostics:
         # [tp, tp→neg, tn, tn→pos, observed neg, observed neg truly pos, mined, mined truly pos]
         self._counts = torch.zeros(8, dtype=torch.float64, device=true.device)
 
-    @classmethod
-    def for_family(cls, family: BaseLossFamily) -> NoiseDiagnostics:
-        return cls(family.ctx.train_labels, family.ctx.true_train_labels)
 
     @property
     def active(self) -> bool:
         return self.noise_rate > 0 and self.num_classes > 1
 
-    def observe(self, batch: Batch, family: BaseLossFamily) -> None:
-        """Count the pairs of one batch and what the family's miner selected from it."""
+    def observe(self, batch: Batch, mined: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+        """Count the pairs of one batch and the (anchor, negative) pairs a miner selected from it."""
         if not self.active:
             return
         true = self.true[batch.indices]
@@ -113,7 +127,6 @@ class NoiseDiagnostics:
         upper = torch.ones(len(obs), len(obs), dtype=torch.bool, device=obs.device).triu(1)
         obs_neg = (obs[:, None] != obs[None, :]) & upper
         base = torch.stack([obs_neg.sum(), (obs_neg & (true[:, None] == true[None, :])).sum()]).double()
-        mined = family.mined_negatives()
         if mined is not None and len(mined[0]) and int(max(mined[0].max(), mined[1].max())) < len(true):
             anchors, negatives = mined
             picked = torch.stack([
@@ -143,3 +156,89 @@ class NoiseDiagnostics:
                 out[ETA_HAT] = eta
                 out[P_BOUND_TRIPLET] = p_bound_triplet(eta)
         return out
+
+
+class MinedNegatives:
+    """What the family's pytorch-metric-learning miners selected in the last batch, observed by forward hooks.
+
+    The loop installs it on the family once; no family keeps mining output for the diagnostics. PML miners return
+    triplets ``(a, p, n)`` or pairs ``(a1, p, a2, n)``; the (anchor, negative) positions are decoded here, once.
+    Several miners called on one batch (none of ours does) contribute all their negatives.
+    """
+
+    def __init__(self, family: nn.Module) -> None:
+        self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.miners = [m for m in family.modules() if isinstance(m, BaseMiner)]
+        self._handles = [m.register_forward_hook(self._record) for m in self.miners]
+
+    def _record(self, module: nn.Module, args: Any, output: tuple[torch.Tensor, ...]) -> None:
+        del module, args
+        self._pairs.append((output[0], output[2]) if len(output) == 3 else (output[2], output[3]))
+
+    def pop(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The negatives mined since the last call (``None`` if no miner ran), then forget them."""
+        pairs, self._pairs = self._pairs, []
+        if not pairs:
+            return None
+        return torch.cat([a for a, _ in pairs]), torch.cat([n for _, n in pairs])
+
+
+def noise_detection(scores: np.ndarray, noisy: np.ndarray) -> dict[str, float]:
+    """AUROC of ``1 − score`` as a "mislabeled" score, and precision/recall of the ``score < 0.5`` rule.
+
+    Empty when the mask has a single class (no noise, or all noisy): AUROC is undefined there. Precision is 0
+    when no score is below 0.5.
+    """
+    if noisy.all() or not noisy.any():
+        return {}
+    flagged = scores < FLAGGED_BELOW
+    hits = float((flagged & noisy).sum())
+    return {
+        NOISE_AUROC: float(roc_auc_score(noisy, 1.0 - scores)),
+        NOISE_PRECISION: hits / flagged.sum() if flagged.any() else 0.0,
+        NOISE_RECALL: hits / noisy.sum(),
+    }
+
+
+class SampleScoreTrace:
+    """The loop's view of a family's per-sample clean scores (BSPML's weights) against the recorded noise.
+
+    Families never see the true labels; they expose :meth:`~trainables.base.BaseLossFamily.sample_scores` and
+    the loop, which holds the noisy mask, reports ``noise_auroc``/``noise_precision``/``noise_recall`` each epoch
+    and writes ``class_weights.parquet`` (per epoch and observed class: ``n``, ``mean_weight``, ``noisy_share``)
+    and ``sample_weights.parquet`` (per sample: ``index``, ``label``, ``noisy``, ``weight``) for MLflow.
+    """
+
+    def __init__(self, labels: np.ndarray, true_labels: np.ndarray) -> None:
+        self.labels = np.asarray(labels)
+        self.noisy = self.labels != np.asarray(true_labels)
+        self.classes, self.inverse = np.unique(self.labels, return_inverse=True)
+        self.counts = np.bincount(self.inverse, minlength=self.classes.size)
+        self.noisy_share = np.bincount(self.inverse, weights=self.noisy, minlength=self.classes.size) / np.maximum(self.counts, 1)
+        self.history: list[dict[str, Any]] = []
+        self.last: np.ndarray | None = None
+
+    def observe(self, epoch: int, scores: torch.Tensor) -> dict[str, float]:
+        w = scores.detach().double().cpu().numpy()
+        self.last = w
+        means = np.bincount(self.inverse, weights=w, minlength=self.classes.size) / np.maximum(self.counts, 1)
+        self.history += [
+            {"epoch": epoch, "class": int(label), "n": int(self.counts[c]), "mean_weight": float(means[c]),
+             "noisy_share": float(self.noisy_share[c])}
+            for c, label in enumerate(self.classes)
+        ]
+        return noise_detection(w, self.noisy)
+
+    def write(self, directory: Path) -> None:
+        if self.last is None:
+            return
+        pl.DataFrame(self.history).write_parquet(directory / "class_weights.parquet")
+        pl.DataFrame({
+            "index": np.arange(self.labels.size), "label": self.labels, "noisy": self.noisy, "weight": self.last,
+        }).write_parquet(directory / "sample_weights.parquet")
+
+    def state(self) -> dict[str, Any]:
+        return {"history": list(self.history), "last": self.last}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.history, self.last = list(state["history"]), state["last"]

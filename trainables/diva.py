@@ -223,7 +223,6 @@ class DiVAFamily(BaseLossFamily):
         self.register_buffer("queue_filled", torch.tensor(0, dtype=torch.long))
         self.register_buffer("queue_next", torch.tensor(0, dtype=torch.long))
         self._online: list[nn.Module] = []  # a list, so the online network is not a submodule of the family
-        self._mined: tuple[torch.Tensor, ...] | None = None
 
     def bind_model(self, model: nn.Module) -> None:
         self._online = [model]
@@ -270,8 +269,7 @@ class DiVAFamily(BaseLossFamily):
         n = len(batch.labels)
         phi = self.heads(embeddings[:n])  # the first view; the second is DaNCE's augmentation
         labels = batch.labels
-        self._mined = self.disc_miner(phi["disc"], labels)
-        terms = {"diva_disc": self.disc(phi["disc"], labels, self._mined)}
+        terms = {"diva_disc": self.disc(phi["disc"], labels, self.disc_miner(phi["disc"], labels))}
         for head, sample in (("shared", shared_triplets), ("intra", intra_triplets)):
             triplets = sample(phi[head], labels, p)
             loss = self.fixed_margin(phi[head], labels, triplets) if len(triplets[0]) else phi[head].sum() * 0
@@ -285,8 +283,3 @@ class DiVAFamily(BaseLossFamily):
         self._enqueue(keys)
         terms["diva_decorrelation"] = -p.rho * sum(decorrelation(phi["disc"], phi[h], self.psi[h]) for h in _DECORRELATED)
         return terms
-
-    def mined_negatives(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if self._mined is None:
-            return None
-        return self._mined[0], self._mined[2]

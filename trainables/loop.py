@@ -36,7 +36,7 @@ from trainables.data import DatasetSplits, load_dataset
 from trainables.data._splits import IndexedDataset, LabeledSplit
 from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.data.sampler import BalancedMPerClassSampler
-from trainables.diagnostics import NoiseDiagnostics
+from trainables.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScoreTrace
 from trainables.metrics import linear_probe_accuracy, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.registry import get_family
@@ -129,6 +129,9 @@ class Trial:
     optimizer: torch.optim.Optimizer
     device: torch.device
     lr_schedule: torch.optim.lr_scheduler.LambdaLR | None = None
+    diagnostics: NoiseDiagnostics | None = None
+    mined: MinedNegatives | None = None
+    scores: SampleScoreTrace | None = None
     epoch: int = 0
     _loaders: dict[object, DataLoader] = field(default_factory=dict, repr=False)
 
@@ -154,12 +157,13 @@ class Trial:
             num_train=len(data.train),
             num_classes=data.train.num_classes,
             train_labels=torch.as_tensor(data.train.labels, device=device),
-            true_train_labels=torch.as_tensor(data.train.true_labels, device=device),
             embedding_dim=spec.model.embedding_dim,
             device=device,
             seed=spec.seed,
         )
         family = family_cls(spec.family_params(), ctx).to(device)
+        # The true labels stay here, with the loop: the noise diagnostics and the sample-score trace use them.
+        diagnostics = NoiseDiagnostics(ctx.train_labels, torch.as_tensor(data.train.true_labels, device=device))
         family.bind_model(model)
         groups = [{"params": list(model.parameters())}, *family.param_groups(spec.train.optimizer.lr)]
         optimizer = _build_optimizer(spec, [g for g in groups if g["params"]])
@@ -167,7 +171,8 @@ class Trial:
         if spec.train.lr_schedule.type != "none":
             schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, LrFactor(spec.train.lr_schedule, spec.train.epochs))
         return cls(spec=spec, data=data, model=model, family=family, optimizer=optimizer, device=device,
-                   lr_schedule=schedule)
+                   lr_schedule=schedule, diagnostics=diagnostics, mined=MinedNegatives(family),
+                   scores=SampleScoreTrace(data.train.labels, data.train.true_labels))
 
     # ------------------------------------------------------------------------------------- checkpoints
 
@@ -179,6 +184,7 @@ class Trial:
             "family_extra": self.family.extra_state(),
             "optimizer": self.optimizer.state_dict(),
             "lr_schedule": self.lr_schedule.state_dict() if self.lr_schedule else None,
+            "sample_scores": self.scores.state() if self.scores else None,
             "rng": _rng_state(),
         }
 
@@ -190,6 +196,8 @@ class Trial:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.lr_schedule is not None and state.get("lr_schedule") is not None:
             self.lr_schedule.load_state_dict(state["lr_schedule"])
+        if self.scores is not None and state.get("sample_scores") is not None:
+            self.scores.load_state(state["sample_scores"])
         _set_rng_state(state["rng"])
 
     def save(self, directory: Path) -> None:
@@ -207,6 +215,8 @@ class Trial:
                 true_labels=self.data.train.true_labels,
                 noisy=self.data.train.noisy_mask,
             )
+        if self.scores is not None:
+            self.scores.write(artifacts)
         self.family.write_artifacts(artifacts)
 
     def restore(self, directory: Path) -> None:
@@ -264,7 +274,6 @@ class Trial:
         self.family.train()
         sums: dict[str, float] = {}
         n_batches = 0
-        diagnostics = NoiseDiagnostics.for_family(self.family)
         for inputs, labels, indices in self._train_loader():
             labels = labels.to(self.device)
             if self.family.num_views > 1:  # (B, V, ...) → view-major (V·B, ...)
@@ -273,7 +282,9 @@ class Trial:
             embeddings = self._forward(inputs)
             batch = Batch(inputs, labels, indices.to(self.device))
             terms = self.family.compute_loss(embeddings, batch)
-            diagnostics.observe(batch, self.family)
+            mined = self.mined.pop() if self.mined is not None else None
+            if self.diagnostics is not None:
+                self.diagnostics.observe(batch, mined)
             loss = torch.stack(list(terms.values())).sum()
             if not torch.isfinite(loss):
                 values = {k: float(v.detach()) for k, v in terms.items()}
@@ -285,7 +296,8 @@ class Trial:
             for name, value in terms.items():
                 sums[TRAIN_LOSS_PREFIX + name] = sums.get(TRAIN_LOSS_PREFIX + name, 0.0) + float(value.detach())
             sums[TRAIN_LOSS] = sums.get(TRAIN_LOSS, 0.0) + float(loss.detach())
-        return {**{k: v / max(n_batches, 1) for k, v in sums.items()}, **diagnostics.epoch_metrics()}
+        diagnosed = self.diagnostics.epoch_metrics() if self.diagnostics is not None else {}
+        return {**{k: v / max(n_batches, 1) for k, v in sums.items()}, **diagnosed}
 
     @torch.inference_mode()
     def embed(self, split: LabeledSplit) -> torch.Tensor:
@@ -333,6 +345,9 @@ class Trial:
             return self.embed(self.data.train), torch.arange(len(self.data.train), device=self.device)
 
         metrics.update(self.family.on_epoch_end(self.epoch, embed_train))
+        scores = self.family.sample_scores()
+        if scores is not None and self.scores is not None:
+            metrics.update(self.scores.observe(self.epoch, scores))
         metrics[EPOCH_TIME] = time.perf_counter() - start
         return metrics
 

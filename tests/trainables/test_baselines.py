@@ -32,9 +32,16 @@ DTYPES = [torch.float32, torch.float64]
 def _ctx(n: int = 16, d: int = 8, classes: int = 4) -> FamilyContext:
     labels = torch.arange(n) % classes
     return FamilyContext(
-        num_train=n, num_classes=classes, train_labels=labels, true_train_labels=labels, embedding_dim=d,
+        num_train=n, num_classes=classes, train_labels=labels, embedding_dim=d,
         device=torch.device("cpu"), seed=0,
     )
+
+
+def _record_mining(family) -> list:
+    """The tuples the family's PML miner returns, recorded by a forward hook (as the loop observes them)."""
+    out: list = []
+    family.miner.register_forward_hook(lambda module, args, tuples: out.append(tuples))
+    return out
 
 
 def _batch(dtype: torch.dtype, seed: int = 0, n: int = 16, d: int = 8, classes: int = 4):
@@ -129,11 +136,12 @@ def _triplet_loss_reference(d: np.ndarray, triplets, margin: float, smooth: bool
 def test_triplet_fixed_semihard_matches_loop_reference(dtype):
     emb, batch = _batch(dtype)
     family = TripletFamily(TripletParams(margin=0.2, mining="fixed_semihard"), _ctx())
+    mined = _record_mining(family)
     loss = family.compute_loss(emb, batch)["triplet"]
     x = emb.detach().double().numpy()
     d, _, fixed = _semihard_reference(x, batch.labels.numpy(), 0.2)
     triplets = [(a, p, n) for (a, p), n in sorted(fixed.items())]
-    got = sorted(zip(*(t.tolist() for t in family._mined)))
+    got = sorted(zip(*(t.tolist() for t in mined[-1])))
     assert got == triplets
     assert float(loss.detach()) == pytest.approx(_triplet_loss_reference(d, triplets, 0.2), rel=_tol(dtype), abs=_tol(dtype))
     loss.backward()
@@ -148,10 +156,11 @@ def test_triplet_random_semihard_matches_loop_reference(dtype, smooth):
     cls, params = (TripletSmoothFamily, TripletSmoothParams(margin=0.3, mining="random_semihard")) if smooth else (
         TripletFamily, TripletParams(margin=0.3, mining="random_semihard"))
     family = cls(params, _ctx())
+    mined = _record_mining(family)
     loss = family.compute_loss(emb, batch)[family.name]
     x = emb.detach().double().numpy()
     d, cand, _ = _semihard_reference(x, batch.labels.numpy(), 0.3)
-    triplets = list(zip(*(t.tolist() for t in family._mined)))
+    triplets = list(zip(*(t.tolist() for t in mined[-1])))
     # One triplet per positive pair that has a candidate, its negative drawn from that pair's candidates.
     assert sorted((a, p) for a, p, _ in triplets) == sorted(k for k, v in cand.items() if v)
     assert all(n in cand[(a, p)] for a, p, n in triplets)
@@ -201,10 +210,11 @@ def test_marginal_matches_loop_reference(dtype):
     emb, batch = _batch(dtype, seed=4)
     torch.manual_seed(0)
     family = MarginalFamily(MarginalParams(), _ctx())
+    mined = _record_mining(family)
     loss = family.compute_loss(emb, batch)["marginal"]
     x = emb.detach().double().numpy()
     d, cand, _ = _semihard_reference(x, batch.labels.numpy(), 0.2)
-    triplets = list(zip(*(t.tolist() for t in family._mined)))
+    triplets = list(zip(*(t.tolist() for t in mined[-1])))
     assert all(n in cand[(a, p)] for a, p, n in triplets)  # random semi-hard pairs
     # PML stores a fixed β as a float32 tensor, so float64 runs see float32(1.4).
     ref = _margin_reference(d, triplets, lambda a: float(np.float32(1.4)), 0.2)
@@ -216,11 +226,12 @@ def test_margin_learnable_beta_per_class_matches_loop_reference(dtype):
     emb, batch = _batch(dtype, seed=5)
     torch.manual_seed(0)
     family = MarginFamily(MarginParams(), _ctx()).to(dtype)
+    mined = _record_mining(family)
     with torch.no_grad():  # distinct per-class boundaries, to check each anchor uses its own class's β
         family.criterion.beta.copy_(torch.tensor([1.0, 1.1, 1.2, 1.3], dtype=dtype))
     loss = family.compute_loss(emb, batch)["margin"]
     x, y = emb.detach().double().numpy(), batch.labels.numpy()
-    triplets = list(zip(*(t.tolist() for t in family._mined)))
+    triplets = list(zip(*(t.tolist() for t in mined[-1])))
     assert triplets and all(y[a] == y[p] != y[n] for a, p, n in triplets)
     ref = _margin_reference(_dist(x), triplets, lambda a: [1.0, 1.1, 1.2, 1.3][y[a]], 0.2)
     assert float(loss.detach()) == pytest.approx(ref, rel=_tol(dtype), abs=_tol(dtype))

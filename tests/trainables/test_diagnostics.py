@@ -57,14 +57,9 @@ def test_bound_is_eq_27():
     assert p_bound_triplet(10.0) < p_bound_triplet(3.0)
 
 
-class _Miner:
-    """A stand-in family that reports fixed mined (anchor, negative) pairs."""
-
-    def __init__(self, anchors: list[int], negatives: list[int]) -> None:
-        self.pairs = torch.tensor(anchors), torch.tensor(negatives)
-
-    def mined_negatives(self):
-        return self.pairs
+def _Miner(anchors: list[int], negatives: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fixed mined (anchor, negative) pairs, as :class:`MinedNegatives` decodes them."""
+    return torch.tensor(anchors), torch.tensor(negatives)
 
 
 def test_miner_share_and_eta_on_a_hand_made_batch():
@@ -112,3 +107,31 @@ def test_a_noisy_trial_reports_the_diagnostics_and_semihard_miners_skew_towards_
     # (Which of the two skews more is a measurement, not an invariant: Eq. 28 admits hard negatives closer
     # than the positive, where the corrupted ones sit, and Eq. 29 excludes them; see docs/baselines.md.)
     assert rand[ETA_HAT] > 1 and fixed[ETA_HAT] > 1
+
+
+@pytest.mark.parametrize("family", ["ms", "bspml", "spms", "triplet", "diva"])
+def test_every_mining_family_is_observed_by_the_loop_without_bookkeeping(family):
+    """The loop hooks the family's pytorch-metric-learning miners: BSPML/SPMS and DiVA report the miner
+    statistics too (no family stashes its mining output)."""
+    trial = _trial(family)
+    assert trial.mined is not None and trial.mined.miners
+    metrics = trial.run_epoch()
+    assert MINER_CORRUPT_NEG_SHARE in metrics and math.isfinite(metrics[MINER_CORRUPT_NEG_SHARE])
+
+
+def test_mined_negatives_decodes_pml_triplets_and_pairs():
+    from pytorch_metric_learning import miners
+
+    from trainables.diagnostics import MinedNegatives
+
+    holder = torch.nn.Module()
+    holder.a = miners.TripletMarginMiner(margin=10.0, type_of_triplets="all")
+    holder.b = miners.MultiSimilarityMiner(epsilon=10.0)
+    mined = MinedNegatives(holder)
+    emb = torch.nn.functional.normalize(torch.randn(6, 4, generator=torch.Generator().manual_seed(0)), dim=1)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    a, p, n = holder.a(emb, labels)
+    a1, p1, a2, n2 = holder.b(emb, labels)
+    anchors, negatives = mined.pop()
+    assert torch.equal(anchors, torch.cat([a, a2])) and torch.equal(negatives, torch.cat([n, n2]))
+    assert (labels[anchors] != labels[negatives]).all() and mined.pop() is None

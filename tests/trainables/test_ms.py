@@ -36,7 +36,7 @@ def _reference_ms(x: np.ndarray, labels: np.ndarray, alpha: float, beta: float, 
 def _family(params: MSParams, n: int = 16) -> MultiSimilarityFamily:
     ctx = FamilyContext(
         num_train=n, num_classes=4, train_labels=torch.zeros(n, dtype=torch.long),
-        true_train_labels=torch.zeros(n, dtype=torch.long), embedding_dim=8,
+        embedding_dim=8,
         device=torch.device("cpu"), seed=0,
     )
     return MultiSimilarityFamily(params, ctx)
