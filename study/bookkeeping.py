@@ -9,6 +9,9 @@ from typing import Any
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
+from study.compat import (
+    asha_trial_info, completed_trials_of, optuna_study_of, optuna_trials_of, storage_trial_id, study_storage,
+)
 from study.metric_names import EPOCH
 from study.storage import read_bytes, write_bytes
 
@@ -36,41 +39,43 @@ class StudySearch(OptunaSearch):
 
         epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
         value = (result or {}).get(self.metric)
-        if error or value is None or trial_id in self._completed_trials or trial_id not in self._ot_trials:
+        trials, study = optuna_trials_of(self), optuna_study_of(self)
+        if error or value is None or trial_id in completed_trials_of(self) or trial_id not in trials:
             super().on_trial_complete(trial_id, result=result, error=error)
             return
-        ot_trial = self._ot_trials[trial_id]
+        ot_trial = trials[trial_id]
         # Ray hands a trial's final result to on_trial_complete only: record it as the last intermediate too.
-        if epochs not in self._ot_study._storage.get_trial(ot_trial._trial_id).intermediate_values:
+        if epochs not in study_storage(study).get_trial(storage_trial_id(ot_trial)).intermediate_values:
             ot_trial.report(float(value), epochs)
         if epochs >= self.max_t:
             super().on_trial_complete(trial_id, result=result, error=error)
             return
-        self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.PRUNED)
-        self._completed_trials.add(trial_id)
+        study.tell(ot_trial, state=optuna.trial.TrialState.PRUNED)
+        completed_trials_of(self).add(trial_id)
 
     def restore(self, checkpoint_path: str) -> None:
         import optuna
 
         super().restore(checkpoint_path)
-        known = {t._trial_id for t in self._ot_trials.values()}
-        storage = self._ot_study._storage
+        study = optuna_study_of(self)
+        known = {storage_trial_id(t) for t in optuna_trials_of(self).values()}
+        storage = study_storage(study)
         self._orphans: list[int] = []
-        for frozen in self._ot_study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
-            if frozen._trial_id in known:
+        for frozen in study.get_trials(deepcopy=False, states=[optuna.trial.TrialState.RUNNING]):
+            if storage_trial_id(frozen) in known:
                 continue
             if frozen.intermediate_values:  # it trained under a Ray trial that the restore forgot
-                storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
+                storage.set_trial_state_values(storage_trial_id(frozen), optuna.trial.TrialState.FAIL)
             else:  # asked but never reported: the next new Ray trial adopts it, params and all
-                self._orphans.append(frozen._trial_id)
+                self._orphans.append(storage_trial_id(frozen))
 
     def suggest(self, trial_id: str) -> dict | None:
         import optuna
 
         orphans = getattr(self, "_orphans", [])
-        if orphans and trial_id not in self._ot_trials:
+        if orphans and trial_id not in optuna_trials_of(self):
             # Re-running the define-by-run space on an Optuna trial returns the values it already holds.
-            self._ot_trials[trial_id] = optuna.trial.Trial(self._ot_study, orphans.pop(0))
+            optuna_trials_of(self)[trial_id] = optuna.trial.Trial(optuna_study_of(self), orphans.pop(0))
         return super().suggest(trial_id)
 
 
@@ -101,7 +106,7 @@ class PersistentASHA(ASHAScheduler):
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
         self._load_once()
-        if trial.trial_id not in self._trial_info:  # a restored live trial keeps its bracket
+        if trial.trial_id not in asha_trial_info(self):  # a restored live trial keeps its bracket
             super().on_trial_add(tune_controller, trial)
             self._persist()
 
@@ -113,17 +118,17 @@ class PersistentASHA(ASHAScheduler):
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         self._load_once()
-        if trial.trial_id in self._trial_info:
+        if trial.trial_id in asha_trial_info(self):
             super().on_trial_complete(tune_controller, trial, result)
             self._persist()
 
     def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
         self._load_once()
-        if trial.trial_id in self._trial_info:
+        if trial.trial_id in asha_trial_info(self):
             super().on_trial_remove(tune_controller, trial)
             self._persist()
 
     def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
         self._load_once()
-        self._trial_info.pop(trial.trial_id, None)
+        asha_trial_info(self).pop(trial.trial_id, None)
         self._persist()

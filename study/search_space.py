@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import optuna
 
+from study.compat import storage_trial_id, study_storage
+
 if TYPE_CHECKING:
     from study.spec import ParamSpec, SamplerSpec
 
@@ -101,7 +103,7 @@ class ConditionalGridSampler(optuna.samplers.BaseSampler):
         fresh = [i for i in self._order if i not in taken and i not in failed]
         retry = [i for i in self._order if i not in taken]
         grid_id = (fresh or retry or [self._order[trial.number % len(self._order)]])[0]
-        study._storage.set_trial_system_attr(trial._trial_id, "grid_id", grid_id)
+        study_storage(study).set_trial_system_attr(storage_trial_id(trial), "grid_id", grid_id)
 
     def sample_independent(
         self, study: optuna.Study, trial: Any, param_name: str, param_distribution: Any

@@ -26,7 +26,7 @@ def study_status(spec: StudySpec) -> dict:
     import optuna
 
     from study.storage import read_bytes
-    from study.tuner import StudyLayout
+    from study.layout import StudyLayout
 
     layout = StudyLayout.for_spec(spec)
     if read_bytes(layout.spec_file) is None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from ray.tune.experiment import Trial
 
-__all__ = ["TrackingStore", "MlflowTrialCallback", "default_tracking_uri", "RUN_TAGS"]
+__all__ = ["TrackingStore", "MlflowTrialCallback", "RUN_TAGS"]
 
 #: Tags every child run carries; dashboards group by them.
 RUN_TAGS = ("trial_id", "family", "dataset", "noise_ratio")
@@ -40,10 +40,6 @@ _RAY_RESULT_KEYS = frozenset(
         "checkpoint_dir_name", "should_checkpoint", "config", EPOCH,
     }
 )
-
-
-def default_tracking_uri(study_dir: str) -> str:
-    return f"sqlite:///{study_dir}/mlflow.db"
 
 
 def _client(uri: str) -> MlflowClient:

@@ -1,13 +1,6 @@
-"""Ray Tune orchestration: one study = one Tuner driven by OptunaSearch, tracked in MLflow.
-
-Layout of a study in its storage (``storage/<name>/``)::
-
-    spec.yaml          the validated spec the study was started with (resume refuses a different one)
-    optuna.db          Optuna RDB storage (study name = spec name); open it with optuna-dashboard
-    mlflow.db          MLflow sqlite store, unless ``tracking.uri`` names a server
-    mlflow-artifacts/  its artifact root
-    tune/              Ray Tune's experiment: state, trial directories, checkpoints
-    asha_state.pkl     the ASHA scheduler's rungs (Ray does not restore a scheduler; we do)
+"""Ray Tune orchestration: one study = a search Tuner driven by OptunaSearch, then a final-stage Tuner that
+retrains the best configuration with several seeds (:mod:`study.final_stage`), both tracked in MLflow. Where the
+study's files live is :mod:`study.layout`.
 
 ``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
 (any pyarrow filesystem). A URI cannot hold the sqlite stores, so it requires ``tracking.uri`` and
@@ -30,74 +23,21 @@ from study.bookkeeping import PersistentASHA, StudySearch
 from study.errors import SpecError, StudyExistsError
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
+from study.compat import restored_run_config
 from study.final_stage import FinalGroup, best_per_group, final_points, result_trial_id, summarize_final, summary_csv
 from study.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
 from study.spec import FINAL_KEY, SPEC_KEY, FinalSpec, StudySpec, flatten, sampled_values, spec_from_tune_config, trial_stage
 from study.storage import is_shared_path, make_dirs, read_bytes, write_bytes
-from study.tracking import MlflowTrialCallback, TrackingStore, default_tracking_uri
+from study.layout import FINAL_EXPERIMENT, StudyLayout
+from study.tracking import MlflowTrialCallback, TrackingStore
 
 if TYPE_CHECKING:
     from ray.tune import ResultGrid
 
-__all__ = ["StudyLayout", "StudyOutcome", "run_study", "describe_trial", "browse_commands"]
+__all__ = ["StudyOutcome", "run_study", "describe_trial", "browse_commands"]
 
 log = logging.getLogger(__name__)
 
-_FINAL_EXPERIMENT = "tune_final"
-
-
-@dataclass(frozen=True)
-class StudyLayout:
-    """Where a study's files live: ``root`` is a local directory or a pyarrow filesystem URI."""
-
-    root: str
-    tracking_uri: str
-    artifact_location: str | None
-    optuna_url: str
-
-    @classmethod
-    def for_spec(cls, spec: StudySpec) -> StudyLayout:
-        if "://" in spec.storage:
-            missing = [k for k in ("uri", "optuna_uri") if getattr(spec.tracking, k) is None]
-            if missing:
-                raise SpecError(
-                    f"storage: {spec.storage!r} is a URI, so tracking.{missing[0]} must name a server "
-                    "(sqlite stores need a local or shared directory)"
-                )
-            root = f"{spec.storage.rstrip('/')}/{spec.name}"
-        else:
-            root = str((Path(spec.storage).expanduser() / spec.name).resolve())
-        optuna_url = spec.tracking.optuna_uri or f"sqlite:///{root}/optuna.db"
-        if spec.tracking.uri:
-            return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None, optuna_url=optuna_url)
-        return cls(
-            root=root, tracking_uri=default_tracking_uri(root),
-            artifact_location=(Path(root) / "mlflow-artifacts").as_uri(), optuna_url=optuna_url,
-        )
-
-    @property
-    def remote(self) -> bool:
-        return "://" in self.root
-
-    @property
-    def spec_file(self) -> str:
-        return f"{self.root}/spec.yaml"
-
-    @property
-    def tune_dir(self) -> str:
-        return f"{self.root}/tune"
-
-    @property
-    def final_dir(self) -> str:
-        """Ray Tune's experiment of the final test stage."""
-        return f"{self.root}/{_FINAL_EXPERIMENT}"
-
-    @property
-    def asha_state(self) -> str:
-        return f"{self.root}/asha_state.pkl"
-
-    def mkdir(self) -> None:
-        make_dirs(self.root)
 
 
 @dataclass(frozen=True)
@@ -231,7 +171,7 @@ def _build_tuner(
         # The restored run config is the pickle taken at the study's start: give it this driver's callbacks
         # (fresh MLflow client, parent run reopened) and this invocation's retry budget. Ray offers no
         # public setter; the searcher and scheduler are restored as pickled (see StudySearch, PersistentASHA).
-        run_config = tuner._local_tuner._run_config
+        run_config = restored_run_config(tuner)
         run_config.callbacks = callbacks
         run_config.failure_config = failure_config
         return tuner
@@ -311,7 +251,7 @@ def _run_final_stage(
         tuner = tune.Tuner.restore(
             layout.final_dir, trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
         )
-        run_config = tuner._local_tuner._run_config  # as in _build_tuner: this driver's callbacks and retries
+        run_config = restored_run_config(tuner)  # as in _build_tuner: this driver's callbacks and retries
         run_config.callbacks = callbacks
         run_config.failure_config = failure_config
     else:
@@ -322,7 +262,7 @@ def _run_final_stage(
                 max_concurrent_trials=spec.search.max_concurrent, trial_dirname_creator=_trial_dirname,
             ),
             run_config=tune.RunConfig(
-                name=_FINAL_EXPERIMENT, storage_path=layout.root, callbacks=callbacks,
+                name=FINAL_EXPERIMENT, storage_path=layout.root, callbacks=callbacks,
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1), failure_config=failure_config, verbose=0,
             ),
         )

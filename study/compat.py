@@ -1,0 +1,57 @@
+"""Private Ray Tune and Optuna internals the study relies on, in one place, each with a test.
+
+Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
+Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
+read ASHA's per-trial brackets). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
+per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
+2.50–2.60, ``optuna`` 4) are the versions these were checked against.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import optuna
+    from ray.tune import RunConfig, Tuner
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+__all__ = [
+    "restored_run_config", "optuna_trials_of", "completed_trials_of", "optuna_study_of", "study_storage",
+    "storage_trial_id", "asha_trial_info",
+]
+
+
+def restored_run_config(tuner: Tuner) -> RunConfig:
+    """The run config a ``Tuner.restore`` unpickled (mutable: callbacks, failure config)."""
+    return tuner._local_tuner._run_config
+
+
+def optuna_trials_of(searcher: OptunaSearch) -> dict[str, optuna.trial.Trial]:
+    """``OptunaSearch``'s map from Ray trial id to the Optuna trial it asked for."""
+    return searcher._ot_trials
+
+
+def completed_trials_of(searcher: OptunaSearch) -> set[str]:
+    """The Ray trial ids ``OptunaSearch`` has already told Optuna about."""
+    return searcher._completed_trials
+
+
+def optuna_study_of(searcher: OptunaSearch) -> optuna.Study:
+    return searcher._ot_study
+
+
+def study_storage(study: optuna.Study) -> optuna.storages.BaseStorage:
+    """The storage behind a study (to set a system attribute or a state by storage trial id)."""
+    return study._storage
+
+
+def storage_trial_id(trial: Any) -> int:
+    """The storage id of an ``optuna.trial.Trial`` or ``FrozenTrial`` (not its ``number``)."""
+    return trial._trial_id
+
+
+def asha_trial_info(scheduler: ASHAScheduler) -> dict[str, Any]:
+    """ASHA's map from Ray trial id to the bracket the trial is in."""
+    return scheduler._trial_info

@@ -1,0 +1,88 @@
+"""Where a study's files live (``storage/<name>/``), derived from its spec alone: no Ray, no MLflow imports, so
+``study.status`` and the dashboards can find a study cheaply.
+
+Layout::
+
+    spec.yaml          the validated spec the study was started with (resume refuses a different one)
+    optuna.db          Optuna RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names one
+    mlflow.db          MLflow sqlite store, unless ``tracking.uri`` names a server
+    mlflow-artifacts/  its artifact root
+    tune/              Ray Tune's search experiment: state, trial directories, checkpoints
+    tune_final/        Ray Tune's final-stage experiment
+    asha_state.pkl     the ASHA scheduler's rungs (Ray does not restore a scheduler; we do)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from study.errors import SpecError
+from study.storage import make_dirs
+
+if TYPE_CHECKING:
+    from study.spec import StudySpec
+
+__all__ = ["StudyLayout", "FINAL_EXPERIMENT", "default_tracking_uri"]
+
+#: Ray Tune experiment name of the final test stage (the search is ``tune``).
+FINAL_EXPERIMENT = "tune_final"
+
+
+def default_tracking_uri(study_dir: str) -> str:
+    return f"sqlite:///{study_dir}/mlflow.db"
+
+
+@dataclass(frozen=True)
+class StudyLayout:
+    """Where a study's files live: ``root`` is a local directory or a pyarrow filesystem URI."""
+
+    root: str
+    tracking_uri: str
+    artifact_location: str | None
+    optuna_url: str
+
+    @classmethod
+    def for_spec(cls, spec: StudySpec) -> StudyLayout:
+        if "://" in spec.storage:
+            missing = [k for k in ("uri", "optuna_uri") if getattr(spec.tracking, k) is None]
+            if missing:
+                raise SpecError(
+                    f"storage: {spec.storage!r} is a URI, so tracking.{missing[0]} must name a server "
+                    "(sqlite stores need a local or shared directory)"
+                )
+            root = f"{spec.storage.rstrip('/')}/{spec.name}"
+        else:
+            root = str((Path(spec.storage).expanduser() / spec.name).resolve())
+        optuna_url = spec.tracking.optuna_uri or f"sqlite:///{root}/optuna.db"
+        if spec.tracking.uri:
+            return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None, optuna_url=optuna_url)
+        return cls(
+            root=root, tracking_uri=default_tracking_uri(root),
+            artifact_location=(Path(root) / "mlflow-artifacts").as_uri(), optuna_url=optuna_url,
+        )
+
+    @property
+    def remote(self) -> bool:
+        return "://" in self.root
+
+    @property
+    def spec_file(self) -> str:
+        return f"{self.root}/spec.yaml"
+
+    @property
+    def tune_dir(self) -> str:
+        return f"{self.root}/tune"
+
+    @property
+    def final_dir(self) -> str:
+        """Ray Tune's experiment of the final test stage."""
+        return f"{self.root}/{FINAL_EXPERIMENT}"
+
+    @property
+    def asha_state(self) -> str:
+        return f"{self.root}/asha_state.pkl"
+
+    def mkdir(self) -> None:
+        make_dirs(self.root)

@@ -1,0 +1,49 @@
+"""One fast test per private Ray/Optuna attribute that study/compat.py reads: an upgrade that renames one fails
+here, not in the middle of a resumed study."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+from study import compat
+
+
+@pytest.fixture
+def searcher() -> OptunaSearch:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    s = OptunaSearch(space={"x": optuna.distributions.FloatDistribution(0.0, 1.0)}, metric="m", mode="max",
+                     storage=optuna.storages.InMemoryStorage())
+    s.suggest("ray_a")
+    return s
+
+
+def test_optuna_search_maps_ray_trials_to_optuna_trials(searcher):
+    trials = compat.optuna_trials_of(searcher)
+    assert set(trials) == {"ray_a"} and isinstance(trials["ray_a"], optuna.trial.Trial)
+    assert isinstance(compat.optuna_study_of(searcher), optuna.Study)
+    searcher.on_trial_complete("ray_a", {"m": 0.5})
+    assert "ray_a" in compat.completed_trials_of(searcher)
+
+
+def test_study_storage_and_storage_trial_ids(searcher):
+    study = compat.optuna_study_of(searcher)
+    trial = compat.optuna_trials_of(searcher)["ray_a"]
+    storage = compat.study_storage(study)
+    assert isinstance(storage, optuna.storages.BaseStorage)
+    storage.set_trial_system_attr(compat.storage_trial_id(trial), "grid_id", 3)
+    (frozen,) = study.get_trials(deepcopy=False)
+    assert frozen.system_attrs["grid_id"] == 3 and compat.storage_trial_id(frozen) == compat.storage_trial_id(trial)
+
+
+def test_a_tuner_exposes_its_run_config(tmp_path):
+    config = tune.RunConfig(name="compat", storage_path=str(tmp_path))
+    tuner = tune.Tuner(lambda c: None, run_config=config)
+    assert compat.restored_run_config(tuner).name == "compat"
+
+
+def test_asha_keeps_its_trial_brackets():
+    assert compat.asha_trial_info(ASHAScheduler(metric="m", mode="max", max_t=2)) == {}
