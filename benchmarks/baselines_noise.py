@@ -16,7 +16,13 @@ import statistics
 import torch
 
 from study.metric_names import (
-    EPOCH_TIME, ETA_HAT, MINER_CORRUPT_NEG_SHARE, NMI, OBJECTIVE, P_BOUND_TRIPLET, SPECTRAL_DECAY,
+    EPOCH_TIME,
+    ETA_HAT,
+    MINER_CORRUPT_NEG_SHARE,
+    NMI,
+    OBJECTIVE,
+    P_BOUND_TRIPLET,
+    SPECTRAL_DECAY,
 )
 from study.spec import parse_spec
 from trainables.loop import Trial

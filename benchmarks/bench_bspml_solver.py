@@ -75,7 +75,7 @@ def sop_scale(sizes: list[int], classes: int, dim: int, rows: int, device: torch
         solve_s, w = _timed(lambda: solve_weights(
             problem, torch.ones(n, device=device), gamma=prm.gamma, sweeps=prm.solver_sweeps,
             block=prm.solver_block, p=prm.solver_p, k=prm.solver_k, generator=g), device)
-        assert 0 <= float(w.min()) and float(w.max()) <= 1
+        assert float(w.min()) >= 0 and float(w.max()) <= 1
         results.append((n, xi_full, solve_s))
         how = f"extrapolated from {part} rows" if part < n else "full"
         print(f"N={n:>6}: ξ terms {xi_full:7.1f}s ({how}), "

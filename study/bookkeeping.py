@@ -10,7 +10,12 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from study.compat import (
-    asha_trial_info, completed_trials_of, optuna_study_of, optuna_trials_of, storage_trial_id, study_storage,
+    asha_trial_info,
+    completed_trials_of,
+    optuna_study_of,
+    optuna_trials_of,
+    storage_trial_id,
+    study_storage,
 )
 from study.metric_names import EPOCH
 from study.storage import read_bytes, write_bytes

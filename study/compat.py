@@ -25,6 +25,7 @@ __all__ = [
 
 def restored_run_config(tuner: Tuner) -> RunConfig:
     """The run config a ``Tuner.restore`` unpickled (mutable: callbacks, failure config)."""
+    assert tuner._local_tuner is not None, "a Tuner connected to a remote driver (Ray Client) is not supported"
     return tuner._local_tuner._run_config
 
 
@@ -39,7 +40,9 @@ def completed_trials_of(searcher: OptunaSearch) -> set[str]:
 
 
 def optuna_study_of(searcher: OptunaSearch) -> optuna.Study:
-    return searcher._ot_study
+    study = searcher._ot_study
+    assert study is not None, "OptunaSearch has no study before its search space is set"
+    return study
 
 
 def study_storage(study: optuna.Study) -> optuna.storages.BaseStorage:

@@ -14,8 +14,8 @@ too narrow (it cannot extrapolate beyond the observed spread), the t-interval is
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from study.spec import FINAL_KEY, StudySpec, sampled_values
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
-__all__ = ["FinalGroup", "result_trial_id", "best_per_group", "final_points", "summarize_final", "t_interval", "summary_csv"]
+__all__ = ["FinalGroup", "results_of", "result_trial_id", "best_per_group", "final_points", "summarize_final", "t_interval", "summary_csv"]
 
 #: Label of the only group when ``final.group_by`` is empty.
 ALL = "all"
@@ -58,10 +58,23 @@ def group_label(spec: StudySpec, sampled: dict[str, Any]) -> str:
     return ", ".join(f"{name}={sampled.get(name)}" for name in spec.final.group_by)
 
 
+def results_of(grid: ResultGrid) -> list[Result]:
+    """The grid's results as a list (``ResultGrid`` is indexable but declares no ``__iter__``)."""
+    return [grid[i] for i in range(len(grid))]
+
+
+def _config(result: Result) -> dict[str, Any]:
+    return result.config or {}
+
+
+def _metrics(result: Result) -> dict[str, Any]:
+    return result.metrics or {}
+
+
 def _finished(spec: StudySpec, results: ResultGrid) -> list[Result]:
     metric = spec.search.metric
     return [
-        r for r in results
+        r for r in results_of(results)
         if r.error is None and r.metrics and isinstance(r.metrics.get(metric), (int, float))
         and math.isfinite(r.metrics[metric])
     ]
@@ -74,8 +87,8 @@ def best_per_group(spec: StudySpec, results: ResultGrid) -> dict[str, Result]:
     best: dict[str, Result] = {}
     # Ties go to the smallest trial id, so a resumed driver (whose ResultGrid order may differ) picks the same.
     for r in sorted(_finished(spec, results), key=result_trial_id):
-        label = group_label(spec, sampled_values(r.config))
-        if label not in best or sign * r.metrics[metric] > sign * best[label].metrics[metric]:
+        label = group_label(spec, sampled_values(_config(r)))
+        if label not in best or sign * _metrics(r)[metric] > sign * _metrics(best[label])[metric]:
             best[label] = r
     return best
 
@@ -85,7 +98,7 @@ def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any
     with ``seed`` set to 0 … ``final.seeds``-1, in a stable order (so a resumed driver plans the same points)."""
     points = []
     for label in sorted(best):
-        sampled = sampled_values(best[label].config)
+        sampled = sampled_values(_config(best[label]))
         for seed in range(spec.final.seeds):
             points.append({"group": label, "source_trial": result_trial_id(best[label]),
                            "params": {**sampled, "seed": seed}})
@@ -123,18 +136,18 @@ def summarize_final(
     groups = {
         label: FinalGroup(
             label, result_trial_id(r),
-            fold_ensemble={k: float(v) for k, v in r.metrics.items() if k.startswith(TEST_PREFIX)
+            fold_ensemble={k: float(v) for k, v in _metrics(r).items() if k.startswith(TEST_PREFIX)
                            and isinstance(v, (int, float)) and spec.validation.kind == "kfold"},
         )
         for label, r in sorted(best.items())
     }
-    for r in results:
-        if r.error is not None or not r.metrics or int(r.metrics.get(EPOCH, 0)) < spec.train.epochs:
+    for r in results_of(results):
+        if r.error is not None or int(_metrics(r).get(EPOCH, 0)) < spec.train.epochs:
             continue
-        group = groups.get(r.config[FINAL_KEY]["group"])
+        group = groups.get(_config(r)[FINAL_KEY]["group"])
         if group is None:
             continue
-        for key, value in r.metrics.items():
+        for key, value in _metrics(r).items():
             if key.startswith(TEST_PREFIX) and isinstance(value, (int, float)) and "/fold" not in key:
                 group.values.setdefault(key, []).append(float(value))
     return list(groups.values())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from study.errors import StudyError
 
@@ -16,7 +17,7 @@ __all__ = ["main"]
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other spec error
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other spec error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -91,7 +92,7 @@ def _print_final(groups: list) -> None:
     print("Final test stage (best configuration retrained on all training classes, evaluated on the test classes):")
     for g in groups:
         print(f"  {g.label} (from trial {g.source_trial}, {g.num_seeds} seeds)")
-        for name, values in sorted(g.values.items()):
+        for name in sorted(g.values):
             if name.removeprefix("test/").startswith(("recall_at_1", "map_at_r", "nmi")):
                 s = g.summary()
                 print(f"    {name} = {s[name + '_mean']:.4f} ± {s[name + '_std']:.4f} "

@@ -94,7 +94,8 @@ class ConditionalGridSampler(optuna.samplers.BaseSampler):
         return {}
 
     def before_trial(self, study: optuna.Study, trial: Any) -> None:
-        taken, failed = set(), set()
+        taken: set[int] = set()
+        failed: set[int] = set()
         for t in study.get_trials(deepcopy=False):
             if "grid_id" in t.system_attrs and t.number != trial.number:
                 (failed if t.state == optuna.trial.TrialState.FAIL else taken).add(t.system_attrs["grid_id"])

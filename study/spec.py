@@ -18,15 +18,26 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from study.errors import SpecError
 from study.metric_names import (
-    ACC1, ACC5, EPOCH_TIME, EVAL_TIME, LR, MAP_AT_R, NMI, R_PRECISION, SPECTRAL_DECAY, TEST_PREFIX,
-    TRAIN_LOSS, VAL_PREFIX, recall_at,
+    ACC1,
+    ACC5,
+    EPOCH_TIME,
+    EVAL_TIME,
+    LR,
+    MAP_AT_R,
+    NMI,
+    R_PRECISION,
+    SPECTRAL_DECAY,
+    TEST_PREFIX,
+    TRAIN_LOSS,
+    VAL_PREFIX,
+    recall_at,
 )
 from study.search_space import grid_points
 
@@ -75,7 +86,7 @@ def _absolute_path(path: str | None) -> str | None:
     return None if path is None else os.path.abspath(os.path.expanduser(path))
 
 
-_Path = Annotated[Union[str, None], AfterValidator(_absolute_path)]
+_Path = Annotated[str | None, AfterValidator(_absolute_path)]
 
 
 class DatasetSpec(_Strict):
@@ -235,7 +246,7 @@ class IntParam(_ParamBase):
 
 class CategoricalParam(_ParamBase):
     type: Literal["categorical"]
-    choices: list[Union[bool, int, float, str, None]] = Field(min_length=1)
+    choices: list[bool | int | float | str | None] = Field(min_length=1)
 
 
 def _check_numeric(low: float, high: float, log: bool, step: float | None) -> None:
@@ -249,7 +260,7 @@ def _check_numeric(low: float, high: float, log: bool, step: float | None) -> No
         raise ValueError("log: true cannot be combined with step")
 
 
-ParamSpec = Annotated[Union[FloatParam, IntParam, CategoricalParam], Field(discriminator="type")]
+ParamSpec = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
 
 
 class SamplerSpec(_Strict):
@@ -507,7 +518,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return tree
 
 
-def _format_error(err: dict[str, Any]) -> str:
+def _format_error(err: Any) -> str:
     # Drop the discriminator tags pydantic inserts in union locations (space.lr.float.low → space.lr.low).
     loc = [str(p) for p in err["loc"] if p not in ("float", "int", "categorical", "function-after[_check_bounds()]")]
     where = ".".join(loc)
@@ -543,7 +554,8 @@ def _check_search_names(spec: StudySpec, source: str) -> None:
     space = spec.search.space
     if not space:
         return
-    families = space["family"].choices if isinstance(space.get("family"), CategoricalParam) else [spec.family]
+    family_param = space.get("family")
+    families = family_param.choices if isinstance(family_param, CategoricalParam) else [spec.family]
     if "family" in space:
         _check_params_shared(spec.params, families, source)
         _check_each_family(spec, families, space, source)

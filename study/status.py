@@ -25,8 +25,8 @@ def study_status(spec: StudySpec) -> dict:
     """
     import optuna
 
-    from study.storage import read_bytes
     from study.layout import StudyLayout
+    from study.storage import read_bytes
 
     layout = StudyLayout.for_spec(spec)
     if read_bytes(layout.spec_file) is None:
@@ -39,7 +39,7 @@ def study_status(spec: StudySpec) -> dict:
     best = None
     if finished:
         pick = max if spec.search.mode == "max" else min
-        best = pick(finished, key=lambda t: t.value)
+        best = pick(finished, key=lambda t: float(t.value or 0.0))  # finished: value is not None
     from study.tracking import TrackingStore
 
     driver = TrackingStore.peek_parent_status(layout.tracking_uri, spec.name)

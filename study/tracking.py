@@ -142,10 +142,8 @@ class TrackingStore:
             self.client.log_metric(run_id, key, value)
 
     def end_parent(self, run_id: str, status: str, metrics: dict[str, float], tags: dict[str, str]) -> None:
-        for key, value in tags.items():
-            self.client.set_tag(run_id, key, value)
-        for key, value in metrics.items():
-            self.client.log_metric(run_id, key, value)
+        self.set_tags(run_id, tags)
+        self.end_parent_metrics(run_id, metrics)
         self.client.set_terminated(run_id, status=status)
 
     def close_orphans(self, parent_id: str, status: str = "KILLED") -> int:

@@ -20,15 +20,32 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from study.bookkeeping import PersistentASHA, StudySearch
+from study.compat import restored_run_config
 from study.errors import SpecError, StudyExistsError
+from study.final_stage import (
+    FinalGroup,
+    best_per_group,
+    final_points,
+    result_trial_id,
+    results_of,
+    summarize_final,
+    summary_csv,
+)
+from study.layout import FINAL_EXPERIMENT, StudyLayout
+from study.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
-from study.compat import restored_run_config
-from study.final_stage import FinalGroup, best_per_group, final_points, result_trial_id, summarize_final, summary_csv
-from study.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
-from study.spec import FINAL_KEY, SPEC_KEY, FinalSpec, StudySpec, flatten, sampled_values, spec_from_tune_config, trial_stage
-from study.storage import is_shared_path, make_dirs, read_bytes, write_bytes
-from study.layout import FINAL_EXPERIMENT, StudyLayout
+from study.spec import (
+    FINAL_KEY,
+    SPEC_KEY,
+    FinalSpec,
+    StudySpec,
+    flatten,
+    sampled_values,
+    spec_from_tune_config,
+    trial_stage,
+)
+from study.storage import is_shared_path, read_bytes, write_bytes
 from study.tracking import MlflowTrialCallback, TrackingStore
 
 if TYPE_CHECKING:
@@ -193,7 +210,7 @@ def _build_tuner(
             state_file=layout.asha_state,
         )
     else:
-        scheduler = FIFOScheduler()
+        scheduler = FIFOScheduler()  # type: ignore[assignment]
     return tune.Tuner(
         trainable,
         param_space=param_space,
@@ -268,7 +285,7 @@ def _run_final_stage(
         )
     results = tuner.fit()
     groups = summarize_final(spec, results, best)
-    ended = sum(1 for r in results if r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs)
+    ended = sum(r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results))
     interrupted = ended < len(points)
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
@@ -279,13 +296,13 @@ def _run_final_stage(
 def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float) -> StudyOutcome:
     s = spec.search
     # The final stage's rule with a single group: best last value, ties to the smallest trial id.
-    best = next(iter(best_per_group(spec.model_copy(update={"final": FinalSpec()}), results).values()), None)
+    best = next(iter(best_per_group(spec.model_copy(update={"final": FinalSpec(seeds=0)}), results).values()), None)
     sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
         num_failed=results.num_errors,
         best_trial_id=result_trial_id(best) if best is not None else None,
-        best_value=float(best.metrics[s.metric]) if best is not None else None,
+        best_value=float((best.metrics or {})[s.metric]) if best is not None else None,
         best_params=sampled,
         parent_run_id=parent_run_id,
         interrupted=len(results) < s.num_trials,

@@ -27,7 +27,16 @@ from torch.utils.data import DataLoader
 
 from study.errors import DataError
 from study.metric_names import (
-    ARTIFACTS_DIR, EPOCH, EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, TRAIN_LOSS_PREFIX, VAL_PREFIX, on_fold,
+    ARTIFACTS_DIR,
+    EPOCH,
+    EPOCH_TIME,
+    EVAL_TIME,
+    LR,
+    TEST_PREFIX,
+    TRAIN_LOSS,
+    TRAIN_LOSS_PREFIX,
+    VAL_PREFIX,
+    on_fold,
     on_test,
 )
 from study.spec import LrScheduleSpec, StudySpec, spec_from_tune_config, trial_stage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -49,10 +50,8 @@ def kill_driver(proc: subprocess.Popen) -> None:
     """SIGKILL the driver, then the rest of its session (a private Ray instance's raylet, GCS, workers)."""
     proc.kill()
     proc.wait()
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     time.sleep(1)
 
 

@@ -15,7 +15,13 @@ import pytest
 import yaml
 
 from tests.study._driver import (
-    driver_env, kill_driver, tiny_spec, logged_epochs, mlflow_children, optuna_trials, start_driver,
+    driver_env,
+    kill_driver,
+    logged_epochs,
+    mlflow_children,
+    optuna_trials,
+    start_driver,
+    tiny_spec,
 )
 
 NUM_TRIALS, EPOCHS = 3, 3

@@ -19,7 +19,13 @@ from trainables.bspml import BSPMLFamily, BSPMLParams, SelfPacedMSFamily, SPMSPa
 from trainables.diagnostics import SampleScoreTrace
 from trainables.registry import get_family
 from trainables.self_paced import (
-    ClassIndex, WeightProblem, denoising_objective, full_gradient, ms_terms, sampled_gradient, solve_weights,
+    ClassIndex,
+    WeightProblem,
+    denoising_objective,
+    full_gradient,
+    ms_terms,
+    sampled_gradient,
+    solve_weights,
 )
 
 

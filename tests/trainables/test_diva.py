@@ -13,8 +13,14 @@ from study.errors import SpecError
 from study.metric_names import OBJECTIVE
 from study.spec import parse_spec
 from trainables.diva import (
-    DiVAParams, dance_loss, decorrelation, distance_weighted_sample, head_slices, intra_triplets,
-    log_inverse_sphere_density, shared_triplets,
+    DiVAParams,
+    dance_loss,
+    decorrelation,
+    distance_weighted_sample,
+    head_slices,
+    intra_triplets,
+    log_inverse_sphere_density,
+    shared_triplets,
 )
 from trainables.loop import Trial
 
