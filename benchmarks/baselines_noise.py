@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-from study.metric_names import (
+from schema.metric_names import (
     EPOCH_TIME,
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
@@ -24,7 +24,7 @@ from study.metric_names import (
     P_BOUND_TRIPLET,
     SPECTRAL_DECAY,
 )
-from study.spec import parse_spec
+from study.loading import parse_spec
 from trainables.loop import Trial
 
 FAMILIES = ["ms", "contrastive", "triplet", "triplet_smooth", "margin", "marginal", "fastap", "proxy_anchor", "snr", "rdml",

@@ -36,7 +36,7 @@ def _timed(fn, device: torch.device) -> tuple[float, object]:
 
 
 def digits_share() -> None:
-    from study.spec import parse_spec
+    from study.loading import parse_spec
     from trainables.loop import Trial
 
     spec = parse_spec({

@@ -12,8 +12,8 @@ import argparse
 
 import torch
 
-from study.metric_names import MAW, NOISE_AUROC, OBJECTIVE, SDAW
-from study.spec import parse_spec
+from schema.metric_names import MAW, NOISE_AUROC, OBJECTIVE, SDAW
+from study.loading import parse_spec
 from trainables.loop import Trial
 
 

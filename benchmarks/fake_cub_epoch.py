@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from study.spec import parse_spec  # noqa: E402
+from study.loading import parse_spec  # noqa: E402
 from tests.fake_data import write_cub  # noqa: E402
 from trainables.loop import Trial  # noqa: E402
 

@@ -9,6 +9,7 @@ from typing import Any
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
+from schema.metric_names import EPOCH
 from study.compat import (
     asha_trial_info,
     completed_trials_of,
@@ -17,7 +18,6 @@ from study.compat import (
     storage_trial_id,
     study_storage,
 )
-from study.metric_names import EPOCH
 from study.storage import read_bytes, write_bytes
 
 __all__ = ["StudySearch", "PersistentASHA"]

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from study.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX
-from study.spec import FINAL_KEY, StudySpec, sampled_values
+from schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX
+from schema.spec import StudySpec
+from schema.trial import FINAL_KEY, sampled_values
 
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
@@ -94,7 +95,7 @@ def best_per_group(spec: StudySpec, results: ResultGrid) -> dict[str, Result]:
 
 
 def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any]]:
-    """The final stage's Ray configs (values of :data:`~study.spec.FINAL_KEY`): each group's best sampled values
+    """The final stage's Ray configs (values of :data:`~schema.trial.FINAL_KEY`): each group's best sampled values
     with ``seed`` set to 0 … ``final.seeds``-1, in a stable order (so a resumed driver plans the same points)."""
     points = []
     for label in sorted(best):

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from study.errors import SpecError
+from schema.errors import SpecError
 from study.storage import make_dirs
 
 if TYPE_CHECKING:
-    from study.spec import StudySpec
+    from schema.spec import StudySpec
 
 __all__ = ["StudyLayout", "FINAL_EXPERIMENT", "default_tracking_uri"]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ray.tune import Callback
 
-from study.metric_names import EPOCH
+from schema.metric_names import EPOCH
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from study.errors import StudyError
+from schema.errors import StudyError
 
 __all__ = ["main"]
 
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from study.spec import load_spec
+    from study.loading import load_spec
 
     try:
         spec = load_spec(args.spec, args.overrides)

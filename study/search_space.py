@@ -16,7 +16,7 @@ import optuna
 from study.compat import storage_trial_id, study_storage
 
 if TYPE_CHECKING:
-    from study.spec import ParamSpec, SamplerSpec
+    from schema.spec import ParamSpec, SamplerSpec
 
 __all__ = ["ConditionalGridSampler", "DefineByRun", "condition_holds", "grid_points", "make_sampler", "to_optuna"]
 

@@ -10,8 +10,8 @@ import argparse
 import sys
 from collections import Counter
 
-from study.errors import StudyError
-from study.spec import StudySpec
+from schema.errors import StudyError
+from schema.spec import StudySpec
 
 __all__ = ["study_status", "print_status", "main"]
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("spec", help="YAML study spec")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
-    from study.spec import load_spec
+    from study.loading import load_spec
 
     try:
         spec = load_spec(args.spec, args.overrides)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
-from study.metric_names import ARTIFACTS_DIR, EPOCH
+from schema.metric_names import ARTIFACTS_DIR, EPOCH
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

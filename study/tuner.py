@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from schema.errors import SpecError, StudyExistsError
+from schema.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
+from schema.spec import FinalSpec, StudySpec
+from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
 from study.bookkeeping import PersistentASHA, StudySearch
 from study.compat import restored_run_config
-from study.errors import SpecError, StudyExistsError
 from study.final_stage import (
     FinalGroup,
     best_per_group,
@@ -32,21 +35,11 @@ from study.final_stage import (
     summary_csv,
 )
 from study.layout import FINAL_EXPERIMENT, StudyLayout
-from study.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
-from study.spec import (
-    FINAL_KEY,
-    SPEC_KEY,
-    FinalSpec,
-    StudySpec,
-    flatten,
-    sampled_values,
-    spec_from_tune_config,
-    trial_stage,
-)
 from study.storage import is_shared_path, read_bytes, write_bytes
 from study.tracking import MlflowTrialCallback, TrackingStore
+from study.validation import spec_from_tune_config, trial_params
 
 if TYPE_CHECKING:
     from ray.tune import ResultGrid
@@ -98,7 +91,7 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
     if stage == "final":
         tags["group"] = config[FINAL_KEY]["group"]
         tags["source_trial"] = config[FINAL_KEY]["source_trial"]
-    return spec.trial_params(), tags
+    return trial_params(spec), tags
 
 
 def selection_tag(spec: StudySpec) -> str:

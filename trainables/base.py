@@ -10,26 +10,25 @@ from __future__ import annotations
 import abc
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import torch
+from pydantic import Field, TypeAdapter, ValidationError
 from torch import nn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["BaseLossFamily", "FamilyContext", "PmlLossFamily", "Batch", "range_ends", "fixed_and_searched"]
+__all__ = ["BaseLossFamily", "FamilyContext", "PmlLossFamily", "Batch", "Positive", "NonNegative", "PositiveInt", "OpenUnit"]
 
 
-def range_ends(param: Any) -> list[Any]:
-    """The values a search-space entry can reach at its extremes: a categorical's choices, else ``[low, high]``."""
-    return list(param.choices) if param.type == "categorical" else [param.low, param.high]
-
-
-def fixed_and_searched(name: str, params: Any, space: dict[str, Any]) -> list[Any]:
-    """For ``check_spec`` rules on one parameter: its fixed value and, when searched, the ends of its range."""
-    return [getattr(params, name), *(range_ends(space[name]) if name in space else [])]
+#: Per-value bounds for ``Params`` fields, checked when a spec's params are parsed (and at every search-range
+#: end, since the spec layer resolves a trial there): ``temperature: Positive = 0.5``.
+Positive = Annotated[float, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+PositiveInt = Annotated[int, Field(ge=1)]
+OpenUnit = Annotated[float, Field(gt=0, lt=1)]
 
 
 @dataclass(frozen=True)
@@ -159,13 +158,15 @@ class BaseLossFamily(nn.Module, abc.ABC):
         del state
 
     @classmethod
-    def check_spec(cls, params: Any, space: dict[str, Any]) -> None:
-        """Cross-parameter rules, checked when a spec loads (default: none).
+    def check_spec(cls, params: Any, extremes: dict[str, list[Any]]) -> None:
+        """Cross-parameter rules, checked when a spec loads (default: none). Per-value bounds belong on the
+        ``Params`` fields (:data:`Positive`, ...), which every parse and every probed range end checks.
 
-        ``params`` are the fixed values (defaults filled in); ``space`` maps each searched name to its range.
-        Raise ``ValueError`` with one line naming the rule and the values.
+        ``params`` are the fixed values (defaults filled in); ``extremes`` maps every parameter name to the values
+        it can reach at its extremes: ``[fixed value]``, or a searched range's ``[low, high]`` (a categorical's
+        choices). Raise ``ValueError`` with one line naming the rule and the values.
         """
-        del params, space
+        del params, extremes
 
     @classmethod
     def check_model(cls, params: Any, embedding_dim: int) -> None:
@@ -174,8 +175,20 @@ class BaseLossFamily(nn.Module, abc.ABC):
 
     @classmethod
     def parse_params(cls, values: dict[str, Any]) -> Any:
-        """Build the frozen ``Params`` from a spec's ``params`` mapping (validated by the spec layer)."""
-        return cls.Params(**values)
+        """The frozen ``Params`` from a spec's ``params`` mapping: names, types and per-value bounds checked.
+
+        Raises ``ValueError`` with one line naming the parameter (``params.tau_plus: ... (got 1.0)``).
+        """
+        names = cls.param_names()
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ValueError(f"unknown parameter params.{unknown[0]} for family {cls.name!r}; known: {', '.join(names)}")
+        try:
+            return TypeAdapter(cls.Params).validate_python(dict(values))
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise ValueError(f"params.{loc}: {err['msg']} (got {err.get('input')!r})") from None
 
     @classmethod
     def param_names(cls) -> tuple[str, ...]:

@@ -19,14 +19,15 @@ recorded noise (``noise_auroc``, ...) and writes ``class_weights.parquet`` / ``s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import torch
+from pydantic import Field
 from pytorch_metric_learning import miners
 
-from study import metric_names as names
-from trainables.base import BaseLossFamily, Batch, FamilyContext, range_ends
+from schema import metric_names as names
+from trainables.base import BaseLossFamily, Batch, FamilyContext, NonNegative, Positive, PositiveInt
 from trainables.self_paced import ClassIndex, WeightProblem, log1p_sum_exp, ms_terms, solve_weights
 
 if TYPE_CHECKING:
@@ -67,41 +68,22 @@ class SPMSParams:
             noise, O(N) per sweep).
     """
 
-    lambda0: float = 1.0
-    lambda_growth: float = 1.1
-    lambda_max: float = 3.0
-    ms_alpha: float = 2.0
-    ms_beta: float = 50.0
+    lambda0: Positive = 1.0
+    lambda_growth: Annotated[float, Field(ge=1)] = 1.1  # the age never shrinks
+    lambda_max: Positive = 3.0
+    ms_alpha: Positive = 2.0
+    ms_beta: Positive = 50.0
     ms_base: float = 1.0
-    ms_epsilon: float = 0.1
-    epochs_per_round: int = 1
-    solver_sweeps: int = 20
-    solver_block: int = 1024
-    gamma: float = 5.0
-    solver_p: int = 16
-    solver_k: int = 4
-    topk_negatives: int | None = None
-    chunk_size: int = 1024
+    ms_epsilon: NonNegative = 0.1
+    epochs_per_round: PositiveInt = 1
+    solver_sweeps: PositiveInt = 20
+    solver_block: PositiveInt = 1024
+    gamma: Positive = 5.0
+    solver_p: PositiveInt = 16
+    solver_k: PositiveInt = 4
+    topk_negatives: PositiveInt | None = None
+    chunk_size: PositiveInt = 1024
     solver: Literal["stochastic", "full"] = "stochastic"
-
-    def __post_init__(self) -> None:
-        checks = [
-            ("lambda0", self.lambda0 > 0, "must be > 0"),
-            ("lambda_max", self.lambda_max > 0, "must be > 0"),
-            ("lambda_growth", self.lambda_growth >= 1, "must be >= 1 (the age never shrinks)"),
-            ("ms_alpha", self.ms_alpha > 0, "must be > 0"),
-            ("ms_beta", self.ms_beta > 0, "must be > 0"),
-            ("ms_epsilon", self.ms_epsilon >= 0, "must be >= 0"),
-            ("gamma", self.gamma > 0, "must be > 0"),
-        ]
-        checks += [(f, getattr(self, f) >= 1, "must be >= 1") for f in (
-            "epochs_per_round", "solver_sweeps", "solver_block", "solver_p", "solver_k", "chunk_size")]
-        if self.topk_negatives is not None:
-            checks.append(("topk_negatives", self.topk_negatives >= 1, "must be >= 1 or null"))
-        checks.append(("mu", getattr(self, "mu", 0.0) >= 0, "must be >= 0"))
-        for field, ok, why in checks:
-            if not ok:
-                raise ValueError(f"{field} {why}, but got {getattr(self, field)!r}")
 
     @property
     def balance(self) -> float:
@@ -121,7 +103,7 @@ class BSPMLParams(SPMSParams):
         mu: μ, weight of the class-balance term of Eq. 6 (G_b of Eq. 8). The paper sets μ = λ∞.
     """
 
-    mu: float = 3.0
+    mu: NonNegative = 3.0
 
     @property
     def balance(self) -> float:
@@ -168,10 +150,9 @@ class SelfPacedMSFamily(BaseLossFamily):
     )
 
     @classmethod
-    def check_spec(cls, params: SPMSParams, space: dict[str, Any]) -> None:
+    def check_spec(cls, params: SPMSParams, extremes: dict[str, list[Any]]) -> None:
         """λ0 ≤ λ∞ (Alg. 1): an error for fixed values or disjoint ranges; a sampled λ0 above λ∞ is capped."""
-        low0 = min(range_ends(space["lambda0"])) if "lambda0" in space else params.lambda0
-        high_max = max(range_ends(space["lambda_max"])) if "lambda_max" in space else params.lambda_max
+        low0, high_max = min(extremes["lambda0"]), max(extremes["lambda_max"])
         if low0 > high_max:
             raise ValueError(
                 f"lambda0 <= lambda_max must hold for some trial, but got lambda0 >= {low0}, lambda_max <= {high_max}"

@@ -9,7 +9,7 @@ from trainables.data.folds import check_validation
 from trainables.models import check_pretrained
 
 if TYPE_CHECKING:
-    from study.spec import StudySpec
+    from schema.spec import StudySpec
 
 __all__ = ["check_inputs"]
 

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import torch
 from pytorch_metric_learning import losses
 
-from trainables.base import BaseLossFamily, Batch, fixed_and_searched
+from trainables.base import BaseLossFamily, Batch, OpenUnit, Positive
 
 __all__ = [
     "NPairFamily", "NPairParams", "DebiasedNegFamily", "DebiasedPosFamily", "DebiasedParams",
@@ -91,7 +91,7 @@ class NPairParams:
         temperature: ``t`` in ``s = f(x)ᵀf(y) / t`` (0.5, SimCLR's CIFAR-10 value).
     """
 
-    temperature: float = 0.5
+    temperature: Positive = 0.5
 
 
 @dataclass(frozen=True)
@@ -104,23 +104,12 @@ class DebiasedParams:
             (0.1 = ten balanced classes, CIFAR-10); must lie in (0, 1).
     """
 
-    temperature: float = 0.5
-    tau_plus: float = 0.1
+    temperature: Positive = 0.5
+    tau_plus: OpenUnit = 0.1
 
 
 class _TwoViewFamily(BaseLossFamily):
     num_views = 2
-
-    @classmethod
-    def check_spec(cls, params: Any, space: dict[str, Any]) -> None:
-        """``temperature > 0``; with ``tau_plus``, ``0 < τ⁺ < 1``; fixed values and every range end."""
-        bad = [v for v in fixed_and_searched("temperature", params, space) if v <= 0]
-        if bad:
-            raise ValueError(f"temperature > 0 must hold, but got temperature = {bad[0]}")
-        if hasattr(params, "tau_plus"):
-            bad = [v for v in fixed_and_searched("tau_plus", params, space) if not 0.0 < v < 1.0]
-            if bad:
-                raise ValueError(f"0 < tau_plus < 1 must hold (a class prior), but got tau_plus = {bad[0]}")
 
 
 class NPairFamily(_TwoViewFamily):

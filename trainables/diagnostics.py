@@ -24,7 +24,7 @@ import torch
 from pytorch_metric_learning.miners import BaseMiner
 from sklearn.metrics import roc_auc_score
 
-from study.metric_names import (
+from schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
     NOISE_AUROC,

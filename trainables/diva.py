@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 from torch import nn
 
-from trainables.base import BaseLossFamily, Batch, FamilyContext, fixed_and_searched
+from trainables.base import BaseLossFamily, Batch, FamilyContext, Positive, PositiveInt
 
 __all__ = [
     "DiVAFamily", "DiVAParams", "HEADS", "dance_loss", "distance_weighted_sample", "log_inverse_sphere_density",
@@ -74,13 +74,13 @@ class DiVAParams:
 
     alpha: float = 0.3
     rho: float = 1500.0
-    temperature: float = 0.01
+    temperature: Positive = 0.01
     margin: float = 0.2
     beta_init: float = 1.2
     beta_lr: float = 5.0e-4
     cutoff: float = 0.5
     nonzero_loss_cutoff: float = 1.4
-    queue_size: int = 4096
+    queue_size: PositiveInt = 4096
     ema_momentum: float = 0.9
     weight_cap: float = 1.0
     decorrelation_hidden: int = 512
@@ -186,14 +186,6 @@ class DiVAFamily(BaseLossFamily):
     name = "diva"
     Params = DiVAParams
     num_views = 2  # the image and its augmentation, for DaNCE
-
-    @classmethod
-    def check_spec(cls, params: DiVAParams, space: dict[str, Any]) -> None:
-        """DaNCE's temperature and queue must be positive (fixed values and every range end)."""
-        for name, low in (("temperature", 0.0), ("queue_size", 0)):
-            bad = [v for v in fixed_and_searched(name, params, space) if v <= low]
-            if bad:
-                raise ValueError(f"{name} > {low:g} must hold, but got {name} = {bad[0]}")
 
     @classmethod
     def check_model(cls, params: DiVAParams, embedding_dim: int) -> None:

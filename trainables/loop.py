@@ -25,8 +25,8 @@ import torch
 from ray import tune
 from torch.utils.data import DataLoader
 
-from study.errors import DataError
-from study.metric_names import (
+from schema.errors import DataError
+from schema.metric_names import (
     ARTIFACTS_DIR,
     EPOCH,
     EPOCH_TIME,
@@ -39,7 +39,8 @@ from study.metric_names import (
     on_fold,
     on_test,
 )
-from study.spec import LrScheduleSpec, StudySpec, spec_from_tune_config, trial_stage
+from schema.spec import LrScheduleSpec, StudySpec
+from schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits, load_dataset
 from trainables.data._splits import IndexedDataset, LabeledSplit
@@ -48,7 +49,7 @@ from trainables.data.sampler import BalancedMPerClassSampler
 from trainables.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScoreTrace
 from trainables.metrics import linear_probe_accuracy, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
-from trainables.registry import get_family
+from trainables.registry import family_param_names, get_family
 
 __all__ = ["train_fn", "NonFiniteLossError", "Trial", "TrialRun"]
 
@@ -170,7 +171,7 @@ class Trial:
             device=device,
             seed=spec.seed,
         )
-        family = family_cls(spec.family_params(), ctx).to(device)
+        family = family_cls(family_cls.parse_params(spec.params), ctx).to(device)
         # The true labels stay here, with the loop: the noise diagnostics and the sample-score trace use them.
         diagnostics = NoiseDiagnostics(ctx.train_labels, torch.as_tensor(data.train.true_labels, device=device))
         family.bind_model(model)
@@ -442,9 +443,14 @@ def _mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     return {k: float(np.mean([row[k] for row in rows if k in row])) for k in keys}
 
 
+def trial_spec(config: dict[str, Any]) -> StudySpec:
+    """The trial's spec from its Ray Tune config (the driver checked every range end when the study loaded)."""
+    return resolve_trial_spec(config[SPEC_KEY], sampled_values(config), family_param_names)
+
+
 def train_fn(config: dict[str, Any]) -> None:
     """Ray Tune function trainable shared by every loss family."""
-    spec = spec_from_tune_config(config)
+    spec = trial_spec(config)
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
     torch.set_num_threads(max(1, int(spec.resources.cpu)))
     trial = TrialRun.build(spec, final=trial_stage(config) == "final")

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from sklearn.metrics import normalized_mutual_info_score
 
-from study.metric_names import ACC1, ACC5, MAP_AT_R, NMI, R_PRECISION, SPECTRAL_DECAY, recall_at
+from schema.metric_names import ACC1, ACC5, MAP_AT_R, NMI, R_PRECISION, SPECTRAL_DECAY, recall_at
 
 __all__ = [
     "linear_probe_accuracy", "knn_indices", "recall_at_k", "map_at_r_and_r_precision", "nmi", "retrieval_metrics",

@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from study.errors import DataError
+from schema.errors import DataError
 
 if TYPE_CHECKING:
-    from study.spec import ModelSpec
+    from schema.spec import ModelSpec
 
 __all__ = [
     "BACKBONE_NAMES",

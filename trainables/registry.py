@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from trainables.base import BaseLossFamily
 
-__all__ = ["FAMILY_NAMES", "get_family"]
+__all__ = ["FAMILY_NAMES", "get_family", "family_param_names"]
 
 # Imported lazily so that validating a spec loads only the family it names.
 _FAMILY_MODULES: dict[str, tuple[str, str]] = {
@@ -37,3 +37,8 @@ def get_family(name: str) -> type[BaseLossFamily]:
     """Return the family class registered as ``name``; ``KeyError`` if there is none."""
     module_name, class_name = _FAMILY_MODULES[name]
     return getattr(importlib.import_module(module_name), class_name)
+
+
+def family_param_names(name: str) -> tuple[str, ...] | None:
+    """The parameter names of family ``name`` (``None`` for an unknown name; the spec layer reports it)."""
+    return get_family(name).param_names() if name in _FAMILY_MODULES else None

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from mlflow import MlflowClient
 
-from study import metric_names as names
+from schema import metric_names as names
 from trainables.bspml import BSPMLFamily
 
 pytestmark = pytest.mark.e2e

@@ -7,9 +7,11 @@ import itertools
 import optuna
 import pytest
 
-from study.errors import SpecError
+from schema.errors import SpecError
+from study.loading import parse_spec
 from study.search_space import grid_points, make_sampler, to_optuna
-from study.spec import parse_spec, resolve_trial_spec
+from study.validation import family_params
+from study.validation import resolve_trial as resolve_trial_spec
 
 
 def _comparison(**search) -> dict:
@@ -97,7 +99,7 @@ def test_family_search_keeps_the_fixed_params_each_family_has():
     spms = resolve_trial_spec(spec, {"family": "spms"})
     assert spms.params == {"ms_beta": 40.0, "lambda0": 2.0}
     bspml = resolve_trial_spec(spec, {"family": "bspml"})
-    assert bspml.family_params().mu == 4.0 and bspml.family_params().ms_beta == 40.0
+    assert family_params('bspml', bspml.params).mu == 4.0 and family_params('bspml', bspml.params).ms_beta == 40.0
 
 
 def test_grid_and_family_search_errors_are_one_line():

@@ -192,9 +192,9 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
     """What a kill between Optuna's ask and Ray's snapshot leaves behind is reconciled on restore."""
     import optuna
 
+    from schema.spec import FloatParam
     from study.bookkeeping import StudySearch
     from study.search_space import to_optuna
-    from study.spec import FloatParam
 
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
 

@@ -22,9 +22,10 @@ import pytest
 import torch
 import yaml
 
-from study.errors import DataError, SpecError
+from schema.errors import DataError, SpecError
+from schema.spec import ValidationSpec
 from study.final_stage import t_interval
-from study.spec import ValidationSpec, parse_spec
+from study.loading import parse_spec
 from tests.study._driver import driver_env, kill_driver, mlflow_children, optuna_trials, start_driver
 from trainables.data import load_dataset
 from trainables.data.folds import check_validation, fold_splits, validation_groups

@@ -5,8 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from study.errors import SpecError
-from study.spec import apply_overrides, load_spec, param_path, parse_spec, resolve_trial_spec
+from schema.errors import SpecError
+from schema.trial import param_path
+from study.loading import apply_overrides, load_spec, parse_spec
+from study.validation import family_params, trial_params
+from study.validation import resolve_trial as resolve_trial_spec
 
 
 def _mutate(spec: dict, path: str, value) -> dict:
@@ -91,9 +94,9 @@ def test_condition_must_refer_to_earlier_categorical_value(spec_dict):
 def test_defaults_and_family_params(spec_dict):
     spec = parse_spec(spec_dict)
     assert spec.search.sampler.type == "tpe"
-    params = spec.family_params()
+    params = family_params(spec.family, spec.params)
     assert (params.ms_alpha, params.ms_beta, params.ms_base, params.ms_epsilon) == (2.0, 50.0, 1.0, 0.1)
-    flat = spec.trial_params()
+    flat = trial_params(spec)
     assert flat["params.ms_beta"] == 50.0 and flat["train.optimizer.lr"] == 1e-3 and flat["family"] == "ms"
 
 
@@ -102,7 +105,7 @@ def test_overrides_are_typed_by_the_schema(spec_dict, write_spec):
     spec = load_spec(path, ["train.epochs=7", "dataset.noise.kind=uniform", "dataset.noise.ratio=0.2", "params.ms_beta=40"])
     assert spec.train.epochs == 7 and isinstance(spec.train.epochs, int)
     assert spec.dataset.noise.ratio == pytest.approx(0.2)
-    assert spec.family_params().ms_beta == 40.0
+    assert family_params(spec.family, spec.params).ms_beta == 40.0
     with pytest.raises(SpecError, match="unknown key 'train.epoch'"):
         load_spec(path, ["train.epoch=7"])
     with pytest.raises(SpecError, match="expected dotted.key=value"):
@@ -112,7 +115,7 @@ def test_overrides_are_typed_by_the_schema(spec_dict, write_spec):
 def test_resolve_trial_spec_writes_sampled_values_at_their_paths(spec_dict):
     spec = parse_spec(spec_dict)
     trial = resolve_trial_spec(spec, {"ms_alpha": 2.5, "train.optimizer.lr": 0.01, "seed": 3})
-    assert trial.family_params().ms_alpha == 2.5
+    assert family_params(trial.family, trial.params).ms_alpha == 2.5
     assert trial.train.optimizer.lr == 0.01
     assert trial.seed == 3
     assert param_path("mu") == ("params", "mu") and param_path("model.embedding_dim") == ("model", "embedding_dim")

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from study.metric_names import ETA_HAT, NMI, OBJECTIVE, Q_NEG, Q_POS, on_test
-from study.spec import parse_spec
+from schema.metric_names import ETA_HAT, NMI, OBJECTIVE, Q_NEG, Q_POS, on_test
+from study.loading import parse_spec
 from trainables.loop import Trial
 
 BASELINES = ["contrastive", "triplet", "triplet_smooth", "margin", "marginal", "fastap", "proxy_anchor", "snr", "rdml"]

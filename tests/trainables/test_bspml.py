@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 
-from study.errors import SpecError
-from study.spec import parse_spec
+from schema.errors import SpecError
+from study.loading import parse_spec
 from trainables.base import Batch, FamilyContext
 from trainables.bspml import BSPMLFamily, BSPMLParams, SelfPacedMSFamily, SPMSParams, weighted_ms_loss
 from trainables.diagnostics import SampleScoreTrace
@@ -270,8 +270,8 @@ def test_spms_rejects_mu():
 
 
 def test_lambda0_above_lambda_max_is_a_spec_error_unless_a_search_can_order_them():
-    from study.errors import SpecError
-    from study.spec import parse_spec
+    from schema.errors import SpecError
+    from study.loading import parse_spec
 
     base = {"name": "l", "family": "bspml", "train": {"classes_per_batch": 5, "samples_per_class": 4}}
     with pytest.raises(SpecError, match="lambda0 <= lambda_max must hold"):

@@ -8,8 +8,9 @@ import torch
 import yaml
 from pytorch_metric_learning.samplers import MPerClassSampler
 
-from study.errors import DataError, SpecError
-from study.spec import DatasetSpec, load_spec, parse_spec
+from schema.errors import DataError, SpecError
+from schema.spec import DatasetSpec
+from study.loading import load_spec, parse_spec
 from tests.fake_data import (
     write_cars,
     write_cifar10,
@@ -186,7 +187,7 @@ def test_unreadable_image_fails_with_its_path(tmp_path):
 
 
 def test_spec_needs_root_for_on_disk_data_and_makes_it_absolute(tmp_path, monkeypatch):
-    with pytest.raises(SpecError, match="dataset.root is required for dataset 'cub200'"):
+    with pytest.raises(SpecError, match="dataset.root: required for dataset 'cub200'"):
         parse_spec({"name": "s", "family": "ms", "dataset": {"name": "cub200"}})
     with pytest.raises(SpecError, match="split_file applies to imagefolder only"):
         parse_spec({"name": "s", "family": "ms", "dataset": {"name": "sop", "root": "x", "split_file": "y"}})

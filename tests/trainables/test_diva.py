@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from study.errors import SpecError
-from study.metric_names import OBJECTIVE
-from study.spec import parse_spec
+from schema.errors import SpecError
+from schema.metric_names import OBJECTIVE
+from study.loading import parse_spec
 from trainables.diva import (
     DiVAParams,
     dance_loss,
@@ -160,5 +160,5 @@ def test_diva_spec_errors_are_one_line():
     raw["model"] = {"embedding_dim": 8}
     with pytest.raises(SpecError, match="model.embedding_dim >= 16 must hold for DiVA"):
         parse_spec(raw)
-    with pytest.raises(SpecError, match="temperature > 0"):
+    with pytest.raises(SpecError, match=r"params.temperature: Input should be greater than 0"):
         parse_spec(_spec(temperature=0.0))

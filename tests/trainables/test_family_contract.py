@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 import torch
 
-from study.spec import family_params, parse_spec
+from study.loading import parse_spec
+from study.validation import family_params
 from trainables.base import Batch
 from trainables.diagnostics import MinedNegatives
 from trainables.loop import Trial

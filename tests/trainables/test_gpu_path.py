@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from study.spec import parse_spec
+from study.loading import parse_spec
 from tests.fake_data import write_cub, write_inshop
 from trainables import loop, metrics
 from trainables.loop import Trial

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from study.errors import DataError
-from study.spec import parse_spec
+from schema.errors import DataError
+from study.loading import parse_spec
 from trainables.loop import NonFiniteLossError, Trial
 
 
@@ -105,7 +105,7 @@ def test_cosine_schedule_anneals_to_its_floor_and_none_keeps_the_lr():
 
 
 def test_step_schedule_without_milestones_is_a_spec_error():
-    from study.errors import SpecError
+    from schema.errors import SpecError
 
     with pytest.raises(SpecError, match="train.lr_schedule: .*needs milestones"):
         _scheduled(type="step")

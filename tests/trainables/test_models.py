@@ -6,8 +6,9 @@ import pytest
 import torch
 import torchvision
 
-from study.errors import DataError, SpecError
-from study.spec import ModelSpec, parse_spec
+from schema.errors import DataError, SpecError
+from schema.spec import ModelSpec
+from study.loading import parse_spec
 from trainables.models import build_model, check_pretrained
 
 

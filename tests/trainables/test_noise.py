@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from study.spec import DatasetSpec
+from schema.spec import DatasetSpec
 from trainables.data import load_dataset
 from trainables.data.noise import per_class_noise, uniform_noise
 

@@ -1,7 +1,8 @@
 """Datasets: name → loader, all returning :class:`DatasetSplits` with a class-disjoint train/test split.
 
 Each on-disk loader is one module reading its official layout (``cub``, ``cars``, ``sop``, ``inshop``,
-``flowers``, ``cifar10``, ``imagefolder``) and exposing ``load(spec)``; the embedded ``digits`` needs no root.
+``flowers``, ``cifar10``, ``imagefolder``) and exposing ``load(spec)``; the embedded ``digits`` and the
+generated ``glyphs`` need no root.
 :func:`check_dataset` runs on the driver before Ray starts, so a missing root is one line and exit 2.
 """
 
@@ -13,13 +14,14 @@ from typing import TYPE_CHECKING
 from trainables.data._splits import DatasetSplits, LabeledSplit
 
 if TYPE_CHECKING:
-    from study.spec import DatasetSpec
+    from schema.spec import DatasetSpec
 
-__all__ = ["DATASET_NAMES", "ON_DISK_DATASETS", "SAME_CLASS_TEST_DATASETS", "DatasetSplits", "LabeledSplit", "check_dataset", "load_dataset"]
+__all__ = ["DATASET_NAMES", "EMBEDDED_DATASETS", "ON_DISK_DATASETS", "SAME_CLASS_TEST_DATASETS", "DatasetSplits", "LabeledSplit", "check_dataset", "load_dataset"]
 
 # name → (module, loader function); imported lazily so a spec check loads nothing heavy.
 _LOADERS: dict[str, tuple[str, str]] = {
     "digits": ("trainables.data.digits", "load_digits_splits"),
+    "glyphs": ("trainables.data.glyphs", "load_glyphs_splits"),
     "cub200": ("trainables.data.cub", "load"),
     "cars196": ("trainables.data.cars", "load"),
     "sop": ("trainables.data.sop", "load"),
@@ -30,8 +32,10 @@ _LOADERS: dict[str, tuple[str, str]] = {
 }
 
 DATASET_NAMES: tuple[str, ...] = tuple(_LOADERS)
-#: Datasets read from ``dataset.root`` (every one but the embedded digits).
-ON_DISK_DATASETS: frozenset[str] = frozenset(DATASET_NAMES) - {"digits"}
+#: Datasets embedded in the code (no ``dataset.root``): scikit-learn's digits and the generated glyphs.
+EMBEDDED_DATASETS: frozenset[str] = frozenset({"digits", "glyphs"})
+#: Datasets read from ``dataset.root`` (every one but the embedded ones).
+ON_DISK_DATASETS: frozenset[str] = frozenset(DATASET_NAMES) - EMBEDDED_DATASETS
 #: Datasets whose test split has the training classes (the contrastive protocol), so a linear probe fits.
 SAME_CLASS_TEST_DATASETS: frozenset[str] = frozenset({"cifar10"})
 

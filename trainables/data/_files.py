@@ -1,7 +1,7 @@
 """Helpers shared by the on-disk loaders: layout errors, annotation parsing, class-disjoint splits, images.
 
 Every loader describes its official layout once (:class:`Layout`); every problem with a root becomes one
-:class:`~study.errors.DataError` line naming the dataset, the path tried, the expected layout and where the
+:class:`~schema.errors.DataError` line naming the dataset, the path tried, the expected layout and where the
 dataset is published. Nothing is ever downloaded.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from study.errors import DataError
+from schema.errors import DataError
 from trainables.data._splits import DatasetSplits, LabeledSplit
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from PIL import Image
 
-    from study.spec import DatasetSpec
+    from schema.spec import DatasetSpec
 
 __all__ = ["Layout", "ImageFile", "first_half_classes", "image_splits", "parse_int", "read_mat", "read_rows", "split_by_mask"]
 

@@ -12,7 +12,7 @@ import numpy as np
 from trainables.data._files import Layout, first_half_classes, image_splits, read_mat
 
 if TYPE_CHECKING:
-    from study.spec import DatasetSpec
+    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
 
 __all__ = ["LAYOUT", "load"]

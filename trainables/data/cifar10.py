@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from PIL import Image
 
-    from study.spec import DatasetSpec
+    from schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "load", "check"]
 

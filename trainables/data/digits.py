@@ -11,7 +11,7 @@ from torchvision.transforms import v2
 from trainables.data._splits import DatasetSplits, LabeledSplit
 
 if TYPE_CHECKING:
-    from study.spec import DatasetSpec
+    from schema.spec import DatasetSpec
 
 __all__ = ["load_digits_splits"]
 

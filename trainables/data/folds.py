@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from study.errors import DataError
+from schema.errors import DataError
 
 if TYPE_CHECKING:
-    from study.spec import ValidationSpec
+    from schema.spec import ValidationSpec
     from trainables.data._splits import DatasetSplits
 
 __all__ = ["validation_groups", "check_validation", "fold_splits"]

@@ -11,7 +11,7 @@ import numpy as np
 from trainables.data._files import Layout, image_splits, read_rows
 
 if TYPE_CHECKING:
-    from study.spec import DatasetSpec
+    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
 
 __all__ = ["LAYOUT", "load"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from study.spec import NoiseSpec
+    from schema.spec import NoiseSpec
     from trainables.data._splits import LabeledSplit
 
 __all__ = ["apply_label_noise", "per_class_noise", "uniform_noise"]

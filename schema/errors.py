@@ -14,7 +14,19 @@ class StudyError(Exception):
 
 
 class SpecError(StudyError, ValueError):
-    """The study spec or the command line is invalid (exit code 2, nothing started)."""
+    """The study spec or the command line is invalid (exit code 2, nothing started).
+
+    Built from the offending dotted ``key`` and a ``message``; whoever knows where the spec came from adds the
+    ``source`` (:meth:`within`), so the one line reads ``<source>: <key>: <message>``.
+    """
+
+    def __init__(self, message: str, key: str = "", source: str = "") -> None:
+        self.message, self.key, self.source = message, key, source
+        super().__init__(": ".join(part for part in (source, key, message) if part))
+
+    def within(self, source: str) -> SpecError:
+        """The same error, reported as coming from ``source`` (a file, ``--set``, a trial)."""
+        return SpecError(self.message, self.key, source)
 
 
 class DataError(StudyError, ValueError):

@@ -1,0 +1,108 @@
+"""Names of the metrics the trainables report, the tuner optimises and the dashboards read.
+
+MLflow accepts alphanumerics, ``_ - . /`` and spaces in metric names, so there is no ``@`` anywhere.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EPOCH",
+    "NMI",
+    "SPECTRAL_DECAY",
+    "OBJECTIVE",
+    "TRAIN_LOSS",
+    "TRAIN_LOSS_PREFIX",
+    "EPOCH_TIME",
+    "EVAL_TIME",
+    "LR",
+    "MAP_AT_R",
+    "R_PRECISION",
+    "ACC1",
+    "ACC5",
+    "recall_at",
+    "ARTIFACTS_DIR",
+    "Q_POS",
+    "Q_NEG",
+    "Q_POS_OBS",
+    "Q_NEG_OBS",
+    "MINER_CORRUPT_NEG_SHARE",
+    "ETA_HAT",
+    "P_BOUND_TRIPLET",
+    "NOISE_DIAGNOSTICS",
+]
+
+#: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
+ARTIFACTS_DIR = "artifacts"
+
+EPOCH = "epoch"
+NMI = "nmi"
+SPECTRAL_DECAY = "spectral_decay"  # KL(normalised singular-value spectrum || uniform); lower = less compressed
+TRAIN_LOSS = "train/loss"
+TRAIN_LOSS_PREFIX = "train/loss/"
+EPOCH_TIME = "epoch_time_s"
+EVAL_TIME = "eval_time_s"
+ACC1 = "acc1"  # linear-probe top-1 accuracy on the test set (train.linear_probe)
+ACC5 = "acc5"  # linear-probe top-5 accuracy
+LR = "lr"  # the learning rate the epoch trained with (train.lr_schedule)
+MAP_AT_R = "map_at_r"  # MAP@R (Musgrave et al. 2020, "A Metric Learning Reality Check")
+R_PRECISION = "r_precision"  # R-precision (same paper): same-class share of the R nearest neighbours
+
+# Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.
+Q_POS = "q_pos"  # noise paper Eq. 8: a true positive pair observed as negative
+Q_NEG = "q_neg"  # noise paper Eq. 7: a true negative pair observed as positive
+Q_POS_OBS = "q_pos_obs"
+Q_NEG_OBS = "q_neg_obs"
+MINER_CORRUPT_NEG_SHARE = "miner_corrupt_neg_share"
+ETA_HAT = "eta_hat"
+P_BOUND_TRIPLET = "p_bound_triplet"
+NOISE_DIAGNOSTICS = (Q_POS, Q_NEG, Q_POS_OBS, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET)
+
+
+def recall_at(k: int) -> str:
+    """Name of Recall@k: a test sample scores 1 if one of its k nearest neighbours shares its class."""
+    return f"recall_at_{k}"
+
+
+OBJECTIVE = recall_at(1)
+
+
+# Self-paced sample-weight traces (families bspml, spms; BSPML Eq. 14 and our noise-detection scores).
+LAMBDA = "lambda"
+MAW = "maw"
+SDAW = "sdaw"
+W_Q10 = "w_q10"
+W_Q50 = "w_q50"
+W_Q90 = "w_q90"
+EXCLUDED_SHARE = "excluded_share"
+NOISE_AUROC = "noise_auroc"
+NOISE_PRECISION = "noise_precision"
+NOISE_RECALL = "noise_recall"
+
+
+# Split prefixes (the model-selection protocol, "A Metric Learning Reality Check"): the searcher and the scheduler
+# see ``val/`` metrics only, computed on classes carved from the training classes; ``test/`` metrics come from the
+# unseen test classes. Retrieval metrics (Recall@k, NMI, MAP@R, ...) are reported under exactly one of them.
+VAL_PREFIX = "val/"
+TEST_PREFIX = "test/"
+SPLIT_PREFIXES = (VAL_PREFIX, TEST_PREFIX)
+
+
+def on_val(name: str) -> str:
+    """``recall_at_1`` → ``val/recall_at_1``."""
+    return VAL_PREFIX + name
+
+
+def on_test(name: str) -> str:
+    """``recall_at_1`` → ``test/recall_at_1``."""
+    return TEST_PREFIX + name
+
+
+def on_fold(fold: int, name: str) -> str:
+    """A validation metric of one fold model: ``val/fold0/recall_at_1``."""
+    return f"{VAL_PREFIX}fold{fold}/{name}"
+
+
+# Final-stage summaries on the parent run: ``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high``
+# over the final seeds; the k-fold ensemble's test metrics as ``fold_ensemble/test/recall_at_1``.
+SUMMARY_SUFFIXES = ("_mean", "_std", "_ci95_low", "_ci95_high")
+FOLD_ENSEMBLE_PREFIX = "fold_ensemble/"

@@ -1,0 +1,327 @@
+"""The study spec as typed, frozen models: what a YAML study may say, checked for its own consistency.
+
+These models know no registry (no family, dataset or backbone names): :mod:`study.validation` checks a parsed
+spec against what ``trainables`` provides, and :mod:`study.loading` reads YAML and ``--set`` overrides. Trainables
+receive a :class:`StudySpec` and read it; nothing below sees a raw dict.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schema.metric_names import TEST_PREFIX, VAL_PREFIX, recall_at
+
+__all__ = [
+    "StudySpec", "NoiseSpec", "DatasetSpec", "ModelSpec", "OptimizerSpec", "LrScheduleSpec", "TrainSpec",
+    "FloatParam", "IntParam", "CategoricalParam", "ParamSpec", "SamplerSpec", "SchedulerSpec", "SearchSpec",
+    "ValidationSpec", "FinalSpec", "ResourcesSpec", "TrackingSpec", "condition_holds",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoiseSpec(_Strict):
+    kind: Literal["none", "per_class", "uniform"] = "none"
+    ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    seed: int = 0
+
+
+def _absolute_path(path: str | None) -> str | None:
+    # Trials run in their own working directory (Ray Tune's trial dir), so a relative path is resolved
+    # against the directory the study was started from, once, when the spec loads. No file is touched.
+    return None if path is None else os.path.abspath(os.path.expanduser(path))
+
+
+_Path = Annotated[str | None, AfterValidator(_absolute_path)]
+
+
+class DatasetSpec(_Strict):
+    name: str = "digits"
+    #: Dataset root in its official layout (made absolute when the spec loads); required on-disk datasets.
+    root: _Path = None
+    noise: NoiseSpec = NoiseSpec()
+    #: ``clean_only`` is the topline arm: train only on the samples the noise did not touch.
+    subset: Literal["all", "clean_only"] = "all"
+    #: Side of the square network input (the crop); ``null`` → 224 (CIFAR-10: 32).
+    image_size: int | None = Field(None, ge=8)
+    #: Shorter side after resizing, before cropping; ``null`` → 256 (or image_size·256/224; CIFAR-10: 32).
+    resize_size: int | None = Field(None, ge=8)
+    #: ``imagefolder`` only: a file of ``<class> train|test`` lines instead of the first-half class split.
+    split_file: _Path = None
+
+    @model_validator(mode="after")
+    def _check_data_keys(self) -> DatasetSpec:
+        if self.split_file is not None and self.name != "imagefolder":
+            raise ValueError(f"dataset.split_file applies to imagefolder only, not to {self.name!r}")
+        if self.image_size and self.resize_size and self.resize_size < self.image_size:
+            raise ValueError(f"resize_size >= image_size must hold, but got {self.resize_size=}, {self.image_size=}")
+        return self
+
+
+class ModelSpec(_Strict):
+    backbone: str = "small_cnn"
+    #: Start from ImageNet weights: ``weights`` if set, else the local torch cache (never downloaded).
+    pretrained: bool = False
+    embedding_dim: int = Field(64, ge=2)
+    #: Keep every BatchNorm of the backbone in eval mode with frozen affine parameters (small P×K batches).
+    frozen_bn: bool = False
+    #: A torchvision state-dict file of the backbone's ImageNet weights (made absolute when the spec loads).
+    weights: _Path = None
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> ModelSpec:
+        if self.weights is not None and not self.pretrained:
+            raise ValueError("model.weights is set but model.pretrained is false; set pretrained: true to load them")
+        return self
+
+
+class OptimizerSpec(_Strict):
+    name: Literal["sgd", "adam", "adamw"] = "adam"
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+
+
+class LrScheduleSpec(_Strict):
+    """Per-epoch learning-rate factor applied to every parameter group (family groups keep their ratio).
+
+    ``none`` keeps the optimiser's lr; ``step`` multiplies it by ``gamma`` at each epoch in ``milestones``
+    (DiVA Tab. 1: ×0.3 at epoch 60 on CUB); ``cosine`` anneals it from lr to ``lr·min_factor`` over
+    ``train.epochs``. Milestones beyond ``train.epochs`` are allowed (a shortened run never reaches them).
+    """
+
+    type: Literal["none", "step", "cosine"] = "none"
+    milestones: tuple[int, ...] = ()
+    gamma: float = Field(0.1, gt=0, le=1)
+    min_factor: float = Field(0.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _milestones(self) -> LrScheduleSpec:
+        if any(m < 1 for m in self.milestones):
+            raise ValueError(f"milestones must be positive epochs, but got {list(self.milestones)}")
+        if self.type == "step" and not self.milestones:
+            raise ValueError("type 'step' needs milestones (epochs after which the lr is multiplied by gamma)")
+        return self
+
+
+class TrainSpec(_Strict):
+    epochs: int = Field(10, ge=1)
+    #: P: classes in each batch.
+    classes_per_batch: int = Field(8, ge=2)
+    #: K: samples of each class in each batch.
+    samples_per_class: int = Field(4, ge=2)
+    #: Batches per epoch; ``null`` → one pass over the training set.
+    batches_per_epoch: int | None = Field(None, ge=1)
+    eval_batch_size: int = Field(512, ge=1)
+    recall_at: tuple[int, ...] = (1, 2, 4, 8)
+    optimizer: OptimizerSpec = OptimizerSpec()
+    lr_schedule: LrScheduleSpec = LrScheduleSpec()
+    num_workers: int = Field(0, ge=0)
+    #: Fit a linear classifier on the training embeddings after each epoch and report its test accuracy
+    #: (``acc1``, ``acc5``): the contrastive-learning protocol, for datasets whose test classes were trained on.
+    linear_probe: bool = False
+    #: bf16 autocast of the forward pass on CUDA GPUs that support it (losses stay float32); no effect on CPU.
+    amp: bool = True
+    #: Checkpoint every n-th epoch (the last epoch always checkpoints); a restarted trial resumes there.
+    checkpoint_every: int = Field(1, ge=1)
+
+    @field_validator("recall_at")
+    @classmethod
+    def _positive_sorted(cls, ks: tuple[int, ...]) -> tuple[int, ...]:
+        if not ks or any(k < 1 for k in ks):
+            raise ValueError(f"must be a non-empty list of positive integers, but got {list(ks)}")
+        return tuple(sorted(set(ks)))
+
+
+def condition_holds(when: dict[str, Any] | None, values: dict[str, Any]) -> bool:
+    """The one ``when:`` rule: every parameter named in ``when`` took one of its listed values (a single value
+    means a list of one). Used by the sampler, the grid and the spec's range probing alike."""
+    for name, allowed in (when or {}).items():
+        allowed = allowed if isinstance(allowed, list) else [allowed]
+        if name not in values or values[name] not in allowed:
+            return False
+    return True
+
+
+class _ParamBase(_Strict):
+    #: Sample this parameter only when each named (earlier) parameter took one of the given values.
+    when: dict[str, Any] | None = None
+
+
+class FloatParam(_ParamBase):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> FloatParam:
+        _check_numeric(self.low, self.high, self.log, self.step)
+        return self
+
+
+class IntParam(_ParamBase):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> IntParam:
+        _check_numeric(self.low, self.high, self.log, self.step if self.step != 1 else None)
+        return self
+
+
+class CategoricalParam(_ParamBase):
+    type: Literal["categorical"]
+    choices: list[bool | int | float | str | None] = Field(min_length=1)
+
+
+def _check_numeric(low: float, high: float, log: bool, step: float | None) -> None:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"low and high must be finite, but got {low=}, {high=}")
+    if low > high:
+        raise ValueError(f"low <= high must hold, but got {low=}, {high=}")
+    if log and low <= 0:
+        raise ValueError(f"log: true needs low > 0, but got {low=}")
+    if log and step is not None:
+        raise ValueError("log: true cannot be combined with step")
+
+
+ParamSpec = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
+
+
+class SamplerSpec(_Strict):
+    #: ``grid`` enumerates every combination of the (categorical) space, e.g. family × noise ratio × seed.
+    type: Literal["tpe", "random", "cmaes", "gp", "qmc", "grid"] = "tpe"
+    seed: int | None = 0
+
+
+class SchedulerSpec(_Strict):
+    type: Literal["fifo", "asha"] = "fifo"
+    #: ASHA: epochs a trial always gets before it can be stopped.
+    grace_period: int = Field(1, ge=1)
+    reduction_factor: float = Field(3.0, gt=1)
+
+
+class SearchSpec(_Strict):
+    num_trials: int = Field(8, ge=1)
+    max_concurrent: int = Field(1, ge=1)
+    #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``), filled in by StudySpec.
+    metric: str = VAL_PREFIX + recall_at(1)
+    mode: Literal["max", "min"] = "max"
+    sampler: SamplerSpec = SamplerSpec()
+    scheduler: SchedulerSpec = SchedulerSpec()
+    space: dict[str, ParamSpec] = {}
+
+    @model_validator(mode="after")
+    def _check_conditions(self) -> SearchSpec:
+        seen: dict[str, Any] = {}
+        for name, param in self.space.items():
+            for other, values in (param.when or {}).items():
+                if other not in seen:
+                    raise ValueError(f"space.{name}.when refers to {other!r}, which is not an earlier parameter")
+                allowed = values if isinstance(values, list) else [values]
+                possible = seen[other]
+                if possible is not None and not any(v in possible for v in allowed):
+                    raise ValueError(f"space.{name}.when: {other} never takes {allowed}; choices are {possible}")
+            seen[name] = param.choices if isinstance(param, CategoricalParam) else None
+        return self
+
+
+class ValidationSpec(_Strict):
+    """Where the searcher's metric comes from (the protocol of "A Metric Learning Reality Check", ECCV 2020).
+
+    ``kfold``: the training classes are split into ``folds`` class-disjoint groups; a trial trains one model per
+    fold on the other groups (in lockstep, one report per epoch) and reports ``val/<metric>``, the mean over the
+    folds. ``holdout``: one group of ``fraction`` of the training classes is held out; one model per trial.
+    ``none``: today's behaviour, the trials report ``test/<metric>`` and hyperparameters are selected on the
+    test classes (the CLI warns). ``labels: noisy`` scores the validation samples with their observed labels
+    (what a practitioner has; the noise is injected before the split, so every fold carries the study's
+    rate); ``clean`` scores the same samples with their true labels (an oracle arm).
+    """
+
+    kind: Literal["kfold", "holdout", "none"] = "kfold"
+    folds: int = Field(4, ge=2)
+    fraction: float = Field(0.25, gt=0, lt=1)
+    labels: Literal["noisy", "clean"] = "noisy"
+    #: Seed of the class shuffle that forms the folds (the same for every trial of a study).
+    seed: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.kind != "none"
+
+
+class FinalSpec(_Strict):
+    """The final test stage, run after the search by the same command: the best configuration by the search
+    metric is retrained on all training classes with ``seeds`` seeds (0, 1, ...) and evaluated on the test classes;
+    the parent run gets mean, std and a 95 % t-interval. ``group_by`` names search-space entries that are
+    *conditions* rather than hyperparameters (e.g. ``family``, ``dataset.noise.ratio``): the best configuration
+    is then chosen, and retrained, once per combination of their values. ``seeds: 0`` skips the stage."""
+
+    seeds: int = Field(5, ge=0)
+    group_by: tuple[str, ...] = ()
+
+
+class ResourcesSpec(_Strict):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)
+
+
+class TrackingSpec(_Strict):
+    #: ``null`` → a sqlite store inside the study's storage directory; else e.g. ``http://host:5000``.
+    uri: str | None = None
+    #: Optuna RDB URL (``sqlite:///…``, ``postgresql://…``); ``null`` → ``optuna.db`` in the study directory.
+    #: Required, like ``uri``, when ``storage`` is an ``s3://``/``gs://`` URI (sqlite needs a POSIX file).
+    optuna_uri: str | None = None
+
+
+class StudySpec(_Strict):
+    """A whole study: what to train, what to search, where to store and track it."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
+    family: str
+    seed: int = 0
+    dataset: DatasetSpec = DatasetSpec()
+    model: ModelSpec = ModelSpec()
+    train: TrainSpec = TrainSpec()
+    #: Fixed family hyperparameters; overrides of the family's ``Params`` defaults.
+    params: dict[str, Any] = {}
+    search: SearchSpec = SearchSpec()
+    validation: ValidationSpec = ValidationSpec()
+    final: FinalSpec = FinalSpec()
+    resources: ResourcesSpec = ResourcesSpec()
+    storage: str = "runs"
+    tracking: TrackingSpec = TrackingSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_metric(cls, raw: Any) -> Any:
+        # The default objective is Recall@1 on the split the trials report: validation, or test without it.
+        if not isinstance(raw, dict) or not isinstance(raw.get("search", {}), dict) or "metric" in raw.get("search", {}):
+            return raw
+        validation = raw.get("validation") or {}
+        kind = validation.get("kind", "kfold") if isinstance(validation, dict) else "kfold"
+        split = TEST_PREFIX if kind == "none" else VAL_PREFIX
+        return {**raw, "search": {**raw.get("search", {}), "metric": split + recall_at(1)}}
+
+    @model_validator(mode="after")
+    def _check_batch_and_final(self) -> StudySpec:
+        if self.train.samples_per_class * self.train.classes_per_batch < 4:
+            raise ValueError("a P×K batch needs at least 4 samples")
+        for name in self.final.group_by:
+            if name not in self.search.space:
+                raise ValueError(f"final.group_by: {name!r} is not a search.space entry")
+        return self
+    @property
+    def recall_ks(self) -> tuple[int, ...]:
+        return self.train.recall_at
