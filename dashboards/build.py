@@ -22,7 +22,7 @@ from dashboards.panels import PANEL_MODULES, Panel
 from dashboards.render import render_page, write_figures
 
 if TYPE_CHECKING:
-    from study.spec import StudySpec
+    from schema.spec import StudySpec
 
 __all__ = ["build_dashboard", "build_panels", "build_after_study", "main", "ARTIFACT_PATH"]
 

@@ -4,9 +4,12 @@ One :class:`DashboardData` holds every experiment asked for:
 
 - ``runs``: one row per trial (child) run — ``run_id``, ``experiment``, ``trial_id``, ``status``,
   ``start_time`` (ms), the grouping tags (``family``, ``dataset``, ``noise_kind``, ``noise_ratio`` as a
-  float, ``subset``, ``seed``), ``config`` (the trial's params without its seeds, so runs that differ only
-  by seed share it), ``p/<param>`` (params as logged, strings) and ``m/<metric>`` (the metric's last value,
-  as MLflow keeps it: the value at the highest step);
+  float, ``subset``, ``seed``), the selection tags (``stage``: ``search`` or ``final``, ``search`` for runs
+  without the tag; ``validation``, ``selection``; final runs' ``group`` and ``source_trial``, the
+  ``trial_id`` of the search run whose configuration they retrain), ``config`` (the trial's params without
+  its seeds, so runs that differ only by seed share it), ``p/<param>`` (params as logged, strings) and
+  ``m/<metric>`` (the metric's last value, as MLflow keeps it: the value at the highest step; retrieval
+  metrics carry their split, ``val/recall_at_1``, ``test/recall_at_1``);
 - ``history``: every logged metric value, long format ``run_id, key, step, value``;
 - ``class_weights``: ``run_id, epoch, class, avg_weight`` from the runs' parquet artifacts, when present
   (BSPML's ``class_weights.parquet``: epoch, class, mean_weight, ...);
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from study.metric_names import OBJECTIVE
+from schema.metric_names import MAP_AT_R, NMI, OBJECTIVE, R_PRECISION, TEST_PREFIX, VAL_PREFIX
 
 # One tqdm bar per downloaded parquet file would flood the end of every study's output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -34,7 +37,10 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Run
 
-__all__ = ["DashboardError", "StudyInfo", "DashboardData", "load", "resolve_tracking_uri", "PARAM", "METRIC"]
+__all__ = [
+    "DashboardError", "StudyInfo", "DashboardData", "load", "resolve_tracking_uri", "PARAM", "METRIC", "SEARCH_STAGE",
+    "FINAL_STAGE",
+]
 
 #: Column prefixes of params and last metric values in ``DashboardData.runs``.
 PARAM = "p/"
@@ -42,6 +48,9 @@ METRIC = "m/"
 ROLE_TAG = "dmlstudy.role"
 PARENT_TAG = "mlflow.parentRunId"
 GROUP_TAGS = ("family", "dataset", "noise_kind", "subset", "seed", "trial_id")
+#: Tags of the selection protocol (study/tuner.py ``describe_trial``); empty strings when absent.
+SELECTION_TAGS = ("stage", "validation", "selection", "group", "source_trial")
+SEARCH_STAGE, FINAL_STAGE = "search", "final"
 # Params that only pick a seed: runs differing in these alone are repeats of one configuration.
 _SEED_PARAMS = ("seed",)
 _SEED_SUFFIX = ".seed"
@@ -67,6 +76,12 @@ class StudyInfo:
     #: Searched parameter names (spec ``search.space`` keys) → whether sampled on a log scale.
     space: dict[str, bool]
     best_trial_id: str | None
+    #: Where the hyperparameters were selected: ``validation`` classes, ``test`` classes, or None (unknown).
+    selection: str | None = None
+    #: ``validation.kind`` of the study (kfold, holdout, none), when recorded.
+    validation: str | None = None
+    #: The parent run's ``stage`` tag: search, final or done.
+    stage: str | None = None
 
     @property
     def optuna_db(self) -> Path | None:
@@ -97,6 +112,15 @@ class DashboardData:
         modes = {s.mode for s in self.studies if s.metric == self.metric}
         return modes.pop() if len(modes) == 1 else "max"
 
+    def selection_notes(self) -> list[str]:
+        """One warning per study whose hyperparameters were selected on the test classes."""
+        return [
+            f"Study {s.experiment!r}: hyperparameters were selected on the test classes (validation.kind: "
+            f"{s.validation or 'none'}, search metric {s.metric}), so its test numbers are optimistic, not an "
+            "unbiased estimate."
+            for s in self.studies if s.selection == "test"
+        ]
+
     def has_metric(self, name: str) -> bool:
         column = METRIC + name
         return column in self.runs.columns and self.runs[column].drop_nulls().len() > 0
@@ -109,8 +133,11 @@ class DashboardData:
             live = runs.filter(pl.col("status") == "RUNNING").height
             if s.status == "RUNNING" or live:
                 planned = f" of {s.num_trials_planned} planned" if s.num_trials_planned else ""
+                search = runs.filter(pl.col("stage") != FINAL_STAGE).height
+                final = runs.height - search
+                stage = f", {final} final-stage runs" if final or s.stage == FINAL_STAGE else ""
                 notes.append(
-                    f"Study {s.experiment!r} is still running: {runs.height} trials logged{planned}, "
+                    f"Study {s.experiment!r} is still running: {search} trials logged{planned}{stage}, "
                     f"{live} running now; this page shows what existed when it was built."
                 )
         return notes
@@ -142,9 +169,34 @@ def _float(text: str | None) -> float | None:
         return None
 
 
-def _study_info(client: MlflowClient, experiment: Any, parent: Run | None) -> StudyInfo:
+# Evaluation metrics whose bare name (a store written before metrics carried their split) means the test split.
+_LEGACY_TEST = (NMI, MAP_AT_R, R_PRECISION, "recall_at_")
+
+
+def _selection(tags: dict[str, str], trials: list[Run], metric: str) -> str | None:
+    """The parent's ``selection`` tag, else the trials' one, else inferred from the search metric's split."""
+    found = tags.get("selection") or next((t.data.tags["selection"] for t in trials if t.data.tags.get("selection")), "")
+    if found:
+        return found
+    if metric.startswith(VAL_PREFIX):
+        return "validation"
+    if metric.startswith(TEST_PREFIX) or metric.startswith(_LEGACY_TEST):
+        return "test"
+    return None
+
+
+def _default_metric(trials: list[Run]) -> str:
+    """Without a recorded ``search.metric``: Recall@1 on the split the runs report (validation first)."""
+    for name in (VAL_PREFIX + OBJECTIVE, TEST_PREFIX + OBJECTIVE):
+        if any(name in t.data.metrics for t in trials):
+            return name
+    return OBJECTIVE
+
+
+def _study_info(client: MlflowClient, experiment: Any, parent: Run | None, trials: list[Run]) -> StudyInfo:
     params = parent.data.params if parent else {}
     tags = parent.data.tags if parent else {}
+    metric = params.get("search.metric") or _default_metric(trials)
     space: dict[str, bool] = {}
     for key in params:
         if key.startswith("search.space.") and key.endswith(".type"):
@@ -157,11 +209,14 @@ def _study_info(client: MlflowClient, experiment: Any, parent: Run | None) -> St
         parent_run_id=parent.info.run_id if parent else None,
         status=parent.info.status if parent else None,
         study_dir=tags.get("study_dir"),
-        metric=params.get("search.metric", OBJECTIVE),
+        metric=metric,
         mode=params.get("search.mode", "max"),
         num_trials_planned=int(planned) if planned is not None else None,
         space=space,
         best_trial_id=tags.get("best_trial_id") or None,
+        selection=_selection(tags, trials, metric),
+        validation=tags.get("validation") or params.get("validation.kind") or None,
+        stage=tags.get("stage") or None,
     )
 
 
@@ -241,7 +296,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardD
             trials = [r for r in trials if r.data.tags.get(PARENT_TAG) == parent.info.run_id]
         if not trials:
             raise DashboardError(f"--experiment: experiment {name!r} has no trial runs in {tracking_uri}")
-        studies.append(_study_info(client, experiment, parent))
+        studies.append(_study_info(client, experiment, parent, trials))
         for run in trials:
             tags = run.data.tags
             row: dict[str, Any] = {
@@ -253,6 +308,8 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardD
                 "config": _config_key(run.data.params),
             }
             row.update({t: tags.get(t, "") for t in GROUP_TAGS})
+            row.update({t: tags.get(t, "") for t in SELECTION_TAGS})
+            row["stage"] = row["stage"] or SEARCH_STAGE
             row["trial_id"] = row["trial_id"] or run.info.run_name
             row.update({PARAM + k: v for k, v in run.data.params.items()})
             row.update({METRIC + k: float(v) for k, v in run.data.metrics.items()})

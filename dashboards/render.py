@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from string import Template
 
-from dashboards.load import DashboardData
+from dashboards.load import FINAL_STAGE, DashboardData, StudyInfo
 from dashboards.panels import FigureBlock, Panel, TableBlock
 from dashboards.template import PAGE
 
@@ -59,15 +59,32 @@ def write_figures(panels: list[Panel], directory: Path) -> list[Path]:
     return paths
 
 
+def _run_counts(data: DashboardData, experiment: str) -> str:
+    runs = data.runs.filter(data.runs["experiment"] == experiment)
+    final = runs.filter(runs["stage"] == FINAL_STAGE).height
+    return f"{runs.height - final} search runs" + (f" + {final} final-stage runs" if final else "")
+
+
+def _selection_text(study: StudyInfo) -> str:
+    if study.selection == "validation":
+        return f"hyperparameters selected on validation classes ({study.validation or 'validation'})"
+    if study.selection == "test":
+        return "hyperparameters selected on the test classes"
+    return "selection split unknown"
+
+
 def render_page(data: DashboardData, panels: list[Panel]) -> str:
     drawn = [p for p in panels if p.drawn]
     skipped = [p for p in panels if not p.drawn]
     names = ", ".join(s.experiment for s in data.studies)
     status = "".join(f'<p class="running" data-running="1">{html.escape(n)}</p>' for n in data.running_notes())
+    status += "".join(
+        f'<p class="selection" data-selection="test">{html.escape(n)}</p>' for n in data.selection_notes()
+    )
     studies = "".join(
-        f"<li><b>{html.escape(s.experiment)}</b>: {data.runs.filter(data.runs['experiment'] == s.experiment).height} "
-        f"trial runs, study {html.escape(s.status or 'without a parent run')}, objective "
-        f"<code>{html.escape(s.metric)}</code> ({s.mode})"
+        f"<li><b>{html.escape(s.experiment)}</b>: {_run_counts(data, s.experiment)}, study "
+        f"{html.escape(s.status or 'without a parent run')}, objective <code>{html.escape(s.metric)}</code> ({s.mode})"
+        + f", {html.escape(_selection_text(s))}"
         + (f", study dir <code>{html.escape(s.study_dir)}</code>" if s.study_dir else "") + "</li>"
         for s in data.studies
     )

@@ -1,14 +1,25 @@
-"""Which runs a panel shows: the best configuration of each family × dataset × noise setting, over seeds."""
+"""Which runs a panel shows: the best configuration of each family × dataset × noise setting, over seeds.
+
+Selection follows the study's protocol: configurations are ranked by the search metric over **search-stage**
+runs only (``val/…`` with validation on, ``test/…`` with ``validation.kind: none``); the final stage's runs
+(the selected configuration retrained with several seeds, evaluated on the test classes) are summarised
+per final group with Student's t 95 % interval, the same numbers the study logs on its parent run.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 
 import polars as pl
 
-from dashboards.load import METRIC, PARAM, DashboardData
+from dashboards.load import FINAL_STAGE, METRIC, PARAM, DashboardData
+from schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
 
-__all__ = ["GROUP", "scored_runs", "best_configs", "varying_params", "params_text", "fmt"]
+__all__ = [
+    "GROUP", "scored_runs", "search_runs", "final_runs", "best_configs", "summarise", "final_groups",
+    "split_of", "base_name", "as_test", "varying_params", "params_text", "fmt", "ci_text",
+]
 
 #: One leaderboard row per group: a family on a dataset under one noise setting and training subset.
 GROUP = ["family", "dataset", "noise_kind", "noise_ratio", "subset"]
@@ -16,39 +27,140 @@ GROUP = ["family", "dataset", "noise_kind", "noise_ratio", "subset"]
 _SHOWN_ELSEWHERE = {"family", "dataset.name", "dataset.noise.kind", "dataset.noise.ratio", "dataset.subset"}
 
 
+def split_of(metric: str) -> str:
+    """``val/`` or ``test/`` for a metric that carries its split, else ``""`` (training metrics, old stores)."""
+    return next((p for p in SPLIT_PREFIXES if metric.startswith(p)), "")
+
+
+def base_name(metric: str) -> str:
+    """``val/recall_at_1`` → ``recall_at_1``."""
+    return metric.removeprefix(split_of(metric))
+
+
+def as_test(data: DashboardData, metric: str) -> str:
+    """The test-split name of ``metric`` (``val/nmi`` → ``test/nmi``); a store written before metrics carried
+    their split has the bare name instead, which is then returned."""
+    base = base_name(metric)
+    if not data.has_metric(TEST_PREFIX + base) and data.has_metric(base):
+        return base
+    return TEST_PREFIX + base
+
+
+def search_runs(data: DashboardData) -> pl.DataFrame:
+    """The search stage's runs (runs without a ``stage`` tag count as search runs)."""
+    return data.runs.filter(pl.col("stage") != FINAL_STAGE)
+
+
+def final_runs(data: DashboardData) -> pl.DataFrame:
+    """The final stage's runs that finished every epoch (a running or failed final run is left out: its test
+    numbers would be of a model trained for fewer epochs than the others)."""
+    return data.runs.filter((pl.col("stage") == FINAL_STAGE) & (pl.col("status") == "FINISHED"))
+
+
 def scored_runs(data: DashboardData, metric: str | None = None) -> pl.DataFrame:
-    """Runs that reported the objective (failed runs are left out; running ones count with what they have)."""
+    """Search-stage runs that reported the objective (failed runs are left out; running ones count with what
+    they have). Final-stage runs never take part in selection."""
     column = METRIC + (metric or data.metric)
     if column not in data.runs.columns:
         return data.runs.clear()
-    return data.runs.filter((pl.col("status") != "FAILED") & pl.col(column).is_not_null() & pl.col(column).is_finite())
+    return search_runs(data).filter(
+        (pl.col("status") != "FAILED") & pl.col(column).is_not_null() & pl.col(column).is_finite()
+    )
 
 
-def best_configs(data: DashboardData, extra_metrics: tuple[str, ...] = ()) -> pl.DataFrame:
+def t_interval(values: list[float]) -> tuple[float, float, float, float]:
+    """``(mean, std, ci95_low, ci95_high)``: sample std and Student's t interval of the mean (mean ±
+    t₀.₉₇₅,ₙ₋₁ · s/√n), NaN for one value: the rule ``study/final_stage.py`` summarises the final stage with, restated
+    here over plain floats (the tests check it against ``scipy.stats.t`` independently)."""
+    from scipy import stats
+
+    n = len(values)
+    mean = math.fsum(values) / n
+    if n < 2:
+        return mean, math.nan, math.nan, math.nan
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(stats.t.ppf(0.975, df=n - 1)) * std / math.sqrt(n)
+    return mean, std, mean - half, mean + half
+
+
+def _t(values: list[float | None]) -> tuple[int, float | None, float | None, float | None, float | None]:
+    """``(n, mean, std, ci95_low, ci95_high)`` of the finite values (None where undefined)."""
+    x = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not x:
+        return 0, None, None, None, None
+    stats = t_interval(x)
+    return (len(x), *(v if math.isfinite(v) else None for v in stats))
+
+
+def summarise(runs: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl.DataFrame:
+    """Per ``by`` group of ``runs``: ``n_runs``, ``seeds``, ``run_ids`` and, for each metric present,
+    ``n_<m>``, ``mean_<m>``, ``std_<m>`` (sample std), ``lo_<m>``/``hi_<m>`` (Student's t 95 % interval of the
+    mean; None for a single value)."""
+    rows = []
+    for key, part in runs.sort("start_time").group_by(by, maintain_order=True):
+        row = dict(zip(by, key))
+        row.update(n_runs=part.height, seeds=sorted(set(part["seed"].to_list())), run_ids=part["run_id"].to_list())
+        for m in metrics:
+            values = part[METRIC + m].to_list() if METRIC + m in part.columns else []
+            n, mean, std, lo, hi = _t(values)
+            row.update({f"n_{m}": n, f"mean_{m}": mean, f"std_{m}": std, f"lo_{m}": lo, f"hi_{m}": hi})
+        rows.append(row)
+    schema = {f"{k}_{m}": (pl.Int64 if k == "n" else pl.Float64) for m in metrics for k in ("n", "mean", "std", "lo", "hi")}
+    return pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def final_groups(data: DashboardData, metrics: tuple[str, ...]) -> pl.DataFrame:
+    """The final stage per study and final group (``group`` tag) and ``source_trial``: the :data:`GROUP`
+    columns of its runs, and :func:`summarise`'s columns over its finished runs (one per final seed)."""
+    runs = final_runs(data)
+    if runs.is_empty():
+        return pl.DataFrame()
+    return summarise(runs, ["experiment", "group", "source_trial", *GROUP], metrics).sort("experiment", "group")
+
+
+def ci_text(mean: float | None, low: float | None, high: float | None, n: int) -> str:
+    """``0.8123 [0.7900, 0.8346] (n=3)``: a mean with its 95 % interval and the number of values."""
+    if mean is None:
+        return "—"
+    interval = f" [{low:.4f}, {high:.4f}]" if low is not None and high is not None else ""
+    return f"{mean:.4f}{interval} (n={n})"
+
+
+def best_configs(
+    data: DashboardData, extra_metrics: tuple[str, ...] = (), runs: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Per group: the configuration with the best mean objective over its seeds, and the best single run.
 
-    Columns: the :data:`GROUP` columns, ``config``, ``n_runs`` (its runs; a seed may repeat), ``seeds``
-    (the distinct seed tags), ``mean``/``std`` of the objective,
-    ``mean_<m>``/``std_<m>`` for each of ``extra_metrics``, ``run_ids`` (the configuration's runs),
-    ``best_value``/``best_run_id``/``best_trial_id`` (the group's best single run, any configuration),
-    ``best_params`` (that run's ``config``).
+    Ranks the search-stage runs (:func:`scored_runs`, or ``runs``, a subset of them). Columns: the
+    :data:`GROUP` columns, ``config``, ``n_runs`` (its runs; a seed may repeat), ``seeds`` (the distinct seed
+    tags), ``mean``/``std`` of the objective, ``mean_<m>``/``std_<m>`` for each of ``extra_metrics``,
+    ``run_ids``/``trial_ids`` (the configuration's runs), ``experiments`` (their studies),
+    ``best_value``/``best_run_id``/``best_trial_id`` (the group's best single run, any configuration).
     """
-    runs = scored_runs(data)
+    runs = scored_runs(data) if runs is None else runs
     if runs.is_empty():
         return pl.DataFrame()
     objective = METRIC + data.metric
     descending = data.mode == "max"
     aggs = [pl.len().alias("n_runs"), pl.col("seed").unique().sort().alias("seeds"), pl.col("run_id").alias("run_ids"),
+            pl.col("trial_id").alias("trial_ids"), pl.col("experiment").unique().alias("experiments"),
             pl.col(objective).mean().alias("mean"), pl.col(objective).std().alias("std")]
     for m in extra_metrics:
         if METRIC + m in runs.columns:
             aggs += [pl.col(METRIC + m).mean().alias(f"mean_{m}"), pl.col(METRIC + m).std().alias(f"std_{m}")]
         else:
             aggs += [pl.lit(None, pl.Float64).alias(f"mean_{m}"), pl.lit(None, pl.Float64).alias(f"std_{m}")]
-    per_config = runs.group_by([*GROUP, "config"]).agg(aggs)
-    best_config = per_config.sort("mean", descending=descending).group_by(GROUP, maintain_order=True).first()
+    # Ties (a tiny study's Recall@1 often ties) go to what the final stage retrained, then to the earlier run.
+    retrained = set(final_runs(data)["source_trial"].to_list()) - {""}
+    runs = runs.with_columns(pl.col("trial_id").is_in(pl.Series(sorted(retrained), dtype=pl.Utf8)).alias("_retrained"))
+    aggs.append(pl.col("_retrained").any())
+    per_config = runs.group_by([*GROUP, "config"]).agg(*aggs, pl.col("start_time").min())
+    best_config = (
+        per_config.sort(["mean", "_retrained", "start_time"], descending=[descending, True, False], maintain_order=True)
+        .group_by(GROUP, maintain_order=True).first().drop("_retrained", "start_time")
+    )
     best_run = (
-        runs.sort(objective, descending=descending)
+        runs.sort([objective, "_retrained", "start_time"], descending=[descending, True, False], maintain_order=True)
         .group_by(GROUP, maintain_order=True)
         .first()
         .select(*GROUP, pl.col(objective).alias("best_value"), pl.col("run_id").alias("best_run_id"),

@@ -22,6 +22,7 @@ h2 { font-size: 18px; color: #1f3a5f; }
 .intro { font-size: 13px; color: #485063; max-width: 1100px; }
 .note { font-size: 13px; background: #eef3f9; padding: 6px 10px; border-radius: 4px; }
 .running { background: #fff4d6; border: 1px solid #e6c25a; padding: 8px 12px; border-radius: 4px; font-weight: 600; }
+.selection { background: #fde8e6; border: 1px solid #d9534f; padding: 8px 12px; border-radius: 4px; font-weight: 600; }
 figure { display: inline-block; margin: 8px 14px 8px 0; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #e3e6eb; }
 figcaption { font-size: 12px; color: #485063; }

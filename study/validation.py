@@ -9,8 +9,8 @@ the spec came from.
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from schema.errors import SpecError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["FigureBlock", "TableBlock", "NoteBlock", "Panel", "new_figure", "png_bytes", "PANEL_MODULES"]
 
 #: Panel modules in page order.
-PANEL_MODULES = ("leaderboard", "robustness", "optimisation", "weights", "noise_theory", "curves")
+PANEL_MODULES = ("leaderboard", "validation", "robustness", "optimisation", "weights", "noise_theory", "curves")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class NoteBlock:
     text: str
 
 
-Block = Union[FigureBlock, TableBlock, NoteBlock]
+Block = FigureBlock | TableBlock | NoteBlock
 
 
 @dataclass

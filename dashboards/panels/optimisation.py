@@ -12,7 +12,7 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import METRIC, PARAM, DashboardData, StudyInfo
 from dashboards.panels import Panel, new_figure
 from dashboards.select import scored_runs, varying_params
-from study.spec import param_path
+from schema.trial import param_path
 
 __all__ = ["build", "importances"]
 
@@ -49,7 +49,7 @@ def _searched_columns(data: DashboardData, study: StudyInfo) -> list[tuple[str, 
 def build(data: DashboardData) -> Panel:
     panel = Panel(
         "optimisation", "Optimisation",
-        "How the search went, per study: each trial's objective at its last epoch in start order with the "
+        "How the search went, per study (search-stage runs only): each trial's objective at its last epoch in start order with the "
         "best so far, Optuna's fANOVA parameter importances read from the study's RDB storage "
         "(<code>optuna.db</code>), and a slice view (objective against each searched parameter).",
     )

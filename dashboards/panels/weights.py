@@ -11,9 +11,18 @@ from matplotlib.ticker import MaxNLocator
 
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
-from dashboards.select import best_configs, fmt
-from study.metric_names import (
-    EXCLUDED_SHARE, LAMBDA, MAW, NOISE_AUROC, NOISE_PRECISION, NOISE_RECALL, SDAW, W_Q10, W_Q50, W_Q90,
+from dashboards.select import best_configs, fmt, search_runs
+from schema.metric_names import (
+    EXCLUDED_SHARE,
+    LAMBDA,
+    MAW,
+    NOISE_AUROC,
+    NOISE_PRECISION,
+    NOISE_RECALL,
+    SDAW,
+    W_Q10,
+    W_Q50,
+    W_Q90,
 )
 
 __all__ = ["build", "lambda_mu_table", "bin_labels"]
@@ -34,8 +43,8 @@ def bin_labels(values: np.ndarray) -> tuple[list[str], np.ndarray]:
 
 
 def _lambda_mu(data: DashboardData) -> pl.DataFrame:
-    """Runs with MAW/SDAW and their λ (the age reached: last ``lambda``, else ``lambda_max``) and μ."""
-    runs = data.runs.filter(pl.col("status") != "FAILED")
+    """Search runs with MAW/SDAW and their λ (the age reached: last ``lambda``, else ``lambda_max``) and μ."""
+    runs = search_runs(data).filter(pl.col("status") != "FAILED")
     if not (data.has_metric(MAW) and data.has_metric(SDAW)):
         return pl.DataFrame()
     lam = pl.col(METRIC + LAMBDA) if METRIC + LAMBDA in runs.columns else pl.lit(None, pl.Float64)

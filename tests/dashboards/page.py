@@ -16,6 +16,10 @@ class Page:
     #: table name → rows as {header: cell text}
     tables: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     running: bool = False
+    #: The page warns that a study selected its hyperparameters on the test classes.
+    selection_test: bool = False
+    #: figure name → caption text
+    captions: dict[str, str] = field(default_factory=dict)
     text: str = ""
 
 
@@ -29,6 +33,7 @@ class _Parser(HTMLParser):
         self._cell: list[str] | None = None
         self._header: list[str] = []
         self._text: list[str] = []
+        self._caption: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -38,8 +43,12 @@ class _Parser(HTMLParser):
             self.page.skipped.append(str(a["data-skipped"]))
         if "data-running" in a:
             self.page.running = True
+        if a.get("data-selection") == "test":
+            self.page.selection_test = True
         if tag == "figure":
             self._figure = a.get("data-figure")
+        if tag == "figcaption" and self._figure:
+            self._caption: list[str] | None = []
         if tag == "img" and self._figure:
             src = str(a["src"])
             assert src.startswith("data:image/png;base64,"), "figures must be embedded, not fetched"
@@ -63,10 +72,15 @@ class _Parser(HTMLParser):
             else:
                 self.page.tables[self._table].append(dict(zip(self._header, self._row)))
             self._row = None
+        if tag == "figcaption" and self._figure and self._caption is not None:
+            self.page.captions[self._figure] = "".join(self._caption).strip()
+            self._caption = None
         if tag == "figure":
             self._figure = None
 
     def handle_data(self, data: str) -> None:
+        if self._caption is not None:
+            self._caption.append(data)
         if self._cell is not None:
             self._cell.append(data)
         self._text.append(data)

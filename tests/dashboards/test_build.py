@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,22 +12,25 @@ import numpy as np
 import optuna
 import pytest
 from mlflow import MlflowClient
+from scipy import stats
 
 from dashboards.build import build_after_study, build_dashboard, main
-from tests.dashboards.synthetic import NAME, ms_recall
 from tests.dashboards.page import read_page
+from tests.dashboards.synthetic import FINAL_OFFSETS, NAME, final_group, final_recall, ms_recall, ms_test
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_panel_is_drawn_with_its_figures(built):
     syn, path, page = built
-    assert page.panels == ["leaderboard", "robustness", "optimisation", "weights", "noise_theory", "curves"]
+    assert page.panels == ["leaderboard", "validation", "robustness", "optimisation", "weights", "noise_theory", "curves"]
     assert page.skipped == [] and "panel failed" not in page.text
     expected = {
+        "validation_scatter_recall_at_1", "validation_scatter_nmi",
         "robustness_vs_noise", "robustness_topline_ratio", f"optimisation_{NAME}_history",
         f"optimisation_{NAME}_importance", f"optimisation_{NAME}_slices", "weights_maw_sdaw", "weights_quantiles",
-        "weights_class_weights", "weights_histogram", "weights_noise_auroc", "noise_theory_q_rates", "noise_theory_vs_noise", "curves_best",
+        "weights_class_weights", "weights_histogram", "weights_noise_auroc", "noise_theory_q_rates", "noise_theory_vs_noise",
+        "curves_best", "curves_final",
     }
     assert set(page.figures) == expected
     for name, png in page.figures.items():
@@ -33,23 +38,37 @@ def test_every_panel_is_drawn_with_its_figures(built):
         # The PNG files beside the page are the embedded ones.
         assert (path.parent / "figures" / f"{name}.png").read_bytes() == png
     assert not page.running
+    # A k-fold study selected on validation classes: no warning.
+    assert not page.selection_test and "selected on the test classes" not in page.text
 
 
-def test_leaderboard_matches_mlflow(built):
-    syn, _, page = built
+def _runs(syn):
     client = MlflowClient(syn.uri)
-    runs = client.search_runs([client.get_experiment_by_name(NAME).experiment_id], "tags.`dmlstudy.role` = 'trial'")
-    finished = [r for r in runs if r.info.status == "FINISHED"]
-    best = max(finished, key=lambda r: r.data.metrics["recall_at_1"])
+    return client.search_runs([client.get_experiment_by_name(NAME).experiment_id], "tags.`dmlstudy.role` = 'trial'")
+
+
+def _t95(values):
+    """Student's t 95 % interval of the mean, computed here independently of the dashboards."""
+    x = np.asarray(values, dtype=float)
+    half = stats.t.ppf(0.975, df=len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return x.mean(), x.std(ddof=1), x.mean() - half, x.mean() + half
+
+
+def test_leaderboard_ranks_search_runs_by_validation(built):
+    syn, _, page = built
+    runs = _runs(syn)
+    search = [r for r in runs if r.info.status == "FINISHED" and r.data.tags["stage"] == "search"]
+    best = max(search, key=lambda r: r.data.metrics["val/recall_at_1"])
     rows = page.tables["leaderboard_table"]
-    assert max(float(r["best run"]) for r in rows) == best.data.metrics["recall_at_1"]
+    assert max(float(r["best run"]) for r in rows) == best.data.metrics["val/recall_at_1"]
     assert f"Best run overall: trial {best.info.run_name}" in page.text
-    # The failed run (0.99) never reaches the board.
+    # The failed run (0.99) never reaches the board, and neither does a final-stage run.
     assert all(float(r["best run"]) < 0.99 for r in rows)
-    # ms at p = 0.2: configuration alpha=2 wins; mean ± std over its two seeds (sample std).
+    assert not any(r["best trial"].startswith("final_") for r in rows)
+    # ms at p = 0.2: configuration alpha=2 wins; mean ± std of val/recall_at_1 over its two seeds (sample std).
     row = next(r for r in rows if r["family"] == "ms" and r["noise"] == "uniform 0.2" and r["subset"] == "all")
     values = [ms_recall(0.2, 2.0, s) for s in (0, 1)]
-    assert row["recall_at_1 mean ± std"] == f"{np.mean(values):.4f} ± {np.std(values, ddof=1):.4f}"
+    assert row["val/recall_at_1 mean ± std"] == f"{np.mean(values):.4f} ± {np.std(values, ddof=1):.4f}"
     assert row["runs"] == "2" and row["seeds"] == "0, 1" and "ms_alpha=2" in row["params of the best configuration"]
     assert {(r["family"], r["noise"], r["subset"]) for r in rows} >= {
         ("ms", "none", "all"), ("ms", "uniform 0.4", "clean_only"), ("bspml", "per_class 0.2", "all"),
@@ -57,18 +76,70 @@ def test_leaderboard_matches_mlflow(built):
     }
 
 
-def test_robustness_table_and_topline_ratio(built):
+def test_final_stage_beside_its_configuration_with_t_intervals(built):
+    syn, _, page = built
+    runs = _runs(syn)
+    rows = page.tables["leaderboard_table"]
+    finals = {(r["group"]): r for r in page.tables["leaderboard_final"]}
+    assert set(finals) == {final_group(p, s) for p, s in ((0.0, "all"), (0.2, "all"), (0.4, "all"), (0.2, "clean_only"),
+                                                          (0.4, "clean_only"))}
+    for p in (0.0, 0.2, 0.4):
+        # The final runs of the group, read from MLflow (the FAILED one is left out).
+        values = [r.data.metrics["test/recall_at_1"] for r in runs if r.data.tags.get("group") == final_group(p)
+                  and r.info.status == "FINISHED"]
+        assert sorted(values) == sorted(final_recall(p, s) for s in range(len(FINAL_OFFSETS)))
+        mean, std, low, high = _t95(values)
+        final = finals[final_group(p)]
+        assert final["source trial"] == f"ms_p{p}_a2.0_s1" and final["seeds"] == "0, 1, 2"
+        assert final["test/recall_at_1 mean ± std"] == f"{mean:.4f} ± {std:.4f}"
+        assert float(final["test/recall_at_1 ci95 low"]) == pytest.approx(low, abs=5e-5)
+        assert float(final["test/recall_at_1 ci95 high"]) == pytest.approx(high, abs=5e-5)
+        nmi = _t95([v - 0.1 for v in values])
+        assert float(final["test/nmi ci95 low"]) == pytest.approx(nmi[2], abs=5e-5)
+        assert float(final["val/recall_at_1 of the source trial"]) == ms_recall(p, 2.0, 1)
+        assert float(final["test/recall_at_1 of the source trial (fold ensemble)"]) == pytest.approx(ms_test(p, 2.0, 1), abs=5e-5)
+        # ... and in the leaderboard, beside the configuration the final stage retrained.
+        noise = "none" if p == 0 else f"uniform {p:g}"
+        row = next(r for r in rows if r["family"] == "ms" and r["noise"] == noise and r["subset"] == "all")
+        assert row["final test/recall_at_1 mean [95 % CI]"] == f"{mean:.4f} [{low:.4f}, {high:.4f}] (n=3)"
+        assert row["final group"] == final_group(p)
+    # Groups without a final stage say so.
+    assert next(r for r in rows if r["family"] == "bspml")["final test/recall_at_1 mean [95 % CI]"] == "—"
+
+
+def test_robustness_uses_the_final_stage_with_its_interval(built):
     _, _, page = built
     rows = {(r["series"], r["noise ratio"]): r for r in page.tables["robustness_table"]}
-    noisy = np.mean([ms_recall(0.4, 2.0, s) for s in (0, 1)])
-    top = np.mean([ms_recall(0.4, 2.0, s, "clean_only") for s in (0, 1)])
+    noisy = [final_recall(0.4, s) for s in range(3)]
+    top = [final_recall(0.4, s, "clean_only") for s in range(3)]
+    mean, std, low, high = _t95(noisy)
     row = rows[("ms / uniform", "0.4")]
-    assert row["recall_at_1"].startswith(f"{noisy:.4f} ± ")
-    assert row["nmi"].startswith(f"{noisy - 0.1:.4f}")
-    assert float(row["recall_at_1 / topline"]) == pytest.approx(noisy / top, abs=1e-4)
-    assert float(row["nmi / topline"]) == pytest.approx((noisy - 0.1) / (top - 0.1), abs=1e-4)
+    assert row["source"] == "final stage (3 seeds)" and row["seeds"] == "0, 1, 2"
+    assert row["test/recall_at_1"] == f"{mean:.4f} ± {std:.4f}"
+    assert row["test/recall_at_1 95 % CI"] == f"[{low:.4f}, {high:.4f}]"
+    assert row["test/nmi"].startswith(f"{mean - 0.1:.4f} ± ")
+    assert float(row["test/recall_at_1 / topline"]) == pytest.approx(mean / np.mean(top), abs=1e-4)
+    assert float(row["test/nmi / topline"]) == pytest.approx((mean - 0.1) / (np.mean(top) - 0.1), abs=1e-4)
     # The clean point belongs to ms's uniform curve only, not to the per_class families.
     assert ("ms / uniform", "0") in rows and ("ms / per_class", "0") not in rows
+    # Without a final stage: the test metrics (fold ensemble) of the best configuration's search runs.
+    triplet = rows[("triplet / uniform", "0.3")]
+    assert triplet["source"] == "search runs (fold ensemble)" and float(triplet["test/recall_at_1"]) == pytest.approx(0.41)
+
+
+def test_validation_vs_test_scatter_and_its_spearman(built):
+    syn, _, page = built
+    search = [r for r in _runs(syn) if r.data.tags["stage"] == "search" and r.info.status != "FAILED"]
+    table = {r["metric"]: r for r in page.tables["validation_spearman"]}
+    assert set(table) == {"recall_at_1", "nmi"}  # map_at_r: no search run has val/map_at_r
+    for base in ("recall_at_1", "nmi"):
+        both = [r.data.metrics for r in search if f"val/{base}" in r.data.metrics and f"test/{base}" in r.data.metrics]
+        rho = stats.spearmanr([m[f"val/{base}"] for m in both], [m[f"test/{base}"] for m in both]).statistic
+        assert table[base]["search trials"] == str(len(both)) and len(both) >= 3
+        assert float(table[base]["Spearman rho"]) == pytest.approx(rho, abs=5e-5)
+        caption = page.captions[f"validation_scatter_{base}"]
+        assert f"over {len(both)} search trials: Spearman ρ = {rho:.4f}" in caption
+    assert len([r for r in search if "val/recall_at_1" in r.data.metrics]) == 27
 
 
 def test_importances_come_from_the_optuna_storage(built):
@@ -110,6 +181,8 @@ def test_noise_theory_table(built):
     assert float(row["q_pos"]) == pytest.approx(0.3 * 1.7) and float(row["q_neg_obs"]) == pytest.approx(0.075 - 0.01)
     assert float(row["eta_hat"]) == 4 and float(row["p_bound_triplet"]) == pytest.approx(1 - np.sqrt(0.75), abs=1e-4)
     assert float(row["miner_corrupt_neg_share"]) == pytest.approx(0.3)
+    # Its test Recall@1 (search runs only: a k-fold trial's fold ensemble).
+    assert float(row["test/recall_at_1"]) == pytest.approx(0.41)
 
 
 def test_page_is_logged_to_the_parent_run(built):
@@ -131,6 +204,21 @@ def test_only_the_panels_with_data_are_drawn(running_store, tmp_path):
     page = read_page(build_dashboard(["live"], uri, tmp_path / "o"))
     assert set(page.panels) == {"leaderboard", "robustness", "optimisation", "curves"}
     assert page.tables["leaderboard_table"][0]["best run"] == "0.6"  # the running trial's latest value counts
+    assert "test/recall_at_1 mean ± std" in page.tables["leaderboard_table"][0]
+
+
+def test_a_study_selected_on_test_says_so_and_has_no_scatter(running_store, tmp_path):
+    uri, _ = running_store
+    path = build_dashboard(["live"], uri, tmp_path / "t")
+    page = read_page(path)
+    assert page.selection_test and "hyperparameters were selected on the test classes" in page.text
+    assert 'data-selection="test"' in path.read_text()
+    # validation.kind: none logs no val/ metrics: the scatter is skipped with its reason.
+    assert "validation" in page.skipped
+    assert re.search(r"fewer than 3 search trials have both val/recall_at_1 and test/recall_at_1 \(0\)", page.text)
+    # Its robustness numbers are the runs' own test metrics, labelled as selected on test.
+    (row,) = page.tables["robustness_table"]
+    assert row["source"] == "search runs (selected on test)" and row["test/recall_at_1"] == f"{0.55:.4f} ± {np.std([0.5, 0.6], ddof=1):.4f}"
 
 
 @pytest.mark.parametrize(
@@ -170,7 +258,7 @@ def test_cli_prints_the_page_path(built, tmp_path):
 
 
 def test_build_after_study_only_warns(tmp_path):
-    from study.spec import parse_spec
+    from study.loading import parse_spec
 
     spec = parse_spec({"name": "ghost", "family": "ms", "storage": str(tmp_path)})
     with pytest.warns(UserWarning, match="dashboard not built"):

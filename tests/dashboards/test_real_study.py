@@ -14,6 +14,7 @@ from mlflow import MlflowClient
 from scipy import stats
 
 from tests.dashboards.page import read_page
+from tests.study._driver import honest_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -56,16 +57,7 @@ def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path
 
 
 def test_honest_study_shows_its_final_stage(write_spec, run_cli, tmp_path):
-    spec = {
-        "name": "t_dash_honest",
-        "family": "ms",
-        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
-        "train": {"epochs": 2, "classes_per_batch": 2, "samples_per_class": 4, "batches_per_epoch": 3, "recall_at": [1]},
-        "validation": {"kind": "kfold", "folds": 2},
-        "final": {"seeds": 2},
-        "search": {"num_trials": 2, "max_concurrent": 2, "sampler": {"type": "random", "seed": 0},
-                   "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
-    }
+    spec = honest_spec("t_dash_honest")
     proc = run_cli(str(write_spec(spec)))
     assert proc.returncode == 0, proc.stderr[-3000:]
     study_dir = tmp_path / "runs" / spec["name"]
@@ -80,9 +72,12 @@ def test_honest_study_shows_its_final_stage(write_spec, run_cli, tmp_path):
     search = [r for r in trials if r.data.tags["stage"] == "search"]
     final = [r for r in trials if r.data.tags["stage"] == "final"]
     assert len(search) == 2 and len(final) == 2
-    best = max(search, key=lambda r: r.data.metrics["val/recall_at_1"])
+    top = max(r.data.metrics["val/recall_at_1"] for r in search)
     (row,) = page.tables["leaderboard_table"]
-    assert float(row["best run"]) == best.data.metrics["val/recall_at_1"]  # ranked on validation
+    assert float(row["best run"]) == top  # ranked on validation
+    # The final stage retrained the best search trial (on a tie, the dashboard prefers the retrained one).
+    (best,) = [r for r in search if r.data.tags["trial_id"] == final[0].data.tags["source_trial"]]
+    assert best.data.metrics["val/recall_at_1"] == top and row["best trial"] == best.data.tags["trial_id"]
     values = np.array([r.data.metrics["test/recall_at_1"] for r in final])
     half = stats.t.ppf(0.975, df=1) * values.std(ddof=1) / math.sqrt(2)
     mean, low, high = values.mean(), values.mean() - half, values.mean() + half
@@ -93,7 +88,8 @@ def test_honest_study_shows_its_final_stage(write_spec, run_cli, tmp_path):
     # The same numbers as the study's own summary on the parent run.
     assert parent.data.metrics["test/recall_at_1_mean"] == pytest.approx(mean)
     assert parent.data.metrics["test/recall_at_1_ci95_low"] == pytest.approx(low)
-    if row.get("final test/recall_at_1 mean [95 % CI]", "—") != "—":  # the selected configuration is the best run's
-        assert row["final test/recall_at_1 mean [95 % CI]"].startswith(f"{mean:.4f} [{low:.4f}, {high:.4f}]")
+    # One seed per configuration: the best configuration is the best run, the one the final stage retrained.
+    assert row["final test/recall_at_1 mean [95 % CI]"] == f"{mean:.4f} [{low:.4f}, {high:.4f}] (n=2)"
+    assert row["final group"] == "all"
     (robust,) = page.tables["robustness_table"]
     assert robust["source"] == "final stage (2 seeds)" and robust["test/recall_at_1 95 % CI"] == f"[{low:.4f}, {high:.4f}]"

@@ -32,6 +32,23 @@ def tiny_spec(name: str, epochs: int, num_trials: int = 1, **search: object) -> 
     }
 
 
+def honest_spec(name: str = "t_honest", **over: object) -> dict:
+    """A digits study with honest selection, small enough for a test: 2 class-disjoint folds of the 5 training
+    classes (P = 2), 2 epochs of 3 batches, 2 trials, 2 final seeds."""
+    spec = {
+        "name": name,
+        "family": "ms",
+        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
+        "train": {"epochs": 2, "classes_per_batch": 2, "samples_per_class": 4, "batches_per_epoch": 3, "recall_at": [1]},
+        "validation": {"kind": "kfold", "folds": 2},
+        "final": {"seeds": 2},
+        "search": {"num_trials": 2, "max_concurrent": 2, "sampler": {"type": "random", "seed": 0},
+                   "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
+    }
+    spec.update(over)
+    return spec
+
+
 def driver_env(ray_tmp: str, **extra: str) -> dict[str, str]:
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO), **extra}
     env.pop("RAY_ADDRESS", None)
@@ -64,25 +81,40 @@ def mlflow_children(study_dir: Path, name: str) -> tuple[MlflowClient, list, lis
     return client, parents, children
 
 
-def logged_epochs(study_dir: Path, name: str) -> int:
-    """Epochs logged so far over all trials of study ``name`` (0 while the store does not exist yet).
+def count_in_mlflow(study_dir: Path, query: str, params: tuple = ()) -> int:
+    """``SELECT count(*) ...`` on the study's sqlite MLflow store (0 while it does not exist, or is locked).
 
-    Reads the sqlite store directly: polling through an MlflowClient would run its schema checks each time.
+    Reads the store directly: polling through an MlflowClient would run its schema checks each time.
     """
     db = study_dir / "mlflow.db"
     if not db.exists():
         return 0
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
-            (count,) = con.execute(
-                "SELECT count(*) FROM metrics m JOIN runs r ON m.run_uuid = r.run_uuid "
-                "JOIN experiments e ON r.experiment_id = e.experiment_id "
-                "WHERE m.key = 'test/recall_at_1' AND e.name = ? AND r.lifecycle_stage = 'active'",
-                (name,),
-            ).fetchone()
+            (count,) = con.execute(query, params).fetchone()
         return int(count)
     except sqlite3.Error:  # tables not created yet, or locked by the writer
         return 0
+
+
+def logged_epochs(study_dir: Path, name: str) -> int:
+    """Epochs logged so far over all trials of study ``name``."""
+    return count_in_mlflow(
+        study_dir,
+        "SELECT count(*) FROM metrics m JOIN runs r ON m.run_uuid = r.run_uuid "
+        "JOIN experiments e ON r.experiment_id = e.experiment_id "
+        "WHERE m.key = 'test/recall_at_1' AND e.name = ? AND r.lifecycle_stage = 'active'",
+        (name,),
+    )
+
+
+def final_runs_finished(study_dir: Path) -> int:
+    """Final-stage child runs that ended FINISHED."""
+    return count_in_mlflow(
+        study_dir,
+        "SELECT count(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+        "WHERE t.key = 'stage' AND t.value = 'final' AND r.status = 'FINISHED'",
+    )
 
 
 def optuna_trials(study_dir: Path, name: str) -> list[optuna.trial.FrozenTrial]:

@@ -26,27 +26,20 @@ from schema.errors import DataError, SpecError
 from schema.spec import ValidationSpec
 from study.final_stage import t_interval
 from study.loading import parse_spec
-from tests.study._driver import driver_env, kill_driver, mlflow_children, optuna_trials, start_driver
+from tests.study._driver import (
+    driver_env,
+    final_runs_finished,
+    honest_spec,
+    kill_driver,
+    mlflow_children,
+    optuna_trials,
+    start_driver,
+)
 from trainables.data import load_dataset
 from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.loop import TrialRun
 
 DIGITS_TEST_CLASSES = {5, 6, 7, 8, 9}
-
-
-def _honest(name: str = "t_honest", **over: object) -> dict:
-    spec = {
-        "name": name,
-        "family": "ms",
-        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
-        "train": {"epochs": 2, "classes_per_batch": 2, "samples_per_class": 4, "batches_per_epoch": 3, "recall_at": [1]},
-        "validation": {"kind": "kfold", "folds": 2},
-        "final": {"seeds": 2},
-        "search": {"num_trials": 2, "max_concurrent": 2, "sampler": {"type": "random", "seed": 0},
-                   "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
-    }
-    spec.update(over)
-    return spec
 
 
 # ------------------------------------------------------------------------------------------------ splits
@@ -67,7 +60,7 @@ def test_folds_partition_the_training_classes(folds):
 @pytest.mark.parametrize("labels", ["noisy", "clean"])
 def test_fold_splits_never_see_test_classes_and_label_validation_as_asked(labels):
     spec = ValidationSpec(kind="kfold", folds=2, labels=labels)
-    full = load_dataset(parse_spec(_honest()).dataset, 0)
+    full = load_dataset(parse_spec(honest_spec()).dataset, 0)
     assert full.train.noisy_mask.any()
     for group in validation_groups(full.train.labels, spec):
         split = fold_splits(full, group, labels)
@@ -109,7 +102,7 @@ def test_too_few_classes_for_the_folds_are_one_line_data_errors():
 )
 def test_malformed_selection_sections_are_spec_errors(over, needle):
     with pytest.raises(SpecError, match=needle.replace("(", r"\(").replace(")", r"\)")) as e:
-        parse_spec({**_honest(), **over})
+        parse_spec({**honest_spec(), **over})
     assert "\n" not in str(e.value)
 
 
@@ -130,7 +123,7 @@ def test_t_interval_matches_hand_values():
 
 def test_kfold_trial_reports_validation_every_epoch_and_the_fold_ensemble_on_test_at_the_end(tmp_path):
     torch.set_num_threads(1)
-    spec = parse_spec(_honest())
+    spec = parse_spec(honest_spec())
     run = TrialRun.build(spec)
     assert len(run.members) == 2
     first = run.run_epoch()
@@ -150,7 +143,7 @@ def test_kfold_trial_reports_validation_every_epoch_and_the_fold_ensemble_on_tes
 
 
 def test_final_trial_trains_on_all_training_classes_and_reports_test():
-    spec = parse_spec(_honest())
+    spec = parse_spec(honest_spec())
     run = TrialRun.build(spec, final=True)
     assert len(run.members) == 1 and run.members[0].data.train.num_classes == 5
     assert run.members[0].data.test is run.full.test
@@ -161,7 +154,7 @@ def test_final_trial_trains_on_all_training_classes_and_reports_test():
 
 @pytest.mark.e2e
 def test_too_small_folds_exit_2_before_anything_starts(write_spec, run_cli, tmp_path):
-    spec = _honest("t_small", train={"epochs": 1, "classes_per_batch": 5, "samples_per_class": 4})
+    spec = honest_spec("t_small", train={"epochs": 1, "classes_per_batch": 5, "samples_per_class": 4})
     proc = run_cli(str(write_spec(spec)), timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().count("\n") == 0 and "fewer than train.classes_per_batch=5" in proc.stderr
@@ -207,7 +200,7 @@ def _check_honest_study(study_dir: Path, name: str, seeds: int) -> None:
 def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(tmp_path):
     """One study: kfold search, then the final stage, killed after its first final trial, then resumed."""
     seeds = 3
-    spec = _honest(final={"seeds": seeds}, search={**_honest()["search"], "max_concurrent": 1})
+    spec = honest_spec(final={"seeds": seeds}, search={**honest_spec()["search"], "max_concurrent": 1})
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     study_dir = tmp_path / "runs" / spec["name"]
@@ -216,7 +209,7 @@ def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(t
         env = driver_env(ray_tmp)
         proc = start_driver(tmp_path, env, str(path))
         deadline = time.monotonic() + 300
-        while proc.poll() is None and _final_runs_finished(study_dir) < 1:
+        while proc.poll() is None and final_runs_finished(study_dir) < 1:
             assert time.monotonic() < deadline, "the final stage did not start"
             time.sleep(0.2)
         killed_mid_final = proc.poll() is None
@@ -234,21 +227,3 @@ def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(t
     _check_honest_study(study_dir, spec["name"], seeds)
     _, _, children = mlflow_children(study_dir, spec["name"])
     assert len([r for r in children if r.data.tags["stage"] == "final"]) == seeds  # no duplicates after resume
-
-
-def _final_runs_finished(study_dir: Path) -> int:
-    """Final-stage child runs that ended FINISHED (read straight from sqlite, as tests/study/_driver does)."""
-    import sqlite3
-
-    db = study_dir / "mlflow.db"
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
-            (count,) = con.execute(
-                "SELECT count(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
-                "WHERE t.key = 'stage' AND t.value = 'final' AND r.status = 'FINISHED'"
-            ).fetchone()
-        return int(count)
-    except sqlite3.Error:
-        return 0
