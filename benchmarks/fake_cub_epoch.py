@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from harness.fake_data import write_cub  # noqa: E402
 from study.loading import parse_spec  # noqa: E402
-from tests.fake_data import write_cub  # noqa: E402
 from trainables.loop import Trial  # noqa: E402
 
 

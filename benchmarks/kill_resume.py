@@ -16,7 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
-from tests.study.test_resume import EPOCHS, NUM_TRIALS, check_resumed, kill_and_resume, restarted_rows
+from harness.kill_resume import EPOCHS, NUM_TRIALS, check_resumed, kill_and_resume, restarted_rows
 
 
 def main() -> None:

@@ -13,8 +13,8 @@ import pytest
 from mlflow import MlflowClient
 from scipy import stats
 
+from harness.driver import honest_spec
 from tests.dashboards.page import read_page
-from tests.study._driver import honest_spec
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.study._driver import driver_env, mlflow_children, optuna_trials, start_driver, tiny_spec
+from harness.driver import driver_env, mlflow_children, optuna_trials, start_driver, tiny_spec
 
 pytestmark = pytest.mark.e2e
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.study._driver import mlflow_children, optuna_trials
+from harness.driver import mlflow_children, optuna_trials
 
 pytestmark = pytest.mark.e2e
 

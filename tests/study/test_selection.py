@@ -22,11 +22,7 @@ import pytest
 import torch
 import yaml
 
-from schema.errors import DataError, SpecError
-from schema.spec import ValidationSpec
-from study.final_stage import t_interval
-from study.loading import parse_spec
-from tests.study._driver import (
+from harness.driver import (
     driver_env,
     final_runs_finished,
     honest_spec,
@@ -35,6 +31,10 @@ from tests.study._driver import (
     optuna_trials,
     start_driver,
 )
+from schema.errors import DataError, SpecError
+from schema.spec import ValidationSpec
+from study.final_stage import t_interval
+from study.loading import parse_spec
 from trainables.data import load_dataset
 from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.loop import TrialRun

@@ -60,7 +60,7 @@ def test_learnable_family_tensors_resume_from_the_checkpoint(family, tmp_path):
 def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, write_spec, run_cli, tmp_path):
     """One ``python -m study.run`` study, one 1-epoch trial per family (two triplet mining rules; BSPML has
     its own), the grid sampler visiting each active combination once."""
-    from tests.study._driver import mlflow_children, optuna_trials
+    from harness.driver import mlflow_children, optuna_trials
 
     spec_dict.update(name="baselines", params={})
     spec_dict["dataset"] = {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.3, "seed": 0}}

@@ -8,10 +8,7 @@ import torch
 import yaml
 from pytorch_metric_learning.samplers import MPerClassSampler
 
-from schema.errors import DataError, SpecError
-from schema.spec import DatasetSpec
-from study.loading import load_spec, parse_spec
-from tests.fake_data import (
+from harness.fake_data import (
     write_cars,
     write_cifar10,
     write_cub,
@@ -20,6 +17,9 @@ from tests.fake_data import (
     write_inshop,
     write_sop,
 )
+from schema.errors import DataError, SpecError
+from schema.spec import DatasetSpec
+from study.loading import load_spec, parse_spec
 from trainables.data import check_dataset, load_dataset
 from trainables.data._splits import IndexedDataset
 from trainables.data.sampler import BalancedMPerClassSampler, balanced_choice

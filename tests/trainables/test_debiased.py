@@ -125,7 +125,7 @@ def test_bad_params_are_one_line_spec_errors(family, params, space, needle):
 
 
 def test_two_view_family_on_a_fake_cifar10_tree_gets_simclr_views(tmp_path):
-    from tests.fake_data import write_cifar10
+    from harness.fake_data import write_cifar10
 
     write_cifar10(tmp_path, per_batch=20, n_test=30)
     raw = _spec("debiased_pos")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from harness.fake_data import write_cub, write_inshop
 from study.loading import parse_spec
-from tests.fake_data import write_cub, write_inshop
 from trainables import loop, metrics
 from trainables.loop import Trial
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mlflow import MlflowClient
 
-from tests.fake_data import write_cub
+from harness.fake_data import write_cub
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 from mlflow import MlflowClient
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def tiny_spec(name: str, epochs: int, num_trials: int = 1, **search: object) -> dict:

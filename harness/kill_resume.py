@@ -1,0 +1,122 @@
+"""Kill a study's driver at a chosen point, resume it, and check that nothing was lost or repeated.
+
+Used by ``tests/study/test_resume.py`` and ``benchmarks/kill_resume.py`` (which repeats it at random points).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.driver import (
+    driver_env,
+    kill_driver,
+    logged_epochs,
+    mlflow_children,
+    optuna_trials,
+    start_driver,
+    tiny_spec,
+)
+
+NUM_TRIALS, EPOCHS = 3, 3
+
+
+def kill_spec(batches_per_epoch: int, name: str = "t_kill") -> dict:
+    spec = tiny_spec(name, EPOCHS, NUM_TRIALS, max_concurrent=1, sampler={"type": "random", "seed": 1})
+    spec["train"]["batches_per_epoch"] = batches_per_epoch
+    return spec
+
+
+def restarted_rows(study_dir: Path) -> list[tuple[str, int]]:
+    """(trial, epoch) of every result a trial reported as the first after a restart past epoch 1."""
+    rows = []
+    for path in (study_dir / "tune").glob("trial_*/result.json"):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1:
+                rows.append((r["trial_id"], r["training_iteration"]))
+    return rows
+
+
+def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
+    """Whether Ray's latest experiment snapshot holds a RUNNING trial past epoch 1 but not finished."""
+    states = sorted((study_dir / "tune").glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    try:
+        trials = json.loads(states[-1].read_text())["trial_data"] if states else []
+    except (OSError, ValueError):  # being rewritten
+        return False
+    for trial_json, meta_json in trials:
+        last = json.loads(meta_json).get("last_result") or {}
+        if json.loads(trial_json)["status"] == "RUNNING" and 1 <= last.get("training_iteration", 0) < EPOCHS:
+            return True
+    return False
+
+
+def kill_and_resume(
+    workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, batches_per_epoch: int = 4,
+    timeout: float = 300, in_flight: bool = False,
+) -> dict:
+    """Start a study, SIGKILL its driver once ``kill_after_epochs`` epochs are in MLflow (plus a delay) and,
+    with ``in_flight``, once Ray's snapshot holds a checkpointed trial in flight; resume it, and return what a
+    checker needs. Shared by the test and ``benchmarks/kill_resume.py``."""
+    spec = kill_spec(batches_per_epoch)
+    path = workdir / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study_dir = workdir / "runs" / spec["name"]
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
+    try:
+        env = driver_env(ray_tmp)
+        proc = start_driver(workdir, env, str(path))
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and (
+            logged_epochs(study_dir, spec["name"]) < kill_after_epochs
+            or (in_flight and not snapshot_has_checkpointed_trial_in_flight(study_dir))
+        ):
+            assert time.monotonic() < deadline, "the study did not reach the kill point"
+            time.sleep(0.2)
+        time.sleep(extra_delay_s)
+        finished_before_kill = proc.poll() is not None
+        kill_driver(proc)
+        first_output = proc.stdout.read() if proc.stdout else ""
+        epochs_at_kill = logged_epochs(study_dir, spec["name"])
+        status = subprocess.run(
+            [sys.executable, "-m", "study.status", str(path)], cwd=workdir, env=env, capture_output=True,
+            text=True, timeout=120,
+        )
+        resumed = subprocess.run(
+            [sys.executable, "-m", "study.run", str(path), "--resume"], cwd=workdir, env=env,
+            capture_output=True, text=True, timeout=timeout,
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    return {"resumed": resumed, "study_dir": study_dir, "name": spec["name"], "epochs_at_kill": epochs_at_kill,
+            "finished_before_kill": finished_before_kill, "first_output": first_output,
+            "status": status}
+
+
+def check_resumed(out: dict) -> None:
+    """Exactly N trials in Ray, Optuna and MLflow; one child run each; continuous per-epoch histories."""
+    resumed, study_dir, name = out["resumed"], out["study_dir"], out["name"]
+    assert resumed.returncode == 0, out["first_output"][-2000:] + resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert f"{NUM_TRIALS} trials (0 failed)" in resumed.stdout
+    states = sorted(t.state.name for t in optuna_trials(study_dir, name))
+    assert states == ["COMPLETE"] * NUM_TRIALS, states
+    client, parents, children = mlflow_children(study_dir, name)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == NUM_TRIALS
+    assert len({r.data.tags["trial_id"] for r in children}) == NUM_TRIALS
+    for run in children:
+        assert run.info.status == "FINISHED", run.info
+        for metric in ("test/recall_at_1", "train/loss"):
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, metric)]
+            assert sorted(steps) == list(range(1, EPOCHS + 1)), (metric, steps)
+    optuna_values = sorted(t.value for t in optuna_trials(study_dir, name))
+    assert optuna_values == pytest.approx(sorted(r.data.metrics["test/recall_at_1"] for r in children))
