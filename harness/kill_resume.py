@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,14 +61,12 @@ def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
     return False
 
 
-def kill_and_resume(
-    workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, batches_per_epoch: int = 4,
-    timeout: float = 300, in_flight: bool = False,
+def kill_then_resume(
+    workdir: Path, spec: dict, kill_when: Callable[[Path], bool], *, extra_delay_s: float = 0.0,
+    timeout: float = 300, resume_args: tuple[str, ...] = (),
 ) -> dict:
-    """Start a study, SIGKILL its driver once ``kill_after_epochs`` epochs are in MLflow (plus a delay) and,
-    with ``in_flight``, once Ray's snapshot holds a checkpointed trial in flight; resume it, and return what a
-    checker needs. Shared by the test and ``benchmarks/kill_resume.py``."""
-    spec = kill_spec(batches_per_epoch)
+    """Start ``spec``'s study, SIGKILL its driver (and its Ray) once ``kill_when(study_dir)`` holds (plus a delay),
+    run ``study.status``, then ``--resume`` it; return what a checker needs."""
     path = workdir / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     study_dir = workdir / "runs" / spec["name"]
@@ -76,10 +75,7 @@ def kill_and_resume(
         env = driver_env(ray_tmp)
         proc = start_driver(workdir, env, str(path))
         deadline = time.monotonic() + timeout
-        while proc.poll() is None and (
-            logged_epochs(study_dir, spec["name"]) < kill_after_epochs
-            or (in_flight and not snapshot_has_checkpointed_trial_in_flight(study_dir))
-        ):
+        while proc.poll() is None and not kill_when(study_dir):
             assert time.monotonic() < deadline, "the study did not reach the kill point"
             time.sleep(0.2)
         time.sleep(extra_delay_s)
@@ -92,7 +88,7 @@ def kill_and_resume(
             text=True, timeout=120,
         )
         resumed = subprocess.run(
-            [sys.executable, "-m", "study.run", str(path), "--resume"], cwd=workdir, env=env,
+            [sys.executable, "-m", "study.run", str(path), "--resume", *resume_args], cwd=workdir, env=env,
             capture_output=True, text=True, timeout=timeout,
         )
     finally:
@@ -100,6 +96,23 @@ def kill_and_resume(
     return {"resumed": resumed, "study_dir": study_dir, "name": spec["name"], "epochs_at_kill": epochs_at_kill,
             "finished_before_kill": finished_before_kill, "first_output": first_output,
             "status": status}
+
+
+def kill_and_resume(
+    workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, batches_per_epoch: int = 4,
+    timeout: float = 300, in_flight: bool = False,
+) -> dict:
+    """The digits study of :func:`kill_spec`, killed once ``kill_after_epochs`` epochs are in MLflow and, with
+    ``in_flight``, once Ray's snapshot holds a checkpointed trial in flight. Shared by the test and
+    ``benchmarks/kill_resume.py``."""
+    spec = kill_spec(batches_per_epoch)
+
+    def reached(study_dir: Path) -> bool:
+        return logged_epochs(study_dir, spec["name"]) >= kill_after_epochs and (
+            not in_flight or snapshot_has_checkpointed_trial_in_flight(study_dir)
+        )
+
+    return kill_then_resume(workdir, spec, reached, extra_delay_s=extra_delay_s, timeout=timeout)
 
 
 def check_resumed(out: dict) -> None:

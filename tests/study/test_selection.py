@@ -9,28 +9,20 @@ from __future__ import annotations
 import csv
 import io
 import math
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from harness.driver import (
-    driver_env,
     final_runs_finished,
     honest_spec,
-    kill_driver,
     mlflow_children,
     optuna_trials,
-    start_driver,
 )
+from harness.kill_resume import kill_then_resume
 from schema.errors import DataError, SpecError
 from schema.spec import ValidationSpec
 from study.final_stage import t_interval
@@ -201,28 +193,12 @@ def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(t
     """One study: kfold search, then the final stage, killed after its first final trial, then resumed."""
     seeds = 3
     spec = honest_spec(final={"seeds": seeds}, search={**honest_spec()["search"], "max_concurrent": 1})
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    study_dir = tmp_path / "runs" / spec["name"]
-    ray_tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")
-    try:
-        env = driver_env(ray_tmp)
-        proc = start_driver(tmp_path, env, str(path))
-        deadline = time.monotonic() + 300
-        while proc.poll() is None and final_runs_finished(study_dir) < 1:
-            assert time.monotonic() < deadline, "the final stage did not start"
-            time.sleep(0.2)
-        killed_mid_final = proc.poll() is None
-        kill_driver(proc)
-        status = subprocess.run([sys.executable, "-m", "study.status", str(path)], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=120)
-        resumed = subprocess.run([sys.executable, "-m", "study.run", str(path), "--resume", "--no-dashboard"],
-                                 cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+    out = kill_then_resume(tmp_path, spec, lambda study_dir: final_runs_finished(study_dir) >= 1,
+                           resume_args=("--no-dashboard",))
+    resumed, study_dir = out["resumed"], out["study_dir"]
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    assert killed_mid_final, "the study finished before the kill; nothing was resumed mid-final"
-    assert "stage: final" in status.stdout, status.stdout
+    assert not out["finished_before_kill"], "the study finished before the kill; nothing was resumed mid-final"
+    assert "stage: final" in out["status"].stdout, out["status"].stdout
     assert "Final test stage" in resumed.stdout and "test/recall_at_1 =" in resumed.stdout
     _check_honest_study(study_dir, spec["name"], seeds)
     _, _, children = mlflow_children(study_dir, spec["name"])
