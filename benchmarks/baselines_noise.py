@@ -27,24 +27,51 @@ from schema.metric_names import (
 from study.loading import parse_spec
 from trainables.loop import Trial
 
-FAMILIES = ["ms", "contrastive", "triplet", "triplet_smooth", "margin", "marginal", "fastap", "proxy_anchor", "snr", "rdml",
-            "npair", "debiased_neg", "debiased_pos", "diva"]
+FAMILIES = [
+    "ms",
+    "contrastive",
+    "triplet",
+    "triplet_smooth",
+    "margin",
+    "marginal",
+    "fastap",
+    "proxy_anchor",
+    "snr",
+    "rdml",
+    "npair",
+    "debiased_neg",
+    "debiased_pos",
+    "diva",
+]
 #: Digits-sized settings where a paper default is for another scale (DiVA's rho is tuned for 128-d heads).
 FAMILY_PARAMS = {"diva": {"rho": 5.0, "queue_size": 512}}
 
 
 def run(family: str, epochs: int, ratio: float, seed: int, subset: str = "all", **params) -> dict[str, float]:
-    spec = parse_spec({
-        "name": "bench", "family": family, "seed": seed, "params": params,
-        "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": ratio, "seed": seed}, "subset": subset},
-        "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 8,
-                  "optimizer": {"name": "adam", "lr": 1e-3}},
-    })
+    spec = parse_spec(
+        {
+            "name": "bench",
+            "family": family,
+            "seed": seed,
+            "params": params,
+            "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": ratio, "seed": seed}, "subset": subset},
+            "train": {
+                "epochs": epochs,
+                "classes_per_batch": 5,
+                "samples_per_class": 8,
+                "optimizer": {"name": "adam", "lr": 1e-3},
+            },
+        }
+    )
     trial = Trial.build(spec)
     history = [trial.run_epoch() for _ in range(epochs)]
     last = history[-1]
-    out = {OBJECTIVE: last[OBJECTIVE], NMI: last[NMI], SPECTRAL_DECAY: last[SPECTRAL_DECAY],
-           EPOCH_TIME: statistics.mean(h[EPOCH_TIME] for h in history)}
+    out = {
+        OBJECTIVE: last[OBJECTIVE],
+        NMI: last[NMI],
+        SPECTRAL_DECAY: last[SPECTRAL_DECAY],
+        EPOCH_TIME: statistics.mean(h[EPOCH_TIME] for h in history),
+    }
     for name in (ETA_HAT, MINER_CORRUPT_NEG_SHARE, P_BOUND_TRIPLET):
         if name in last:
             out[name] = statistics.mean(h[name] for h in history)
@@ -68,17 +95,23 @@ def main() -> None:
         for family in FAMILIES:
             m = run(family, args.epochs, 0.2, args.seeds[0], **FAMILY_PARAMS.get(family, {}))
             eta = f"{m[ETA_HAT]:.2f}" if ETA_HAT in m else "-"
-            print(f"| {family} | {m[OBJECTIVE]:.3f} | {m[NMI]:.3f} | {m[SPECTRAL_DECAY]:.3f} | {m[EPOCH_TIME]:.2f} | {eta} |",
-                  flush=True)
+            print(
+                f"| {family} | {m[OBJECTIVE]:.3f} | {m[NMI]:.3f} | {m[SPECTRAL_DECAY]:.3f} | {m[EPOCH_TIME]:.2f} | {eta} |",
+                flush=True,
+            )
     if args.skip_mining:
         return
 
     print(f"\n## semi-hard mining vs noise, {args.epochs} epochs, seeds {args.seeds} (mean)")
-    print("| arm | p | recall_at_1 noisy | recall_at_1 topline | noisy/topline | eta_hat | miner_corrupt_neg_share | p_bound_triplet |")
+    print(
+        "| arm | p | recall_at_1 noisy | recall_at_1 topline | noisy/topline | eta_hat | miner_corrupt_neg_share | p_bound_triplet |"
+    )
     print("|---|---|---|---|---|---|---|---|")
-    arms = [("triplet random_semihard", "triplet", {"mining": "random_semihard"}),
-            ("triplet fixed_semihard", "triplet", {"mining": "fixed_semihard"}),
-            ("marginal (random semi-hard)", "marginal", {})]
+    arms = [
+        ("triplet random_semihard", "triplet", {"mining": "random_semihard"}),
+        ("triplet fixed_semihard", "triplet", {"mining": "fixed_semihard"}),
+        ("marginal (random semi-hard)", "marginal", {}),
+    ]
     for label, family, params in arms:
         for p in args.ratios:
             noisy = [run(family, args.epochs, p, s, **params) for s in args.seeds]
@@ -90,8 +123,11 @@ def main() -> None:
                 vals = [m[name] for m in noisy if name in m]
                 return f"{statistics.mean(vals):.3f}" if vals else "-"
 
-            print(f"| {label} | {p:.1f} | {r_noisy:.3f} | {r_top:.3f} | {r_noisy / r_top:.3f} | {avg(ETA_HAT)} | "
-                  f"{avg(MINER_CORRUPT_NEG_SHARE)} | {avg(P_BOUND_TRIPLET)} |", flush=True)
+            print(
+                f"| {label} | {p:.1f} | {r_noisy:.3f} | {r_top:.3f} | {r_noisy / r_top:.3f} | {avg(ETA_HAT)} | "
+                f"{avg(MINER_CORRUPT_NEG_SHARE)} | {avg(P_BOUND_TRIPLET)} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -39,25 +39,32 @@ def digits_share() -> None:
     from study.loading import parse_spec
     from trainables.loop import Trial
 
-    spec = parse_spec({
-        "name": "bench", "family": "bspml",
-        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
-        "train": {"epochs": 3, "classes_per_batch": 5, "samples_per_class": 8},
-    })
+    spec = parse_spec(
+        {
+            "name": "bench",
+            "family": "bspml",
+            "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
+            "train": {"epochs": 3, "classes_per_batch": 5, "samples_per_class": 8},
+        }
+    )
     trial = Trial.build(spec)
     trial.train_epoch()  # warm-up
     epoch_s, _ = _timed(trial.train_epoch, trial.device)
     embed_s, emb = _timed(lambda: trial.embed(trial.data.train), trial.device)
     step_s, _ = _timed(lambda: trial.family.weight_step(emb), trial.device)
-    print(f"digits (N={len(trial.data.train)}, {trial.device.type}): θ-epoch {epoch_s:.3f}s, "
-          f"embed train {embed_s:.3f}s, w-step {step_s:.3f}s = {100 * step_s / epoch_s:.1f}% of the epoch "
-          f"({100 * (step_s + embed_s) / epoch_s:.1f}% with the embedding pass)")
+    print(
+        f"digits (N={len(trial.data.train)}, {trial.device.type}): θ-epoch {epoch_s:.3f}s, "
+        f"embed train {embed_s:.3f}s, w-step {step_s:.3f}s = {100 * step_s / epoch_s:.1f}% of the epoch "
+        f"({100 * (step_s + embed_s) / epoch_s:.1f}% with the embedding pass)"
+    )
 
 
 def sop_scale(sizes: list[int], classes: int, dim: int, rows: int, device: torch.device) -> None:
     prm = BSPMLParams()
-    print(f"\nrandom {dim}-d embeddings, {classes} classes, {device.type}, "
-          f"solver: {prm.solver_sweeps} sweeps × blocks of {prm.solver_block}, P={prm.solver_p} K={prm.solver_k}")
+    print(
+        f"\nrandom {dim}-d embeddings, {classes} classes, {device.type}, "
+        f"solver: {prm.solver_sweeps} sweeps × blocks of {prm.solver_block}, P={prm.solver_p} K={prm.solver_k}"
+    )
     results = []
     for n in sizes:
         g = torch.Generator(device=device).manual_seed(0)
@@ -72,18 +79,29 @@ def sop_scale(sizes: list[int], classes: int, dim: int, rows: int, device: torch
         xi_pos = torch.rand(n, device=device, generator=g) * 3
         xi_neg = torch.rand(n, device=device, generator=g) * 0.1
         problem = WeightProblem(xi_pos, xi_neg, ClassIndex.build(labels), 3.0, 3.0)
-        solve_s, w = _timed(lambda: solve_weights(
-            problem, torch.ones(n, device=device), gamma=prm.gamma, sweeps=prm.solver_sweeps,
-            block=prm.solver_block, p=prm.solver_p, k=prm.solver_k, generator=g), device)
+        solve_s, w = _timed(
+            lambda: solve_weights(
+                problem,
+                torch.ones(n, device=device),
+                gamma=prm.gamma,
+                sweeps=prm.solver_sweeps,
+                block=prm.solver_block,
+                p=prm.solver_p,
+                k=prm.solver_k,
+                generator=g,
+            ),
+            device,
+        )
         assert float(w.min()) >= 0 and float(w.max()) <= 1
         results.append((n, xi_full, solve_s))
         how = f"extrapolated from {part} rows" if part < n else "full"
-        print(f"N={n:>6}: ξ terms {xi_full:7.1f}s ({how}), "
-              f"solver {solve_s:6.2f}s")
+        print(f"N={n:>6}: ξ terms {xi_full:7.1f}s ({how}), solver {solve_s:6.2f}s")
     if len(results) >= 2:
         (n0, x0, s0), (n1, x1, s1) = results[0], results[-1]
-        print(f"growth N×{n1 / n0:.1f}: ξ terms ×{x1 / x0:.2f} (O(N²) expected ×{(n1 / n0) ** 2:.1f}), "
-              f"solver ×{s1 / s0:.2f} (O(N) expected ×{n1 / n0:.1f})")
+        print(
+            f"growth N×{n1 / n0:.1f}: ξ terms ×{x1 / x0:.2f} (O(N²) expected ×{(n1 / n0) ** 2:.1f}), "
+            f"solver ×{s1 / s0:.2f} (O(N) expected ×{n1 / n0:.1f})"
+        )
 
 
 def _rows_against_all(emb: torch.Tensor, labels: torch.Tensor, rows: int, chunk: int) -> None:
@@ -104,8 +122,12 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=11318)
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--rows", type=int, default=2048, help="anchor rows timed for ξ on a CPU (all on a GPU)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (a trial uses resources.cpu; more threads than free cores thrash)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (a trial uses resources.cpu; more threads than free cores thrash)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")

@@ -18,13 +18,21 @@ from trainables.loop import Trial
 
 
 def final_metrics(lam: float, mu: float, ratio: float, epochs: int, seed: int) -> dict[str, float]:
-    spec = parse_spec({
-        "name": "bench", "family": "bspml", "seed": seed,
-        "params": {"lambda0": lam, "lambda_max": lam, "lambda_growth": 1.0, "mu": mu},
-        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": ratio, "seed": seed}},
-        "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 8,
-                  "optimizer": {"name": "adam", "lr": 1e-3}},
-    })
+    spec = parse_spec(
+        {
+            "name": "bench",
+            "family": "bspml",
+            "seed": seed,
+            "params": {"lambda0": lam, "lambda_max": lam, "lambda_growth": 1.0, "mu": mu},
+            "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": ratio, "seed": seed}},
+            "train": {
+                "epochs": epochs,
+                "classes_per_batch": 5,
+                "samples_per_class": 8,
+                "optimizer": {"name": "adam", "lr": 1e-3},
+            },
+        }
+    )
     trial = Trial.build(spec)
     for _ in range(epochs - 1):
         trial.run_epoch()
@@ -50,8 +58,10 @@ def main() -> None:
         def row(name: str, fmt: str) -> str:
             return " / ".join(format(c[name], fmt) for c in cells)
 
-        print(f"| {lam:g} | {row(MAW, '.3f')} | {row(SDAW, '.4f')} | {row(OBJECTIVE, '.3f')} | {row(NOISE_AUROC, '.3f')} |",
-              flush=True)
+        print(
+            f"| {lam:g} | {row(MAW, '.3f')} | {row(SDAW, '.4f')} | {row(OBJECTIVE, '.3f')} | {row(NOISE_AUROC, '.3f')} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

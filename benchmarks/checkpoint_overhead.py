@@ -23,7 +23,9 @@ def trial_time(epochs: int, every: int) -> tuple[float, float]:
     """(trial seconds, seconds inside tune.report/checkpointing estimated as total − Σ epoch/eval time)."""
     work = Path(tempfile.mkdtemp(prefix="ck", dir="/tmp"))
     spec = {
-        "name": "ckpt", "family": "ms", "dataset": {"name": "digits"},
+        "name": "ckpt",
+        "family": "ms",
+        "dataset": {"name": "digits"},
         "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 4, "checkpoint_every": every},
         "search": {"num_trials": 1, "space": {"ms_alpha": {"type": "float", "low": 2.0, "high": 2.0001}}},
     }
@@ -32,8 +34,14 @@ def trial_time(epochs: int, every: int) -> tuple[float, float]:
     env.pop("RAY_ADDRESS", None)
     (work / "r").mkdir()
     try:
-        subprocess.run([sys.executable, "-m", "study.run", "spec.yaml"], cwd=work, env=env, check=True,
-                       capture_output=True, text=True)
+        subprocess.run(
+            [sys.executable, "-m", "study.run", "spec.yaml"],
+            cwd=work,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         (trial_dir,) = (work / "runs" / "ckpt" / "tune").glob("trial_*")
         rows = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line]
         total = rows[-1]["time_total_s"]
@@ -49,9 +57,11 @@ def main() -> None:
     args = p.parse_args()
     every, every_other = trial_time(args.epochs, 1)
     last, last_other = trial_time(args.epochs, args.epochs)
-    print(f"digits trial, {args.epochs} epochs: checkpoint every epoch {every:.2f} s "
-          f"(outside train/eval {every_other:.2f} s), only the last {last:.2f} s (outside {last_other:.2f} s); "
-          f"ratio {every / last:.3f}")
+    print(
+        f"digits trial, {args.epochs} epochs: checkpoint every epoch {every:.2f} s "
+        f"(outside train/eval {every_other:.2f} s), only the last {last:.2f} s (outside {last_other:.2f} s); "
+        f"ratio {every / last:.3f}"
+    )
 
 
 if __name__ == "__main__":

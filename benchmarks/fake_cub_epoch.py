@@ -39,26 +39,39 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         root, _ = write_cub(Path(tmp), args.classes, args.per_class, size=(args.photo_size, args.photo_size * 3 // 4))
-        spec = parse_spec({
-            "name": "bench", "family": "ms",
-            "dataset": {"name": "cub200", "root": str(root), "image_size": args.image_size},
-            "model": {"backbone": args.backbone, "embedding_dim": 512},
-            "train": {"epochs": args.epochs, "classes_per_batch": 4, "samples_per_class": 4, "num_workers": args.workers,
-                      "eval_batch_size": 64, "recall_at": [1, 2, 4]},
-            "resources": {"cpu": args.threads, "gpu": 1 if args.gpu else 0},
-        })
+        spec = parse_spec(
+            {
+                "name": "bench",
+                "family": "ms",
+                "dataset": {"name": "cub200", "root": str(root), "image_size": args.image_size},
+                "model": {"backbone": args.backbone, "embedding_dim": 512},
+                "train": {
+                    "epochs": args.epochs,
+                    "classes_per_batch": 4,
+                    "samples_per_class": 4,
+                    "num_workers": args.workers,
+                    "eval_batch_size": 64,
+                    "recall_at": [1, 2, 4],
+                },
+                "resources": {"cpu": args.threads, "gpu": 1 if args.gpu else 0},
+            }
+        )
         trial = Trial.build(spec)
         n_train, n_test = len(trial.data.train), len(trial.data.test)
         n_seen = len(trial._train_loader().sampler)  # images per epoch: whole P×K batches
-        print(f"device={trial.device} backbone={args.backbone} image={args.image_size}px (resize "
-              f"{trial.data.train_transform.transforms[0].size}) train={n_train} test={n_test} images "
-              f"({args.classes} classes × {args.per_class}), batch 4×4, threads={args.threads}, workers={args.workers}")
+        print(
+            f"device={trial.device} backbone={args.backbone} image={args.image_size}px (resize "
+            f"{trial.data.train_transform.transforms[0].size}) train={n_train} test={n_test} images "
+            f"({args.classes} classes × {args.per_class}), batch 4×4, threads={args.threads}, workers={args.workers}"
+        )
         for _ in range(args.epochs):
             start = time.perf_counter()
             m = trial.run_epoch()
             total = time.perf_counter() - start
-            print(f"epoch {int(m['epoch'])}: train {m['epoch_time_s']:.1f} s ({n_seen / m['epoch_time_s']:.1f} img/s), "
-                  f"eval {m['eval_time_s']:.1f} s, total {total:.1f} s, recall_at_1={m['recall_at_1']:.3f}")
+            print(
+                f"epoch {int(m['epoch'])}: train {m['epoch_time_s']:.1f} s ({n_seen / m['epoch_time_s']:.1f} img/s), "
+                f"eval {m['eval_time_s']:.1f} s, total {total:.1f} s, recall_at_1={m['recall_at_1']:.3f}"
+            )
 
 
 if __name__ == "__main__":

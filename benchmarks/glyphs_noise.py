@@ -41,8 +41,14 @@ TRAIN = {
 EMBEDDING_DIM = 64
 #: Shared fixed params (bspml_compare_digits.yaml); each family takes the ones it has.
 PARAMS = {
-    "ms_alpha": 2.0, "ms_beta": 50.0, "ms_base": 1.0, "ms_epsilon": 0.1,
-    "lambda0": 1.0, "lambda_growth": 1.1, "lambda_max": 3.0, "mu": 3.0,
+    "ms_alpha": 2.0,
+    "ms_beta": 50.0,
+    "ms_base": 1.0,
+    "ms_epsilon": 0.1,
+    "lambda0": 1.0,
+    "lambda_growth": 1.1,
+    "lambda_max": 3.0,
+    "mu": 3.0,
 }
 FAMILY_KEYS = {
     "ms": {"ms_alpha", "ms_beta", "ms_base", "ms_epsilon"},
@@ -59,7 +65,9 @@ def _recall_at_1(metrics: dict[str, float]) -> float:
 def build_spec(family: str, kind: str, ratio: float, seed: int, epochs: int, params: dict, train: dict):
     loss_family = "ms" if family == "topline" else family
     spec = {
-        "name": "glyphs_noise", "family": loss_family, "seed": seed,
+        "name": "glyphs_noise",
+        "family": loss_family,
+        "seed": seed,
         "params": {k: v for k, v in params.items() if k in FAMILY_KEYS.get(loss_family, params.keys())},
         "dataset": {
             "name": "glyphs",
@@ -77,7 +85,9 @@ def build_spec(family: str, kind: str, ratio: float, seed: int, epochs: int, par
         return parse_spec(spec)
 
 
-def run(family: str, kind: str, ratio: float, seed: int, epochs: int, params: dict, train: dict) -> tuple[list[float], float]:
+def run(
+    family: str, kind: str, ratio: float, seed: int, epochs: int, params: dict, train: dict
+) -> tuple[list[float], float]:
     """Test Recall@1 after every epoch, and the wall time of the whole run (build, every epoch and evaluation)."""
     start = time.perf_counter()
     trial = Trial.build(build_spec(family, kind, ratio, seed, epochs, params, train))
@@ -122,10 +132,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--ratios", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3, 0.4])
     ap.add_argument("--kinds", nargs="+", default=["per_class", "uniform"], choices=["per_class", "uniform"])
-    ap.add_argument("--families", nargs="+", default=["ms", "spms", "bspml", "topline"],
-                    choices=["ms", "spms", "bspml", "topline"])
-    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                    help="override a family param (e.g. lambda_max=5) or a train setting (e.g. train.optimizer.lr=3e-3)")
+    ap.add_argument(
+        "--families", nargs="+", default=["ms", "spms", "bspml", "topline"], choices=["ms", "spms", "bspml", "topline"]
+    )
+    ap.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a family param (e.g. lambda_max=5) or a train setting (e.g. train.optimizer.lr=3e-3)",
+    )
     ap.add_argument("--glyphs", nargs="*", default=[], metavar="KEY=VALUE", help="override a GlyphsConfig field")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process")
@@ -161,8 +177,11 @@ def main() -> None:
         runs[key] = curve
         times.append(wall)
         family, kind, ratio, seed = key
-        print(f"  {family:8s} {kind:9s} p={ratio:.1f} seed={seed}: R@1 {curve[-1]:.3f}  ({wall:.1f} s)  "
-              f"per epoch: {' '.join(f'{c:.3f}' for c in curve)}", flush=True)
+        print(
+            f"  {family:8s} {kind:9s} p={ratio:.1f} seed={seed}: R@1 {curve[-1]:.3f}  ({wall:.1f} s)  "
+            f"per epoch: {' '.join(f'{c:.3f}' for c in curve)}",
+            flush=True,
+        )
 
     if args.jobs > 1:  # independent single-thread processes, for a machine with more cores
         ctx = multiprocessing.get_context("spawn")
@@ -175,15 +194,21 @@ def main() -> None:
 
     epochs_to_show = range(1, args.epochs + 1) if args.every_epoch else [args.epochs]
     for epoch in epochs_to_show:
-        print(f"\n## test Recall@1, glyphs, mean ± std over seeds {args.seeds}, after {epoch} of {args.epochs} epochs\n")
+        print(
+            f"\n## test Recall@1, glyphs, mean ± std over seeds {args.seeds}, after {epoch} of {args.epochs} epochs\n"
+        )
         print("| family | noise | " + " | ".join(f"p={r:g}" for r in args.ratios) + " |")
         print("|" + "---|" * (2 + len(args.ratios)))
         for family in args.families:
             for kind in args.kinds:
-                row = [_fmt([runs[_unique_key(family, kind, r, s)][epoch - 1] for s in args.seeds]) for r in args.ratios]
+                row = [
+                    _fmt([runs[_unique_key(family, kind, r, s)][epoch - 1] for s in args.seeds]) for r in args.ratios
+                ]
                 print(f"| {family} | {kind} | " + " | ".join(row) + " |")
-    print(f"\nwall time per run: mean {statistics.mean(times):.1f} s, max {max(times):.1f} s "
-          f"({len(times)} runs, {args.threads} thread(s) each, {args.jobs} at a time)")
+    print(
+        f"\nwall time per run: mean {statistics.mean(times):.1f} s, max {max(times):.1f} s "
+        f"({len(times)} runs, {args.threads} thread(s) each, {args.jobs} at a time)"
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,11 @@ def main() -> None:
             verdict = f"FAIL {type(e).__name__}: {str(e)[-1500:]}"
             traceback.print_exc()
             out = {}
-        print(f"run {i}: kill after {kill_after} epochs + {delay} s (epochs logged at kill: "
-              f"{out.get('epochs_at_kill')}) {time.perf_counter() - start:.0f} s: {verdict}", flush=True)
+        print(
+            f"run {i}: kill after {kill_after} epochs + {delay} s (epochs logged at kill: "
+            f"{out.get('epochs_at_kill')}) {time.perf_counter() - start:.0f} s: {verdict}",
+            flush=True,
+        )
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"kill/resume: {passed}/{args.repeats} passed")
 

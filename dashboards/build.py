@@ -39,7 +39,9 @@ def build_panels(data: DashboardData) -> list[Panel]:
             panels.append(module.build(data))
         except Exception as e:  # noqa: BLE001 - one panel's bug must not hide the others
             traceback.print_exc()
-            panels.append(Panel(name, name.replace("_", " ").capitalize(), "", skipped=f"panel failed: {type(e).__name__}: {e}"))
+            panels.append(
+                Panel(name, name.replace("_", " ").capitalize(), "", skipped=f"panel failed: {type(e).__name__}: {e}")
+            )
     return panels
 
 
@@ -51,7 +53,11 @@ def _default_out(data: DashboardData) -> Path:
 
 
 def build_dashboard(
-    experiments: list[str], tracking_uri: str | None = None, out_dir: str | Path | None = None, *, log_artifact: bool = True
+    experiments: list[str],
+    tracking_uri: str | None = None,
+    out_dir: str | Path | None = None,
+    *,
+    log_artifact: bool = True,
 ) -> Path:
     """Build the page for ``experiments`` and return the path of its ``index.html``.
 
@@ -102,8 +108,11 @@ class _ArgumentParser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     p = _ArgumentParser(prog="python -m dashboards.build", description="Build the comparison dashboard of studies.")
     p.add_argument("--experiment", action="append", required=True, help="MLflow experiment = study name (repeatable)")
-    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
-                   "else runs/<experiment>/mlflow.db)")
+    p.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else runs/<experiment>/mlflow.db)",
+    )
     p.add_argument("--out", default=None, help="output folder (default: <study dir>/dashboard)")
     p.add_argument("--no-log", action="store_true", help="do not log the page as an artifact of the parent run")
     args = p.parse_args(argv)

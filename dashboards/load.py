@@ -38,7 +38,14 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
 
 __all__ = [
-    "DashboardError", "StudyInfo", "DashboardData", "load", "resolve_tracking_uri", "PARAM", "METRIC", "SEARCH_STAGE",
+    "DashboardError",
+    "StudyInfo",
+    "DashboardData",
+    "load",
+    "resolve_tracking_uri",
+    "PARAM",
+    "METRIC",
+    "SEARCH_STAGE",
     "FINAL_STAGE",
 ]
 
@@ -118,7 +125,8 @@ class DashboardData:
             f"Study {s.experiment!r}: hyperparameters were selected on the test classes (validation.kind: "
             f"{s.validation or 'none'}, search metric {s.metric}), so its test numbers are optimistic, not an "
             "unbiased estimate."
-            for s in self.studies if s.selection == "test"
+            for s in self.studies
+            if s.selection == "test"
         ]
 
     def has_metric(self, name: str) -> bool:
@@ -175,7 +183,9 @@ _LEGACY_TEST = (NMI, MAP_AT_R, R_PRECISION, "recall_at_")
 
 def _selection(tags: dict[str, str], trials: list[Run], metric: str) -> str | None:
     """The parent's ``selection`` tag, else the trials' one, else inferred from the search metric's split."""
-    found = tags.get("selection") or next((t.data.tags["selection"] for t in trials if t.data.tags.get("selection")), "")
+    found = tags.get("selection") or next(
+        (t.data.tags["selection"] for t in trials if t.data.tags.get("selection")), ""
+    )
     if found:
         return found
     if metric.startswith(VAL_PREFIX):
@@ -287,7 +297,9 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardD
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
             known = [e.name for e in client.search_experiments() if e.name != "Default"]
-            raise DashboardError(f"--experiment: unknown experiment {name!r} in {tracking_uri}; known: {', '.join(known) or 'none'}")
+            raise DashboardError(
+                f"--experiment: unknown experiment {name!r} in {tracking_uri}; known: {', '.join(known) or 'none'}"
+            )
         runs = client.search_runs([experiment.experiment_id], max_results=50000)
         parents = sorted((r for r in runs if r.data.tags.get(ROLE_TAG) == "study"), key=lambda r: r.info.start_time)
         parent = parents[-1] if parents else None
@@ -319,9 +331,15 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardD
                     history.append((run.info.run_id, key, int(m.step), float(m.value)))
     frame = pl.DataFrame(rows, infer_schema_length=None)
     frame = frame.with_columns(pl.col(c).cast(pl.Float64) for c in frame.columns if c.startswith(METRIC))
-    hist = pl.DataFrame(history, schema={"run_id": pl.Utf8, "key": pl.Utf8, "step": pl.Int64, "value": pl.Float64}, orient="row")
+    hist = pl.DataFrame(
+        history, schema={"run_id": pl.Utf8, "key": pl.Utf8, "step": pl.Int64, "value": pl.Float64}, orient="row"
+    )
     per_class, per_sample = _load_weight_tables(client, frame["run_id"].to_list(), scratch)
     return DashboardData(
-        tracking_uri=tracking_uri, studies=studies, runs=frame, history=hist, class_weights=per_class,
+        tracking_uri=tracking_uri,
+        studies=studies,
+        runs=frame,
+        history=hist,
+        class_weights=per_class,
         sample_weights=per_sample,
     )

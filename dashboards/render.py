@@ -22,20 +22,26 @@ def _table(block: TableBlock) -> str:
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in block.table.iter_rows()
     )
-    return (f'<table data-table="{block.name}"><caption>{html.escape(block.caption)}</caption>'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    return (
+        f'<table data-table="{block.name}"><caption>{html.escape(block.caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
 
 
 def _figure(block: FigureBlock) -> str:
     data = base64.b64encode(block.png).decode("ascii")
-    return (f'<figure data-figure="{block.name}"><img alt="{html.escape(block.caption)}" '
-            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(block.caption)} '
-            f"<span class=file>figures/{block.name}.png</span></figcaption></figure>")
+    return (
+        f'<figure data-figure="{block.name}"><img alt="{html.escape(block.caption)}" '
+        f'src="data:image/png;base64,{data}"><figcaption>{html.escape(block.caption)} '
+        f"<span class=file>figures/{block.name}.png</span></figcaption></figure>"
+    )
 
 
 def _panel(panel: Panel) -> str:
-    parts = [f'<section id="{panel.key}" data-panel="{panel.key}"><h2>{html.escape(panel.title)}</h2>',
-             f"<p class=intro>{panel.intro}</p>"]
+    parts = [
+        f'<section id="{panel.key}" data-panel="{panel.key}"><h2>{html.escape(panel.title)}</h2>',
+        f"<p class=intro>{panel.intro}</p>",
+    ]
     for block in panel.blocks:
         if isinstance(block, FigureBlock):
             parts.append(_figure(block))
@@ -85,11 +91,13 @@ def render_page(data: DashboardData, panels: list[Panel]) -> str:
         f"<li><b>{html.escape(s.experiment)}</b>: {_run_counts(data, s.experiment)}, study "
         f"{html.escape(s.status or 'without a parent run')}, objective <code>{html.escape(s.metric)}</code> ({s.mode})"
         + f", {html.escape(_selection_text(s))}"
-        + (f", study dir <code>{html.escape(s.study_dir)}</code>" if s.study_dir else "") + "</li>"
+        + (f", study dir <code>{html.escape(s.study_dir)}</code>" if s.study_dir else "")
+        + "</li>"
         for s in data.studies
     )
     skipped_html = "".join(
-        f'<li data-skipped="{p.key}">{html.escape(p.title)}: {html.escape(p.skipped or "no data")}</li>' for p in skipped
+        f'<li data-skipped="{p.key}">{html.escape(p.title)}: {html.escape(p.skipped or "no data")}</li>'
+        for p in skipped
     )
     return _TEMPLATE.substitute(
         title=html.escape(f"dmlstudy dashboard: {names}"),

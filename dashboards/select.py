@@ -17,8 +17,20 @@ from dashboards.load import FINAL_STAGE, METRIC, PARAM, DashboardData
 from schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
 
 __all__ = [
-    "GROUP", "scored_runs", "search_runs", "final_runs", "best_configs", "summarise", "final_groups",
-    "split_of", "base_name", "as_test", "varying_params", "params_text", "fmt", "ci_text",
+    "GROUP",
+    "scored_runs",
+    "search_runs",
+    "final_runs",
+    "best_configs",
+    "summarise",
+    "final_groups",
+    "split_of",
+    "base_name",
+    "as_test",
+    "varying_params",
+    "params_text",
+    "fmt",
+    "ci_text",
 ]
 
 #: One leaderboard row per group: a family on a dataset under one noise setting and training subset.
@@ -105,7 +117,9 @@ def summarise(runs: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl
             n, mean, std, lo, hi = _t(values)
             row.update({f"n_{m}": n, f"mean_{m}": mean, f"std_{m}": std, f"lo_{m}": lo, f"hi_{m}": hi})
         rows.append(row)
-    schema = {f"{k}_{m}": (pl.Int64 if k == "n" else pl.Float64) for m in metrics for k in ("n", "mean", "std", "lo", "hi")}
+    schema = {
+        f"{k}_{m}": (pl.Int64 if k == "n" else pl.Float64) for m in metrics for k in ("n", "mean", "std", "lo", "hi")
+    }
     return pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None) if rows else pl.DataFrame()
 
 
@@ -142,9 +156,15 @@ def best_configs(
         return pl.DataFrame()
     objective = METRIC + data.metric
     descending = data.mode == "max"
-    aggs = [pl.len().alias("n_runs"), pl.col("seed").unique().sort().alias("seeds"), pl.col("run_id").alias("run_ids"),
-            pl.col("trial_id").alias("trial_ids"), pl.col("experiment").unique().alias("experiments"),
-            pl.col(objective).mean().alias("mean"), pl.col(objective).std().alias("std")]
+    aggs = [
+        pl.len().alias("n_runs"),
+        pl.col("seed").unique().sort().alias("seeds"),
+        pl.col("run_id").alias("run_ids"),
+        pl.col("trial_id").alias("trial_ids"),
+        pl.col("experiment").unique().alias("experiments"),
+        pl.col(objective).mean().alias("mean"),
+        pl.col(objective).std().alias("std"),
+    ]
     for m in extra_metrics:
         if METRIC + m in runs.columns:
             aggs += [pl.col(METRIC + m).mean().alias(f"mean_{m}"), pl.col(METRIC + m).std().alias(f"std_{m}")]
@@ -157,14 +177,20 @@ def best_configs(
     per_config = runs.group_by([*GROUP, "config"]).agg(*aggs, pl.col("start_time").min())
     best_config = (
         per_config.sort(["mean", "_retrained", "start_time"], descending=[descending, True, False], maintain_order=True)
-        .group_by(GROUP, maintain_order=True).first().drop("_retrained", "start_time")
+        .group_by(GROUP, maintain_order=True)
+        .first()
+        .drop("_retrained", "start_time")
     )
     best_run = (
         runs.sort([objective, "_retrained", "start_time"], descending=[descending, True, False], maintain_order=True)
         .group_by(GROUP, maintain_order=True)
         .first()
-        .select(*GROUP, pl.col(objective).alias("best_value"), pl.col("run_id").alias("best_run_id"),
-                pl.col("trial_id").alias("best_trial_id"))
+        .select(
+            *GROUP,
+            pl.col(objective).alias("best_value"),
+            pl.col("run_id").alias("best_run_id"),
+            pl.col("trial_id").alias("best_trial_id"),
+        )
     )
     return best_config.join(best_run, on=GROUP).sort("family", "dataset", "subset", "noise_ratio")
 

@@ -23,12 +23,20 @@ def tiny_spec(name: str, epochs: int, num_trials: int = 1, **search: object) -> 
         "name": name,
         "family": "ms",
         "dataset": {"name": "digits"},
-        "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4,
-                  "recall_at": [1]},
+        "train": {
+            "epochs": epochs,
+            "classes_per_batch": 5,
+            "samples_per_class": 4,
+            "batches_per_epoch": 4,
+            "recall_at": [1],
+        },
         "validation": {"kind": "none"},  # digits: too few classes for folds (test_selection.py covers them)
         "final": {"seeds": 0},
-        "search": {"num_trials": num_trials, "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}},
-                   **search},
+        "search": {
+            "num_trials": num_trials,
+            "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}},
+            **search,
+        },
     }
 
 
@@ -39,11 +47,21 @@ def honest_spec(name: str = "t_honest", **over: object) -> dict:
         "name": name,
         "family": "ms",
         "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
-        "train": {"epochs": 2, "classes_per_batch": 2, "samples_per_class": 4, "batches_per_epoch": 3, "recall_at": [1]},
+        "train": {
+            "epochs": 2,
+            "classes_per_batch": 2,
+            "samples_per_class": 4,
+            "batches_per_epoch": 3,
+            "recall_at": [1],
+        },
         "validation": {"kind": "kfold", "folds": 2},
         "final": {"seeds": 2},
-        "search": {"num_trials": 2, "max_concurrent": 2, "sampler": {"type": "random", "seed": 0},
-                   "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
+        "search": {
+            "num_trials": 2,
+            "max_concurrent": 2,
+            "sampler": {"type": "random", "seed": 0},
+            "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}},
+        },
     }
     spec.update(over)
     return spec
@@ -58,8 +76,13 @@ def driver_env(ray_tmp: str, **extra: str) -> dict[str, str]:
 def start_driver(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
     """``python -m study.run ARGS`` in its own session, so the test can kill it and everything it started."""
     return subprocess.Popen(
-        [sys.executable, "-m", "study.run", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [sys.executable, "-m", "study.run", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
 
 

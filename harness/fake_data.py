@@ -12,7 +12,15 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-__all__ = ["write_cub", "write_cars", "write_sop", "write_inshop", "write_flowers", "write_cifar10", "write_imagefolder"]
+__all__ = [
+    "write_cub",
+    "write_cars",
+    "write_sop",
+    "write_inshop",
+    "write_flowers",
+    "write_cifar10",
+    "write_imagefolder",
+]
 
 
 def _image(path: Path, rng: np.random.Generator, size: tuple[int, int] = (48, 40)) -> None:
@@ -22,7 +30,9 @@ def _image(path: Path, rng: np.random.Generator, size: tuple[int, int] = (48, 40
     Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(path)
 
 
-def write_cub(base: Path, n_classes: int = 6, per_class: int = 4, size: tuple[int, int] = (48, 40), seed: int = 0) -> tuple[Path, dict[str, int]]:
+def write_cub(
+    base: Path, n_classes: int = 6, per_class: int = 4, size: tuple[int, int] = (48, 40), seed: int = 0
+) -> tuple[Path, dict[str, int]]:
     """``base/CUB_200_2011/{images/, images.txt, image_class_labels.txt, classes.txt, train_test_split.txt}``."""
     rng = np.random.default_rng(seed)
     root = base / "CUB_200_2011"
@@ -39,7 +49,12 @@ def write_cub(base: Path, n_classes: int = 6, per_class: int = 4, size: tuple[in
             labels.append(f"{image_id} {c}")
             split.append(f"{image_id} {j % 2}")
             expected[f"images/{rel}"] = c
-    for name, rows in {"images.txt": lines, "image_class_labels.txt": labels, "classes.txt": classes, "train_test_split.txt": split}.items():
+    for name, rows in {
+        "images.txt": lines,
+        "image_class_labels.txt": labels,
+        "classes.txt": classes,
+        "train_test_split.txt": split,
+    }.items():
         (root / name).write_text("\n".join(rows) + "\n")
     return root, expected
 
@@ -64,13 +79,18 @@ def write_cars(base: Path, n_classes: int = 6, per_class: int = 3, seed: int = 0
     return root, expected
 
 
-def write_sop(base: Path, n_train: int = 5, n_test: int = 4, per_class: int = 2, seed: int = 0) -> tuple[Path, dict[str, int]]:
+def write_sop(
+    base: Path, n_train: int = 5, n_test: int = 4, per_class: int = 2, seed: int = 0
+) -> tuple[Path, dict[str, int]]:
     """``base/Stanford_Online_Products/{Ebay_train.txt, Ebay_test.txt, <category>_final/*.JPG}``."""
     rng = np.random.default_rng(seed)
     root = base / "Stanford_Online_Products"
     expected = {}
     image_id = 0
-    for name, classes in (("Ebay_train.txt", range(1, n_train + 1)), ("Ebay_test.txt", range(n_train + 1, n_train + n_test + 1))):
+    for name, classes in (
+        ("Ebay_train.txt", range(1, n_train + 1)),
+        ("Ebay_test.txt", range(n_train + 1, n_train + n_test + 1)),
+    ):
         rows = ["image_id class_id super_class_id path"]
         for c in classes:
             category = ("bicycle", "chair", "mug")[c % 3]
@@ -84,7 +104,9 @@ def write_sop(base: Path, n_train: int = 5, n_test: int = 4, per_class: int = 2,
     return root, expected
 
 
-def write_inshop(base: Path, n_train: int = 4, n_test: int = 4, per_item: int = 4, seed: int = 0) -> tuple[Path, dict[str, tuple[int, str]]]:
+def write_inshop(
+    base: Path, n_train: int = 4, n_test: int = 4, per_item: int = 4, seed: int = 0
+) -> tuple[Path, dict[str, tuple[int, str]]]:
     """``base/In-shop Clothes Retrieval Benchmark/{img/..., Eval/list_eval_partition.txt}``; test items
     split their images between query and gallery as in the official file."""
     rng = np.random.default_rng(seed)
@@ -119,7 +141,9 @@ def write_flowers(base: Path, n_classes: int = 6, per_class: int = 3, seed: int 
     return root, expected
 
 
-def write_cifar10(base: Path, per_batch: int = 20, n_test: int = 30, seed: int = 0) -> tuple[Path, dict[str, np.ndarray]]:
+def write_cifar10(
+    base: Path, per_batch: int = 20, n_test: int = 30, seed: int = 0
+) -> tuple[Path, dict[str, np.ndarray]]:
     """``base/cifar-10-batches-py/{data_batch_1..5, test_batch, batches.meta}`` as python pickles."""
     rng = np.random.default_rng(seed)
     root = base / "cifar-10-batches-py"
@@ -139,7 +163,9 @@ def write_cifar10(base: Path, per_batch: int = 20, n_test: int = 30, seed: int =
     return root, {k: np.concatenate(v) for k, v in written.items()}
 
 
-def write_imagefolder(base: Path, classes: tuple[str, ...] = ("ant", "bee", "cat", "dog", "eel"), per_class: int = 3, seed: int = 0) -> tuple[Path, dict[str, str]]:
+def write_imagefolder(
+    base: Path, classes: tuple[str, ...] = ("ant", "bee", "cat", "dog", "eel"), per_class: int = 3, seed: int = 0
+) -> tuple[Path, dict[str, str]]:
     """``base/folder/<class>/<image>`` with a mix of JPEG and PNG files and a non-image file to ignore."""
     rng = np.random.default_rng(seed)
     root = base / "folder"

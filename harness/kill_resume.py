@@ -62,8 +62,13 @@ def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
 
 
 def kill_then_resume(
-    workdir: Path, spec: dict, kill_when: Callable[[Path], bool], *, extra_delay_s: float = 0.0,
-    timeout: float = 300, resume_args: tuple[str, ...] = (),
+    workdir: Path,
+    spec: dict,
+    kill_when: Callable[[Path], bool],
+    *,
+    extra_delay_s: float = 0.0,
+    timeout: float = 300,
+    resume_args: tuple[str, ...] = (),
 ) -> dict:
     """Start ``spec``'s study, SIGKILL its driver (and its Ray) once ``kill_when(study_dir)`` holds (plus a delay),
     run ``study.status``, then ``--resume`` it; return what a checker needs."""
@@ -84,23 +89,41 @@ def kill_then_resume(
         first_output = proc.stdout.read() if proc.stdout else ""
         epochs_at_kill = logged_epochs(study_dir, spec["name"])
         status = subprocess.run(
-            [sys.executable, "-m", "study.status", str(path)], cwd=workdir, env=env, capture_output=True,
-            text=True, timeout=120,
+            [sys.executable, "-m", "study.status", str(path)],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         resumed = subprocess.run(
-            [sys.executable, "-m", "study.run", str(path), "--resume", *resume_args], cwd=workdir, env=env,
-            capture_output=True, text=True, timeout=timeout,
+            [sys.executable, "-m", "study.run", str(path), "--resume", *resume_args],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    return {"resumed": resumed, "study_dir": study_dir, "name": spec["name"], "epochs_at_kill": epochs_at_kill,
-            "finished_before_kill": finished_before_kill, "first_output": first_output,
-            "status": status}
+    return {
+        "resumed": resumed,
+        "study_dir": study_dir,
+        "name": spec["name"],
+        "epochs_at_kill": epochs_at_kill,
+        "finished_before_kill": finished_before_kill,
+        "first_output": first_output,
+        "status": status,
+    }
 
 
 def kill_and_resume(
-    workdir: Path, kill_after_epochs: int, extra_delay_s: float = 0.0, batches_per_epoch: int = 4,
-    timeout: float = 300, in_flight: bool = False,
+    workdir: Path,
+    kill_after_epochs: int,
+    extra_delay_s: float = 0.0,
+    batches_per_epoch: int = 4,
+    timeout: float = 300,
+    in_flight: bool = False,
 ) -> dict:
     """The digits study of :func:`kill_spec`, killed once ``kill_after_epochs`` epochs are in MLflow and, with
     ``in_flight``, once Ray's snapshot holds a checkpointed trial in flight. Shared by the test and

@@ -16,9 +16,25 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from schema.metric_names import TEST_PREFIX, VAL_PREFIX, recall_at
 
 __all__ = [
-    "StudySpec", "NoiseSpec", "DatasetSpec", "ModelSpec", "OptimizerSpec", "LrScheduleSpec", "TrainSpec",
-    "FloatParam", "IntParam", "CategoricalParam", "ParamSpec", "SamplerSpec", "SchedulerSpec", "SearchSpec",
-    "ValidationSpec", "FinalSpec", "ResourcesSpec", "TrackingSpec", "condition_holds",
+    "StudySpec",
+    "NoiseSpec",
+    "DatasetSpec",
+    "ModelSpec",
+    "OptimizerSpec",
+    "LrScheduleSpec",
+    "TrainSpec",
+    "FloatParam",
+    "IntParam",
+    "CategoricalParam",
+    "ParamSpec",
+    "SamplerSpec",
+    "SchedulerSpec",
+    "SearchSpec",
+    "ValidationSpec",
+    "FinalSpec",
+    "ResourcesSpec",
+    "TrackingSpec",
+    "condition_holds",
 ]
 
 
@@ -307,7 +323,11 @@ class StudySpec(_Strict):
     @classmethod
     def _default_metric(cls, raw: Any) -> Any:
         # The default objective is Recall@1 on the split the trials report: validation, or test without it.
-        if not isinstance(raw, dict) or not isinstance(raw.get("search", {}), dict) or "metric" in raw.get("search", {}):
+        if (
+            not isinstance(raw, dict)
+            or not isinstance(raw.get("search", {}), dict)
+            or "metric" in raw.get("search", {})
+        ):
             return raw
         validation = raw.get("validation") or {}
         kind = validation.get("kind", "kfold") if isinstance(validation, dict) else "kfold"
@@ -322,6 +342,7 @@ class StudySpec(_Strict):
             if name not in self.search.space:
                 raise ValueError(f"final.group_by: {name!r} is not a search.space entry")
         return self
+
     @property
     def recall_ks(self) -> tuple[int, ...]:
         return self.train.recall_at

@@ -18,7 +18,14 @@ from schema.errors import SpecError
 from schema.spec import StudySpec
 
 __all__ = [
-    "SPEC_KEY", "FINAL_KEY", "param_path", "set_path", "flatten", "sampled_values", "trial_stage", "resolve_trial_spec",
+    "SPEC_KEY",
+    "FINAL_KEY",
+    "param_path",
+    "set_path",
+    "flatten",
+    "sampled_values",
+    "trial_stage",
+    "resolve_trial_spec",
     "spec_error",
 ]
 

@@ -18,8 +18,13 @@ if TYPE_CHECKING:
     from ray.tune.search.optuna import OptunaSearch
 
 __all__ = [
-    "restored_run_config", "optuna_trials_of", "completed_trials_of", "optuna_study_of", "study_storage",
-    "storage_trial_id", "asha_trial_info",
+    "restored_run_config",
+    "optuna_trials_of",
+    "completed_trials_of",
+    "optuna_study_of",
+    "study_storage",
+    "storage_trial_id",
+    "asha_trial_info",
 ]
 
 

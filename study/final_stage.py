@@ -27,7 +27,16 @@ from schema.trial import FINAL_KEY, sampled_values
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
-__all__ = ["FinalGroup", "results_of", "result_trial_id", "best_per_group", "final_points", "summarize_final", "t_interval", "summary_csv"]
+__all__ = [
+    "FinalGroup",
+    "results_of",
+    "result_trial_id",
+    "best_per_group",
+    "final_points",
+    "summarize_final",
+    "t_interval",
+    "summary_csv",
+]
 
 #: Label of the only group when ``final.group_by`` is empty.
 ALL = "all"
@@ -75,8 +84,11 @@ def _metrics(result: Result) -> dict[str, Any]:
 def _finished(spec: StudySpec, results: ResultGrid) -> list[Result]:
     metric = spec.search.metric
     return [
-        r for r in results_of(results)
-        if r.error is None and r.metrics and isinstance(r.metrics.get(metric), (int, float))
+        r
+        for r in results_of(results)
+        if r.error is None
+        and r.metrics
+        and isinstance(r.metrics.get(metric), (int, float))
         and math.isfinite(r.metrics[metric])
     ]
 
@@ -101,8 +113,9 @@ def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any
     for label in sorted(best):
         sampled = sampled_values(_config(best[label]))
         for seed in range(spec.final.seeds):
-            points.append({"group": label, "source_trial": result_trial_id(best[label]),
-                           "params": {**sampled, "seed": seed}})
+            points.append(
+                {"group": label, "source_trial": result_trial_id(best[label]), "params": {**sampled, "seed": seed}}
+            )
     return points
 
 
@@ -129,16 +142,18 @@ class FinalGroup:
         return out
 
 
-def summarize_final(
-    spec: StudySpec, results: ResultGrid, best: dict[str, Result]
-) -> list[FinalGroup]:
+def summarize_final(spec: StudySpec, results: ResultGrid, best: dict[str, Result]) -> list[FinalGroup]:
     """Group the final trials that trained every epoch and collect their last ``test/`` metrics; attach the
     fold ensemble's test metrics of each group's best search trial (reported at its last epoch)."""
     groups = {
         label: FinalGroup(
-            label, result_trial_id(r),
-            fold_ensemble={k: float(v) for k, v in _metrics(r).items() if k.startswith(TEST_PREFIX)
-                           and isinstance(v, (int, float)) and spec.validation.kind == "kfold"},
+            label,
+            result_trial_id(r),
+            fold_ensemble={
+                k: float(v)
+                for k, v in _metrics(r).items()
+                if k.startswith(TEST_PREFIX) and isinstance(v, (int, float)) and spec.validation.kind == "kfold"
+            },
         )
         for label, r in sorted(best.items())
     }
@@ -160,5 +175,9 @@ def summary_csv(groups: list[FinalGroup]) -> str:
     lines = [",".join(["group", "source_trial", "seeds", *columns])]
     for g in groups:
         s = g.summary()
-        lines.append(",".join([f'"{g.label}"', g.source_trial, str(g.num_seeds), *(f"{s.get(c, math.nan):.6g}" for c in columns)]))
+        lines.append(
+            ",".join(
+                [f'"{g.label}"', g.source_trial, str(g.num_seeds), *(f"{s.get(c, math.nan):.6g}" for c in columns)]
+            )
+        )
     return "\n".join(lines) + "\n"

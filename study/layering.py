@@ -50,8 +50,11 @@ def import_graph(root: Path = _ROOT) -> dict[str, list[tuple[str, bool]]]:
                 else:
                     continue
                 for name in names:
-                    if _layer(name) is not None and (name in graph or (root / name.replace(".", "/")).exists()
-                                                     or (root / (name.replace(".", "/") + ".py")).exists()):
+                    if _layer(name) is not None and (
+                        name in graph
+                        or (root / name.replace(".", "/")).exists()
+                        or (root / (name.replace(".", "/") + ".py")).exists()
+                    ):
                         edges.append((name, id(node) in top_level))
     return graph
 
@@ -113,8 +116,10 @@ def main() -> int:
         print(f"upward import: {line}")
     for component in loops:
         print(f"import cycle: {' -> '.join(component)}")
-    print(f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join(LAYERS)}; "
-          f"{len(upward)} upward imports, {len(loops)} cycles")
+    print(
+        f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join(LAYERS)}; "
+        f"{len(upward)} upward imports, {len(loops)} cycles"
+    )
     return 1 if upward or loops else 0
 
 

@@ -59,8 +59,10 @@ class StudyLayout:
         if spec.tracking.uri:
             return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None, optuna_url=optuna_url)
         return cls(
-            root=root, tracking_uri=default_tracking_uri(root),
-            artifact_location=(Path(root) / "mlflow-artifacts").as_uri(), optuna_url=optuna_url,
+            root=root,
+            tracking_uri=default_tracking_uri(root),
+            artifact_location=(Path(root) / "mlflow-artifacts").as_uri(),
+            optuna_url=optuna_url,
         )
 
     @property

@@ -71,11 +71,21 @@ def start_server(directory: str | Path, host: str = "127.0.0.1", port: int = 0, 
     port = port or _free_port(host)
     log = open(directory / "server.log", "ab")  # noqa: SIM115 - the server process owns it from here
     cmd = [
-        sys.executable, "-m", "mlflow", "server",
-        "--backend-store-uri", f"sqlite:///{directory / 'mlflow.db'}",
-        "--artifacts-destination", str(directory / "artifacts"),
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{directory / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(directory / "artifacts"),
         "--serve-artifacts",
-        "--host", host, "--port", str(port), "--workers", "1",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
     ]
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = MlflowServer(process, host, port, directory)

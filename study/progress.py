@@ -38,8 +38,14 @@ class ProgressTable(Callback):
     """Prints the table at most every ``interval_s`` seconds and whenever a trial ends."""
 
     def __init__(
-        self, metric: str, mode: str, total_trials: int, total_epochs: int, param_names: list[str],
-        interval_s: float = 15.0, stream: TextIO | None = None,
+        self,
+        metric: str,
+        mode: str,
+        total_trials: int,
+        total_epochs: int,
+        param_names: list[str],
+        interval_s: float = 15.0,
+        stream: TextIO | None = None,
     ) -> None:
         self.metric = metric
         self.mode = mode

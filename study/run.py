@@ -25,15 +25,28 @@ def _parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="python -m study.run", description="Run a DML-under-label-noise study.")
     p.add_argument("spec", help="YAML study spec")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the comparison dashboard at the end")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a spec value by dotted key, e.g. --set train.epochs=3 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec value by dotted key, e.g. --set train.epochs=3 (repeatable)",
+    )
     p.add_argument("--resume", action="store_true", help="continue an existing study of this name")
     p.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
-    p.add_argument("--max-failures", type=int, default=0, metavar="N",
-                   help="restart a failed trial from its last checkpoint up to N times (-1: always); "
-                        "a NaN loss is never retried")
-    p.add_argument("--shared-storage", action="store_true",
-                   help="the local `storage` path is shared by every node (skips the multi-node check)")
+    p.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        metavar="N",
+        help="restart a failed trial from its last checkpoint up to N times (-1: always); a NaN loss is never retried",
+    )
+    p.add_argument(
+        "--shared-storage",
+        action="store_true",
+        help="the local `storage` path is shared by every node (skips the multi-node check)",
+    )
     p.add_argument("--status", action="store_true", help="print the study's progress and exit; starts nothing")
     return p
 
@@ -57,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         outcome = run_study(
-            spec, resume=args.resume, address=args.address, max_failures=args.max_failures,
+            spec,
+            resume=args.resume,
+            address=args.address,
+            max_failures=args.max_failures,
             shared_storage=args.shared_storage,
         )
     except StudyError as e:
@@ -65,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print()
     print(
-        f"Study {spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) "
-        f"in {outcome.wall_time_s:.0f} s"
+        f"Study {spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in {outcome.wall_time_s:.0f} s"
     )
     if outcome.best_value is not None:
         print(f"Best trial {outcome.best_trial_id}: {spec.search.metric} = {outcome.best_value:.4f}")
@@ -95,8 +110,10 @@ def _print_final(groups: list) -> None:
         for name in sorted(g.values):
             if name.removeprefix("test/").startswith(("recall_at_1", "map_at_r", "nmi")):
                 s = g.summary()
-                print(f"    {name} = {s[name + '_mean']:.4f} ± {s[name + '_std']:.4f} "
-                      f"[{s[name + '_ci95_low']:.4f}, {s[name + '_ci95_high']:.4f}]")
+                print(
+                    f"    {name} = {s[name + '_mean']:.4f} ± {s[name + '_std']:.4f} "
+                    f"[{s[name + '_ci95_low']:.4f}, {s[name + '_ci95_high']:.4f}]"
+                )
         for name, value in sorted(g.fold_ensemble.items()):
             if name.removeprefix("test/").startswith("recall_at_1"):
                 print(f"    fold ensemble {name} = {value:.4f}")

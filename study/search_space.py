@@ -106,9 +106,7 @@ class ConditionalGridSampler(optuna.samplers.BaseSampler):
         grid_id = (fresh or retry or [self._order[trial.number % len(self._order)]])[0]
         study_storage(study).set_trial_system_attr(storage_trial_id(trial), "grid_id", grid_id)
 
-    def sample_independent(
-        self, study: optuna.Study, trial: Any, param_name: str, param_distribution: Any
-    ) -> Any:
+    def sample_independent(self, study: optuna.Study, trial: Any, param_name: str, param_distribution: Any) -> Any:
         point = self.points[trial.system_attrs["grid_id"]]
         if param_name not in point:
             raise ValueError(f"grid sampler: {param_name!r} is not active at grid point {point}")

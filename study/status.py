@@ -86,7 +86,9 @@ def print_status(spec: StudySpec) -> int:
     if parent == "RUNNING":
         print("  driver: running (or killed; if no driver is alive, continue with --resume)")
     elif parent is not None:
-        print(f"  driver: ended {parent}" + ("" if done + c["FAIL"] >= st["num_trials"] else "; continue with --resume"))
+        print(
+            f"  driver: ended {parent}" + ("" if done + c["FAIL"] >= st["num_trials"] else "; continue with --resume")
+        )
     print(f"  tracking: {st['tracking_uri']}")
     print(f"  optuna:   {st['optuna_url']}")
     return 0

@@ -8,8 +8,21 @@ from typing import Any
 __all__ = ["is_shared_path", "read_bytes", "write_bytes", "make_dirs"]
 
 #: Filesystem types whose files every node of a cluster sees (``/proc/mounts``).
-_SHARED_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p",
-              "virtiofs", "fuse")
+_SHARED_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "ceph",
+    "glusterfs",
+    "9p",
+    "virtiofs",
+    "fuse",
+)
 
 
 def is_shared_path(path: Path) -> bool:

@@ -35,9 +35,23 @@ _MAX_PARAM_LENGTH = 6000
 # Keys Ray adds to every result; everything else numeric that a trial reports is a metric.
 _RAY_RESULT_KEYS = frozenset(
     {
-        "training_iteration", "time_this_iter_s", "time_total_s", "timestamp", "pid", "time_since_restore",
-        "iterations_since_restore", "done", "date", "hostname", "node_ip", "trial_id", "experiment_tag",
-        "checkpoint_dir_name", "should_checkpoint", "config", EPOCH,
+        "training_iteration",
+        "time_this_iter_s",
+        "time_total_s",
+        "timestamp",
+        "pid",
+        "time_since_restore",
+        "iterations_since_restore",
+        "done",
+        "date",
+        "hostname",
+        "node_ip",
+        "trial_id",
+        "experiment_tag",
+        "checkpoint_dir_name",
+        "should_checkpoint",
+        "config",
+        EPOCH,
     }
 )
 
@@ -89,15 +103,19 @@ class TrackingStore:
         if experiment is None:
             return None
         runs = client.search_runs(
-            [experiment.experiment_id], filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
-            order_by=["start_time DESC"], max_results=1,
+            [experiment.experiment_id],
+            filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
+            order_by=["start_time DESC"],
+            max_results=1,
         )
         return runs[0].info.status if runs else None
 
     def parent_run_id(self) -> str | None:
         """The study's parent run, if one exists (the most recent, should there be several)."""
         runs = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`{_ROLE_TAG}` = 'study'", order_by=["start_time DESC"],
+            [self.experiment_id],
+            filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
+            order_by=["start_time DESC"],
             max_results=1,
         )
         return runs[0].info.run_id if runs else None
@@ -131,8 +149,10 @@ class TrackingStore:
         if experiment is None:
             return {}
         runs = client.search_runs(
-            [experiment.experiment_id], filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
-            order_by=["start_time DESC"], max_results=1,
+            [experiment.experiment_id],
+            filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
+            order_by=["start_time DESC"],
+            max_results=1,
         )
         return dict(runs[0].data.tags) if runs else {}
 
@@ -310,7 +330,9 @@ class MlflowTrialCallback(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         epochs = int((trial.last_result or {}).get(EPOCH, 0))
-        self._end(trial, "FINISHED", {"stopped_early": str(epochs < self.total_epochs).lower(), "epochs_done": str(epochs)})
+        self._end(
+            trial, "FINISHED", {"stopped_early": str(epochs < self.total_epochs).lower(), "epochs_done": str(epochs)}
+        )
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self._end(trial, "FAILED", {"failure_reason": _error_summary(trial)})
@@ -334,4 +356,3 @@ def _error_summary(trial: Trial) -> str:
         pass
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return (lines[-1] if lines else text)[:_MAX_PARAM_LENGTH]
-

@@ -49,7 +49,6 @@ __all__ = ["StudyOutcome", "run_study", "describe_trial", "browse_commands"]
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class StudyOutcome:
     """What a finished (or interrupted) study produced."""
@@ -249,8 +248,12 @@ def _run_final_stage(
         return [], False
     store.set_tags(parent, {"stage": "final", "final_planned": str(len(points))})
     callback = MlflowTrialCallback(
-        uri=layout.tracking_uri, experiment_id=store.experiment_id, parent_run_id=parent,
-        describe_trial=describe_trial, total_epochs=spec.train.epochs, stage="final",
+        uri=layout.tracking_uri,
+        experiment_id=store.experiment_id,
+        parent_run_id=parent,
+        describe_trial=describe_trial,
+        total_epochs=spec.train.epochs,
+        stage="final",
     )
     metric = _final_metric(spec)
     callbacks = [callback, ProgressTable(metric, spec.search.mode, len(points), spec.train.epochs, [])]
@@ -269,16 +272,23 @@ def _run_final_stage(
             trainable,
             param_space=param_space,
             tune_config=tune.TuneConfig(
-                max_concurrent_trials=spec.search.max_concurrent, trial_dirname_creator=_trial_dirname,
+                max_concurrent_trials=spec.search.max_concurrent,
+                trial_dirname_creator=_trial_dirname,
             ),
             run_config=tune.RunConfig(
-                name=FINAL_EXPERIMENT, storage_path=layout.root, callbacks=callbacks,
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1), failure_config=failure_config, verbose=0,
+                name=FINAL_EXPERIMENT,
+                storage_path=layout.root,
+                callbacks=callbacks,
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                failure_config=failure_config,
+                verbose=0,
             ),
         )
     results = tuner.fit()
     groups = summarize_final(spec, results, best)
-    ended = sum(r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results))
+    ended = sum(
+        r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results)
+    )
     interrupted = ended < len(points)
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
@@ -343,9 +353,17 @@ def run_study(
     store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
     parent = store.start_parent(
         run_name=spec.name,
-        params=flatten(spec.model_dump(mode="json", include={"family", "search", "validation", "final", "resources", "storage"})),
-        tags={"family": spec.family, "dataset": spec.dataset.name, "study_dir": layout.root,
-              "selection": selection_tag(spec), "validation": spec.validation.kind, "val_labels": spec.validation.labels},
+        params=flatten(
+            spec.model_dump(mode="json", include={"family", "search", "validation", "final", "resources", "storage"})
+        ),
+        tags={
+            "family": spec.family,
+            "dataset": spec.dataset.name,
+            "study_dir": layout.root,
+            "selection": selection_tag(spec),
+            "validation": spec.validation.kind,
+            "val_labels": spec.validation.labels,
+        },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
     callback = MlflowTrialCallback(

@@ -36,7 +36,14 @@ from trainables.data import DATASET_NAMES, ON_DISK_DATASETS, SAME_CLASS_TEST_DAT
 from trainables.models import BACKBONE_NAMES, PRETRAINABLE
 from trainables.registry import FAMILY_NAMES, family_param_names, get_family
 
-__all__ = ["validate_spec", "resolve_trial", "spec_from_tune_config", "family_params", "trial_params", "check_family_rules"]
+__all__ = [
+    "validate_spec",
+    "resolve_trial",
+    "spec_from_tune_config",
+    "family_params",
+    "trial_params",
+    "check_family_rules",
+]
 
 
 def _known(key: str, what: str, names: Iterable[str]) -> Callable[[str], None]:
@@ -133,9 +140,7 @@ def check_family_rules(family: str, params: dict[str, Any], space: dict[str, Any
     extremes the fixed values and searched ranges can reach, and ``check_model`` on the embedding size."""
     cls = get_family(family)
     fixed = family_params(family, params)
-    extremes = {
-        name: _extremes(space[name]) if name in space else [getattr(fixed, name)] for name in cls.param_names()
-    }
+    extremes = {name: _extremes(space[name]) if name in space else [getattr(fixed, name)] for name in cls.param_names()}
     cls.check_spec(fixed, extremes)
     cls.check_model(fixed, embedding_dim)
 

@@ -56,8 +56,12 @@ def run_cli(tmp_path: Path):
         env.pop("RAY_ADDRESS", None)
         try:
             return subprocess.run(
-                [sys.executable, "-m", "study.run", *args], cwd=tmp_path, env=env, capture_output=True,
-                text=True, timeout=timeout,
+                [sys.executable, "-m", "study.run", *args],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
             )
         finally:
             shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -20,7 +20,16 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["BaseLossFamily", "FamilyContext", "PmlLossFamily", "Batch", "Positive", "NonNegative", "PositiveInt", "OpenUnit"]
+__all__ = [
+    "BaseLossFamily",
+    "FamilyContext",
+    "PmlLossFamily",
+    "Batch",
+    "Positive",
+    "NonNegative",
+    "PositiveInt",
+    "OpenUnit",
+]
 
 
 #: Per-value bounds for ``Params`` fields, checked when a spec's params are parsed (and at every search-range
@@ -182,7 +191,9 @@ class BaseLossFamily(nn.Module, abc.ABC):
         names = cls.param_names()
         unknown = sorted(set(values) - set(names))
         if unknown:
-            raise ValueError(f"unknown parameter params.{unknown[0]} for family {cls.name!r}; known: {', '.join(names)}")
+            raise ValueError(
+                f"unknown parameter params.{unknown[0]} for family {cls.name!r}; known: {', '.join(names)}"
+            )
         try:
             return TypeAdapter(cls.Params).validate_python(dict(values))
         except ValidationError as e:

@@ -145,8 +145,16 @@ class SelfPacedMSFamily(BaseLossFamily):
     name = "spms"
     Params = SPMSParams
     metric_names = (
-        names.LAMBDA, names.MAW, names.SDAW, names.W_Q10, names.W_Q50, names.W_Q90, names.EXCLUDED_SHARE,
-        names.NOISE_AUROC, names.NOISE_PRECISION, names.NOISE_RECALL,
+        names.LAMBDA,
+        names.MAW,
+        names.SDAW,
+        names.W_Q10,
+        names.W_Q50,
+        names.W_Q90,
+        names.EXCLUDED_SHARE,
+        names.NOISE_AUROC,
+        names.NOISE_PRECISION,
+        names.NOISE_RECALL,
     )
 
     @classmethod
@@ -192,10 +200,19 @@ class SelfPacedMSFamily(BaseLossFamily):
         )
         lam = float(self.lam)
         problem = WeightProblem(xi_pos, xi_neg, self.index, lam, prm.balance)
-        self.weights.copy_(solve_weights(
-            problem, self.weights, gamma=prm.gamma, sweeps=prm.solver_sweeps, block=prm.solver_block,
-            p=prm.solver_p, k=prm.solver_k, generator=self.generator, stochastic=prm.solver == "stochastic",
-        ))
+        self.weights.copy_(
+            solve_weights(
+                problem,
+                self.weights,
+                gamma=prm.gamma,
+                sweeps=prm.solver_sweeps,
+                block=prm.solver_block,
+                p=prm.solver_p,
+                k=prm.solver_k,
+                generator=self.generator,
+                stochastic=prm.solver == "stochastic",
+            )
+        )
         self.lam_used.fill_(lam)
         self.lam.fill_(min(prm.lambda_growth * lam, prm.lambda_max))
         self.rounds += 1
@@ -221,7 +238,9 @@ class SelfPacedMSFamily(BaseLossFamily):
             names.LAMBDA: float(self.lam_used),
             names.MAW: float(class_avg.mean()),  # Eq. 14
             names.SDAW: float(class_avg.std()),  # Eq. 14 (population std, 1/C)
-            names.W_Q10: float(q10), names.W_Q50: float(q50), names.W_Q90: float(q90),
+            names.W_Q10: float(q10),
+            names.W_Q50: float(q50),
+            names.W_Q90: float(q90),
             names.EXCLUDED_SHARE: float((w < EXCLUDED_BELOW).mean()),
         }
 

@@ -37,8 +37,13 @@ from pytorch_metric_learning import losses
 from trainables.base import BaseLossFamily, Batch, OpenUnit, Positive
 
 __all__ = [
-    "NPairFamily", "NPairParams", "DebiasedNegFamily", "DebiasedPosFamily", "DebiasedParams",
-    "debiased_neg_loss", "debiased_pos_loss",
+    "NPairFamily",
+    "NPairParams",
+    "DebiasedNegFamily",
+    "DebiasedPosFamily",
+    "DebiasedParams",
+    "debiased_neg_loss",
+    "debiased_pos_loss",
 ]
 
 

@@ -45,7 +45,13 @@ if TYPE_CHECKING:
     from trainables.base import Batch
 
 __all__ = [
-    "NoiseDiagnostics", "MinedNegatives", "SampleScoreTrace", "noise_detection", "q_neg", "q_pos", "p_bound_triplet",
+    "NoiseDiagnostics",
+    "MinedNegatives",
+    "SampleScoreTrace",
+    "noise_detection",
+    "q_neg",
+    "q_pos",
+    "p_bound_triplet",
     "pair_corruption_counts",
 ]
 
@@ -81,9 +87,14 @@ def pair_corruption_counts(observed: torch.Tensor, true: torch.Tensor) -> torch.
     same_true = (true[:, None] == true[None, :]) & upper
     diff_true = (true[:, None] != true[None, :]) & upper
     same_obs = observed[:, None] == observed[None, :]
-    return torch.stack([
-        same_true.sum(), (same_true & ~same_obs).sum(), diff_true.sum(), (diff_true & same_obs).sum(),
-    ]).double()
+    return torch.stack(
+        [
+            same_true.sum(),
+            (same_true & ~same_obs).sum(),
+            diff_true.sum(),
+            (diff_true & same_obs).sum(),
+        ]
+    ).double()
 
 
 class NoiseDiagnostics:
@@ -111,7 +122,6 @@ class NoiseDiagnostics:
         # [tp, tp→neg, tn, tn→pos, observed neg, observed neg truly pos, mined, mined truly pos]
         self._counts = torch.zeros(8, dtype=torch.float64, device=true.device)
 
-
     @property
     def active(self) -> bool:
         return self.noise_rate > 0 and self.num_classes > 1
@@ -129,9 +139,12 @@ class NoiseDiagnostics:
         base = torch.stack([obs_neg.sum(), (obs_neg & (true[:, None] == true[None, :])).sum()]).double()
         if mined is not None and len(mined[0]) and int(max(mined[0].max(), mined[1].max())) < len(true):
             anchors, negatives = mined
-            picked = torch.stack([
-                torch.tensor(len(anchors), device=obs.device), (true[anchors] == true[negatives]).sum(),
-            ]).double()
+            picked = torch.stack(
+                [
+                    torch.tensor(len(anchors), device=obs.device),
+                    (true[anchors] == true[negatives]).sum(),
+                ]
+            ).double()
         else:
             picked = torch.zeros(2, dtype=torch.float64, device=obs.device)
         self._counts += torch.cat([pairs, base, picked])
@@ -214,7 +227,9 @@ class SampleScoreTrace:
         self.noisy = self.labels != np.asarray(true_labels)
         self.classes, self.inverse = np.unique(self.labels, return_inverse=True)
         self.counts = np.bincount(self.inverse, minlength=self.classes.size)
-        self.noisy_share = np.bincount(self.inverse, weights=self.noisy, minlength=self.classes.size) / np.maximum(self.counts, 1)
+        self.noisy_share = np.bincount(self.inverse, weights=self.noisy, minlength=self.classes.size) / np.maximum(
+            self.counts, 1
+        )
         self.history: list[dict[str, Any]] = []
         self.last: np.ndarray | None = None
 
@@ -223,8 +238,13 @@ class SampleScoreTrace:
         self.last = w
         means = np.bincount(self.inverse, weights=w, minlength=self.classes.size) / np.maximum(self.counts, 1)
         self.history += [
-            {"epoch": epoch, "class": int(label), "n": int(self.counts[c]), "mean_weight": float(means[c]),
-             "noisy_share": float(self.noisy_share[c])}
+            {
+                "epoch": epoch,
+                "class": int(label),
+                "n": int(self.counts[c]),
+                "mean_weight": float(means[c]),
+                "noisy_share": float(self.noisy_share[c]),
+            }
             for c, label in enumerate(self.classes)
         ]
         return noise_detection(w, self.noisy)
@@ -233,9 +253,14 @@ class SampleScoreTrace:
         if self.last is None:
             return
         pl.DataFrame(self.history).write_parquet(directory / "class_weights.parquet")
-        pl.DataFrame({
-            "index": np.arange(self.labels.size), "label": self.labels, "noisy": self.noisy, "weight": self.last,
-        }).write_parquet(directory / "sample_weights.parquet")
+        pl.DataFrame(
+            {
+                "index": np.arange(self.labels.size),
+                "label": self.labels,
+                "noisy": self.noisy,
+                "weight": self.last,
+            }
+        ).write_parquet(directory / "sample_weights.parquet")
 
     def state(self) -> dict[str, Any]:
         return {"history": list(self.history), "last": self.last}

@@ -42,8 +42,14 @@ from torch import nn
 from trainables.base import BaseLossFamily, Batch, FamilyContext, Positive, PositiveInt
 
 __all__ = [
-    "DiVAFamily", "DiVAParams", "HEADS", "dance_loss", "distance_weighted_sample", "log_inverse_sphere_density",
-    "shared_triplets", "intra_triplets",
+    "DiVAFamily",
+    "DiVAParams",
+    "HEADS",
+    "dance_loss",
+    "distance_weighted_sample",
+    "log_inverse_sphere_density",
+    "shared_triplets",
+    "intra_triplets",
 ]
 
 #: Task heads, in the order their chunks sit in the model's embedding.
@@ -202,15 +208,20 @@ class DiVAFamily(BaseLossFamily):
         self.disc = losses.MarginLoss(
             margin=params.margin, nu=0.0, beta=params.beta_init, learn_beta=True, num_classes=num_classes
         )
-        self.disc_miner = miners.DistanceWeightedMiner(cutoff=params.cutoff, nonzero_loss_cutoff=params.nonzero_loss_cutoff)
+        self.disc_miner = miners.DistanceWeightedMiner(
+            cutoff=params.cutoff, nonzero_loss_cutoff=params.nonzero_loss_cutoff
+        )
         self.fixed_margin = losses.MarginLoss(margin=params.margin, nu=0.0, beta=params.beta_init, learn_beta=False)
-        self.psi = nn.ModuleDict({
-            head: nn.Sequential(
-                nn.Linear(sizes[head], params.decorrelation_hidden), nn.ReLU(),
-                nn.Linear(params.decorrelation_hidden, sizes["disc"]),
-            )
-            for head in _DECORRELATED
-        })
+        self.psi = nn.ModuleDict(
+            {
+                head: nn.Sequential(
+                    nn.Linear(sizes[head], params.decorrelation_hidden),
+                    nn.ReLU(),
+                    nn.Linear(params.decorrelation_hidden, sizes["disc"]),
+                )
+                for head in _DECORRELATED
+            }
+        )
         self.register_buffer("queue", torch.zeros(params.queue_size, sizes["dance"]))
         self.register_buffer("queue_filled", torch.tensor(0, dtype=torch.long))
         self.register_buffer("queue_next", torch.tensor(0, dtype=torch.long))
@@ -273,5 +284,7 @@ class DiVAFamily(BaseLossFamily):
         else:  # the first batch of a trial: no negatives yet
             terms["diva_dance"] = phi["dance"].sum() * 0
         self._enqueue(keys)
-        terms["diva_decorrelation"] = -p.rho * sum(decorrelation(phi["disc"], phi[h], self.psi[h]) for h in _DECORRELATED)
+        terms["diva_decorrelation"] = -p.rho * sum(
+            decorrelation(phi["disc"], phi[h], self.psi[h]) for h in _DECORRELATED
+        )
         return terms

@@ -20,7 +20,7 @@ __all__ = ["FastAPFamily", "FastAPParams"]
 @dataclass(frozen=True)
 class FastAPParams:
     """Args:
-        num_bins: number of histogram bins of the distance quantisation (10 as in the BSPML baselines).
+    num_bins: number of histogram bins of the distance quantisation (10 as in the BSPML baselines).
     """
 
     num_bins: int = 10

@@ -124,7 +124,9 @@ class LrFactor:
         if s.type == "step":
             return s.gamma ** sum(epoch >= m for m in s.milestones)
         if s.type == "cosine":
-            return s.min_factor + (1.0 - s.min_factor) * 0.5 * (1.0 + math.cos(math.pi * min(epoch, self.epochs) / self.epochs))
+            return s.min_factor + (1.0 - s.min_factor) * 0.5 * (
+                1.0 + math.cos(math.pi * min(epoch, self.epochs) / self.epochs)
+            )
         return 1.0
 
 
@@ -180,9 +182,18 @@ class Trial:
         schedule = None
         if spec.train.lr_schedule.type != "none":
             schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, LrFactor(spec.train.lr_schedule, spec.train.epochs))
-        return cls(spec=spec, data=data, model=model, family=family, optimizer=optimizer, device=device,
-                   lr_schedule=schedule, diagnostics=diagnostics, mined=MinedNegatives(family),
-                   scores=SampleScoreTrace(data.train.labels, data.train.true_labels))
+        return cls(
+            spec=spec,
+            data=data,
+            model=model,
+            family=family,
+            optimizer=optimizer,
+            device=device,
+            lr_schedule=schedule,
+            diagnostics=diagnostics,
+            mined=MinedNegatives(family),
+            scores=SampleScoreTrace(data.train.labels, data.train.true_labels),
+        )
 
     # ------------------------------------------------------------------------------------- checkpoints
 
@@ -243,17 +254,25 @@ class Trial:
         if "train" not in self._loaders:
             t = self.spec.train
             batch_size = t.classes_per_batch * t.samples_per_class
-            n_samples = batch_size * t.batches_per_epoch if t.batches_per_epoch else max(len(self.data.train), batch_size)
+            n_samples = (
+                batch_size * t.batches_per_epoch if t.batches_per_epoch else max(len(self.data.train), batch_size)
+            )
             sampler = BalancedMPerClassSampler(
                 self.data.train.labels, m=t.samples_per_class, batch_size=batch_size, length_before_new_iter=n_samples
             )
             views = self.family.num_views
-            transform = self.data.train_transform if views == 1 else self.data.view_transform or self.data.train_transform
+            transform = (
+                self.data.train_transform if views == 1 else self.data.view_transform or self.data.train_transform
+            )
             dataset = IndexedDataset(self.data.train, transform, num_views=views)
             # Built once, so its workers persist across epochs instead of restarting every epoch.
             self._loaders["train"] = DataLoader(
-                dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
-                persistent_workers=t.num_workers > 0, **self._loader_options(),
+                dataset,
+                batch_size=batch_size,
+                sampler=sampler,
+                drop_last=True,
+                persistent_workers=t.num_workers > 0,
+                **self._loader_options(),
             )
         return self._loaders["train"]
 
@@ -261,7 +280,9 @@ class Trial:
         if id(split) in self._loaders:
             return self._loaders[id(split)]
         dataset = IndexedDataset(split, self.data.eval_transform)
-        loader = DataLoader(dataset, batch_size=self.spec.train.eval_batch_size, shuffle=False, **self._loader_options())
+        loader = DataLoader(
+            dataset, batch_size=self.spec.train.eval_batch_size, shuffle=False, **self._loader_options()
+        )
         if any(split is s for s in (self.data.train, self.data.test, self.data.gallery)):
             self._loaders[id(split)] = loader  # the trial's own splits live as long as the trial: build once
         return loader
@@ -325,7 +346,9 @@ class Trial:
         emb = test.cpu().numpy()
         g = self.data.gallery
         gallery = None if g is None else (self.embed(g).cpu().numpy(), g.labels)
-        metrics = retrieval_metrics(emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery)
+        metrics = retrieval_metrics(
+            emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery
+        )
         if self.spec.train.linear_probe:
             train = self.embed(self.data.train)
             metrics.update(linear_probe_accuracy(train, self.data.train.labels, test, self.data.test.labels))

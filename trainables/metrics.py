@@ -17,8 +17,14 @@ from sklearn.metrics import normalized_mutual_info_score
 from schema.metric_names import ACC1, ACC5, MAP_AT_R, NMI, R_PRECISION, SPECTRAL_DECAY, recall_at
 
 __all__ = [
-    "linear_probe_accuracy", "knn_indices", "recall_at_k", "map_at_r_and_r_precision", "nmi", "retrieval_metrics",
-    "spectral_decay", "use_faiss_gpu",
+    "linear_probe_accuracy",
+    "knn_indices",
+    "recall_at_k",
+    "map_at_r_and_r_precision",
+    "nmi",
+    "retrieval_metrics",
+    "spectral_decay",
+    "use_faiss_gpu",
 ]
 
 
@@ -39,9 +45,7 @@ def _flat_ip_index(dim: int) -> faiss.Index:
     return index
 
 
-def knn_indices(
-    embeddings: np.ndarray, k: int, chunk: int = 16384, gallery: np.ndarray | None = None
-) -> np.ndarray:
+def knn_indices(embeddings: np.ndarray, k: int, chunk: int = 16384, gallery: np.ndarray | None = None) -> np.ndarray:
     """Indices of each row's ``k`` nearest other rows (largest inner product), shape ``(N, k)``.
 
     The query itself is removed by index, not by position, so duplicates of a point still count as
@@ -143,7 +147,13 @@ def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0, niter: int = 
     # A retrieval test set has few samples per class by nature (CUB ~30, glyphs 16): faiss' "at least 39 points
     # per centroid" warning only fills the logs, so the floor is 1 (it warns, it does not change the result).
     kmeans = faiss.Kmeans(
-        x.shape[1], n_clusters, niter=niter, nredo=nredo, seed=seed, gpu=use_faiss_gpu(), verbose=False,
+        x.shape[1],
+        n_clusters,
+        niter=niter,
+        nredo=nredo,
+        seed=seed,
+        gpu=use_faiss_gpu(),
+        verbose=False,
         min_points_per_centroid=1,
     )
     kmeans.train(x)
@@ -184,8 +194,12 @@ def retrieval_metrics(
 
 
 def linear_probe_accuracy(
-    train: torch.Tensor, train_labels: np.ndarray, test: torch.Tensor, test_labels: np.ndarray,
-    weight_decay: float = 1e-4, max_iter: int = 100,
+    train: torch.Tensor,
+    train_labels: np.ndarray,
+    test: torch.Tensor,
+    test_labels: np.ndarray,
+    weight_decay: float = 1e-4,
+    max_iter: int = 100,
 ) -> dict[str, float]:
     """Top-1 / top-5 test accuracy of a linear softmax classifier fitted on frozen training embeddings.
 

@@ -44,8 +44,12 @@ class SmallConvNet(nn.Module):
             return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
 
         self.features = nn.Sequential(
-            *block(in_channels, 32), *block(32, 64), nn.MaxPool2d(2), *block(64, self.out_features),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            *block(in_channels, 32),
+            *block(32, 64),
+            nn.MaxPool2d(2),
+            *block(64, self.out_features),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -122,7 +126,7 @@ def pretrained_weights_file(spec: ModelSpec) -> Path:
             return cache / os.path.basename(url)
     raise DataError(
         f"model.pretrained: ImageNet weights of {spec.backbone} are not available offline ({os.path.basename(urls[0])} "
-        f"is not in {cache}); on a machine with internet run python -c \"import torchvision; "
+        f'is not in {cache}); on a machine with internet run python -c "import torchvision; '
         f"torchvision.models.{fn}(weights='IMAGENET1K_V1')\" (or download {urls[0]}) and copy the file into "
         f"{cache} on every node, or set model.weights: /path/to/{os.path.basename(urls[0])}"
     )
@@ -157,7 +161,9 @@ def _torchvision(spec: ModelSpec, input_shape: tuple[int, ...]) -> tuple[nn.Modu
     import torchvision.models as tvm
 
     if input_shape[0] != 3:
-        raise ValueError(f"model.backbone {spec.backbone} needs RGB images, but the dataset gives {input_shape}; use small_cnn")
+        raise ValueError(
+            f"model.backbone {spec.backbone} needs RGB images, but the dataset gives {input_shape}; use small_cnn"
+        )
     fn, _, feature_dim = _TORCHVISION[spec.backbone]
     kwargs: dict[str, bool] = {}
     if fn == "googlenet":

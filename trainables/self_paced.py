@@ -20,8 +20,14 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
-    "ClassIndex", "WeightProblem", "log1p_sum_exp", "ms_terms", "full_gradient", "sampled_gradient",
-    "solve_weights", "denoising_objective",
+    "ClassIndex",
+    "WeightProblem",
+    "log1p_sum_exp",
+    "ms_terms",
+    "full_gradient",
+    "sampled_gradient",
+    "solve_weights",
+    "denoising_objective",
 ]
 
 

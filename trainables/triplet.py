@@ -67,9 +67,7 @@ class _SemiHardMiner(miners.BaseMiner):
         negatives, keep = self._pick(d_ap, d_an, is_neg)
         return anchors[keep], positives[keep], negatives[keep]
 
-    def _pick(
-        self, d_ap: torch.Tensor, d_an: torch.Tensor, is_neg: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pick(self, d_ap: torch.Tensor, d_an: torch.Tensor, is_neg: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (negative index per pair, which pairs keep a triplet)."""
         raise NotImplementedError
 

@@ -22,7 +22,9 @@ def search_keys(data: DashboardData) -> list[str]:
     return list(dict.fromkeys((data.metric, split + NMI, split + SPECTRAL_DECAY, TRAIN_LOSS)))
 
 
-def _draw(panel: Panel, data: DashboardData, name: str, caption: str, lines: list[tuple[str, str]], keys: list[str]) -> bool:
+def _draw(
+    panel: Panel, data: DashboardData, name: str, caption: str, lines: list[tuple[str, str]], keys: list[str]
+) -> bool:
     """One axis per key that some of ``lines`` (``(run_id, label)``) logged per epoch; False if none did."""
     run_ids = [run_id for run_id, _ in lines]
     keys = [k for k in keys if not data.history_of(run_ids, k).is_empty()]
@@ -46,7 +48,8 @@ def _draw(panel: Panel, data: DashboardData, name: str, caption: str, lines: lis
 
 def build(data: DashboardData) -> Panel:
     panel = Panel(
-        "curves", "Learning curves",
+        "curves",
+        "Learning curves",
         "Per epoch, the best search run of each family × dataset × noise group (at most ten) on the split the "
         "search saw (<code>val/</code> names: validation classes; <code>test/</code>: a study selecting on the "
         "test classes), and the final stage's runs on the test classes.",
@@ -66,8 +69,14 @@ def build(data: DashboardData) -> Panel:
         primary = as_test(data, data.metric if split_of(data.metric) else OBJECTIVE)
         keys = list(dict.fromkeys((primary, as_test(data, NMI), as_test(data, SPECTRAL_DECAY), TRAIN_LOSS)))
         lines = [(r["run_id"], f"{r['group'] or 'final'} seed {r['seed']}") for r in final.iter_rows(named=True)]
-        drawn |= _draw(panel, data, "final", f"Final stage: each seed's {base_name(primary)} on the test classes, "
-                       "per epoch", lines, keys)
+        drawn |= _draw(
+            panel,
+            data,
+            "final",
+            f"Final stage: each seed's {base_name(primary)} on the test classes, per epoch",
+            lines,
+            keys,
+        )
     if not drawn:
         panel.skipped = f"no best run logged {data.metric} per epoch"
     return panel

@@ -43,29 +43,39 @@ def _noise(r: dict) -> str:
 def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metrics: tuple[str, ...]) -> None:
     """One row per final group: where it came from, and each test metric's mean ± std and 95 % interval."""
     names = varying_params(data)
-    search = data.runs.select("experiment", "trial_id", "config", "validation", *(
-        METRIC + m for m in {data.metric, *metrics} if METRIC + m in data.runs.columns
-    ))
+    search = data.runs.select(
+        "experiment",
+        "trial_id",
+        "config",
+        "validation",
+        *(METRIC + m for m in {data.metric, *metrics} if METRIC + m in data.runs.columns),
+    )
     several = finals["experiment"].n_unique() > 1
     rows = []
     for r in finals.iter_rows(named=True):
         source = search.filter((pl.col("experiment") == r["experiment"]) & (pl.col("trial_id") == r["source_trial"]))
         src = source.row(0, named=True) if source.height else {}
         row = {"study": r["experiment"]} if several else {}
-        row.update({
-            "group": r["group"] or "—",
-            "source trial": r["source_trial"] or "—",
-            f"{data.metric} of the source trial": repr(src[METRIC + data.metric]) if src.get(METRIC + data.metric) is not None else "—",
-            "params": params_text(src["config"], names) if src else "—",
-            "seeds": ", ".join(r["seeds"]),
-        })
+        row.update(
+            {
+                "group": r["group"] or "—",
+                "source trial": r["source_trial"] or "—",
+                f"{data.metric} of the source trial": repr(src[METRIC + data.metric])
+                if src.get(METRIC + data.metric) is not None
+                else "—",
+                "params": params_text(src["config"], names) if src else "—",
+                "seeds": ", ".join(r["seeds"]),
+            }
+        )
         for m in metrics:
             row[f"{m} mean ± std"] = mean_std(r[f"mean_{m}"], r[f"std_{m}"], r[f"n_{m}"])
             row[f"{m} ci95 low"] = f"{r[f'lo_{m}']:.4f}" if r[f"lo_{m}"] is not None else "—"
             row[f"{m} ci95 high"] = f"{r[f'hi_{m}']:.4f}" if r[f"hi_{m}"] is not None else "—"
         if metrics:  # what the search trial itself measured on the test classes (never seen by the searcher)
             value = src.get(METRIC + metrics[0])
-            kind = {"kfold": "fold ensemble", "holdout": "holdout model"}.get(src.get("validation", ""), "selected on it")
+            kind = {"kfold": "fold ensemble", "holdout": "holdout model"}.get(
+                src.get("validation", ""), "selected on it"
+            )
             row[f"{metrics[0]} of the source trial ({kind})"] = f"{value:.4f}" if value is not None else "—"
         rows.append(row)
     panel.table(
@@ -80,7 +90,8 @@ def build(data: DashboardData) -> Panel:
     metric = data.metric
     split = {"val/": "validation classes", "test/": "test classes"}.get(split_of(metric), "")
     panel = Panel(
-        "leaderboard", "Leaderboard",
+        "leaderboard",
+        "Leaderboard",
         f"Best configuration per family × dataset × noise setting by the mean of <code>{metric}</code> "
         f"({data.mode}{', on the ' + split if split else ''}) over its seeds, last epoch of each "
         "<em>search-stage</em> run; <em>best run</em> is the group's best single search run. Failed runs are "
@@ -111,10 +122,14 @@ def build(data: DashboardData) -> Panel:
             "params of the best configuration": params_text(r["config"], names),
         }
         if not finals.is_empty() and primary is not None:
-            match = finals.filter(pl.col("experiment").is_in(r["experiments"]) & pl.col("source_trial").is_in(r["trial_ids"]))
+            match = finals.filter(
+                pl.col("experiment").is_in(r["experiments"]) & pl.col("source_trial").is_in(r["trial_ids"])
+            )
             if match.height:
                 f = match.row(0, named=True)
-                row[f"final {primary} mean [95 % CI]"] = ci_text(f[f"mean_{primary}"], f[f"lo_{primary}"], f[f"hi_{primary}"], f[f"n_{primary}"])
+                row[f"final {primary} mean [95 % CI]"] = ci_text(
+                    f[f"mean_{primary}"], f[f"lo_{primary}"], f[f"hi_{primary}"], f[f"n_{primary}"]
+                )
                 row["final group"] = ", ".join(match["group"].to_list())
             else:
                 row[f"final {primary} mean [95 % CI]"] = "—"
@@ -132,6 +147,8 @@ def build(data: DashboardData) -> Panel:
     )
     on_test = [s.experiment for s in data.studies if s.selection == "test"]
     if on_test:
-        panel.note(f"{', '.join(on_test)}: hyperparameters were selected on the test classes, so the ranked "
-                   "numbers are optimistic.")
+        panel.note(
+            f"{', '.join(on_test)}: hyperparameters were selected on the test classes, so the ranked "
+            "numbers are optimistic."
+        )
     return panel

@@ -41,9 +41,11 @@ def theory_table(data: DashboardData) -> pl.DataFrame:
     runs = search_runs(data).filter(pl.col("status") != "FAILED")
     rule = pl.col("family")
     if PARAM + "params.mining" in runs.columns:
-        rule = pl.when(pl.col(PARAM + "params.mining").is_not_null()).then(
-            pl.concat_str([pl.col("family"), pl.col(PARAM + "params.mining")], separator=" / ")
-        ).otherwise(pl.col("family"))
+        rule = (
+            pl.when(pl.col(PARAM + "params.mining").is_not_null())
+            .then(pl.concat_str([pl.col("family"), pl.col(PARAM + "params.mining")], separator=" / "))
+            .otherwise(pl.col("family"))
+        )
     runs = runs.with_columns(rule.alias("rule")).filter(
         pl.any_horizontal(pl.col(METRIC + m).is_not_null() for m in present if m != recall)
     )
@@ -104,7 +106,9 @@ def _vs_noise(panel: Panel, table: pl.DataFrame) -> None:
         ax.set_xlabel("noise ratio p")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    panel.figure("vs_noise", "Miner's corrupted-negative share, η̂ and the bound vs noise ratio (bound > p: tolerated)", fig)
+    panel.figure(
+        "vs_noise", "Miner's corrupted-negative share, η̂ and the bound vs noise ratio (bound > p: tolerated)", fig
+    )
 
 
 def build(data: DashboardData) -> Panel:
@@ -116,11 +120,17 @@ def build(data: DashboardData) -> Panel:
     _scatter(panel, table)
     _vs_noise(panel, table)
     panel.table(
-        "table", "Noise-theory quantities per mining rule and noise ratio",
+        "table",
+        "Noise-theory quantities per mining rule and noise ratio",
         table.select(
-            "rule", pl.col("noise_ratio").map_elements(fmt, return_dtype=pl.Utf8).alias("noise ratio"),
+            "rule",
+            pl.col("noise_ratio").map_elements(fmt, return_dtype=pl.Utf8).alias("noise ratio"),
             pl.col("runs").cast(pl.Utf8),
-            *(pl.col(c).map_elements(fmt, return_dtype=pl.Utf8) for c in table.columns if c not in ("rule", "noise_ratio", "runs")),
+            *(
+                pl.col(c).map_elements(fmt, return_dtype=pl.Utf8)
+                for c in table.columns
+                if c not in ("rule", "noise_ratio", "runs")
+            ),
         ),
     )
     return panel

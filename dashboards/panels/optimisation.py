@@ -48,7 +48,8 @@ def _searched_columns(data: DashboardData, study: StudyInfo) -> list[tuple[str, 
 
 def build(data: DashboardData) -> Panel:
     panel = Panel(
-        "optimisation", "Optimisation",
+        "optimisation",
+        "Optimisation",
         "How the search went, per study (search-stage runs only): each trial's objective at its last epoch in start order with the "
         "best so far, Optuna's fANOVA parameter importances read from the study's RDB storage "
         "(<code>optuna.db</code>), and a slice view (objective against each searched parameter).",
@@ -89,7 +90,8 @@ def build(data: DashboardData) -> Panel:
                     axes[0].set_xlabel("fANOVA importance")
                     panel.figure(f"{study.experiment}_importance", f"{study.experiment}: parameter importances", fig)
                     panel.table(
-                        f"{study.experiment}_importance", f"{study.experiment}: importances",
+                        f"{study.experiment}_importance",
+                        f"{study.experiment}: importances",
                         pl.DataFrame({"parameter": list(scores), "importance": [f"{v:.4f}" for v in scores.values()]}),
                     )
 
@@ -110,10 +112,12 @@ def build(data: DashboardData) -> Panel:
                 ax.set_xlabel(label, fontsize=8)
                 ax.set_ylabel(metric, fontsize=8)
                 ax.grid(alpha=0.3)
-            for ax in axes[len(slices):]:
+            for ax in axes[len(slices) :]:
                 ax.set_visible(False)
             fig.colorbar(points, ax=axes[: len(slices)], label="trial number", shrink=0.8)
-            panel.figure(f"{study.experiment}_slices", f"{study.experiment}: slice view of the searched parameters", fig)
+            panel.figure(
+                f"{study.experiment}_slices", f"{study.experiment}: slice view of the searched parameters", fig
+            )
     if not panel.drawn:
         panel.skipped = f"no run reported {metric}"
     return panel

@@ -18,8 +18,11 @@ from schema.metric_names import NMI, recall_at
 
 __all__ = ["build", "robustness_table", "robustness_metrics"]
 
-_SOURCE = {"kfold": "search runs (fold ensemble)", "holdout": "search runs (holdout model)",
-           "none": "search runs (selected on test)"}
+_SOURCE = {
+    "kfold": "search runs (fold ensemble)",
+    "holdout": "search runs (holdout model)",
+    "none": "search runs (selected on test)",
+}
 
 
 def robustness_metrics(data: DashboardData) -> tuple[str, ...]:
@@ -50,10 +53,15 @@ def robustness_table(data: DashboardData) -> pl.DataFrame:
     if not metrics:
         return pl.DataFrame()
     parts = []
-    final = final_runs(data).filter(pl.any_horizontal(pl.col("m/" + m).is_not_null() for m in metrics if "m/" + m in data.runs.columns))
+    final = final_runs(data).filter(
+        pl.any_horizontal(pl.col("m/" + m).is_not_null() for m in metrics if "m/" + m in data.runs.columns)
+    )
     if not final.is_empty():
-        parts.append(summarise(final, GROUP, metrics).with_columns(
-            pl.format("final stage ({} seeds)", pl.col("n_runs")).alias("source")))
+        parts.append(
+            summarise(final, GROUP, metrics).with_columns(
+                pl.format("final stage ({} seeds)", pl.col("n_runs")).alias("source")
+            )
+        )
     search = scored_runs(data)
     if parts:
         search = search.join(parts[0].select(GROUP), on=GROUP, how="anti", nulls_equal=True)
@@ -71,7 +79,8 @@ def robustness_table(data: DashboardData) -> pl.DataFrame:
 
 def build(data: DashboardData) -> Panel:
     panel = Panel(
-        "robustness", "Robustness to label noise",
+        "robustness",
+        "Robustness to label noise",
         "Recall@1 and NMI on the test classes against the noise ratio p. A point is the final test stage of "
         "its family and noise setting where the study ran one (the configuration selected by the search "
         "metric, retrained with several seeds: mean, error bar = Student's t 95 % interval over the seeds), "
@@ -99,8 +108,11 @@ def build(data: DashboardData) -> Panel:
         ax.set_ylabel(m)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    panel.figure("vs_noise", "Test Recall@1 and NMI vs noise ratio (final stage, else best configuration; "
-                 "error bars: 95 % interval)", fig)
+    panel.figure(
+        "vs_noise",
+        "Test Recall@1 and NMI vs noise ratio (final stage, else best configuration; error bars: 95 % interval)",
+        fig,
+    )
 
     ratios = []
     if not topline.is_empty():
@@ -122,8 +134,13 @@ def build(data: DashboardData) -> Panel:
 
     rows = []
     for r in noisy.iter_rows(named=True):
-        row = {"series": r["series"], "noise ratio": f"{r['noise_ratio']:g}", "source": r["source"],
-               "runs": str(r["n_runs"]), "seeds": ", ".join(r["seeds"])}
+        row = {
+            "series": r["series"],
+            "noise ratio": f"{r['noise_ratio']:g}",
+            "source": r["source"],
+            "runs": str(r["n_runs"]),
+            "seeds": ", ".join(r["seeds"]),
+        }
         for m in metrics:
             row[m] = mean_std(r[f"mean_{m}"], r[f"std_{m}"], r[f"n_{m}"])
             lo, hi = r[f"lo_{m}"], r[f"hi_{m}"]
@@ -134,6 +151,9 @@ def build(data: DashboardData) -> Panel:
                 row[f"{m} / topline"] = f"{match[f'ratio_{m}'][0]:.4f}" if match.height else "—"
         rows.append(row)
     if rows:
-        panel.table("table", "Table 2 layout: test metrics per family and noise ratio (final stage where it ran)",
-                    pl.DataFrame(rows))
+        panel.table(
+            "table",
+            "Table 2 layout: test metrics per family and noise ratio (final stage where it ran)",
+            pl.DataFrame(rows),
+        )
     return panel

@@ -31,10 +31,20 @@ def pairs(data: DashboardData, base: str) -> pl.DataFrame:
     runs = search_runs(data)
     if val not in runs.columns or test not in runs.columns:
         return pl.DataFrame()
-    return runs.filter(
-        (pl.col("status") != "FAILED") & pl.col(val).is_finite() & pl.col(test).is_finite()
-    ).select("run_id", "trial_id", "experiment", "family", "noise_ratio", "subset",
-             pl.col(val).alias("val"), pl.col(test).alias("test")).sort("experiment", "trial_id")
+    return (
+        runs.filter((pl.col("status") != "FAILED") & pl.col(val).is_finite() & pl.col(test).is_finite())
+        .select(
+            "run_id",
+            "trial_id",
+            "experiment",
+            "family",
+            "noise_ratio",
+            "subset",
+            pl.col(val).alias("val"),
+            pl.col(test).alias("test"),
+        )
+        .sort("experiment", "trial_id")
+    )
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -50,7 +60,8 @@ def _number(value: float, digits: str) -> str:
 
 def build(data: DashboardData) -> Panel:
     panel = Panel(
-        "validation", "Validation vs test",
+        "validation",
+        "Validation vs test",
         "How well validation predicts test: each search trial's last <code>val/</code> value (validation "
         "classes carved from the training classes, what the searcher saw) against its <code>test/</code> value "
         "(the unseen test classes; a k-fold trial's fold ensemble, reported once at its last epoch), with "
@@ -69,28 +80,44 @@ def build(data: DashboardData) -> Panel:
         rho, p = _spearman(x, y)
         fig, axes = new_figure(1, width=4.6, height=3.8)
         ax = axes[0]
-        labels = [f"{f} p={r:g}" + (" topline" if s == "clean_only" else "")
-                  for f, r, s in zip(found["family"], found["noise_ratio"], found["subset"])]
+        labels = [
+            f"{f} p={r:g}" + (" topline" if s == "clean_only" else "")
+            for f, r, s in zip(found["family"], found["noise_ratio"], found["subset"])
+        ]
         for i, label in enumerate(dict.fromkeys(labels)):
             mask = np.array([lab == label for lab in labels])
             ax.scatter(x[mask], y[mask], s=22, alpha=0.8, color=f"C{i % 10}", label=label)
         ringed = np.array([t in sources for t in found["trial_id"]])
         if ringed.any():
-            ax.scatter(x[ringed], y[ringed], s=90, facecolors="none", edgecolors="k", label="retrained in the final stage")
+            ax.scatter(
+                x[ringed], y[ringed], s=90, facecolors="none", edgecolors="k", label="retrained in the final stage"
+            )
         ax.set_xlabel(VAL_PREFIX + base)
         ax.set_ylabel(TEST_PREFIX + base)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
-        caption = (f"{VAL_PREFIX}{base} vs {TEST_PREFIX}{base} over {found.height} search trials: Spearman ρ = "
-                   f"{_number(rho, '.4f')} (p = {_number(p, '.3g')})")
+        caption = (
+            f"{VAL_PREFIX}{base} vs {TEST_PREFIX}{base} over {found.height} search trials: Spearman ρ = "
+            f"{_number(rho, '.4f')} (p = {_number(p, '.3g')})"
+        )
         ax.set_title(f"Spearman ρ = {_number(rho, '.3f')}", fontsize=9)
         panel.figure(f"scatter_{base}", caption, fig)
-        rows.append({"metric": base, "search trials": str(found.height), "Spearman rho": _number(rho, ".4f"),
-                     "p-value": _number(p, ".3g")})
+        rows.append(
+            {
+                "metric": base,
+                "search trials": str(found.height),
+                "Spearman rho": _number(rho, ".4f"),
+                "p-value": _number(p, ".3g"),
+            }
+        )
     if not rows:
-        panel.skipped = (f"fewer than {MIN_TRIALS} search trials have both {VAL_PREFIX}{primary} and "
-                         f"{TEST_PREFIX}{primary} ({counts[primary]}); a study with validation.kind: none has no "
-                         f"{VAL_PREFIX} metrics")
+        panel.skipped = (
+            f"fewer than {MIN_TRIALS} search trials have both {VAL_PREFIX}{primary} and "
+            f"{TEST_PREFIX}{primary} ({counts[primary]}); a study with validation.kind: none has no "
+            f"{VAL_PREFIX} metrics"
+        )
         return panel
-    panel.table("spearman", "Spearman rank correlation of validation and test, over the search trials", pl.DataFrame(rows))
+    panel.table(
+        "spearman", "Spearman rank correlation of validation and test, over the search trials", pl.DataFrame(rows)
+    )
     return panel

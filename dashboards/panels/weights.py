@@ -50,11 +50,19 @@ def _lambda_mu(data: DashboardData) -> pl.DataFrame:
     lam = pl.col(METRIC + LAMBDA) if METRIC + LAMBDA in runs.columns else pl.lit(None, pl.Float64)
     if PARAM + "params.lambda_max" in runs.columns:
         lam = lam.fill_null(pl.col(PARAM + "params.lambda_max").cast(pl.Float64, strict=False))
-    mu = pl.col(PARAM + "params.mu").cast(pl.Float64, strict=False) if PARAM + "params.mu" in runs.columns else pl.lit(None, pl.Float64)
+    mu = (
+        pl.col(PARAM + "params.mu").cast(pl.Float64, strict=False)
+        if PARAM + "params.mu" in runs.columns
+        else pl.lit(None, pl.Float64)
+    )
     # SPMS is BSPML without the balance term: μ = 0 by definition (BSPML §5 ablation).
     mu = pl.when(pl.col("family") == "spms").then(pl.lit(0.0)).otherwise(mu)
     return runs.select(
-        "run_id", lam.alias("lambda"), mu.alias("mu"), pl.col(METRIC + MAW).alias("maw"), pl.col(METRIC + SDAW).alias("sdaw")
+        "run_id",
+        lam.alias("lambda"),
+        mu.alias("mu"),
+        pl.col(METRIC + MAW).alias("maw"),
+        pl.col(METRIC + SDAW).alias("sdaw"),
     ).drop_nulls()
 
 
@@ -84,7 +92,9 @@ def _heatmaps(panel: Panel, cells: pl.DataFrame) -> None:
         image = ax.imshow(grid, origin="lower", cmap="viridis", aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
             if v == v:
-                ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7, color="w" if v < np.nanmean(grid) else "k")
+                ax.text(
+                    j, i, f"{v:.3f}", ha="center", va="center", fontsize=7, color="w" if v < np.nanmean(grid) else "k"
+                )
         ax.set_xticks(range(mu.height), mu["mu"].to_list(), fontsize=7, rotation=30)
         ax.set_yticks(range(lam.height), lam["lambda"].to_list(), fontsize=7)
         ax.set_xlabel("μ (balance weight)")
@@ -93,9 +103,15 @@ def _heatmaps(panel: Panel, cells: pl.DataFrame) -> None:
         fig.colorbar(image, ax=ax, shrink=0.8)
     panel.figure("maw_sdaw", "Final MAW and SDAW (Eq. 14) against λ and μ, mean over runs per cell", fig)
     panel.table(
-        "maw_sdaw", "MAW / SDAW per cell",
-        cells.select("lambda", "mu", pl.col("maw").map_elements(fmt, return_dtype=pl.Utf8),
-                     pl.col("sdaw").map_elements(fmt, return_dtype=pl.Utf8), pl.col("runs").cast(pl.Utf8)),
+        "maw_sdaw",
+        "MAW / SDAW per cell",
+        cells.select(
+            "lambda",
+            "mu",
+            pl.col("maw").map_elements(fmt, return_dtype=pl.Utf8),
+            pl.col("sdaw").map_elements(fmt, return_dtype=pl.Utf8),
+            pl.col("runs").cast(pl.Utf8),
+        ),
     )
 
 
@@ -211,7 +227,8 @@ def _auroc(panel: Panel, data: DashboardData) -> None:
 
 def build(data: DashboardData) -> Panel:
     panel = Panel(
-        "weights", "Self-paced sample weights",
+        "weights",
+        "Self-paced sample weights",
         "BSPML's weights: final MAW / SDAW (Eq. 14) against λ and μ (Figs 3-4: a larger λ admits more "
         "samples, a larger μ balances the classes), weight quantiles per epoch, each class's average weight, "
         "the final weights of clean and noisy samples, and how well low weights flag the recorded noisy samples.",

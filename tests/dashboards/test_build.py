@@ -23,14 +23,33 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_every_panel_is_drawn_with_its_figures(built):
     syn, path, page = built
-    assert page.panels == ["leaderboard", "validation", "robustness", "optimisation", "weights", "noise_theory", "curves"]
+    assert page.panels == [
+        "leaderboard",
+        "validation",
+        "robustness",
+        "optimisation",
+        "weights",
+        "noise_theory",
+        "curves",
+    ]
     assert page.skipped == [] and "panel failed" not in page.text
     expected = {
-        "validation_scatter_recall_at_1", "validation_scatter_nmi",
-        "robustness_vs_noise", "robustness_topline_ratio", f"optimisation_{NAME}_history",
-        f"optimisation_{NAME}_importance", f"optimisation_{NAME}_slices", "weights_maw_sdaw", "weights_quantiles",
-        "weights_class_weights", "weights_histogram", "weights_noise_auroc", "noise_theory_q_rates", "noise_theory_vs_noise",
-        "curves_best", "curves_final",
+        "validation_scatter_recall_at_1",
+        "validation_scatter_nmi",
+        "robustness_vs_noise",
+        "robustness_topline_ratio",
+        f"optimisation_{NAME}_history",
+        f"optimisation_{NAME}_importance",
+        f"optimisation_{NAME}_slices",
+        "weights_maw_sdaw",
+        "weights_quantiles",
+        "weights_class_weights",
+        "weights_histogram",
+        "weights_noise_auroc",
+        "noise_theory_q_rates",
+        "noise_theory_vs_noise",
+        "curves_best",
+        "curves_final",
     }
     assert set(page.figures) == expected
     for name, png in page.figures.items():
@@ -71,7 +90,9 @@ def test_leaderboard_ranks_search_runs_by_validation(built):
     assert row["val/recall_at_1 mean ± std"] == f"{np.mean(values):.4f} ± {np.std(values, ddof=1):.4f}"
     assert row["runs"] == "2" and row["seeds"] == "0, 1" and "ms_alpha=2" in row["params of the best configuration"]
     assert {(r["family"], r["noise"], r["subset"]) for r in rows} >= {
-        ("ms", "none", "all"), ("ms", "uniform 0.4", "clean_only"), ("bspml", "per_class 0.2", "all"),
+        ("ms", "none", "all"),
+        ("ms", "uniform 0.4", "clean_only"),
+        ("bspml", "per_class 0.2", "all"),
         ("triplet", "uniform 0.1", "all"),
     }
 
@@ -81,12 +102,17 @@ def test_final_stage_beside_its_configuration_with_t_intervals(built):
     runs = _runs(syn)
     rows = page.tables["leaderboard_table"]
     finals = {(r["group"]): r for r in page.tables["leaderboard_final"]}
-    assert set(finals) == {final_group(p, s) for p, s in ((0.0, "all"), (0.2, "all"), (0.4, "all"), (0.2, "clean_only"),
-                                                          (0.4, "clean_only"))}
+    assert set(finals) == {
+        final_group(p, s)
+        for p, s in ((0.0, "all"), (0.2, "all"), (0.4, "all"), (0.2, "clean_only"), (0.4, "clean_only"))
+    }
     for p in (0.0, 0.2, 0.4):
         # The final runs of the group, read from MLflow (the FAILED one is left out).
-        values = [r.data.metrics["test/recall_at_1"] for r in runs if r.data.tags.get("group") == final_group(p)
-                  and r.info.status == "FINISHED"]
+        values = [
+            r.data.metrics["test/recall_at_1"]
+            for r in runs
+            if r.data.tags.get("group") == final_group(p) and r.info.status == "FINISHED"
+        ]
         assert sorted(values) == sorted(final_recall(p, s) for s in range(len(FINAL_OFFSETS)))
         mean, std, low, high = _t95(values)
         final = finals[final_group(p)]
@@ -97,7 +123,9 @@ def test_final_stage_beside_its_configuration_with_t_intervals(built):
         nmi = _t95([v - 0.1 for v in values])
         assert float(final["test/nmi ci95 low"]) == pytest.approx(nmi[2], abs=5e-5)
         assert float(final["val/recall_at_1 of the source trial"]) == ms_recall(p, 2.0, 1)
-        assert float(final["test/recall_at_1 of the source trial (fold ensemble)"]) == pytest.approx(ms_test(p, 2.0, 1), abs=5e-5)
+        assert float(final["test/recall_at_1 of the source trial (fold ensemble)"]) == pytest.approx(
+            ms_test(p, 2.0, 1), abs=5e-5
+        )
         # ... and in the leaderboard, beside the configuration the final stage retrained.
         noise = "none" if p == 0 else f"uniform {p:g}"
         row = next(r for r in rows if r["family"] == "ms" and r["noise"] == noise and r["subset"] == "all")
@@ -124,7 +152,9 @@ def test_robustness_uses_the_final_stage_with_its_interval(built):
     assert ("ms / uniform", "0") in rows and ("ms / per_class", "0") not in rows
     # Without a final stage: the test metrics (fold ensemble) of the best configuration's search runs.
     triplet = rows[("triplet / uniform", "0.3")]
-    assert triplet["source"] == "search runs (fold ensemble)" and float(triplet["test/recall_at_1"]) == pytest.approx(0.41)
+    assert triplet["source"] == "search runs (fold ensemble)" and float(triplet["test/recall_at_1"]) == pytest.approx(
+        0.41
+    )
 
 
 def test_validation_vs_test_scatter_and_its_spearman(built):
@@ -218,7 +248,10 @@ def test_a_study_selected_on_test_says_so_and_has_no_scatter(running_store, tmp_
     assert re.search(r"fewer than 3 search trials have both val/recall_at_1 and test/recall_at_1 \(0\)", page.text)
     # Its robustness numbers are the runs' own test metrics, labelled as selected on test.
     (row,) = page.tables["robustness_table"]
-    assert row["source"] == "search runs (selected on test)" and row["test/recall_at_1"] == f"{0.55:.4f} ± {np.std([0.5, 0.6], ddof=1):.4f}"
+    assert (
+        row["source"] == "search runs (selected on test)"
+        and row["test/recall_at_1"] == f"{0.55:.4f} ± {np.std([0.5, 0.6], ddof=1):.4f}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -250,8 +283,21 @@ def test_cli_prints_the_page_path(built, tmp_path):
     synthetic = built[0]
     out = tmp_path / "cli"
     proc = subprocess.run(
-        [sys.executable, "-m", "dashboards.build", "--experiment", NAME, "--tracking-uri", synthetic.uri, "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "dashboards.build",
+            "--experiment",
+            NAME,
+            "--tracking-uri",
+            synthetic.uri,
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == str((out / "index.html").resolve())

@@ -38,7 +38,9 @@ def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path
     page = read_page(page_path)
     assert page.panels == ["leaderboard", "robustness", "optimisation", "curves"]
     assert set(page.skipped) == {"validation", "weights", "noise_theory"} and "panel failed" not in page.text
-    assert {"robustness_vs_noise", "optimisation_t_dash_history", "optimisation_t_dash_slices", "curves_best"} <= set(page.figures)
+    assert {"robustness_vs_noise", "optimisation_t_dash_history", "optimisation_t_dash_slices", "curves_best"} <= set(
+        page.figures
+    )
     # validation.kind: none selects on the test classes, and the page says so.
     assert page.selection_test and "hyperparameters were selected on the test classes" in page.text
 
@@ -62,7 +64,9 @@ def test_honest_study_shows_its_final_stage(write_spec, run_cli, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     study_dir = tmp_path / "runs" / spec["name"]
     page = read_page(study_dir / "dashboard" / "index.html")
-    assert {"leaderboard", "robustness", "optimisation", "curves"} <= set(page.panels) and "panel failed" not in page.text
+    assert {"leaderboard", "robustness", "optimisation", "curves"} <= set(
+        page.panels
+    ) and "panel failed" not in page.text
     assert not page.selection_test
     # Two search trials are too few for a rank correlation: skipped with its reason.
     assert "validation" in page.skipped and "fewer than 3 search trials have both val/recall_at_1" in page.text
@@ -92,4 +96,6 @@ def test_honest_study_shows_its_final_stage(write_spec, run_cli, tmp_path):
     assert row["final test/recall_at_1 mean [95 % CI]"] == f"{mean:.4f} [{low:.4f}, {high:.4f}] (n=2)"
     assert row["final group"] == "all"
     (robust,) = page.tables["robustness_table"]
-    assert robust["source"] == "final stage (2 seeds)" and robust["test/recall_at_1 95 % CI"] == f"[{low:.4f}, {high:.4f}]"
+    assert (
+        robust["source"] == "final stage (2 seeds)" and robust["test/recall_at_1 95 % CI"] == f"[{low:.4f}, {high:.4f}]"
+    )

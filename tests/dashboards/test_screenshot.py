@@ -11,17 +11,36 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-def screenshot(page: Path, png: Path, profile: Path, width: int = 1400, height: int = 2400) -> subprocess.CompletedProcess:
+def screenshot(
+    page: Path, png: Path, profile: Path, width: int = 1400, height: int = 2400
+) -> subprocess.CompletedProcess:
     """Headless Chromium with no network side channels and a fresh profile; writes ``png``."""
     return subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-         f"--user-data-dir={profile}", f"--window-size={width},{height}", f"--screenshot={png}", page.as_uri()],
-        capture_output=True, text=True, timeout=180,
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            f"--screenshot={png}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)"
+)
 def test_page_renders_non_blank_in_headless_chromium(built, tmp_path):
     from matplotlib.image import imread
 

@@ -34,7 +34,8 @@ def cluster(monkeypatch):
     c = Cluster(
         initialize_head=True,
         head_node_args={
-            "num_cpus": 0, "include_dashboard": False,
+            "num_cpus": 0,
+            "include_dashboard": False,
             # Declare a lost node dead within a few seconds instead of Ray's ~30 s.
             "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3},
         },
@@ -58,8 +59,12 @@ def test_local_storage_on_a_multi_node_cluster_exits_2(cluster, tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(_spec("t_local", 1)))
     proc = subprocess.run(
-        [sys.executable, "-m", "study.run", str(path), "--address", c.address], cwd=tmp_path,
-        env=driver_env(ray_tmp), capture_output=True, text=True, timeout=180,
+        [sys.executable, "-m", "study.run", str(path), "--address", c.address],
+        cwd=tmp_path,
+        env=driver_env(ray_tmp),
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "storage:" in proc.stderr and "3 nodes" in proc.stderr and "Traceback" not in proc.stderr
@@ -95,14 +100,17 @@ def test_worker_lost_mid_trial_resumes_from_checkpoint_on_another_node(cluster, 
     spec["train"]["batches_per_epoch"] = 40  # epoch 1 is seen and the process frozen well before epoch 5 ends
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
-    proc = start_driver(tmp_path, driver_env(ray_tmp), str(path), "--address", c.address, "--shared-storage",
-                        "--max-failures", "2")
+    proc = start_driver(
+        tmp_path, driver_env(ray_tmp), str(path), "--address", c.address, "--shared-storage", "--max-failures", "2"
+    )
     study_dir = tmp_path / "runs" / "t_node"
     try:
         deadline = time.monotonic() + 240
         rows: list[dict] = []
         while not rows:  # the first epoch is reported and checkpointed
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:] if proc.stdout else ""
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stdout.read()[-3000:] if proc.stdout else ""
+            )
             trial_dirs = list((study_dir / "tune").glob("trial_*"))
             rows = _results(trial_dirs[0]) if trial_dirs and list(trial_dirs[0].glob("checkpoint_*")) else []
             time.sleep(0.2)
@@ -128,9 +136,11 @@ def test_worker_lost_mid_trial_resumes_from_checkpoint_on_another_node(cluster, 
     # reported one, or that epoch again when the node died between its report and its checkpoint's commit.
     before = rows[rows.index(restarts[0]) - 1]
     assert 2 <= restarts[0]["training_iteration"] <= before["training_iteration"] + 1
-    print(f"\nnode removal: worker removed after epoch {before['training_iteration']} was reported; the trial "
-          f"restarted at epoch {restarts[0]['training_iteration']} (pid {before['pid']} -> {restarts[0]['pid']}), "
-          f"finished {epochs}/{epochs} epochs")
+    print(
+        f"\nnode removal: worker removed after epoch {before['training_iteration']} was reported; the trial "
+        f"restarted at epoch {restarts[0]['training_iteration']} (pid {before['pid']} -> {restarts[0]['pid']}), "
+        f"finished {epochs}/{epochs} epochs"
+    )
     client, parents, children = mlflow_children(study_dir, "t_node")
     assert len(children) == 1 and children[0].info.status == "FINISHED" and parents[0].info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(children[0].info.run_id, "test/recall_at_1")]

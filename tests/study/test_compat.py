@@ -15,8 +15,12 @@ from study import compat
 @pytest.fixture
 def searcher() -> OptunaSearch:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    s = OptunaSearch(space={"x": optuna.distributions.FloatDistribution(0.0, 1.0)}, metric="m", mode="max",
-                     storage=optuna.storages.InMemoryStorage())
+    s = OptunaSearch(
+        space={"x": optuna.distributions.FloatDistribution(0.0, 1.0)},
+        metric="m",
+        mode="max",
+        storage=optuna.storages.InMemoryStorage(),
+    )
     s.suggest("ray_a")
     return s
 

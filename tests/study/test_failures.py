@@ -80,4 +80,6 @@ def test_asha_stopped_trials_are_pruned_in_optuna(spec_dict, write_spec, run_cli
     for t in complete:
         assert sorted(t.intermediate_values) == [1, 2] and t.value == pytest.approx(t.intermediate_values[2])
     # Each Optuna trial matches its MLflow run's last recall_at_1.
-    assert sorted(t.value for t in trials) == pytest.approx(sorted(r.data.metrics["test/recall_at_1"] for r in children))
+    assert sorted(t.value for t in trials) == pytest.approx(
+        sorted(r.data.metrics["test/recall_at_1"] for r in children)
+    )

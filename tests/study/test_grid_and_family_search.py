@@ -47,21 +47,39 @@ def test_grid_enumerates_every_combination_once():
 def test_conditional_grid_visits_only_the_active_combinations_once_and_resumes():
     space = {
         "family": {"type": "categorical", "choices": ["triplet", "marginal"]},
-        "mining": {"type": "categorical", "choices": ["random_semihard", "fixed_semihard"],
-                   "when": {"family": ["triplet"]}},
+        "mining": {
+            "type": "categorical",
+            "choices": ["random_semihard", "fixed_semihard"],
+            "when": {"family": ["triplet"]},
+        },
         "seed": {"type": "categorical", "choices": [0, 1]},
     }
-    spec = parse_spec({"name": "np", "family": "triplet",
-                       "search": {"num_trials": 6, "sampler": {"type": "grid", "seed": 3}, "space": space}})
-    expected = {("triplet", "random_semihard", 0), ("triplet", "random_semihard", 1), ("triplet", "fixed_semihard", 0),
-                ("triplet", "fixed_semihard", 1), ("marginal", None, 0), ("marginal", None, 1)}
+    spec = parse_spec(
+        {
+            "name": "np",
+            "family": "triplet",
+            "search": {"num_trials": 6, "sampler": {"type": "grid", "seed": 3}, "space": space},
+        }
+    )
+    expected = {
+        ("triplet", "random_semihard", 0),
+        ("triplet", "random_semihard", 1),
+        ("triplet", "fixed_semihard", 0),
+        ("triplet", "fixed_semihard", 1),
+        ("marginal", None, 0),
+        ("marginal", None, 1),
+    }
     assert {(p["family"], p.get("mining"), p["seed"]) for p in grid_points(spec.search.space)} == expected
     storage = optuna.storages.InMemoryStorage()
     define = to_optuna(spec.search.space)
 
     def ask_tell(n: int) -> None:  # a fresh sampler each time, as a resumed driver builds one
-        study = optuna.create_study(study_name="np", storage=storage, load_if_exists=True,
-                                    sampler=make_sampler(spec.search.sampler, spec.search.space))
+        study = optuna.create_study(
+            study_name="np",
+            storage=storage,
+            load_if_exists=True,
+            sampler=make_sampler(spec.search.sampler, spec.search.space),
+        )
         for _ in range(n):
             trial = study.ask()
             define(trial)
@@ -73,8 +91,13 @@ def test_conditional_grid_visits_only_the_active_combinations_once_and_resumes()
     assert len(trials) == 6  # each point once: the second driver skipped the two points the first one took
     assert {(t.params["family"], t.params.get("mining"), t.params["seed"]) for t in trials} == expected
     with pytest.raises(SpecError, match="exceeds the 6 points"):
-        parse_spec({"name": "np", "family": "triplet",
-                    "search": {"num_trials": 7, "sampler": {"type": "grid"}, "space": space}})
+        parse_spec(
+            {
+                "name": "np",
+                "family": "triplet",
+                "search": {"num_trials": 7, "sampler": {"type": "grid"}, "space": space},
+            }
+        )
 
 
 def test_a_failed_grid_point_is_retried_once_the_fresh_points_are_used():
@@ -99,7 +122,7 @@ def test_family_search_keeps_the_fixed_params_each_family_has():
     spms = resolve_trial_spec(spec, {"family": "spms"})
     assert spms.params == {"ms_beta": 40.0, "lambda0": 2.0}
     bspml = resolve_trial_spec(spec, {"family": "bspml"})
-    assert family_params('bspml', bspml.params).mu == 4.0 and family_params('bspml', bspml.params).ms_beta == 40.0
+    assert family_params("bspml", bspml.params).mu == 4.0 and family_params("bspml", bspml.params).ms_beta == 40.0
 
 
 def test_grid_and_family_search_errors_are_one_line():

@@ -16,13 +16,16 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     for package, source in {
         "schema": {"a.py": "from trainables import b\n"},
         "trainables": {"b.py": "import trainables.c\n", "c.py": "from trainables import b\n"},
-        "study": {}, "dashboards": {},
+        "study": {},
+        "dashboards": {},
     }.items():
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
         for name, text in source.items():
             (tmp_path / package / name).write_text(text)
     graph = import_graph(tmp_path)
-    assert upward_imports(graph) == ["schema.a (schema) imports trainables (trainables)",
-                                     "schema.a (schema) imports trainables.b (trainables)"]
+    assert upward_imports(graph) == [
+        "schema.a (schema) imports trainables (trainables)",
+        "schema.a (schema) imports trainables.b (trainables)",
+    ]
     assert cycles(graph) == [["trainables.b", "trainables.c"]]

@@ -32,8 +32,11 @@ def test_driver_killed_mid_study_then_resumed(tmp_path):
 
 def test_status_of_a_study_that_does_not_exist_exits_2(spec_dict, write_spec, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "study.run", str(write_spec(spec_dict)), "--status"], cwd=tmp_path,
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "study.run", str(write_spec(spec_dict)), "--status"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2 and "no study 't_study'" in proc.stderr
     assert not (tmp_path / "runs").exists()
@@ -56,8 +59,13 @@ def test_asha_rungs_survive_a_new_scheduler(tmp_path):
     from study.bookkeeping import PersistentASHA
 
     def make() -> PersistentASHA:
-        s = PersistentASHA(time_attr="training_iteration", max_t=8, grace_period=1, reduction_factor=2,
-                           state_file=str(tmp_path / "asha_state.pkl"))
+        s = PersistentASHA(
+            time_attr="training_iteration",
+            max_t=8,
+            grace_period=1,
+            reduction_factor=2,
+            state_file=str(tmp_path / "asha_state.pkl"),
+        )
         s.set_search_properties("test/recall_at_1", "max")
         return s
 
@@ -77,7 +85,10 @@ def test_asha_rungs_survive_a_new_scheduler(tmp_path):
     # A new, poor trial is judged against the rungs recorded before the restart.
     second.on_trial_add(None, _fake_trial("t9"))
     assert second.on_trial_result(None, _fake_trial("t9"), {"training_iteration": 1, "test/recall_at_1": 0.1}) == "STOP"
-    assert second.on_trial_result(None, _fake_trial("t2"), {"training_iteration": 2, "test/recall_at_1": 0.95}) == "CONTINUE"
+    assert (
+        second.on_trial_result(None, _fake_trial("t2"), {"training_iteration": 2, "test/recall_at_1": 0.95})
+        == "CONTINUE"
+    )
 
 
 def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_ones(tmp_path):
@@ -92,9 +103,13 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
 
     def searcher() -> StudySearch:
         return StudySearch(
-            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}), metric="test/recall_at_1",
-            mode="max", sampler=optuna.samplers.RandomSampler(seed=0), study_name="s",
-            storage=optuna.storages.RDBStorage(url), max_t=3,
+            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}),
+            metric="test/recall_at_1",
+            mode="max",
+            sampler=optuna.samplers.RandomSampler(seed=0),
+            study_name="s",
+            storage=optuna.storages.RDBStorage(url),
+            max_t=3,
         )
 
     first = searcher()

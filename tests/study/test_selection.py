@@ -44,7 +44,9 @@ def test_folds_partition_the_training_classes(folds):
     assert len(groups) == folds
     assert sorted(np.concatenate(groups).tolist()) == classes.tolist()  # every class exactly once
     assert max(map(len, groups)) - min(map(len, groups)) <= 1
-    assert [g.tolist() for g in groups] == [g.tolist() for g in validation_groups(classes[::-1], ValidationSpec(kind="kfold", folds=folds, seed=3))]
+    assert [g.tolist() for g in groups] == [
+        g.tolist() for g in validation_groups(classes[::-1], ValidationSpec(kind="kfold", folds=folds, seed=3))
+    ]
     holdout = validation_groups(classes, ValidationSpec(kind="holdout", fraction=0.25))
     assert len(holdout) == 1 and len(holdout[0]) == 10
 
@@ -181,11 +183,17 @@ def _check_honest_study(study_dir: Path, name: str, seeds: int) -> None:
     mean, std, low, high = t_interval(finals)
     m = parent.data.metrics
     assert m["test/recall_at_1_mean"] == pytest.approx(mean) and m["test/recall_at_1_std"] == pytest.approx(std)
-    assert m["test/recall_at_1_ci95_low"] == pytest.approx(low) and m["test/recall_at_1_ci95_high"] == pytest.approx(high)
+    assert m["test/recall_at_1_ci95_low"] == pytest.approx(low) and m["test/recall_at_1_ci95_high"] == pytest.approx(
+        high
+    )
     assert m["fold_ensemble/test/recall_at_1"] == pytest.approx(best.data.metrics["test/recall_at_1"])
     table = client.download_artifacts(parent.info.run_id, "final_summary.csv", str(study_dir.parent))
     rows = list(csv.DictReader(io.StringIO(Path(table).read_text())))
-    assert len(rows) == 1 and rows[0]["group"] == "all" and float(rows[0]["test/recall_at_1_mean"]) == pytest.approx(mean, abs=1e-5)
+    assert (
+        len(rows) == 1
+        and rows[0]["group"] == "all"
+        and float(rows[0]["test/recall_at_1_mean"]) == pytest.approx(mean, abs=1e-5)
+    )
 
 
 @pytest.mark.e2e
@@ -193,8 +201,9 @@ def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(t
     """One study: kfold search, then the final stage, killed after its first final trial, then resumed."""
     seeds = 3
     spec = honest_spec(final={"seeds": seeds}, search={**honest_spec()["search"], "max_concurrent": 1})
-    out = kill_then_resume(tmp_path, spec, lambda study_dir: final_runs_finished(study_dir) >= 1,
-                           resume_args=("--no-dashboard",))
+    out = kill_then_resume(
+        tmp_path, spec, lambda study_dir: final_runs_finished(study_dir) >= 1, resume_args=("--no-dashboard",)
+    )
     resumed, study_dir = out["resumed"], out["study_dir"]
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert not out["finished_before_kill"], "the study finished before the kill; nothing was resumed mid-final"

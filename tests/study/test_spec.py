@@ -33,7 +33,11 @@ MALFORMED = [
     ("search.sampler.type", "annealing", "search.sampler.type"),
     ("search.space.ms_alpha", {"type": "float", "low": 3.0, "high": 1.0}, "low <= high must hold"),
     ("search.space.ms_alpha", {"type": "float", "low": 0.0, "high": 1.0, "log": True}, "log: true needs low > 0"),
-    ("search.space.ms_alpha", {"type": "float", "low": 0.1, "high": 1.0, "log": True, "step": 0.1}, "cannot be combined"),
+    (
+        "search.space.ms_alpha",
+        {"type": "float", "low": 0.1, "high": 1.0, "log": True, "step": 0.1},
+        "cannot be combined",
+    ),
     ("search.space.ms_alpha", {"type": "gaussian", "low": 0.1, "high": 1.0}, "must be one of float, int, categorical"),
     ("search.space.ms_alpha", {"type": "categorical", "choices": []}, "search.space.ms_alpha.choices"),
     ("search.space.no_such_param", {"type": "float", "low": 0.1, "high": 1.0}, "params.no_such_param"),
@@ -82,7 +86,12 @@ def test_condition_must_refer_to_earlier_categorical_value(spec_dict):
     spec = copy.deepcopy(spec_dict)
     spec["search"]["space"] = {
         "train.optimizer.name": {"type": "categorical", "choices": ["sgd", "adam"]},
-        "train.optimizer.momentum": {"type": "float", "low": 0.0, "high": 0.9, "when": {"train.optimizer.name": "rmsprop"}},
+        "train.optimizer.momentum": {
+            "type": "float",
+            "low": 0.0,
+            "high": 0.9,
+            "when": {"train.optimizer.name": "rmsprop"},
+        },
     }
     with pytest.raises(SpecError, match="never takes"):
         parse_spec(spec)
@@ -102,7 +111,9 @@ def test_defaults_and_family_params(spec_dict):
 
 def test_overrides_are_typed_by_the_schema(spec_dict, write_spec):
     path = write_spec(spec_dict)
-    spec = load_spec(path, ["train.epochs=7", "dataset.noise.kind=uniform", "dataset.noise.ratio=0.2", "params.ms_beta=40"])
+    spec = load_spec(
+        path, ["train.epochs=7", "dataset.noise.kind=uniform", "dataset.noise.ratio=0.2", "params.ms_beta=40"]
+    )
     assert spec.train.epochs == 7 and isinstance(spec.train.epochs, int)
     assert spec.dataset.noise.ratio == pytest.approx(0.2)
     assert family_params(spec.family, spec.params).ms_beta == 40.0

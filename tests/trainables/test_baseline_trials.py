@@ -18,11 +18,14 @@ OTHERS = ["npair", "debiased_neg", "debiased_pos", "diva"]
 
 
 def _spec(family: str, subset: str = "all"):
-    return parse_spec({
-        "name": "baseline", "family": family,
-        "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2, "seed": 0}, "subset": subset},
-        "train": {"epochs": 2, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4},
-    })
+    return parse_spec(
+        {
+            "name": "baseline",
+            "family": family,
+            "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2, "seed": 0}, "subset": subset},
+            "train": {"epochs": 2, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4},
+        }
+    )
 
 
 @pytest.mark.parametrize("family", BASELINES)
@@ -64,11 +67,18 @@ def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, writ
 
     spec_dict.update(name="baselines", params={})
     spec_dict["dataset"] = {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.3, "seed": 0}}
-    spec_dict["train"] = {"epochs": 1, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 3,
-                          "recall_at": [1]}
+    spec_dict["train"] = {
+        "epochs": 1,
+        "classes_per_batch": 5,
+        "samples_per_class": 4,
+        "batches_per_epoch": 3,
+        "recall_at": [1],
+    }
     rules = ["random_semihard", "fixed_semihard"]
     spec_dict["search"] = {
-        "num_trials": len(BASELINES + OTHERS) + 1, "max_concurrent": 2, "sampler": {"type": "grid", "seed": 1},
+        "num_trials": len(BASELINES + OTHERS) + 1,
+        "max_concurrent": 2,
+        "sampler": {"type": "grid", "seed": 1},
         "space": {
             "family": {"type": "categorical", "choices": BASELINES + OTHERS},
             "mining": {"type": "categorical", "choices": rules, "when": {"family": ["triplet"]}},
@@ -80,7 +90,9 @@ def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, writ
     client, _, trials = mlflow_children(study_dir, "baselines")
     # Optuna holds what the grid chose (only the active parameters); MLflow one finished run per trial.
     arms = sorted((t.params["family"], t.params.get("mining", "")) for t in optuna_trials(study_dir, "baselines"))
-    assert arms == sorted([(f, "") for f in BASELINES + OTHERS if f != "triplet"] + [("triplet", rule) for rule in rules])
+    assert arms == sorted(
+        [(f, "") for f in BASELINES + OTHERS if f != "triplet"] + [("triplet", rule) for rule in rules]
+    )
     assert sorted(r.data.tags["family"] for r in trials) == sorted(a[0] for a in arms)
     for run in trials:
         assert run.info.status == "FINISHED"

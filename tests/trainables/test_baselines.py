@@ -32,8 +32,12 @@ DTYPES = [torch.float32, torch.float64]
 def _ctx(n: int = 16, d: int = 8, classes: int = 4) -> FamilyContext:
     labels = torch.arange(n) % classes
     return FamilyContext(
-        num_train=n, num_classes=classes, train_labels=labels, embedding_dim=d,
-        device=torch.device("cpu"), seed=0,
+        num_train=n,
+        num_classes=classes,
+        train_labels=labels,
+        embedding_dim=d,
+        device=torch.device("cpu"),
+        seed=0,
     )
 
 
@@ -143,7 +147,9 @@ def test_triplet_fixed_semihard_matches_loop_reference(dtype):
     triplets = [(a, p, n) for (a, p), n in sorted(fixed.items())]
     got = sorted(zip(*(t.tolist() for t in mined[-1])))
     assert got == triplets
-    assert float(loss.detach()) == pytest.approx(_triplet_loss_reference(d, triplets, 0.2), rel=_tol(dtype), abs=_tol(dtype))
+    assert float(loss.detach()) == pytest.approx(
+        _triplet_loss_reference(d, triplets, 0.2), rel=_tol(dtype), abs=_tol(dtype)
+    )
     loss.backward()
     assert torch.isfinite(emb.grad).all()
 
@@ -153,8 +159,11 @@ def test_triplet_fixed_semihard_matches_loop_reference(dtype):
 def test_triplet_random_semihard_matches_loop_reference(dtype, smooth):
     emb, batch = _batch(dtype, seed=1)
     torch.manual_seed(3)
-    cls, params = (TripletSmoothFamily, TripletSmoothParams(margin=0.3, mining="random_semihard")) if smooth else (
-        TripletFamily, TripletParams(margin=0.3, mining="random_semihard"))
+    cls, params = (
+        (TripletSmoothFamily, TripletSmoothParams(margin=0.3, mining="random_semihard"))
+        if smooth
+        else (TripletFamily, TripletParams(margin=0.3, mining="random_semihard"))
+    )
     family = cls(params, _ctx())
     mined = _record_mining(family)
     loss = family.compute_loss(emb, batch)[family.name]
@@ -286,7 +295,9 @@ def test_rdml_without_positive_pairs_gives_an_attached_zero():
 def test_pml_served_families_equal_pml(dtype):
     emb, batch = _batch(dtype, seed=7)
     got = FastAPFamily(FastAPParams(num_bins=10), _ctx()).compute_loss(emb, batch)["fastap"]
-    assert float(got.detach()) == pytest.approx(float(losses.FastAPLoss(num_bins=10)(emb, batch.labels).detach()), rel=_tol(dtype))
+    assert float(got.detach()) == pytest.approx(
+        float(losses.FastAPLoss(num_bins=10)(emb, batch.labels).detach()), rel=_tol(dtype)
+    )
     got = SNRFamily(SNRParams(), _ctx()).compute_loss(emb, batch)["snr"]
     want = losses.SignalToNoiseRatioContrastiveLoss(pos_margin=0.0, neg_margin=1.0)(emb, batch.labels)
     assert float(got.detach()) == pytest.approx(float(want.detach()), rel=_tol(dtype))

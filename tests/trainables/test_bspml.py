@@ -47,8 +47,12 @@ def _problem(seed: int = 0, classes: int = 4, n: int = 40, d: int = 8) -> tuple[
 
 def _ctx(labels: torch.Tensor, seed: int = 0) -> FamilyContext:
     return FamilyContext(
-        num_train=labels.numel(), num_classes=int(labels.unique().numel()), train_labels=labels, embedding_dim=8,
-        device=torch.device("cpu"), seed=seed,
+        num_train=labels.numel(),
+        num_classes=int(labels.unique().numel()),
+        train_labels=labels,
+        embedding_dim=8,
+        device=torch.device("cpu"),
+        seed=seed,
     )
 
 
@@ -61,8 +65,8 @@ def test_weighted_ms_with_unit_weights_equals_pml_multi_similarity(seed):
     ours = weighted_ms_loss(emb, torch.ones(len(labels)), pairs, 2.0, 50.0, 1.0)
     pml = losses.MultiSimilarityLoss(alpha=2.0, beta=50.0, base=1.0)(raw, labels, pairs)
     assert float(ours.detach()) == pytest.approx(float(pml.detach()), rel=1e-5, abs=1e-7)
-    g_ours, = torch.autograd.grad(ours, raw)
-    g_pml, = torch.autograd.grad(pml, raw)
+    (g_ours,) = torch.autograd.grad(ours, raw)
+    (g_pml,) = torch.autograd.grad(pml, raw)
     torch.testing.assert_close(g_ours, g_pml, rtol=1e-4, atol=1e-6)
 
 
@@ -114,7 +118,7 @@ def test_full_sum_gradient_equals_autograd_of_eq6(mu):
     index = ClassIndex.build(labels)
     w = w.clone().requires_grad_(True)
     problem = WeightProblem(xp, xn, index, 1.3, mu)
-    auto, = torch.autograd.grad(denoising_objective(problem, w), w)
+    (auto,) = torch.autograd.grad(denoising_objective(problem, w), w)
     ours = full_gradient(problem, w.detach())
     torch.testing.assert_close(ours, auto, rtol=1e-9, atol=1e-12)
 
@@ -146,8 +150,16 @@ def test_projection_keeps_weights_in_unit_interval():
     xp, xn = ms_terms(emb, labels, 2.0, 50.0, 1.0)
     index = ClassIndex.build(labels)
     for lam in (-50.0, 0.5, 50.0):  # pushes every weight against one bound or the other
-        out = solve_weights(WeightProblem(xp, xn, index, lam, 1.0), w.float(), gamma=100.0, sweeps=3, block=17,
-                            p=2, k=2, generator=torch.Generator().manual_seed(0))
+        out = solve_weights(
+            WeightProblem(xp, xn, index, lam, 1.0),
+            w.float(),
+            gamma=100.0,
+            sweeps=3,
+            block=17,
+            p=2,
+            k=2,
+            generator=torch.Generator().manual_seed(0),
+        )
         assert out.min() >= 0 and out.max() <= 1
     steps = {"gamma": 100.0, "sweeps": 2, "block": 64, "p": 2, "k": 2}
     for full in (False, True):
@@ -194,9 +206,11 @@ def test_mu_zero_bspml_is_spms():
     emb = F.normalize(torch.randn(40, 8, generator=torch.Generator().manual_seed(0)), dim=1)
     runs = {}
     small = {"gamma": 0.5, "solver_block": 8}
-    for fam in (BSPMLFamily(BSPMLParams(mu=0.0, **small), _ctx(labels)),
-                SelfPacedMSFamily(SPMSParams(**small), _ctx(labels)),
-                BSPMLFamily(BSPMLParams(mu=5.0, **small), _ctx(labels))):
+    for fam in (
+        BSPMLFamily(BSPMLParams(mu=0.0, **small), _ctx(labels)),
+        SelfPacedMSFamily(SPMSParams(**small), _ctx(labels)),
+        BSPMLFamily(BSPMLParams(mu=5.0, **small), _ctx(labels)),
+    ):
         fam.on_epoch_end(1, lambda: (emb, torch.arange(40)))
         runs[(fam.name, fam.params.balance)] = fam.weights.clone()
     torch.testing.assert_close(runs[("bspml", 0.0)], runs[("spms", 0.0)])
@@ -256,8 +270,13 @@ def test_compute_loss_uses_the_current_weights_of_the_batch_indices():
 
 @pytest.mark.parametrize(
     ("params", "needle"),
-    [({"lambda_growth": 0.9}, "lambda_growth"), ({"mu": -1}, "mu"), ({"gamma": 0}, "gamma"),
-     ({"solver_k": 0}, "solver_k"), ({"lambda0": -1.0}, "lambda0")],
+    [
+        ({"lambda_growth": 0.9}, "lambda_growth"),
+        ({"mu": -1}, "mu"),
+        ({"gamma": 0}, "gamma"),
+        ({"solver_k": 0}, "solver_k"),
+        ({"lambda0": -1.0}, "lambda0"),
+    ],
 )
 def test_bad_params_are_one_line_spec_errors(params, needle):
     with pytest.raises(SpecError, match=needle):
@@ -276,7 +295,10 @@ def test_lambda0_above_lambda_max_is_a_spec_error_unless_a_search_can_order_them
     base = {"name": "l", "family": "bspml", "train": {"classes_per_batch": 5, "samples_per_class": 4}}
     with pytest.raises(SpecError, match="lambda0 <= lambda_max must hold"):
         parse_spec({**base, "params": {"lambda0": 4.0, "lambda_max": 2.0}})
-    space = {"lambda0": {"type": "float", "low": 3.0, "high": 4.0}, "lambda_max": {"type": "float", "low": 1.0, "high": 2.0}}
+    space = {
+        "lambda0": {"type": "float", "low": 3.0, "high": 4.0},
+        "lambda_max": {"type": "float", "low": 1.0, "high": 2.0},
+    }
     with pytest.raises(SpecError, match="lambda0 <= lambda_max must hold"):
         parse_spec({**base, "search": {"space": space}})
     space["lambda_max"]["high"] = 5.0  # overlapping ranges: a sampled λ0 above λ∞ starts at λ∞

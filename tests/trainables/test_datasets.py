@@ -192,7 +192,9 @@ def test_spec_needs_root_for_on_disk_data_and_makes_it_absolute(tmp_path, monkey
     with pytest.raises(SpecError, match="split_file applies to imagefolder only"):
         parse_spec({"name": "s", "family": "ms", "dataset": {"name": "sop", "root": "x", "split_file": "y"}})
     with pytest.raises(SpecError, match="resize_size >= image_size"):
-        parse_spec({"name": "s", "family": "ms", "dataset": {"name": "sop", "root": "x", "image_size": 64, "resize_size": 32}})
+        parse_spec(
+            {"name": "s", "family": "ms", "dataset": {"name": "sop", "root": "x", "image_size": 64, "resize_size": 32}}
+        )
     monkeypatch.chdir(tmp_path)
     spec = parse_spec({"name": "s", "family": "ms", "dataset": {"name": "sop", "root": "data/SOP"}})
     assert spec.dataset.root == str(tmp_path / "data" / "SOP")  # trials run elsewhere (Ray's trial dir)

@@ -54,8 +54,12 @@ def _reference(z: torch.Tensor, t: float, tau_plus: float, kind: str) -> float:
 def test_debiased_losses_match_loop_references(tau_plus, seed):
     z = _two_views(seed=seed)
     for t in (0.5, 0.2):
-        assert float(debiased_neg_loss(z, t, tau_plus)) == pytest.approx(_reference(z, t, tau_plus, "debiased_neg"), rel=1e-9)
-        assert float(debiased_pos_loss(z, t, tau_plus)) == pytest.approx(_reference(z, t, tau_plus, "debiased_pos"), rel=1e-9)
+        assert float(debiased_neg_loss(z, t, tau_plus)) == pytest.approx(
+            _reference(z, t, tau_plus, "debiased_neg"), rel=1e-9
+        )
+        assert float(debiased_pos_loss(z, t, tau_plus)) == pytest.approx(
+            _reference(z, t, tau_plus, "debiased_pos"), rel=1e-9
+        )
 
 
 def test_l_neg_without_false_negatives_is_infonce_as_pml_computes_it():
@@ -70,7 +74,9 @@ def test_l_neg_floor_holds_when_the_debiased_estimate_goes_negative():
     # Views far apart and a large prior: mean_i e^{s(x,u_i)} − τ⁺ e^{s(x,v)} < 0 for some anchors.
     z = _two_views(b=4, seed=0, spread=0.01)
     t, tau_plus = 0.5, 0.9
-    assert float(debiased_neg_loss(z, t, tau_plus)) == pytest.approx(_reference(z, t, tau_plus, "debiased_neg"), rel=1e-9)
+    assert float(debiased_neg_loss(z, t, tau_plus)) == pytest.approx(
+        _reference(z, t, tau_plus, "debiased_neg"), rel=1e-9
+    )
     pos = math.exp(1 / t)  # identical views: s(x,v) ≈ 1/t
     floor_only = -math.log(pos / (pos + 6 * math.exp(-1 / t)))  # every anchor at the floor, N = 6
     assert float(debiased_neg_loss(z, t, tau_plus)) == pytest.approx(floor_only, rel=1e-3)
@@ -87,7 +93,9 @@ def test_small_temperatures_stay_finite_with_finite_gradients(fn):
 
 def _spec(family: str, **params) -> dict:
     return {
-        "name": "contrastive_views", "family": family, "params": params,
+        "name": "contrastive_views",
+        "family": family,
+        "params": params,
         "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2, "seed": 0}},
         "train": {"epochs": 1, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 3},
     }
@@ -109,8 +117,12 @@ def test_family_trains_an_epoch_on_two_augmented_views_of_digits(family):
         # Per-value bounds live on the Params fields; the spec layer reaches them at every range end.
         ("debiased_neg", {"tau_plus": 1.0}, {}, r"params.tau_plus: Input should be less than 1 \(got 1.0\)"),
         ("debiased_pos", {"tau_plus": 0.0}, {}, r"params.tau_plus: Input should be greater than 0 \(got 0.0\)"),
-        ("debiased_pos", {}, {"tau_plus": {"type": "float", "low": 0.05, "high": 1.0}},
-         r"search.space: params.tau_plus: Input should be less than 1 \(got 1.0\)"),
+        (
+            "debiased_pos",
+            {},
+            {"tau_plus": {"type": "float", "low": 0.05, "high": 1.0}},
+            r"search.space: params.tau_plus: Input should be less than 1 \(got 1.0\)",
+        ),
         ("npair", {"temperature": 0.0}, {}, r"params.temperature: Input should be greater than 0"),
         ("npair", {"tau_plus": 0.1}, {}, "params.tau_plus"),
     ],
@@ -151,7 +163,8 @@ def test_linear_probe_is_refused_where_the_test_classes_are_unseen():
 def test_a_family_search_checks_each_family_even_where_the_search_shadows_the_fixed_value():
     raw = _spec("npair", tau_plus=1.5)
     raw["search"] = {
-        "num_trials": 4, "sampler": {"type": "grid"},
+        "num_trials": 4,
+        "sampler": {"type": "grid"},
         "space": {
             "family": {"type": "categorical", "choices": FAMILIES},
             "tau_plus": {"type": "categorical", "choices": [0.1], "when": {"family": ["debiased_neg", "debiased_pos"]}},

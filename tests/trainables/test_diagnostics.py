@@ -69,8 +69,9 @@ def test_miner_share_and_eta_on_a_hand_made_batch():
     assert diag.active and diag.noise_rate == pytest.approx(1 / 6) and diag.num_classes == 3
     # Observed-negative pairs (i<j): 15 pairs − observed positives {(1,2),(1,3),(2,3),(4,5)} = 11; truly
     # positive among them: (0,1) → base rate 1/11. The miner picks (0,1) twice and (0,2), (2,4): share 2/4.
-    diag.observe(Batch(inputs=torch.zeros(6), labels=observed, indices=torch.arange(6)),
-                 _Miner([0, 1, 0, 2], [1, 0, 2, 4]))
+    diag.observe(
+        Batch(inputs=torch.zeros(6), labels=observed, indices=torch.arange(6)), _Miner([0, 1, 0, 2], [1, 0, 2, 4])
+    )
     m = diag.epoch_metrics()
     assert m[MINER_CORRUPT_NEG_SHARE] == pytest.approx(0.5)
     assert m[ETA_HAT] == pytest.approx(0.5 / (1 / 11))
@@ -90,11 +91,17 @@ def test_clean_labels_report_nothing():
 
 
 def _trial(family: str, **params):
-    return Trial.build(parse_spec({
-        "name": "diag", "family": family, "params": params,
-        "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.4, "seed": 0}},
-        "train": {"epochs": 1, "classes_per_batch": 5, "samples_per_class": 8, "batches_per_epoch": 15},
-    }))
+    return Trial.build(
+        parse_spec(
+            {
+                "name": "diag",
+                "family": family,
+                "params": params,
+                "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.4, "seed": 0}},
+                "train": {"epochs": 1, "classes_per_batch": 5, "samples_per_class": 8, "batches_per_epoch": 15},
+            }
+        )
+    )
 
 
 def test_a_noisy_trial_reports_the_diagnostics_and_semihard_miners_skew_towards_corrupted_negatives():

@@ -47,8 +47,11 @@ def test_distance_weighted_sampling_follows_inverse_density_and_its_cutoffs():
     assert float((index == 1).double().mean()) == pytest.approx(expected, abs=0.015)
     # Only far candidates: uniform among them; no candidate at all: invalid.
     index, valid = distance_weighted_sample(
-        torch.tensor([[0.0, 1.6, 1.7], [0.0, 1.0, 1.0]]), torch.tensor([[False, True, True], [False, False, False]]),
-        dim=8, cutoff=0.5, nonzero_loss_cutoff=1.4,
+        torch.tensor([[0.0, 1.6, 1.7], [0.0, 1.0, 1.0]]),
+        torch.tensor([[False, True, True], [False, False, False]]),
+        dim=8,
+        cutoff=0.5,
+        nonzero_loss_cutoff=1.4,
     )
     assert valid.tolist() == [True, False] and index[0] in (1, 2)
 
@@ -89,7 +92,9 @@ def _dance_reference(q: np.ndarray, k: np.ndarray, queue: np.ndarray, p: DiVAPar
 def test_dance_loss_matches_a_loop_reference(cap):
     q, k, queue = _unit(6, 12, 0), _unit(6, 12, 1), _unit(40, 12, 2)
     p = DiVAParams(temperature=0.1, weight_cap=cap)
-    assert float(dance_loss(q, k, queue, p)) == pytest.approx(_dance_reference(q.numpy(), k.numpy(), queue.numpy(), p), rel=1e-9)
+    assert float(dance_loss(q, k, queue, p)) == pytest.approx(
+        _dance_reference(q.numpy(), k.numpy(), queue.numpy(), p), rel=1e-9
+    )
 
 
 def test_dance_with_equal_weights_is_infonce():
@@ -99,7 +104,9 @@ def test_dance_with_equal_weights_is_infonce():
     k = F.normalize(q + 0.5 * torch.eye(8, dtype=torch.float64)[2:4], dim=1)
     p = DiVAParams(temperature=0.2, nonzero_loss_cutoff=1.5)
     logits = torch.cat([(q * k).sum(1, keepdim=True), q @ queue.T], 1) / 0.2
-    assert float(dance_loss(q, k, queue, p)) == pytest.approx(float(F.cross_entropy(logits, torch.zeros(2, dtype=torch.long))))
+    assert float(dance_loss(q, k, queue, p)) == pytest.approx(
+        float(F.cross_entropy(logits, torch.zeros(2, dtype=torch.long)))
+    )
 
 
 def test_decorrelation_trains_psi_to_correlate_and_the_heads_to_decorrelate():
@@ -125,7 +132,9 @@ def test_head_slices_cover_the_embedding():
 
 def _spec(**params) -> dict:
     return {
-        "name": "diva", "family": "diva", "params": {"queue_size": 64, "rho": 5.0, **params},
+        "name": "diva",
+        "family": "diva",
+        "params": {"queue_size": 64, "rho": 5.0, **params},
         "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2, "seed": 0}},
         "train": {"epochs": 2, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 4},
     }

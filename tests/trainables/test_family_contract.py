@@ -19,11 +19,17 @@ _MINER_CLASSES = ("miner", "disc_miner")
 
 
 def _trial(name: str) -> Trial:
-    return Trial.build(parse_spec({
-        "name": "contract", "family": name, "validation": {"kind": "none"},
-        "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2, "seed": 0}},
-        "train": {"epochs": 1, "classes_per_batch": 4, "samples_per_class": 4, "batches_per_epoch": 2},
-    }))
+    return Trial.build(
+        parse_spec(
+            {
+                "name": "contract",
+                "family": name,
+                "validation": {"kind": "none"},
+                "dataset": {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2, "seed": 0}},
+                "train": {"epochs": 1, "classes_per_batch": 4, "samples_per_class": 4, "batches_per_epoch": 2},
+            }
+        )
+    )
 
 
 def _batch(trial: Trial) -> tuple[torch.Tensor, Batch]:

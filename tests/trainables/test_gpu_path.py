@@ -52,7 +52,9 @@ def test_the_gpu_index_branch_moves_the_index_and_searches_in_chunks(monkeypatch
     moved = []
     monkeypatch.setattr(metrics, "use_faiss_gpu", lambda: True)
     monkeypatch.setattr(metrics, "_gpu_resources", lambda: "resources")
-    monkeypatch.setattr(faiss, "index_cpu_to_gpu", lambda res, dev, index: moved.append((res, dev)) or index, raising=False)
+    monkeypatch.setattr(
+        faiss, "index_cpu_to_gpu", lambda res, dev, index: moved.append((res, dev)) or index, raising=False
+    )
     rng = np.random.default_rng(0)
     x = rng.normal(size=(53, 8)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -78,12 +80,22 @@ def test_queries_against_a_gallery_match_a_numpy_reference():
 
 
 def _image_spec(name: str, root, backbone: str = "resnet18", **train):
-    return parse_spec({
-        "name": "img", "family": "ms",
-        "dataset": {"name": name, "root": str(root), "image_size": 32, "resize_size": 36},
-        "model": {"backbone": backbone, "embedding_dim": 16},
-        "train": {"epochs": 1, "classes_per_batch": 2, "samples_per_class": 2, "eval_batch_size": 7, "recall_at": [1, 2, 4], **train},
-    })
+    return parse_spec(
+        {
+            "name": "img",
+            "family": "ms",
+            "dataset": {"name": name, "root": str(root), "image_size": 32, "resize_size": 36},
+            "model": {"backbone": backbone, "embedding_dim": 16},
+            "train": {
+                "epochs": 1,
+                "classes_per_batch": 2,
+                "samples_per_class": 2,
+                "eval_batch_size": 7,
+                "recall_at": [1, 2, 4],
+                **train,
+            },
+        }
+    )
 
 
 def test_resnet_epoch_on_fake_cub_falls_back_to_cpu_float32(tmp_path):

@@ -16,10 +16,19 @@ def _cub_spec(root, **model):
         "family": "ms",
         "dataset": {"name": "cub200", "root": str(root), "image_size": 32, "resize_size": 36},
         "model": {"backbone": "resnet18", "pretrained": False, "embedding_dim": 32, **model},
-        "train": {"epochs": 1, "classes_per_batch": 3, "samples_per_class": 2, "recall_at": [1, 2, 4], "num_workers": 1},
+        "train": {
+            "epochs": 1,
+            "classes_per_batch": 3,
+            "samples_per_class": 2,
+            "recall_at": [1, 2, 4],
+            "num_workers": 1,
+        },
         "validation": {"kind": "none"},
         "final": {"seeds": 0},
-        "search": {"num_trials": 1, "space": {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True}}},
+        "search": {
+            "num_trials": 1,
+            "space": {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True}},
+        },
     }
 
 
@@ -34,7 +43,9 @@ def test_missing_root_or_weights_exit_2_before_anything_starts(write_spec, run_c
 
     root, _ = write_cub(tmp_path)
     env_home = tmp_path / "torch_home"
-    proc = run_cli(str(write_spec(_cub_spec(root, pretrained=True))), "--set", f"model.weights={env_home}/r18.pth", timeout=120)
+    proc = run_cli(
+        str(write_spec(_cub_spec(root, pretrained=True))), "--set", f"model.weights={env_home}/r18.pth", timeout=120
+    )
     assert proc.returncode == 2 and "model.weights: no such file" in proc.stderr
     assert not (tmp_path / "runs").exists()
 

@@ -74,11 +74,21 @@ def test_batches_carry_dataset_indices():
 
 
 def _scheduled(family: str = "ms", **schedule):
-    return parse_spec({
-        "name": "sched", "family": family,
-        "train": {"epochs": 4, "classes_per_batch": 5, "samples_per_class": 4, "batches_per_epoch": 2,
-                  "recall_at": [1], "optimizer": {"name": "adam", "lr": 1e-3}, "lr_schedule": schedule},
-    })
+    return parse_spec(
+        {
+            "name": "sched",
+            "family": family,
+            "train": {
+                "epochs": 4,
+                "classes_per_batch": 5,
+                "samples_per_class": 4,
+                "batches_per_epoch": 2,
+                "recall_at": [1],
+                "optimizer": {"name": "adam", "lr": 1e-3},
+                "lr_schedule": schedule,
+            },
+        }
+    )
 
 
 def test_step_schedule_scales_every_group_and_survives_a_checkpoint(tmp_path):

@@ -127,8 +127,9 @@ def test_map_at_r_and_r_precision_chunked_equals_unchunked():
     x, labels = _embeddings(n=257)
     q, q_labels, g, g_labels = x[:100], labels[:100], x[100:], labels[100:]
     assert map_at_r_and_r_precision(x, labels, chunk=64) == map_at_r_and_r_precision(x, labels)
-    assert (map_at_r_and_r_precision(q, q_labels, gallery=(g, g_labels), chunk=7)
-            == map_at_r_and_r_precision(q, q_labels, gallery=(g, g_labels)))
+    assert map_at_r_and_r_precision(q, q_labels, gallery=(g, g_labels), chunk=7) == map_at_r_and_r_precision(
+        q, q_labels, gallery=(g, g_labels)
+    )
 
 
 @pytest.mark.parametrize("spread", [4.0, 6.0])
@@ -162,8 +163,9 @@ def test_linear_probe_matches_sklearn_logistic_regression_and_counts_unseen_labe
 
     x, labels = _embeddings(n=600, d=16, classes=6, spread=5.0, seed=3)
     train, test = slice(0, 400), slice(400, 600)
-    ours = linear_probe_accuracy(torch.from_numpy(x[train]), labels[train], torch.from_numpy(x[test]), labels[test],
-                                 weight_decay=1e-3)
+    ours = linear_probe_accuracy(
+        torch.from_numpy(x[train]), labels[train], torch.from_numpy(x[test]), labels[test], weight_decay=1e-3
+    )
     # Same objective: mean cross-entropy + wd·‖W‖² ⇔ sklearn's C = 1 / (2·wd·n).
     sk = LogisticRegression(C=1 / (2 * 1e-3 * 400), max_iter=2000).fit(x[train], labels[train])
     assert 0.5 < ours["acc1"] < 1.0  # hard enough to mean something
@@ -172,9 +174,15 @@ def test_linear_probe_matches_sklearn_logistic_regression_and_counts_unseen_labe
     # Relabel 50 test samples with a class the probe never saw: exactly those become misses.
     unseen = labels[test].copy()
     unseen[:50] = 99
-    missed = linear_probe_accuracy(torch.from_numpy(x[train]), labels[train], torch.from_numpy(x[test]), unseen,
-                                   weight_decay=1e-3)
-    tail = linear_probe_accuracy(torch.from_numpy(x[train]), labels[train], torch.from_numpy(x[400 + 50:]),
-                                 labels[400 + 50:], weight_decay=1e-3)
+    missed = linear_probe_accuracy(
+        torch.from_numpy(x[train]), labels[train], torch.from_numpy(x[test]), unseen, weight_decay=1e-3
+    )
+    tail = linear_probe_accuracy(
+        torch.from_numpy(x[train]),
+        labels[train],
+        torch.from_numpy(x[400 + 50 :]),
+        labels[400 + 50 :],
+        weight_decay=1e-3,
+    )
     for name in ("acc1", "acc5"):
         assert missed[name] == pytest.approx(tail[name] * 150 / 200)

@@ -74,8 +74,10 @@ def test_pretrained_weights_load_from_the_torch_cache_only(tmp_path, monkeypatch
     path, reference = _fake_imagenet_file(tmp_path / "torch" / "hub" / "checkpoints", backbone)
     check_pretrained(spec)
     model = build_model(spec, (3, 64, 64))
-    torch.testing.assert_close(model.backbone.conv1.weight if backbone == "resnet18" else model.backbone.conv1.conv.weight,
-                               reference.conv1.weight if backbone == "resnet18" else reference.conv1.conv.weight)
+    torch.testing.assert_close(
+        model.backbone.conv1.weight if backbone == "resnet18" else model.backbone.conv1.conv.weight,
+        reference.conv1.weight if backbone == "resnet18" else reference.conv1.conv.weight,
+    )
     if backbone == "googlenet":
         assert model.backbone.transform_input and model.backbone.aux1 is None
 

@@ -35,9 +35,12 @@ def _reference_ms(x: np.ndarray, labels: np.ndarray, alpha: float, beta: float, 
 
 def _family(params: MSParams, n: int = 16) -> MultiSimilarityFamily:
     ctx = FamilyContext(
-        num_train=n, num_classes=4, train_labels=torch.zeros(n, dtype=torch.long),
+        num_train=n,
+        num_classes=4,
+        train_labels=torch.zeros(n, dtype=torch.long),
         embedding_dim=8,
-        device=torch.device("cpu"), seed=0,
+        device=torch.device("cpu"),
+        seed=0,
     )
     return MultiSimilarityFamily(params, ctx)
 
@@ -57,8 +60,14 @@ def test_ms_loss_matches_loop_reference_and_pml(dtype, params):
     assert set(terms) == {"ms"}
     loss = terms["ms"]
     value = float(loss.detach())
-    ref = _reference_ms(emb.detach().double().numpy(), batch.labels.numpy(), params.ms_alpha, params.ms_beta,
-                        params.ms_base, params.ms_epsilon)
+    ref = _reference_ms(
+        emb.detach().double().numpy(),
+        batch.labels.numpy(),
+        params.ms_alpha,
+        params.ms_beta,
+        params.ms_base,
+        params.ms_epsilon,
+    )
     tol = 1e-5 if dtype == torch.float32 else 1e-10
     assert value == pytest.approx(ref, rel=tol, abs=tol)
     pml = losses.MultiSimilarityLoss(params.ms_alpha, params.ms_beta, params.ms_base)(

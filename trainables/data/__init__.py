@@ -16,7 +16,16 @@ from trainables.data._splits import DatasetSplits, LabeledSplit
 if TYPE_CHECKING:
     from schema.spec import DatasetSpec
 
-__all__ = ["DATASET_NAMES", "EMBEDDED_DATASETS", "ON_DISK_DATASETS", "SAME_CLASS_TEST_DATASETS", "DatasetSplits", "LabeledSplit", "check_dataset", "load_dataset"]
+__all__ = [
+    "DATASET_NAMES",
+    "EMBEDDED_DATASETS",
+    "ON_DISK_DATASETS",
+    "SAME_CLASS_TEST_DATASETS",
+    "DatasetSplits",
+    "LabeledSplit",
+    "check_dataset",
+    "load_dataset",
+]
 
 # name → (module, loader function); imported lazily so a spec check loads nothing heavy.
 _LOADERS: dict[str, tuple[str, str]] = {

@@ -24,7 +24,16 @@ if TYPE_CHECKING:
 
     from schema.spec import DatasetSpec
 
-__all__ = ["Layout", "ImageFile", "first_half_classes", "image_splits", "parse_int", "read_mat", "read_rows", "split_by_mask"]
+__all__ = [
+    "Layout",
+    "ImageFile",
+    "first_half_classes",
+    "image_splits",
+    "parse_int",
+    "read_mat",
+    "read_rows",
+    "split_by_mask",
+]
 
 
 @dataclass(frozen=True)

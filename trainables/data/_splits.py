@@ -53,7 +53,9 @@ class LabeledSplit:
 
     def subset(self, mask: np.ndarray) -> LabeledSplit:
         idx = np.flatnonzero(mask)
-        items = self.items[torch.as_tensor(idx)] if isinstance(self.items, torch.Tensor) else [self.items[i] for i in idx]
+        items = (
+            self.items[torch.as_tensor(idx)] if isinstance(self.items, torch.Tensor) else [self.items[i] for i in idx]
+        )
         return dataclasses.replace(self, items=items, labels=self.labels[idx], true_labels=self.true_labels[idx])
 
 

@@ -30,7 +30,9 @@ def load(spec: DatasetSpec) -> DatasetSplits:
     root = LAYOUT.find_root(spec)
     images_txt, labels_txt = root / "images.txt", root / "image_class_labels.txt"
     paths = {parse_int(LAYOUT, images_txt, i): p for i, p in read_rows(LAYOUT, images_txt, 2)}
-    class_of = {parse_int(LAYOUT, labels_txt, i): parse_int(LAYOUT, labels_txt, c) for i, c in read_rows(LAYOUT, labels_txt, 2)}
+    class_of = {
+        parse_int(LAYOUT, labels_txt, i): parse_int(LAYOUT, labels_txt, c) for i, c in read_rows(LAYOUT, labels_txt, 2)
+    }
     if paths.keys() != class_of.keys():
         raise LAYOUT.error("images.txt and image_class_labels.txt list different image ids", root)
     ids = sorted(paths)

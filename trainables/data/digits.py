@@ -32,7 +32,10 @@ def load_digits_splits(spec: DatasetSpec) -> DatasetSplits:
         return LabeledSplit(items=images[idx], labels=labels[mask], true_labels=labels[mask].copy())
 
     return DatasetSplits(
-        name="digits", train=split(is_train), test=split(~is_train), input_shape=(1, 8, 8),
+        name="digits",
+        train=split(is_train),
+        test=split(~is_train),
+        input_shape=(1, 8, 8),
         view_transform=view_transform(),
     )
 

@@ -46,9 +46,7 @@ def check_validation(num_classes: int, spec: ValidationSpec, classes_per_batch: 
     """
     if spec.kind == "kfold":
         if spec.folds > num_classes:
-            raise DataError(
-                f"validation.folds={spec.folds} exceeds the {num_classes} training classes of {dataset!r}"
-            )
+            raise DataError(f"validation.folds={spec.folds} exceeds the {num_classes} training classes of {dataset!r}")
         smallest = num_classes // spec.folds
         if smallest < classes_per_batch:
             raise DataError(

@@ -50,22 +50,22 @@ __all__ = ["GlyphsConfig", "DEFAULT_CONFIG", "make_glyphs", "load_glyphs_splits"
 class GlyphsConfig:
     """Generator parameters (hashable: :func:`make_glyphs` caches one build per config)."""
 
-    train_classes: int = 128        # classes 0 .. train_classes - 1 train, the next test_classes test
+    train_classes: int = 128  # classes 0 .. train_classes - 1 train, the next test_classes test
     test_classes: int = 64
-    train_samples: int = 12         # samples per training class (few: noisy labels get memorised, see above)
-    test_samples: int = 16          # samples per test class
+    train_samples: int = 12  # samples per training class (few: noisy labels get memorised, see above)
+    test_samples: int = 16  # samples per test class
     image_size: int = 16
     strokes_per_class: int = 3
-    segments: int = 8               # polyline pieces per Bézier stroke
-    connect_prob: float = 0.5       # chance that a stroke starts where the previous one ended
-    jitter: float = 0.06            # std of the per-sample control-point jitter (unit-square coordinates)
-    rotation_deg: float = 12.0      # uniform in ±rotation_deg
+    segments: int = 8  # polyline pieces per Bézier stroke
+    connect_prob: float = 0.5  # chance that a stroke starts where the previous one ended
+    jitter: float = 0.06  # std of the per-sample control-point jitter (unit-square coordinates)
+    rotation_deg: float = 12.0  # uniform in ±rotation_deg
     scale: tuple[float, float] = (0.85, 1.1)
-    shear: float = 0.15             # uniform in ±shear
-    translate: float = 0.08         # uniform in ±translate (fraction of the image side)
-    half_width: tuple[float, float] = (0.5, 1.1)   # stroke half-width in pixels
+    shear: float = 0.15  # uniform in ±shear
+    translate: float = 0.08  # uniform in ±translate (fraction of the image side)
+    half_width: tuple[float, float] = (0.5, 1.1)  # stroke half-width in pixels
     contrast: tuple[float, float] = (0.6, 1.0)
-    pixel_noise: float = 0.08       # std of the additive Gaussian pixel noise
+    pixel_noise: float = 0.08  # std of the additive Gaussian pixel noise
     seed: int = 20240601
 
 
@@ -109,9 +109,9 @@ def _render(points: np.ndarray, half_width: np.ndarray, size: int) -> np.ndarray
     ab = points[:, :, 1:].reshape(n, -1, 2).astype(np.float32) - a
     inv_len2 = 1.0 / np.maximum((ab * ab).sum(-1), np.float32(1e-12))  # (n, S)
     centres = np.arange(size, dtype=np.float32) + np.float32(0.5)
-    gx = np.tile(centres, size)[None, :]                           # pixel centres, row-major (1, H·W)
+    gx = np.tile(centres, size)[None, :]  # pixel centres, row-major (1, H·W)
     gy = np.repeat(centres, size)[None, :]
-    d2 = np.full((n, size * size), np.inf, dtype=np.float32)       # squared distance to the nearest segment
+    d2 = np.full((n, size * size), np.inf, dtype=np.float32)  # squared distance to the nearest segment
     for s in range(a.shape[1]):
         px, py = gx - a[:, s, 0:1], gy - a[:, s, 1:2]
         bx, by = ab[:, s, 0:1], ab[:, s, 1:2]
@@ -133,7 +133,7 @@ def make_glyphs(cfg: GlyphsConfig = DEFAULT_CONFIG) -> tuple[torch.Tensor, np.nd
     n = labels.size
     ctrl = protos[labels] + rng.normal(0.0, cfg.jitter, size=(n, *protos.shape[1:]))
     matrix, shift = _affine(cfg, n, rng)
-    centred = _bezier_polylines(ctrl, cfg.segments) - 0.5                      # (n, strokes, segs+1, 2)
+    centred = _bezier_polylines(ctrl, cfg.segments) - 0.5  # (n, strokes, segs+1, 2)
     warped = np.einsum("nij,nspj->nspi", matrix, centred) + 0.5 + shift[:, None, None, :]
     half_width = rng.uniform(*cfg.half_width, n).astype(np.float32)
     images = _render(warped * cfg.image_size, half_width, cfg.image_size)
@@ -155,8 +155,11 @@ def load_glyphs_splits(spec: DatasetSpec) -> DatasetSplits:
         return LabeledSplit(items=images[idx], labels=labels[mask], true_labels=labels[mask].copy())
 
     return DatasetSplits(
-        name="glyphs", train=split(is_train), test=split(~is_train),
-        input_shape=(1, cfg.image_size, cfg.image_size), view_transform=view_transform(),
+        name="glyphs",
+        train=split(is_train),
+        test=split(~is_train),
+        input_shape=(1, cfg.image_size, cfg.image_size),
+        view_transform=view_transform(),
     )
 
 

@@ -62,7 +62,9 @@ def load(spec: DatasetSpec) -> DatasetSplits:
     classes: list[str] = []
     for class_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         files = sorted(
-            str(f.relative_to(root)) for f in class_dir.rglob("*") if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file()
+            str(f.relative_to(root))
+            for f in class_dir.rglob("*")
+            if f.suffix.lower() in IMAGE_EXTENSIONS and f.is_file()
         )
         if not files:
             continue

@@ -44,5 +44,12 @@ def load(spec: DatasetSpec) -> DatasetSplits:
     items = [image for image, _, _ in rows]
     status = np.array([s for _, _, s in rows])
     return image_splits(
-        spec, LAYOUT, root, items, labels, status == "train", test_mask=status == "query", gallery_mask=status == "gallery"
+        spec,
+        LAYOUT,
+        root,
+        items,
+        labels,
+        status == "train",
+        test_mask=status == "query",
+        gallery_mask=status == "gallery",
     )

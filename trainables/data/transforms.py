@@ -65,10 +65,12 @@ def view_transform(crop: int) -> v2.Compose:
     as in the debiased-contrastive thesis' CIFAR-10 experiment): random resized crop (scale 0.2-1), flip,
     colour jitter (p 0.8), grayscale (p 0.2), normalise. Much stronger than ``train_transform`` on purpose:
     the two views are the only positives these losses see."""
-    return v2.Compose([
-        v2.RandomResizedCrop(crop, scale=(0.2, 1.0), antialias=True),
-        v2.RandomHorizontalFlip(),
-        v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
-        v2.RandomGrayscale(p=0.2),
-        *_to_normalized_tensor(),
-    ])
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(crop, scale=(0.2, 1.0), antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
+            v2.RandomGrayscale(p=0.2),
+            *_to_normalized_tensor(),
+        ]
+    )
