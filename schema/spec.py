@@ -282,10 +282,17 @@ class FinalSpec(_Strict):
     metric is retrained on all training classes with ``seeds`` seeds (0, 1, ...) and evaluated on the test classes;
     the parent run gets mean, std and a 95 % t-interval. ``group_by`` names search-space entries that are
     *conditions* rather than hyperparameters (e.g. ``family``, ``dataset.noise.ratio``): the best configuration
-    is then chosen, and retrained, once per combination of their values. ``seeds: 0`` skips the stage."""
+    is then chosen, and retrained, once per combination of their values. ``seeds: 0`` skips the stage.
+
+    ``reseed_noise``: final seed *s* also draws the label noise with seed *s* (``dataset.noise.seed``), so the
+    interval covers the noise draw as well as the model's initialisation: the estimate a noise-rate comparison
+    wants. Off (the default), every final seed trains on the one noisy label set the search used, as with a
+    published noisy-label list.
+    """
 
     seeds: int = Field(5, ge=0)
     group_by: tuple[str, ...] = ()
+    reseed_noise: bool = False
 
 
 class ResourcesSpec(_Strict):

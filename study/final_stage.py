@@ -38,6 +38,8 @@ __all__ = [
     "summary_csv",
 ]
 
+#: The search-space path of the label noise's seed (set per final seed with ``final.reseed_noise``).
+NOISE_SEED = "dataset.noise.seed"
 #: Label of the only group when ``final.group_by`` is empty.
 ALL = "all"
 
@@ -108,14 +110,16 @@ def best_per_group(spec: StudySpec, results: ResultGrid) -> dict[str, Result]:
 
 def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any]]:
     """The final stage's Ray configs (values of :data:`~schema.trial.FINAL_KEY`): each group's best sampled values
-    with ``seed`` set to 0 … ``final.seeds``-1, in a stable order (so a resumed driver plans the same points)."""
+    with ``seed`` (and, with ``final.reseed_noise``, ``dataset.noise.seed``) set to 0 … ``final.seeds``-1, in a stable
+    order (so a resumed driver plans the same points)."""
     points = []
     for label in sorted(best):
         sampled = sampled_values(_config(best[label]))
         for seed in range(spec.final.seeds):
-            points.append(
-                {"group": label, "source_trial": result_trial_id(best[label]), "params": {**sampled, "seed": seed}}
-            )
+            params = {**sampled, "seed": seed}
+            if spec.final.reseed_noise:
+                params[NOISE_SEED] = seed
+            points.append({"group": label, "source_trial": result_trial_id(best[label]), "params": params})
     return points
 
 

@@ -212,3 +212,38 @@ def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(t
     _check_honest_study(study_dir, spec["name"], seeds)
     _, _, children = mlflow_children(study_dir, spec["name"])
     assert len([r for r in children if r.data.tags["stage"] == "final"]) == seeds  # no duplicates after resume
+
+
+@pytest.mark.parametrize("reseed", [False, True])
+def test_final_points_retrain_each_group_best_with_every_seed(reseed, tmp_path):
+    from types import SimpleNamespace
+
+    from study.final_stage import best_per_group, final_points
+    from study.validation import resolve_trial
+
+    raw = honest_spec(final={"seeds": 3, "group_by": ["family"], "reseed_noise": reseed})
+    raw["search"]["space"]["family"] = {"type": "categorical", "choices": ["ms", "spms"]}
+    spec = parse_spec(raw)
+    results = [
+        SimpleNamespace(
+            config={"spec": {}, "family": f, "ms_alpha": a},
+            metrics={"val/recall_at_1": v},
+            error=None,
+            path=str(tmp_path / f"trial_{i}"),
+        )
+        for i, (f, a, v) in enumerate([("ms", 1.0, 0.5), ("ms", 2.0, 0.7), ("spms", 1.5, 0.6), ("spms", 2.5, 0.6)])
+    ]
+    grid = type("Grid", (), {"__len__": lambda self: len(results), "__getitem__": lambda self, i: results[i]})()
+    best = best_per_group(spec, grid)
+    assert {k: v.config["ms_alpha"] for k, v in best.items()} == {
+        "family=ms": 2.0,
+        "family=spms": 1.5,
+    }  # tie → smaller id
+    points = final_points(spec, best)
+    assert [(p["group"], p["params"]["seed"]) for p in points] == [
+        (g, s) for g in ("family=ms", "family=spms") for s in range(3)
+    ]
+    for point in points:
+        trial = resolve_trial(spec, point["params"])
+        assert trial.seed == point["params"]["seed"] and trial.family == point["params"]["family"]
+        assert trial.dataset.noise.seed == (point["params"]["seed"] if reseed else 0)
