@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from schema.errors import StudyError
+
+if TYPE_CHECKING:
+    from schema.spec import StudySpec
 
 __all__ = ["main"]
 
@@ -63,18 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             return print_status(spec)
         from study.tuner import browse_commands, run_study
 
-        if not spec.validation.enabled:
-            print(
-                "warning: validation.kind is none: hyperparameters are selected on the test classes "
-                "(runs are tagged selection=test); use validation.kind: kfold or holdout for an honest study",
-                file=sys.stderr,
-            )
         outcome = run_study(
             spec,
             resume=args.resume,
             address=args.address,
             max_failures=args.max_failures,
             shared_storage=args.shared_storage,
+            on_start=lambda: _warn_selection(spec),
         )
     except StudyError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -100,6 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         if (page := build_after_study(spec)) is not None:
             print(f"  open {page}")
     return 0 if outcome.succeeded else 1
+
+
+def _warn_selection(spec: StudySpec) -> None:
+    """Once the study is about to start (bad input still gets its one line alone): say when it selects on test."""
+    if not spec.validation.enabled:
+        print(
+            "warning: validation.kind is none: hyperparameters are selected on the test classes "
+            "(runs are tagged selection=test); use validation.kind: kfold or holdout for an honest study",
+            file=sys.stderr,
+        )
 
 
 def _print_final(groups: list) -> None:

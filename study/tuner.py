@@ -42,6 +42,8 @@ from study.tracking import MlflowTrialCallback, TrackingStore
 from study.validation import spec_from_tune_config, trial_params
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ray.tune import ResultGrid
 
 __all__ = ["StudyOutcome", "run_study", "describe_trial", "browse_commands"]
@@ -320,6 +322,7 @@ def run_study(
     address: str | None = None,
     max_failures: int = 0,
     shared_storage: bool = False,
+    on_start: Callable[[], None] | None = None,
 ) -> StudyOutcome:
     """Run (or resume) the study ``spec`` to completion and return its outcome.
 
@@ -329,6 +332,7 @@ def run_study(
         address: Ray cluster to connect to (default ``$RAY_ADDRESS``, else a private local instance).
         max_failures: restarts of a trial from its last checkpoint after an error (a lost node, say).
         shared_storage: vouch that a local-looking ``storage`` path is shared by every node.
+        on_start: called once every input check passed, just before anything is written (the CLI warns there).
 
     Raises :class:`StudyError` subclasses for user errors before anything is written or started.
     """
@@ -347,6 +351,8 @@ def run_study(
             ray.shutdown()
         raise
     # Everything is validated: from here on we write.
+    if on_start is not None:
+        on_start()
     layout.mkdir()
     if not resuming:
         write_bytes(layout.spec_file, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False).encode())
