@@ -228,6 +228,20 @@ def _build_tuner(
     )
 
 
+def _trial_callback(
+    spec: StudySpec, layout: StudyLayout, store: TrackingStore, parent: str, stage: str
+) -> MlflowTrialCallback:
+    """The driver-side MLflow writer of one stage's Tuner: child runs under ``parent``, tagged with ``stage``."""
+    return MlflowTrialCallback(
+        uri=layout.tracking_uri,
+        experiment_id=store.experiment_id,
+        parent_run_id=parent,
+        describe_trial=describe_trial,
+        total_epochs=spec.train.epochs,
+        stage=stage,
+    )
+
+
 def _final_metric(spec: StudySpec) -> str:
     """The test metric the final stage's progress table shows: the search metric on the test split."""
     metric = spec.search.metric
@@ -249,14 +263,7 @@ def _run_final_stage(
     if not points:
         return [], False
     store.set_tags(parent, {"stage": "final", "final_planned": str(len(points))})
-    callback = MlflowTrialCallback(
-        uri=layout.tracking_uri,
-        experiment_id=store.experiment_id,
-        parent_run_id=parent,
-        describe_trial=describe_trial,
-        total_epochs=spec.train.epochs,
-        stage="final",
-    )
+    callback = _trial_callback(spec, layout, store, parent, stage="final")
     metric = _final_metric(spec)
     callbacks = [callback, ProgressTable(metric, spec.search.mode, len(points), spec.train.epochs, [])]
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
@@ -372,13 +379,7 @@ def run_study(
         },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
-    callback = MlflowTrialCallback(
-        uri=layout.tracking_uri,
-        experiment_id=store.experiment_id,
-        parent_run_id=parent,
-        describe_trial=describe_trial,
-        total_epochs=spec.train.epochs,
-    )
+    callback = _trial_callback(spec, layout, store, parent, stage="search")
     started = time.perf_counter()
     try:
         store.set_tags(parent, {"stage": "search"} if not resuming else {})
