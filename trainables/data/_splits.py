@@ -13,7 +13,7 @@ from torch.utils.data import Dataset
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["LabeledSplit", "DatasetSplits", "IndexedDataset"]
+__all__ = ["LabeledSplit", "DatasetSplits", "IndexedDataset", "in_memory_split"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,12 @@ class LabeledSplit:
             self.items[torch.as_tensor(idx)] if isinstance(self.items, torch.Tensor) else [self.items[i] for i in idx]
         )
         return dataclasses.replace(self, items=items, labels=self.labels[idx], true_labels=self.true_labels[idx])
+
+
+def in_memory_split(images: torch.Tensor, labels: np.ndarray, mask: np.ndarray) -> LabeledSplit:
+    """The samples of an embedded (in-memory) dataset selected by ``mask``, with clean labels."""
+    idx = torch.as_tensor(np.flatnonzero(mask))
+    return LabeledSplit(items=images[idx], labels=labels[mask], true_labels=labels[mask].copy())
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torchvision.transforms import v2
 
-from trainables.data._splits import DatasetSplits, LabeledSplit
+from trainables.data._splits import DatasetSplits, in_memory_split
 
 if TYPE_CHECKING:
     from schema.spec import DatasetSpec
@@ -27,14 +27,10 @@ def load_digits_splits(spec: DatasetSpec) -> DatasetSplits:
     labels = digits.target.astype(np.int64)
     is_train = np.isin(labels, sorted(TRAIN_CLASSES))
 
-    def split(mask: np.ndarray) -> LabeledSplit:
-        idx = torch.as_tensor(np.flatnonzero(mask))
-        return LabeledSplit(items=images[idx], labels=labels[mask], true_labels=labels[mask].copy())
-
     return DatasetSplits(
         name="digits",
-        train=split(is_train),
-        test=split(~is_train),
+        train=in_memory_split(images, labels, is_train),
+        test=in_memory_split(images, labels, ~is_train),
         input_shape=(1, 8, 8),
         view_transform=view_transform(),
     )

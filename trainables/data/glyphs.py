@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torchvision.transforms import v2
 
-from trainables.data._splits import DatasetSplits, LabeledSplit
+from trainables.data._splits import DatasetSplits, in_memory_split
 
 if TYPE_CHECKING:
     from schema.spec import DatasetSpec
@@ -150,14 +150,10 @@ def load_glyphs_splits(spec: DatasetSpec) -> DatasetSplits:
     images, labels = make_glyphs(cfg)
     is_train = labels < cfg.train_classes
 
-    def split(mask: np.ndarray) -> LabeledSplit:
-        idx = torch.as_tensor(np.flatnonzero(mask))
-        return LabeledSplit(items=images[idx], labels=labels[mask], true_labels=labels[mask].copy())
-
     return DatasetSplits(
         name="glyphs",
-        train=split(is_train),
-        test=split(~is_train),
+        train=in_memory_split(images, labels, is_train),
+        test=in_memory_split(images, labels, ~is_train),
         input_shape=(1, cfg.image_size, cfg.image_size),
         view_transform=view_transform(),
     )
