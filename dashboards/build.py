@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from dashboards.load import DashboardData, DashboardError, load, resolve_tracking_uri
 from dashboards.panels import PANEL_MODULES, Panel
 from dashboards.render import render_page, write_figures
+from study.credentials import connection_url, remember
 
 if TYPE_CHECKING:
     from schema.spec import StudySpec
@@ -67,7 +68,8 @@ def build_dashboard(
     """
     if not experiments:
         raise DashboardError("--experiment: give at least one experiment name")
-    uri = resolve_tracking_uri(tracking_uri, experiments)
+    # Redacted: the page shows it and errors name it; the real URL exists only for the connections.
+    uri = remember(resolve_tracking_uri(tracking_uri, experiments))
     with tempfile.TemporaryDirectory(prefix="dash") as scratch:
         data = load(uri, experiments, Path(scratch))
     panels = build_panels(data)
@@ -79,7 +81,7 @@ def build_dashboard(
     if log_artifact:
         from mlflow import MlflowClient
 
-        client = MlflowClient(tracking_uri=uri)
+        client = MlflowClient(tracking_uri=connection_url(uri))
         for study in data.studies:
             if study.parent_run_id:
                 client.log_artifacts(study.parent_run_id, str(out), artifact_path=ARTIFACT_PATH)

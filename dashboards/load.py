@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from schema.metric_names import MAP_AT_R, NMI, OBJECTIVE, R_PRECISION, TEST_PREFIX, VAL_PREFIX
+from study.credentials import connection_url
 
 # One tqdm bar per downloaded parquet file would flood the end of every study's output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -291,7 +292,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardD
     """Read the parent and trial runs of ``experiments``; raise :class:`DashboardError` on bad input."""
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = MlflowClient(tracking_uri=connection_url(tracking_uri))
     studies, rows, history = [], [], []
     for name in experiments:
         experiment = client.get_experiment_by_name(name)

@@ -6,7 +6,7 @@ and a non-zero exit code without a traceback.
 
 from __future__ import annotations
 
-__all__ = ["StudyError", "SpecError", "DataError", "StudyExistsError"]
+__all__ = ["StudyError", "SpecError", "DataError", "StudyExistsError", "StudyLockedError", "StudyStalledError"]
 
 
 class StudyError(Exception):
@@ -35,3 +35,11 @@ class DataError(StudyError, ValueError):
 
 class StudyExistsError(StudyError):
     """A study of that name already exists in the storage and ``--resume`` was not given (exit code 2)."""
+
+
+class StudyLockedError(StudyError):
+    """Another driver holds the study's lock: two drivers must never run one study (exit code 2)."""
+
+
+class StudyStalledError(StudyError):
+    """The study cannot go on: its trials waited longer than ``--pending-timeout`` for resources (exit code 1)."""

@@ -6,7 +6,7 @@ Layout::
     spec.yaml          the validated spec the study was started with (resume refuses a different one)
     optuna.db          Optuna RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names one
     mlflow.db          MLflow sqlite store, unless ``tracking.uri`` names a server
-    mlflow-artifacts/  its artifact root
+    mlflow-artifacts/  its artifact root (also with a database ``tracking.uri``; a server keeps its own)
     tune/              Ray Tune's search experiment: state, trial directories, checkpoints
     tune_final/        Ray Tune's final-stage experiment
     asha_state.pkl     the ASHA scheduler's rungs (Ray does not restore a scheduler; we do)
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from schema.errors import SpecError
+from study.credentials import remember
 from study.storage import make_dirs
 
 if TYPE_CHECKING:
@@ -36,7 +37,10 @@ def default_tracking_uri(study_dir: str) -> str:
 
 @dataclass(frozen=True)
 class StudyLayout:
-    """Where a study's files live: ``root`` is a local directory or a pyarrow filesystem URI."""
+    """Where a study's files live: ``root`` is a local directory or a pyarrow filesystem URI.
+
+    ``tracking_uri`` and ``optuna_url`` are redacted (:func:`study.credentials.redact`): safe to print or store.
+    """
 
     root: str
     tracking_uri: str
@@ -55,15 +59,15 @@ class StudyLayout:
             root = f"{spec.storage.rstrip('/')}/{spec.name}"
         else:
             root = str((Path(spec.storage).expanduser() / spec.name).resolve())
-        optuna_url = spec.tracking.optuna_uri or f"sqlite:///{root}/optuna.db"
-        if spec.tracking.uri:
-            return cls(root=root, tracking_uri=spec.tracking.uri, artifact_location=None, optuna_url=optuna_url)
-        return cls(
-            root=root,
-            tracking_uri=default_tracking_uri(root),
-            artifact_location=(Path(root) / "mlflow-artifacts").as_uri(),
-            optuna_url=optuna_url,
-        )
+        # URLs are kept redacted (no password); connections go through study.credentials.connection_url.
+        optuna_url = remember(spec.tracking.optuna_uri) if spec.tracking.optuna_uri else f"sqlite:///{root}/optuna.db"
+        tracking_uri = remember(spec.tracking.uri) if spec.tracking.uri else default_tracking_uri(root)
+        # A tracking server keeps artifacts in its own artifact root; any other store (sqlite, a database URL) would
+        # put them under the *current directory*'s ./mlruns, so they go with the study instead.
+        served = tracking_uri.startswith(("http://", "https://", "databricks"))
+        artifacts = f"{root}/mlflow-artifacts" if "://" in root else (Path(root) / "mlflow-artifacts").as_uri()
+        artifact_location = None if served else artifacts
+        return cls(root=root, tracking_uri=tracking_uri, artifact_location=artifact_location, optuna_url=optuna_url)
 
     @property
     def remote(self) -> bool:

@@ -1,5 +1,5 @@
 """Command line: ``python -m study.run SPEC.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]
-[--max-failures N] [--shared-storage] [--status]``.
+[--max-failures N] [--shared-storage] [--pending-timeout S] [--status]``.
 
 Exit codes: 0 the study finished; 2 invalid spec or command line (one line on stderr, nothing started);
 1 the study itself failed (every trial failed, or it was interrupted).
@@ -8,10 +8,11 @@ Exit codes: 0 the study finished; 2 invalid spec or command line (one line on st
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-from schema.errors import StudyError
+from schema.errors import StudyError, StudyStalledError
 
 if TYPE_CHECKING:
     from schema.spec import StudySpec
@@ -21,7 +22,7 @@ __all__ = ["main"]
 
 class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other spec error
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the local `storage` path is shared by every node (skips the multi-node check)",
     )
+    p.add_argument(
+        "--pending-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="fail the study when its trials have waited this long for resources no node has (0: wait forever)",
+    )
     p.add_argument("--status", action="store_true", help="print the study's progress and exit; starts nothing")
     return p
 
@@ -72,15 +80,21 @@ def main(argv: list[str] | None = None) -> int:
             address=args.address,
             max_failures=args.max_failures,
             shared_storage=args.shared_storage,
+            pending_timeout_s=args.pending_timeout,
             on_start=lambda: _warn_selection(spec),
         )
+    except StudyStalledError as e:  # the study started and could not go on: it failed
+        _print_error(e)
+        return 1
     except StudyError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _print_error(e)
         return 2
     print()
     print(
         f"Study {spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in {outcome.wall_time_s:.0f} s"
     )
+    for trial_id, reason in outcome.failures:
+        print(f"  failed: trial {trial_id}: {reason}")
     if outcome.best_value is not None:
         print(f"Best trial {outcome.best_trial_id}: {spec.search.metric} = {outcome.best_value:.4f}")
         for name, value in outcome.best_params.items():
@@ -98,6 +112,19 @@ def main(argv: list[str] | None = None) -> int:
         if (page := build_after_study(spec)) is not None:
             print(f"  open {page}")
     return 0 if outcome.succeeded else 1
+
+
+#: ``scheme://user:password@``: the password of a URL quoted in an error message.
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s]*@")
+
+
+def _print_error(e: BaseException) -> None:
+    """The error as the one line the CLI promises: newlines folded, a URL's password masked."""
+    print(f"error: {_one_line(str(e))}", file=sys.stderr)
+
+
+def _one_line(message: str) -> str:
+    return _URL_PASSWORD.sub(r"\1:***@", " ".join(message.split()))
 
 
 def _warn_selection(spec: StudySpec) -> None:

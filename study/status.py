@@ -25,6 +25,7 @@ def study_status(spec: StudySpec) -> dict:
     """
     import optuna
 
+    from study.credentials import connection_url
     from study.layout import StudyLayout
     from study.storage import read_bytes
 
@@ -32,7 +33,7 @@ def study_status(spec: StudySpec) -> dict:
     if read_bytes(layout.spec_file) is None:
         raise StudyError(f"there is no study {spec.name!r} in {layout.root}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=spec.name, storage=layout.optuna_url)
+    study = optuna.load_study(study_name=spec.name, storage=connection_url(layout.optuna_url, "tracking.optuna_uri"))
     trials = study.get_trials(deepcopy=False)
     counts = Counter(t.state.name for t in trials)
     finished = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
@@ -56,6 +57,7 @@ def study_status(spec: StudySpec) -> dict:
         "counts": {state: counts.get(state, 0) for state in _STATES},
         "best": None if best is None else {"number": best.number, "value": best.value, "params": best.params},
         "parent_status": driver,
+        "failures": TrackingStore.peek_failures(layout.tracking_uri, spec.name),
     }
 
 
@@ -73,6 +75,8 @@ def print_status(spec: StudySpec) -> int:
         f"  trials: {done} done ({c['COMPLETE']} complete, {c['PRUNED']} pruned), {c['RUNNING']} running, "
         f"{c['FAIL']} failed, of {st['num_trials']}"
     )
+    for trial_id, stage_name, reason in st["failures"]:
+        print(f"    failed ({stage_name}): trial {trial_id}: {reason}")
     stage = st["stage"]
     if stage == "final":
         stage += f" (retraining the best configuration: {st['final_planned']} runs planned)"

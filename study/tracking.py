@@ -19,16 +19,20 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from schema.metric_names import ARTIFACTS_DIR, EPOCH
+from study.credentials import connection_url
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from ray.tune.experiment import Trial
 
-__all__ = ["TrackingStore", "MlflowTrialCallback", "RUN_TAGS"]
+__all__ = ["TrackingStore", "MlflowTrialCallback", "RUN_TAGS", "error_line"]
 
 #: Tags every child run carries; dashboards group by them.
 RUN_TAGS = ("trial_id", "family", "dataset", "noise_ratio")
 _ROLE_TAG = "dmlstudy.role"
+#: The experiment tag MLflow's UI reads to choose its view, and the value of its "Model training" view.
+_EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+_EXPERIMENT_KIND = "custom_model_development"
 _PARENT_TAG = "mlflow.parentRunId"
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_LENGTH = 6000
@@ -59,7 +63,13 @@ _RAY_RESULT_KEYS = frozenset(
 def _client(uri: str) -> MlflowClient:
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    # ``uri`` is the redacted form (safe to keep and pickle); the real one exists only for the connection.
+    return MlflowClient(tracking_uri=connection_url(uri))
+
+
+def _missing_sqlite(uri: str) -> bool:
+    """A sqlite store that does not exist yet (reading it must not create it)."""
+    return uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///").split("?")[0]).exists()
 
 
 def _param_value(value: Any) -> str:
@@ -88,16 +98,15 @@ class TrackingStore:
             if experiment.lifecycle_stage == "deleted":
                 client.restore_experiment(experiment.experiment_id)
             self.experiment_id = experiment.experiment_id
+        # MLflow 3's UI opens an experiment without this tag in its GenAI (traces) view; ours are training runs.
+        client.set_experiment_tag(self.experiment_id, _EXPERIMENT_KIND_TAG, _EXPERIMENT_KIND)
         self.client = client
 
     @staticmethod
     def peek_parent_status(uri: str, experiment_name: str) -> str | None:
         """The status of a study's parent run, read without creating anything (``None``: no such run)."""
-        if uri.startswith("sqlite:///"):
-            from pathlib import Path
-
-            if not Path(uri.removeprefix("sqlite:///")).exists():
-                return None
+        if _missing_sqlite(uri):
+            return None
         client = _client(uri)
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None:
@@ -142,7 +151,7 @@ class TrackingStore:
     @staticmethod
     def peek_parent_tags(uri: str, experiment_name: str) -> dict[str, str]:
         """The tags of a study's parent run, read without creating anything (empty: no such run)."""
-        if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        if _missing_sqlite(uri):
             return {}
         client = _client(uri)
         experiment = client.get_experiment_by_name(experiment_name)
@@ -155,6 +164,23 @@ class TrackingStore:
             max_results=1,
         )
         return dict(runs[0].data.tags) if runs else {}
+
+    @staticmethod
+    def peek_failures(uri: str, experiment_name: str) -> list[tuple[str, str, str]]:
+        """``(trial_id, stage, reason)`` of every FAILED trial run of a study, read without creating anything."""
+        if _missing_sqlite(uri):
+            return []
+        client = _client(uri)
+        experiment = client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            return []
+        runs = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.`{_ROLE_TAG}` = 'trial' and attributes.status = 'FAILED'",
+            order_by=["start_time ASC"],
+        )
+        tags = [r.data.tags for r in runs]
+        return [(t.get("trial_id", "?"), t.get("stage", "search"), t.get("failure_reason", "unknown")) for t in tags]
 
     def end_parent_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
         """Summary metrics of the study (no step): the final stage's mean, std and confidence interval."""
@@ -354,5 +380,10 @@ def _error_summary(trial: Trial) -> str:
                 text = f.read()
     except OSError:
         pass
+    return error_line(text)[:_MAX_PARAM_LENGTH]
+
+
+def error_line(text: str) -> str:
+    """The line of a traceback that names the exception (its last line): ``DataError: ...``."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else text)[:_MAX_PARAM_LENGTH]
+    return lines[-1] if lines else "unknown error"

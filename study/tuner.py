@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from schema.spec import FinalSpec, StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
 from study.bookkeeping import PersistentASHA, StudySearch
 from study.compat import restored_run_config
+from study.credentials import RedactedRDBStorage, check_tracking_env, redacted_spec
 from study.final_stage import (
     FinalGroup,
     best_per_group,
@@ -35,11 +37,13 @@ from study.final_stage import (
     summary_csv,
 )
 from study.layout import FINAL_EXPERIMENT, StudyLayout
+from study.lock import study_lock
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
 from study.storage import is_shared_path, read_bytes, write_bytes
-from study.tracking import MlflowTrialCallback, TrackingStore
+from study.tracking import MlflowTrialCallback, TrackingStore, error_line
 from study.validation import spec_from_tune_config, trial_params
+from study.watchdog import PendingTimeout, check_cluster_resources, check_local_resources
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,6 +69,8 @@ class StudyOutcome:
     wall_time_s: float
     #: The final test stage's groups (empty when it was skipped or did not run).
     final: list[FinalGroup] = field(default_factory=list)
+    #: ``(trial_id, the line naming its exception)`` of every failed trial, search and final stage.
+    failures: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
@@ -100,6 +106,12 @@ def selection_tag(spec: StudySpec) -> str:
     return "validation" if spec.validation.enabled else "test"
 
 
+def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
+    """What a trial is given of the spec (Ray writes it to every trial's ``params.json``): all but ``tracking``,
+    which stays with the driver (it alone writes to MLflow and Optuna) and may hold credentials."""
+    return spec.model_dump(mode="json", exclude={"tracking"})
+
+
 def _trial_dirname(trial: Any) -> str:
     return f"trial_{trial.trial_id}"
 
@@ -120,7 +132,7 @@ def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
         raise StudyExistsError(f"--resume: there is no study {spec.name!r} in {layout.root} to resume")
     if exists:
         saved = flatten(yaml.safe_load(read_bytes(layout.spec_file) or b"{}"))
-        current = flatten(spec.model_dump(mode="json"))
+        current = flatten(redacted_spec(spec))
         changed = sorted(k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k))
         if changed:
             raise StudyExistsError(
@@ -162,18 +174,26 @@ def _check_storage_reachable(layout: StudyLayout, shared_storage: bool) -> None:
 
 
 def _build_tuner(
-    spec: StudySpec, layout: StudyLayout, callback: MlflowTrialCallback, resuming: bool, max_failures: int
+    spec: StudySpec,
+    layout: StudyLayout,
+    callback: MlflowTrialCallback,
+    resuming: bool,
+    max_failures: int,
+    pending_timeout_s: float,
 ) -> Any:
-    import optuna
     from ray import tune
     from ray.tune.schedulers import FIFOScheduler
 
     from trainables.loop import train_fn
 
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
-    param_space = {SPEC_KEY: spec.model_dump(mode="json")}
+    param_space = {SPEC_KEY: trial_spec_data(spec)}
     s = spec.search
-    callbacks = [callback, ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space))]
+    callbacks = [
+        callback,
+        ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space)),
+        PendingTimeout(pending_timeout_s),
+    ]
     failure_config = tune.FailureConfig(max_failures=max_failures)
     if resuming:
         tuner = tune.Tuner.restore(
@@ -192,7 +212,7 @@ def _build_tuner(
         mode=s.mode,
         sampler=make_sampler(s.sampler, s.space),
         study_name=spec.name,
-        storage=optuna.storages.RDBStorage(layout.optuna_url),
+        storage=RedactedRDBStorage(layout.optuna_url),
         max_t=spec.train.epochs,
     )
     if s.scheduler.type == "asha":
@@ -249,11 +269,19 @@ def _final_metric(spec: StudySpec) -> str:
 
 
 def _run_final_stage(
-    spec: StudySpec, layout: StudyLayout, store: TrackingStore, parent: str, search: ResultGrid, max_failures: int
+    spec: StudySpec,
+    layout: StudyLayout,
+    store: TrackingStore,
+    parent: str,
+    search: ResultGrid,
+    max_failures: int,
+    pending_timeout_s: float,
+    failures: list[tuple[str, str]],
 ) -> tuple[list[FinalGroup], bool]:
     """Retrain each group's best configuration with ``final.seeds`` seeds on all training classes, evaluate on the
     test classes, and log the summary to the parent run. Resumable: a restored driver continues Ray's final
-    experiment, whose points are the same (the search's results are). Returns the groups and ``interrupted``."""
+    experiment, whose points are the same (the search's results are). Returns the groups and ``interrupted``; adds the
+    failed final trials to ``failures``."""
     from ray import tune
 
     from trainables.loop import train_fn
@@ -265,9 +293,13 @@ def _run_final_stage(
     store.set_tags(parent, {"stage": "final", "final_planned": str(len(points))})
     callback = _trial_callback(spec, layout, store, parent, stage="final")
     metric = _final_metric(spec)
-    callbacks = [callback, ProgressTable(metric, spec.search.mode, len(points), spec.train.epochs, [])]
+    callbacks = [
+        callback,
+        ProgressTable(metric, spec.search.mode, len(points), spec.train.epochs, []),
+        PendingTimeout(pending_timeout_s),
+    ]
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
-    param_space = {SPEC_KEY: spec.model_dump(mode="json"), FINAL_KEY: tune.grid_search(points)}
+    param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
     failure_config = tune.FailureConfig(max_failures=max_failures)
     if tune.Tuner.can_restore(layout.final_dir):
         tuner = tune.Tuner.restore(
@@ -299,6 +331,7 @@ def _run_final_stage(
         r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results)
     )
     interrupted = ended < len(points)
+    failures.extend(failures_of(results))
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
     store.log_text(parent, summary_csv(groups), "final_summary.csv")
@@ -319,7 +352,13 @@ def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: f
         parent_run_id=parent_run_id,
         interrupted=len(results) < s.num_trials,
         wall_time_s=wall,
+        failures=failures_of(results),
     )
+
+
+def failures_of(results: ResultGrid) -> list[tuple[str, str]]:
+    """``(trial_id, reason)`` of each failed trial: the line of its traceback naming the exception."""
+    return [(result_trial_id(r), error_line(str(r.error))) for r in results_of(results) if r.error is not None]
 
 
 def run_study(
@@ -329,6 +368,7 @@ def run_study(
     address: str | None = None,
     max_failures: int = 0,
     shared_storage: bool = False,
+    pending_timeout_s: float = 600.0,
     on_start: Callable[[], None] | None = None,
 ) -> StudyOutcome:
     """Run (or resume) the study ``spec`` to completion and return its outcome.
@@ -339,30 +379,54 @@ def run_study(
         address: Ray cluster to connect to (default ``$RAY_ADDRESS``, else a private local instance).
         max_failures: restarts of a trial from its last checkpoint after an error (a lost node, say).
         shared_storage: vouch that a local-looking ``storage`` path is shared by every node.
+        pending_timeout_s: fail the study (:class:`StudyStalledError`) when trials have waited this long for resources
+            with none running (0: wait forever).
         on_start: called once every input check passed, just before anything is written (the CLI warns there).
 
-    Raises :class:`StudyError` subclasses for user errors before anything is written or started.
+    Raises :class:`StudyError` subclasses for user errors before anything is written or started
+    (:class:`StudyLockedError` when another driver runs the study).
     """
     layout = StudyLayout.for_spec(spec)
-    resuming = _check_resume(spec, layout, resume)
+    check_tracking_env(spec)
     from trainables.checks import check_inputs
 
     check_inputs(spec)  # the data root and pretrained weights, before anything is written or Ray starts
-    started_ray = _connect_ray(address)
-    try:
-        _check_storage_reachable(layout, shared_storage)
-    except SpecError:
-        if started_ray:
-            import ray
+    local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
+    if local:
+        check_local_resources(spec)
+    with study_lock(layout.root):
+        resuming = _check_resume(spec, layout, resume)
+        started_ray = _connect_ray(address)
+        import ray
 
-            ray.shutdown()
-        raise
+        try:
+            _check_storage_reachable(layout, shared_storage)
+            unfit = check_cluster_resources(spec, ray.nodes(), local=local)
+            if unfit is not None:
+                print(f"warning: {unfit}; trials wait for an autoscaler up to --pending-timeout", file=sys.stderr)
+        except SpecError:
+            if started_ray:
+                ray.shutdown()
+            raise
+        return _run_validated(spec, layout, resuming, started_ray, max_failures, pending_timeout_s, on_start)
+
+
+def _run_validated(
+    spec: StudySpec,
+    layout: StudyLayout,
+    resuming: bool,
+    started_ray: bool,
+    max_failures: int,
+    pending_timeout_s: float,
+    on_start: Callable[[], None] | None,
+) -> StudyOutcome:
+    """:func:`run_study` once every input check passed, under the study's lock, with Ray connected."""
     # Everything is validated: from here on we write.
     if on_start is not None:
         on_start()
     layout.mkdir()
     if not resuming:
-        write_bytes(layout.spec_file, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False).encode())
+        write_bytes(layout.spec_file, yaml.safe_dump(redacted_spec(spec), sort_keys=False).encode())
     store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
     parent = store.start_parent(
         run_name=spec.name,
@@ -383,10 +447,12 @@ def run_study(
     started = time.perf_counter()
     try:
         store.set_tags(parent, {"stage": "search"} if not resuming else {})
-        results = _build_tuner(spec, layout, callback, resuming, max_failures).fit()
+        results = _build_tuner(spec, layout, callback, resuming, max_failures, pending_timeout_s).fit()
         outcome = _summarize(spec, results, parent, time.perf_counter() - started)
         if outcome.succeeded and spec.final.seeds > 0:
-            groups, final_interrupted = _run_final_stage(spec, layout, store, parent, results, max_failures)
+            groups, final_interrupted = _run_final_stage(
+                spec, layout, store, parent, results, max_failures, pending_timeout_s, outcome.failures
+            )
             outcome = dataclasses.replace(
                 outcome, final=groups, interrupted=final_interrupted, wall_time_s=time.perf_counter() - started
             )
@@ -415,9 +481,10 @@ def run_study(
 def browse_commands(spec: StudySpec) -> list[str]:
     """Shell commands that open this study in the MLflow UI and in optuna-dashboard."""
     layout = StudyLayout.for_spec(spec)
+    served = layout.tracking_uri.startswith(("http://", "https://"))
     mlflow = (
-        f"mlflow ui --backend-store-uri {layout.tracking_uri}"
-        if not spec.tracking.uri
-        else f"open {spec.tracking.uri} (experiment {spec.name!r})"
+        f"open {layout.tracking_uri} (experiment {spec.name!r})"
+        if served
+        else f"mlflow ui --backend-store-uri {layout.tracking_uri}"
     )
     return [mlflow, f"optuna-dashboard {layout.optuna_url}"]

@@ -1,0 +1,221 @@
+"""Hardening: no secret on disk, artifacts with the study wherever the command runs, one driver per study, no
+silent wait for resources, failures named in the summary."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from harness.driver import mlflow_children, tiny_spec
+from schema.errors import SpecError, StudyStalledError
+from schema.spec import StudySpec
+from study.credentials import MASK, RedactedRDBStorage, connection_url, redact, redacted_spec, remember
+from study.lock import study_lock
+from study.run import main
+from study.watchdog import PendingTimeout, check_cluster_resources
+
+LITERAL = "LITSENTINEL7f3a"  # a password written in the spec
+FROM_ENV = "ENVSENTINEL91c2"  # a password the URL names as ${DMLS_TEST_SECRET}
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://u:pw@h:5432/db", f"postgresql://u:{MASK}@h:5432/db"),
+        ("postgresql://u:${PW}@h/db", "postgresql://u:${PW}@h/db"),
+        ("mysql://u@h/db?sslmode=require&password=x1", f"mysql://u@h/db?sslmode=require&password={MASK}"),
+        ("sqlite:////abs/o.db?Token=t&timeout=3", f"sqlite:////abs/o.db?Token={MASK}&timeout=3"),
+        ("sqlite:////abs/o.db", "sqlite:////abs/o.db"),
+        ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+    ],
+)
+def test_redact_masks_literal_passwords_only(url, expected):
+    assert redact(url) == expected
+
+
+def test_connection_url_resolves_the_real_url_and_env_vars(monkeypatch):
+    monkeypatch.setenv("DMLS_TEST_SECRET", FROM_ENV)
+    key = remember(f"postgresql://u:{LITERAL}@h/db")
+    assert LITERAL not in key and connection_url(key) == f"postgresql://u:{LITERAL}@h/db"
+    assert connection_url("postgresql://u:${DMLS_TEST_SECRET}@h/db") == f"postgresql://u:{FROM_ENV}@h/db"
+    monkeypatch.delenv("DMLS_TEST_SECRET")
+    with pytest.raises(SpecError, match=r"^tracking.optuna_uri: environment variable DMLS_TEST_SECRET is not set"):
+        connection_url("postgresql://u:${DMLS_TEST_SECRET}@h/db", "tracking.optuna_uri")
+
+
+def test_pickled_optuna_storage_keeps_no_password(tmp_path):
+    import pickle
+
+    storage = RedactedRDBStorage(f"sqlite:///{tmp_path}/o.db?password={LITERAL}")
+    blob = pickle.dumps(storage)
+    assert LITERAL.encode() not in blob
+    restored = pickle.loads(blob)  # reconnects through the real URL this process remembers
+    assert restored.get_all_studies() == []
+
+
+def test_spec_record_is_redacted():
+    spec = StudySpec.model_validate(
+        {"name": "s", "family": "ms", "tracking": {"optuna_uri": f"postgresql://u:{LITERAL}@h/db"}}
+    )
+    assert redacted_spec(spec)["tracking"]["optuna_uri"] == f"postgresql://u:{MASK}@h/db"
+
+
+def _files_containing(roots: list[Path], needles: list[str]) -> list[str]:
+    hits = []
+    for root in roots:
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                hits += [f"{path}: {n}" for n in needles if n.encode() in data]
+    return hits
+
+
+@pytest.mark.e2e
+def test_no_secret_on_disk_artifacts_with_the_study_and_one_driver(tmp_path):
+    """Two drivers started together on one study whose tracking URLs carry secrets, from an unrelated cwd: one
+    runs, the other exits 2 naming the lock; no file anywhere (study, stores, Ray's session) holds a secret, the
+    cwd stays empty and the artifacts live under the study."""
+    spec = tiny_spec("t_secret", epochs=1)
+    spec["final"] = {"seeds": 1}
+    inputs, cwd, stores = tmp_path / "inputs", tmp_path / "cwd", tmp_path / "stores"
+    for d in (inputs, cwd, stores):
+        d.mkdir()
+    (inputs / "spec.yaml").write_text(yaml.safe_dump(spec))
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONUNBUFFERED": "1", "DMLS_TEST_SECRET": FROM_ENV}
+    env.pop("RAY_ADDRESS", None)
+    args = [
+        sys.executable,
+        "-m",
+        "study.run",
+        str(inputs / "spec.yaml"),
+        "--set",
+        f"storage={tmp_path / 'runs'}",
+        "--set",
+        f"tracking.uri=sqlite:///{stores}/mlflow.db?password={LITERAL}",
+        "--set",
+        f"tracking.optuna_uri=sqlite:///{stores}/optuna.db?password=${{DMLS_TEST_SECRET}}",
+    ]
+    try:
+        procs = [subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+        procs.append(subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=600) for p in procs]
+        codes = sorted(p.returncode for p in procs)
+        assert codes == [0, 2], outs
+        loser = outs[[p.returncode for p in procs].index(2)]
+        assert loser[1].count("\n") == 1 and "lock" in loser[1] and "Traceback" not in loser[1], loser[1]
+        hits = _files_containing([tmp_path / "runs", stores, cwd, ray_tmp], [LITERAL, FROM_ENV])
+        hits += [f"console: {n}" for out in outs for n in (LITERAL, FROM_ENV) if n in out[0] + out[1]]
+        assert hits == []
+        assert list(cwd.iterdir()) == []  # no ./mlruns, nothing else
+        study = tmp_path / "runs" / "t_secret"
+        from mlflow import MlflowClient
+
+        client = MlflowClient(f"sqlite:///{stores}/mlflow.db")
+        experiment = client.get_experiment_by_name("t_secret")
+        assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+        runs = client.search_runs([experiment.experiment_id])
+        assert runs and all(r.info.artifact_uri.startswith((study / "mlflow-artifacts").as_uri()) for r in runs)
+        assert any((study / "mlflow-artifacts").rglob("*.html"))  # the dashboard, logged on the parent run
+    finally:
+        import shutil
+
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_a_gpu_the_machine_lacks_is_refused_before_ray(tmp_path, write_spec, spec_dict, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    import torch
+
+    if torch.cuda.device_count() > 0:
+        pytest.skip("this machine has a GPU")
+    code = main([str(write_spec(spec_dict)), "--set", "resources.gpu=1", "--set", f"storage={tmp_path / 'runs'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: resources.gpu: a trial needs 1 GPU(s)")
+    assert not (tmp_path / "runs").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+def test_unwritable_storage_is_one_line(tmp_path, write_spec, spec_dict, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")  # a storage path under a regular file cannot be created, even by root
+    code = main([str(write_spec(spec_dict)), "--set", f"storage={tmp_path / 'afile' / 'runs'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: storage: cannot write to"), err
+    assert (tmp_path / "afile").read_text() == ""
+
+
+def test_lock_is_exclusive_and_leaves_no_trace(tmp_path):
+    from schema.errors import StudyLockedError
+
+    root = str(tmp_path / "runs" / "s")
+    with study_lock(root):
+        assert (tmp_path / "runs" / "s.lock").read_text() == str(os.getpid())
+        with pytest.raises(StudyLockedError, match=r"study 's' is being run by another driver"), study_lock(root):
+            pass
+    assert not (tmp_path / "runs" / "s.lock").exists()  # no study was written, so no lock stays behind
+    with study_lock(root):  # released: the next driver gets it
+        pass
+
+
+def _nodes(*cpus: float, gpus: float = 0.0) -> list[dict]:
+    return [{"Alive": True, "Resources": {"CPU": c, "GPU": gpus}} for c in cpus] + [
+        {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}  # a dead node counts for nothing
+    ]
+
+
+def test_cluster_resource_check():
+    spec = StudySpec.model_validate({"name": "s", "family": "ms", "resources": {"cpu": 4, "gpu": 1}})
+    assert check_cluster_resources(spec, _nodes(8, gpus=1), local=True) is None
+    with pytest.raises(SpecError, match=r"^resources.gpu: a trial needs 1 GPU\(s\) but no Ray node has more than 0"):
+        check_cluster_resources(spec, _nodes(8, 8), local=True)
+    # on a cluster an autoscaler may add the node: a reason to warn, not an error
+    assert "4 CPU(s)" in check_cluster_resources(spec, _nodes(2, gpus=1), local=False)
+
+
+def test_pending_timeout_fails_only_when_nothing_runs(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    watch = PendingTimeout(10)
+
+    def step(*statuses: str) -> None:
+        watch.on_step_end(0, [SimpleNamespace(status=s) for s in statuses])
+
+    step("PENDING", "RUNNING")
+    clock[0] = 100.0
+    step("PENDING", "RUNNING")  # waiting behind a running trial is progress
+    step("PENDING", "TERMINATED")
+    clock[0] = 105.0
+    step("PENDING")  # stalled for 5 s: still under the timeout
+    clock[0] = 111.0
+    with pytest.raises(StudyStalledError, match="no trial could start for 10 s"):
+        step("PENDING")
+    PendingTimeout(0).on_step_end(0, [SimpleNamespace(status="PENDING")])  # 0 waits forever
+
+
+@pytest.mark.e2e
+def test_failed_trials_are_listed_with_their_reason(spec_dict, write_spec, run_cli, tmp_path):
+    spec_dict["name"] = "t_reason"
+    spec_dict["train"].update(epochs=1, batches_per_epoch=2, recall_at=[1])
+    spec_dict["train"]["optimizer"] = {"name": "sgd", "lr": 1e38}  # the loss is NaN at once
+    spec_dict["search"]["num_trials"] = 1
+    proc = run_cli(str(write_spec(spec_dict)), "--no-dashboard")
+    assert proc.returncode == 1
+    assert "failed: trial " in proc.stdout and "NonFiniteLossError" in proc.stdout, proc.stdout[-2000:]
+    status = subprocess.run(
+        [sys.executable, "-m", "study.status", str(tmp_path / "spec.yaml")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0 and "failed (search): trial" in status.stdout, status.stdout + status.stderr
+    _, _, children = mlflow_children(tmp_path / "runs" / "t_reason", "t_reason")
+    assert [r.info.status for r in children] == ["FAILED"]
