@@ -25,13 +25,13 @@ import torch
 from ray import tune
 from torch.utils.data import DataLoader
 
-from schema.errors import DataError
 from schema.metric_names import (
     ARTIFACTS_DIR,
     EPOCH,
     EPOCH_TIME,
     EVAL_TIME,
     LR,
+    PAIRED_EMBEDDINGS_FILE,
     TEST_PREFIX,
     TRAIN_LOSS,
     TRAIN_LOSS_PREFIX,
@@ -39,22 +39,36 @@ from schema.metric_names import (
     on_fold,
     on_test,
 )
-from schema.spec import LrScheduleSpec, StudySpec
+from schema.spec import DatasetSpec, LrScheduleSpec, StudySpec
 from schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits, load_dataset
 from trainables.data._splits import IndexedDataset, LabeledSplit
-from trainables.data.folds import check_validation, fold_splits, validation_groups
+from trainables.data.folds import check_batch_classes, check_validation, fold_splits, validation_groups
 from trainables.data.sampler import BalancedMPerClassSampler
 from trainables.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScoreTrace
-from trainables.metrics import linear_probe_accuracy, retrieval_metrics
-from trainables.models import EmbeddingNet, build_model
+from trainables.metrics import linear_probe_accuracy, paired_metrics, retrieval_metrics
+from trainables.models import EmbeddingNet, build_model, input_dataset
 from trainables.registry import family_param_names, get_family
 
 __all__ = ["train_fn", "NonFiniteLossError", "Trial", "TrialRun"]
 
 _CHECKPOINT_FILE = "trial_state.pt"
 _NONFINITE_MARKER = "nonfinite_loss.txt"
+
+
+#: The dataset this process loaded last, by its spec and seed: Ray reuses a trial's worker process for the next trial
+#: (``reuse_actors``), which then finds its data here instead of reloading it. Splits are frozen and never written.
+_DATASET_CACHE: dict[tuple[str, int], DatasetSplits] = {}
+
+
+def cached_dataset(spec: DatasetSpec, seed: int) -> DatasetSplits:
+    """:func:`~trainables.data.load_dataset`, remembering the last result of this process."""
+    key = (spec.model_dump_json(), seed)
+    if key not in _DATASET_CACHE:
+        _DATASET_CACHE.clear()  # one dataset at a time: a worker trains one trial at a time
+        _DATASET_CACHE[key] = load_dataset(spec, seed)
+    return _DATASET_CACHE[key]
 
 
 class NonFiniteLossError(RuntimeError):
@@ -154,17 +168,12 @@ class Trial:
         _seed_everything(spec.seed)
         device = _pick_device(spec)
         if data is None:
-            data = load_dataset(spec.dataset, spec.seed)
-        p = spec.train.classes_per_batch
-        if data.train.num_classes < p:
-            raise DataError(
-                f"train.classes_per_batch={p} exceeds the {data.train.num_classes} training classes of "
-                f"{spec.dataset.name!r}"
-            )
-        model = build_model(spec.model, data.input_shape).to(device)
+            data = load_dataset(input_dataset(spec), spec.seed)
+        check_batch_classes(data.train.num_classes, spec.train.classes_per_batch, spec.dataset.name)
+        family_cls = get_family(spec.family)
+        model = build_model(spec.model, data.input_shape, normalize=not family_cls.raw_embeddings).to(device)
         if _channels_last(device, data.input_shape):
             model = model.to(memory_format=torch.channels_last)
-        family_cls = get_family(spec.family)
         ctx = FamilyContext(
             num_train=len(data.train),
             num_classes=data.train.num_classes,
@@ -172,6 +181,7 @@ class Trial:
             embedding_dim=spec.model.embedding_dim,
             device=device,
             seed=spec.seed,
+            noise_rate=spec.dataset.noise.ratio,
         )
         family = family_cls(family_cls.parse_params(spec.params), ctx).to(device)
         # The true labels stay here, with the loop: the noise diagnostics and the sample-score trace use them.
@@ -238,6 +248,14 @@ class Trial:
             )
         if self.scores is not None:
             self.scores.write(artifacts)
+        if self.data.test.paired:
+            views = self.embed_views(self.data.test)
+            latent = self.data.test_latent
+            np.savez_compressed(
+                artifacts / PAIRED_EMBEDDINGS_FILE,
+                **{f"view{i}": v.cpu().numpy() for i, v in enumerate(views)},
+                **({"latent": latent} if latent is not None else {}),
+            )
         self.family.write_artifacts(artifacts)
 
     def restore(self, directory: Path) -> None:
@@ -339,6 +357,14 @@ class Trial:
         self.model.train()
         return out
 
+    @torch.inference_mode()
+    def embed_views(self, split: LabeledSplit) -> list[torch.Tensor]:
+        """For a paired split: the model's output (before ``test_embedding``) for each view of every sample."""
+        self.model.eval()
+        views = [self._forward(v.to(self.device)) for v in split.items.unbind(1)]
+        self.model.train()
+        return views
+
     def evaluate(self) -> dict[str, float]:
         """Recall@k and NMI on the test split (In-Shop: its queries retrieved against its gallery); with
         ``train.linear_probe``, the probe's acc1/acc5."""
@@ -349,6 +375,8 @@ class Trial:
         metrics = retrieval_metrics(
             emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery
         )
+        if self.data.test.paired:
+            metrics.update(paired_metrics(*self.embed_views(self.data.test)))
         if self.spec.train.linear_probe:
             train = self.embed(self.data.train)
             metrics.update(linear_probe_accuracy(train, self.data.train.labels, test, self.data.test.labels))
@@ -413,7 +441,7 @@ class TrialRun:
 
     @classmethod
     def build(cls, spec: StudySpec, final: bool = False) -> TrialRun:
-        full = load_dataset(spec.dataset, spec.seed)
+        full = cached_dataset(input_dataset(spec), spec.seed)
         v = spec.validation
         if final or not v.enabled:
             return cls(spec=spec, members=[Trial.build(spec, full)], full=full, on_validation=False)

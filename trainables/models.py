@@ -1,6 +1,7 @@
 """Embedding networks: a backbone, a linear embedding head, L2-normalised output.
 
-Backbones: ``small_cnn`` (for the 8×8 digits on a CPU) and torchvision's ResNet-18/34/50 and GoogLeNet (the
+Backbones: ``small_cnn`` (for the 8×8 digits on a CPU), ``paired_mlp`` (two 2-layer MLP encoders routed by
+modality, for the paired 2-D ``flows2d`` data) and torchvision's ResNet-18/34/50 and GoogLeNet (the
 Inception stand-in of the DML benchmarks; BN-Inception has no maintained package: ``pretrainedmodels`` was
 last released in 2018). ImageNet weights are read only from a file (``model.weights``) or the local torch hub
 cache, never downloaded: :func:`check_pretrained` runs on the driver before Ray starts.
@@ -19,13 +20,14 @@ from torch import nn
 from schema.errors import DataError
 
 if TYPE_CHECKING:
-    from schema.spec import ModelSpec
+    from schema.spec import DatasetSpec, ModelSpec, StudySpec
 
 __all__ = [
     "BACKBONE_NAMES",
     "PRETRAINABLE",
     "EmbeddingNet",
     "SmallConvNet",
+    "PairedMLP",
     "build_model",
     "check_pretrained",
     "pretrained_weights_file",
@@ -56,18 +58,61 @@ class SmallConvNet(nn.Module):
         return self.features(x)
 
 
+class PairedMLP(nn.Module):
+    """Two encoders of two fully connected layers each (``Linear → ReLU → Linear``), one per modality of paired
+    data (the debiased-contrastive thesis §4.1: "two different encoders of two fully connected layers").
+
+    Each input row is ``[features..., modality]``; the last column routes the row to its encoder. The towers
+    output the embedding themselves (no shared head: :func:`build_model` gives it an identity head).
+    """
+
+    outputs_embedding = True
+    hidden = 64  # the thesis does not give the width
+
+    def __init__(self, in_features: int, embedding_dim: int, num_modalities: int = 2) -> None:
+        super().__init__()
+        self.towers = nn.ModuleList(
+            nn.Sequential(nn.Linear(in_features, self.hidden), nn.ReLU(), nn.Linear(self.hidden, embedding_dim))
+            for _ in range(num_modalities)
+        )
+        self.embedding_dim = embedding_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        modality = x[:, -1].round().long()
+        features = x[:, :-1]
+        out = features.new_zeros(len(x), self.embedding_dim)
+        for i, tower in enumerate(self.towers):
+            rows = modality == i
+            if rows.any():
+                out = out.index_put((rows,), tower(features[rows]))
+        return out
+
+
 class EmbeddingNet(nn.Module):
     """``normalize(head(backbone(x)))``: cosine similarity is a dot product of its outputs.
 
     With ``frozen_bn`` every BatchNorm of the backbone stays in eval mode (running statistics from
     pre-training, not from a 64-image P×K batch of a few classes) and its affine parameters are not trained,
     as in the MS-loss setup (https://arxiv.org/abs/1904.06627 Sec. 5.1).
+
+    With ``normalize=False`` the output is ``head(backbone(x))`` itself (for a family that declares
+    ``raw_embeddings``). A backbone with ``outputs_embedding = True`` (``PairedMLP``) gets no linear head.
     """
 
-    def __init__(self, backbone: nn.Module, feature_dim: int, embedding_dim: int, frozen_bn: bool = False) -> None:
+    def __init__(
+        self,
+        backbone: nn.Module,
+        feature_dim: int,
+        embedding_dim: int,
+        frozen_bn: bool = False,
+        normalize: bool = True,
+    ) -> None:
         super().__init__()
         self.backbone = backbone
-        self.head = nn.Linear(feature_dim, embedding_dim)
+        self.head = (
+            nn.Identity() if getattr(backbone, "outputs_embedding", False) else nn.Linear(feature_dim, embedding_dim)
+        )
+        self.normalize = normalize
         self.frozen_bn = frozen_bn
         if frozen_bn:
             for bn in self._batchnorms():
@@ -85,7 +130,22 @@ class EmbeddingNet(nn.Module):
         return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.head(self.backbone(x)), dim=-1)
+        out = self.head(self.backbone(x))
+        return F.normalize(out, dim=-1) if self.normalize else out
+
+
+#: ``small_cnn``'s input side on image datasets whose spec sets no ``dataset.image_size``: the benchmarks' 224-px
+#: crop would make this three-layer CNN (sized for 8×8 digits) spend ~50× the compute per image for no use.
+SMALL_CNN_IMAGE_SIZE = 32
+
+
+def input_dataset(spec: StudySpec) -> DatasetSpec:
+    """The dataset spec the model's input is loaded with: ``small_cnn`` gets :data:`SMALL_CNN_IMAGE_SIZE`-px
+    crops (resized to 37 px first) unless the spec sizes the images itself; in-memory datasets ignore sizes."""
+    d = spec.dataset
+    if spec.model.backbone == "small_cnn" and d.image_size is None and d.resize_size is None:
+        return d.model_copy(update={"image_size": SMALL_CNN_IMAGE_SIZE})
+    return d
 
 
 def _small_cnn(spec: ModelSpec, input_shape: tuple[int, ...]) -> tuple[nn.Module, int]:
@@ -178,10 +238,20 @@ def _torchvision(spec: ModelSpec, input_shape: tuple[int, ...]) -> tuple[nn.Modu
     return net, feature_dim
 
 
-_BACKBONES = {"small_cnn": _small_cnn, **{name: _torchvision for name in _TORCHVISION}}
+def _paired_mlp(spec: ModelSpec, input_shape: tuple[int, ...]) -> tuple[nn.Module, int]:
+    if len(input_shape) != 1 or input_shape[0] < 2:
+        raise ValueError(
+            f"model.backbone paired_mlp needs paired vector data ([features..., modality] rows, e.g. flows2d), "
+            f"but the dataset gives {input_shape}"
+        )
+    return PairedMLP(input_shape[0] - 1, spec.embedding_dim), spec.embedding_dim
+
+
+_BACKBONES = {"small_cnn": _small_cnn, "paired_mlp": _paired_mlp, **{name: _torchvision for name in _TORCHVISION}}
 BACKBONE_NAMES: tuple[str, ...] = tuple(_BACKBONES)
 
 
-def build_model(spec: ModelSpec, input_shape: tuple[int, ...]) -> EmbeddingNet:
+def build_model(spec: ModelSpec, input_shape: tuple[int, ...], normalize: bool = True) -> EmbeddingNet:
+    """The embedding network of ``spec``; ``normalize=False`` for a family that declares ``raw_embeddings``."""
     backbone, feature_dim = _BACKBONES[spec.backbone](spec, input_shape)
-    return EmbeddingNet(backbone, feature_dim, spec.embedding_dim, frozen_bn=spec.frozen_bn)
+    return EmbeddingNet(backbone, feature_dim, spec.embedding_dim, frozen_bn=spec.frozen_bn, normalize=normalize)

@@ -106,7 +106,9 @@ def test_no_secret_on_disk_artifacts_with_the_study_and_one_driver(tmp_path):
     ]
     try:
         procs = [subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
-        procs.append(subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
         outs = [p.communicate(timeout=600) for p in procs]
         codes = sorted(p.returncode for p in procs)
         assert codes == [0, 2], outs
@@ -203,9 +205,10 @@ def test_pending_timeout_fails_only_when_nothing_runs(monkeypatch):
 @pytest.mark.e2e
 def test_failed_trials_are_listed_with_their_reason(spec_dict, write_spec, run_cli, tmp_path):
     spec_dict["name"] = "t_reason"
-    spec_dict["train"].update(epochs=1, batches_per_epoch=2, recall_at=[1])
+    spec_dict["train"].update(epochs=2, batches_per_epoch=3, recall_at=[1])
     spec_dict["train"]["optimizer"] = {"name": "sgd", "lr": 1e38}  # the loss is NaN at once
     spec_dict["search"]["num_trials"] = 1
+    del spec_dict["search"]["space"]["train.optimizer.lr"]
     proc = run_cli(str(write_spec(spec_dict)), "--no-dashboard")
     assert proc.returncode == 1
     assert "failed: trial " in proc.stdout and "NonFiniteLossError" in proc.stdout, proc.stdout[-2000:]
@@ -219,3 +222,54 @@ def test_failed_trials_are_listed_with_their_reason(spec_dict, write_spec, run_c
     assert status.returncode == 0 and "failed (search): trial" in status.stdout, status.stdout + status.stderr
     _, _, children = mlflow_children(tmp_path / "runs" / "t_reason", "t_reason")
     assert [r.info.status for r in children] == ["FAILED"]
+
+
+@pytest.mark.e2e
+def test_tracking_server_restart_mid_study_loses_nothing(tmp_path):
+    """The MLflow server is killed after the first epoch is logged and restarted 5 s later on the same port: the
+    study goes on (MLflow's client retries), every trial has every epoch's metrics, and no run stays RUNNING."""
+    from mlflow import MlflowClient
+
+    from study.mlflow_server import start_server
+
+    epochs, num_trials = 3, 3
+    spec = tiny_spec("t_restart", epochs=epochs, num_trials=num_trials)
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    server = start_server(tmp_path / "mlflow")
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    args = [sys.executable, "-m", "study.run", "spec.yaml", "--no-dashboard", "--set", f"tracking.uri={server.uri}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        client = MlflowClient(server.uri)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            runs = client.search_runs(
+                [e.experiment_id for e in client.search_experiments()], filter_string="tags.`dmlstudy.role` = 'trial'"
+            )
+            if any(r.data.metrics for r in runs):
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, "the study ended before the server could be killed"
+        port = server.port
+        server.stop()
+        time.sleep(5)
+        server = start_server(tmp_path / "mlflow", port=port)
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        client = MlflowClient(server.uri)
+        experiment = client.get_experiment_by_name("t_restart")
+        runs = client.search_runs([experiment.experiment_id])
+        trials = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
+        assert len(trials) == num_trials and all(r.info.status == "FINISHED" for r in runs)
+        for run in trials:
+            steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1"))
+            assert steps == list(range(1, epochs + 1)), (run.info.run_id, steps)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.stop()
+        import shutil
+
+        shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -102,3 +102,21 @@ def test_pretrained_keys_are_checked_when_the_spec_loads():
         parse_spec({**base, "model": {"backbone": "resnet18", "weights": "w.pth"}})
     with pytest.raises(SpecError, match="unknown backbone 'bninception'"):
         parse_spec({**base, "model": {"backbone": "bninception"}})
+
+
+def test_small_cnn_gets_small_crops_on_image_datasets_unless_the_spec_sizes_them(tmp_path):
+    from harness.fake_data import write_imagefolder
+    from trainables.data import load_dataset
+    from trainables.models import SMALL_CNN_IMAGE_SIZE, input_dataset
+
+    root, _ = write_imagefolder(tmp_path)
+    base = {"name": "s", "family": "ms", "dataset": {"name": "imagefolder", "root": str(root)}}
+    spec = parse_spec(base)
+    data = load_dataset(input_dataset(spec), 0)
+    assert data.input_shape == (3, SMALL_CNN_IMAGE_SIZE, SMALL_CNN_IMAGE_SIZE)
+    image = data.train.load_item(data.train.items[0])
+    assert data.train_transform(image).shape == (3, 32, 32) and data.eval_transform(image).shape == (3, 32, 32)
+    sized = parse_spec({**base, "dataset": {**base["dataset"], "image_size": 64}})
+    assert load_dataset(input_dataset(sized), 0).input_shape == (3, 64, 64)  # the spec's own size wins
+    resnet = parse_spec({**base, "model": {"backbone": "resnet18"}})
+    assert input_dataset(resnet).image_size is None  # other backbones keep the benchmarks' 224-px crops
