@@ -14,7 +14,8 @@ One :class:`DashboardData` holds every experiment asked for:
 - ``class_weights``: ``run_id, epoch, class, avg_weight`` from the runs' parquet artifacts, when present
   (BSPML's ``class_weights.parquet``: epoch, class, mean_weight, ...);
 - ``sample_weights``: ``run_id, weight, noisy``, each sample's last weight and recorded noise flag
-  (BSPML's ``sample_weights.parquet``: index, label, noisy, weight).
+  (BSPML's ``sample_weights.parquet``: index, label, noisy, weight);
+- ``paired``: run id → the arrays of its paired-test artifact (``flows2d``: ``view0``, ``view1``, ``latent``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from schema.metric_names import MAP_AT_R, NMI, OBJECTIVE, R_PRECISION, TEST_PREFIX, VAL_PREFIX
+from schema.metric_names import (
+    MAP_AT_R,
+    NMI,
+    OBJECTIVE,
+    PAIRED_EMBEDDINGS_FILE,
+    R_PRECISION,
+    TEST_PREFIX,
+    VAL_PREFIX,
+)
 from study.credentials import connection_url
 
 # One tqdm bar per downloaded parquet file would flood the end of every study's output.
@@ -107,6 +116,7 @@ class DashboardData:
     history: pl.DataFrame
     class_weights: pl.DataFrame
     sample_weights: pl.DataFrame
+    paired: dict[str, dict[str, Any]] = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.time)
 
     @property
@@ -237,14 +247,33 @@ def _config_key(params: dict[str, str]) -> str:
     )
 
 
-def _find_parquets(client: MlflowClient, run_id: str, path: str | None = None, depth: int = 0) -> list[str]:
+def _find_artifacts(
+    client: MlflowClient, run_id: str, path: str | None = None, depth: int = 0, suffix: str = ".parquet"
+) -> list[str]:
     found = []
     for item in client.list_artifacts(run_id, path):
         if item.is_dir and depth < _MAX_ARTIFACT_DEPTH:
-            found += _find_parquets(client, run_id, item.path, depth + 1)
-        elif item.path.endswith(".parquet"):
+            found += _find_artifacts(client, run_id, item.path, depth + 1, suffix)
+        elif item.path.endswith(suffix):
             found.append(item.path)
     return found
+
+
+def _find_parquets(client: MlflowClient, run_id: str) -> list[str]:
+    return _find_artifacts(client, run_id)
+
+
+def _load_paired(client: MlflowClient, run_ids: list[str], scratch: Path) -> dict[str, dict[str, Any]]:
+    """Each run's paired-test arrays (``PAIRED_EMBEDDINGS_FILE``), for the runs that logged one."""
+    import numpy as np
+
+    paired = {}
+    for run_id in run_ids:
+        for path in _find_artifacts(client, run_id, suffix=PAIRED_EMBEDDINGS_FILE):
+            (scratch / run_id).mkdir(parents=True, exist_ok=True)
+            with np.load(client.download_artifacts(run_id, path, str(scratch / run_id))) as arrays:
+                paired[run_id] = {k: arrays[k] for k in arrays.files}
+    return paired
 
 
 def _class_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
@@ -343,4 +372,5 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path) -> DashboardD
         history=hist,
         class_weights=per_class,
         sample_weights=per_sample,
+        paired=_load_paired(client, frame["run_id"].to_list(), scratch),
     )

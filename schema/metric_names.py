@@ -21,6 +21,7 @@ __all__ = [
     "ACC5",
     "recall_at",
     "ARTIFACTS_DIR",
+    "PAIRED_EMBEDDINGS_FILE",
     "Q_POS",
     "Q_NEG",
     "Q_POS_OBS",
@@ -29,10 +30,15 @@ __all__ = [
     "ETA_HAT",
     "P_BOUND_TRIPLET",
     "NOISE_DIAGNOSTICS",
+    "PAIRED_MAE",
+    "PAIRED_COSINE",
 ]
 
 #: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
 ARTIFACTS_DIR = "artifacts"
+#: Artifact of a paired test split (``flows2d``): ``view0``, ``view1`` (each view's raw model output, (n, D)) and
+#: ``latent`` (the z each test pair was made from); written by the loop, drawn by ``dashboards/panels/paired.py``.
+PAIRED_EMBEDDINGS_FILE = "paired_test_embeddings.npz"
 
 EPOCH = "epoch"
 NMI = "nmi"
@@ -46,6 +52,10 @@ ACC5 = "acc5"  # linear-probe top-5 accuracy
 LR = "lr"  # the learning rate the epoch trained with (train.lr_schedule)
 MAP_AT_R = "map_at_r"  # MAP@R (Musgrave et al. 2020, "A Metric Learning Reality Check")
 R_PRECISION = "r_precision"  # R-precision (same paper): same-class share of the R nearest neighbours
+# Paired (two-modality) test data, the debiased-contrastive thesis §4.1 Table 1: between the model outputs x_i, y_i
+# of the two views of each test sample, mean ||x_i − y_i||₂ ("MAE" as its formula writes it) and mean cosine.
+PAIRED_MAE = "paired_mae"
+PAIRED_COSINE = "paired_cosine"
 
 # Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.
 Q_POS = "q_pos"  # noise paper Eq. 8: a true positive pair observed as negative
@@ -77,6 +87,11 @@ EXCLUDED_SHARE = "excluded_share"
 NOISE_AUROC = "noise_auroc"
 NOISE_PRECISION = "noise_precision"
 NOISE_RECALL = "noise_recall"
+
+# PRISM's selection trace (family prism): the mean threshold its sliding window applied, and the share of batch
+# samples it kept (its ``PRISM_threshold`` and ``PRISM_remove_ratio`` logs).
+PRISM_THRESHOLD = "prism_threshold"
+PRISM_KEPT_SHARE = "prism_kept_share"
 
 
 # Split prefixes (the model-selection protocol, "A Metric Learning Reality Check"): the searcher and the scheduler

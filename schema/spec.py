@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -35,17 +36,72 @@ __all__ = [
     "ResourcesSpec",
     "TrackingSpec",
     "condition_holds",
+    "param_extremes",
 ]
 
 
+#: Every integer of a spec fits a signed 64-bit integer (numpy, torch, sqlite and MLflow store them as such).
+_INT64_MAX = 2**63 - 1
+#: Seeds feed ``numpy.random.seed`` and Optuna's ``RandomState``: ``0 <= seed < 2**32``.
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
+
+
+def _check_scalars(value: Any, where: str = "") -> None:
+    """Reject what no setting means: an integer beyond 64 bits, or a NaN/infinite float, at any depth
+    (``where`` names the item inside the field: ``ms_beta``, ``choices[1]``)."""
+    at = f"{where} " if where else ""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        raise ValueError(f"{at}must fit in 64 bits (|x| < 2**63), but got {float(value):.3g}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{at}must be a finite number, but got {value}")
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_scalars(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_scalars(item, f"{where}.{key}" if where else str(key))
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: a float field refuses NaN and ±inf (pydantic accepts them by default).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _finite_and_64_bit(cls, value: Any) -> Any:
+        # Typed float fields are covered by allow_inf_nan; this catches huge ints and free-form values (params).
+        _check_scalars(value)
+        return value
 
 
 class NoiseSpec(_Strict):
-    kind: Literal["none", "per_class", "uniform"] = "none"
+    """Label noise on the training split (see :mod:`trainables.data.noise` and docs/prism.md).
+
+    ``ratio`` is the noise rate: per sample (``per_class``, ``uniform``), per class (``small_cluster``: the share
+    of classes dissolved into others), or, for ``file``, the rate the list was published with (informational:
+    tags, and PRISM's default ``noise_rate``). ``file`` is a published noisy-label list (made absolute when the
+    spec loads; read on the driver before Ray starts).
+    """
+
+    kind: Literal["none", "per_class", "uniform", "small_cluster", "file"] = "none"
     ratio: float = Field(0.0, ge=0.0, lt=1.0)
-    seed: int = 0
+    seed: Seed = 0
+    file: str | None = None
+
+    @field_validator("file")
+    @classmethod
+    def _absolute_file(cls, value: str | None) -> str | None:
+        return _absolute_path(value)
+
+    @model_validator(mode="after")
+    def _check_file(self) -> NoiseSpec:
+        if self.kind == "file" and self.file is None:
+            raise ValueError("dataset.noise.kind 'file' needs dataset.noise.file (a noisy-label list)")
+        if self.kind != "file" and self.file is not None:
+            raise ValueError(f"dataset.noise.file applies to kind 'file' only, not to {self.kind!r}")
+        return self
 
 
 def _absolute_path(path: str | None) -> str | None:
@@ -215,10 +271,15 @@ def _check_numeric(low: float, high: float, log: bool, step: float | None) -> No
 ParamSpec = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
 
 
+def param_extremes(param: FloatParam | IntParam | CategoricalParam) -> list[Any]:
+    """The values a search-space entry reaches at its extremes: a categorical's choices, else ``[low, high]``."""
+    return list(param.choices) if isinstance(param, CategoricalParam) else [param.low, param.high]
+
+
 class SamplerSpec(_Strict):
     #: ``grid`` enumerates every combination of the (categorical) space, e.g. family × noise ratio × seed.
     type: Literal["tpe", "random", "cmaes", "gp", "qmc", "grid"] = "tpe"
-    seed: int | None = 0
+    seed: Seed | None = 0
 
 
 class SchedulerSpec(_Strict):
@@ -270,7 +331,7 @@ class ValidationSpec(_Strict):
     fraction: float = Field(0.25, gt=0, lt=1)
     labels: Literal["noisy", "clean"] = "noisy"
     #: Seed of the class shuffle that forms the folds (the same for every trial of a study).
-    seed: int = 0
+    seed: Seed = 0
 
     @property
     def enabled(self) -> bool:
@@ -296,8 +357,39 @@ class FinalSpec(_Strict):
 
 
 class ResourcesSpec(_Strict):
-    cpu: float = Field(1.0, gt=0)
-    gpu: float = Field(0.0, ge=0)
+    """One trial's Ray resources. A trial is one bundle, placed on one node, so it cannot ask for more than a node
+    has; the bounds only refuse values no node has (Ray would wait for them forever)."""
+
+    cpu: float = Field(1.0, gt=0, le=4096)
+    gpu: float = Field(0.0, ge=0, le=64)
+
+
+#: URL schemes (before any ``+driver``) of an MLflow tracking URI and of an Optuna RDB URL (SQLAlchemy).
+_TRACKING_SCHEMES = ("http", "https", "databricks", "file", "sqlite", "postgresql", "mysql", "mssql")
+_RDB_SCHEMES = ("sqlite", "postgresql", "mysql", "mariadb", "mssql", "oracle")
+#: Schemes whose URL has no host: a file path (``sqlite:////abs/path.db``) or a profile (``databricks``).
+_HOSTLESS_SCHEMES = ("sqlite", "file", "databricks")
+
+
+def _check_url(url: str | None, schemes: tuple[str, ...]) -> str | None:
+    """A URL with a known scheme, a host where it needs one, and a numeric port. The message never quotes the
+    URL: it may hold a password."""
+    if url is None or url == "databricks" and "databricks" in schemes:
+        return url
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check (ValueError when it is not a number)
+    except ValueError as e:
+        raise ValueError(f"is not a valid URL ({e})") from None
+    base = parts.scheme.split("+")[0].lower()
+    if base not in schemes or "://" not in url:
+        got = f"scheme {parts.scheme!r}" if parts.scheme and "://" in url else "no scheme://"
+        raise ValueError(f"must be a URL with one of the schemes {', '.join(schemes)} (got {got})")
+    if base not in _HOSTLESS_SCHEMES and not parts.hostname:
+        raise ValueError(f"a {base}:// URL needs a host")
+    if base in ("sqlite", "file") and parts.path in ("", "/"):
+        raise ValueError(f"a {base}:// URL needs a file path (e.g. {base}:////abs/path)")
+    return url
 
 
 class TrackingSpec(_Strict):
@@ -307,13 +399,27 @@ class TrackingSpec(_Strict):
     #: Required, like ``uri``, when ``storage`` is an ``s3://``/``gs://`` URI (sqlite needs a POSIX file).
     optuna_uri: str | None = None
 
+    @field_validator("uri")
+    @classmethod
+    def _tracking_url(cls, url: str | None) -> str | None:
+        return _check_url(url, _TRACKING_SCHEMES)
+
+    @field_validator("optuna_uri")
+    @classmethod
+    def _rdb_url(cls, url: str | None) -> str | None:
+        return _check_url(url, _RDB_SCHEMES)
+
+
+#: pyarrow filesystems a ``storage`` URI may name.
+_STORAGE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "file")
+
 
 class StudySpec(_Strict):
     """A whole study: what to train, what to search, where to store and track it."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)
     family: str
-    seed: int = 0
+    seed: Seed = 0
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
     train: TrainSpec = TrainSpec()
@@ -325,6 +431,17 @@ class StudySpec(_Strict):
     resources: ResourcesSpec = ResourcesSpec()
     storage: str = "runs"
     tracking: TrackingSpec = TrackingSpec()
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, storage: str) -> str:
+        if not storage.strip():
+            raise ValueError("must name a directory or a URI (s3://bucket/prefix), but got an empty string")
+        if "://" in storage:
+            scheme = storage.split("://", 1)[0].lower()
+            if scheme not in _STORAGE_SCHEMES:
+                raise ValueError(f"scheme {scheme!r} is not a filesystem; use one of {', '.join(_STORAGE_SCHEMES)}")
+        return storage
 
     @model_validator(mode="before")
     @classmethod

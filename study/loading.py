@@ -19,6 +19,27 @@ from study.validation import validate_spec
 __all__ = ["load_spec", "parse_spec", "apply_overrides"]
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with a key written twice (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``--set dotted.key=value`` overrides; values are parsed as YAML and typed by the schema."""
     tree = copy.deepcopy(raw)
@@ -27,11 +48,22 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*", key):
             raise SpecError(f"--set {item!r}: expected dotted.key=value")
         try:
-            value = yaml.safe_load(text)
+            value = _load_yaml(text)
         except yaml.YAMLError as e:
-            raise SpecError(f"--set {key}: cannot parse value {text!r}") from e
+            # The value is not echoed: it may be a URL with a password.
+            raise SpecError(f"--set {key}: cannot parse the value as YAML ({_yaml_problem(e)})") from None
         set_path(tree, tuple(key.split(".")), value, f"--set {key}")
     return tree
+
+
+def _yaml_line(e: yaml.YAMLError) -> str:
+    mark = getattr(e, "problem_mark", None)
+    return f" at line {mark.line + 1}" if mark is not None else ""
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """PyYAML's problem, on one line, without the snippet of the document it quotes (it may hold a secret)."""
+    return " ".join(str(getattr(e, "problem", None) or type(e).__name__).split())
 
 
 def parse_spec(raw: Any, source: str = "spec") -> StudySpec:
@@ -52,15 +84,19 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> StudySpec
     """Read, override and validate a YAML spec file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise SpecError(f"cannot read spec ({e.strerror})", source=str(path)) from None
+        raise SpecError(f"cannot read spec ({e.strerror or type(e).__name__})", source=str(path)) from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"not UTF-8 text (byte {e.start}); a spec is a YAML file", source=str(path)) from None
     try:
-        raw = yaml.safe_load(text)
+        raw = _load_yaml(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"invalid YAML{where}: {getattr(e, 'problem', e)}", source=str(path)) from None
+        raise SpecError(f"invalid YAML{_yaml_line(e)}: {_yaml_problem(e)}", source=str(path)) from None
+    except RecursionError:
+        raise SpecError("invalid YAML: nested too deeply", source=str(path)) from None
+    if raw is None:
+        raise SpecError("the file is empty; a spec is a YAML mapping with at least name and family", source=str(path))
     if isinstance(raw, dict):
         raw = apply_overrides(raw, overrides or [])
     return parse_spec(raw, str(path))

@@ -32,6 +32,7 @@ def study_lock(root: str) -> Iterator[None]:
         return
     study_dir = Path(root)
     path = study_dir.with_name(study_dir.name + ".lock")
+    made_parent = not path.parent.exists()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -53,6 +54,9 @@ def study_lock(root: str) -> Iterator[None]:
         finally:
             if not study_dir.exists():  # refused before it wrote anything: leave no trace
                 path.unlink(missing_ok=True)
+                if made_parent:
+                    with contextlib.suppress(OSError):  # only if still empty
+                        path.parent.rmdir()
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

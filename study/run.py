@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if outcome.interrupted:
         print(f"The study was interrupted; continue it with: python -m study.run {args.spec} --resume")
     print("Browse the results:")
-    for command in browse_commands(spec):
+    for command in browse_commands(spec, outcome.experiment_id):
         print(f"  {command}")
     if not args.no_dashboard and outcome.num_trials > outcome.num_failed:
         from dashboards.build import build_after_study  # warns, never raises: the study is already done

@@ -72,6 +72,47 @@ def _missing_sqlite(uri: str) -> bool:
     return uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///").split("?")[0]).exists()
 
 
+def _seed_sqlite_store(uri: str) -> None:
+    """Give a new ``sqlite:///`` store its tables by copying an empty, migrated database instead of migrating.
+
+    MLflow builds a new sqlite store by running its ~60 alembic migrations, which takes seconds (tens on a busy
+    machine); the result only depends on the MLflow version. So it is built once per version in the user's cache
+    (``$XDG_CACHE_HOME/dmlstudy``, else ``~/.cache/dmlstudy``), without the ``Default`` experiment (MLflow adds
+    that itself when it opens the copy, with this store's artifact root), and every new store starts as a copy.
+    An existing store is never touched; on any file-system error MLflow creates the store as usual.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    target = Path(uri.removeprefix("sqlite:///"))
+    if target.exists() or not target.parent.is_dir():
+        return
+    import os
+    import shutil
+    import sqlite3
+    import tempfile
+
+    import mlflow
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dmlstudy"
+    template = cache / f"mlflow-{mlflow.__version__}-empty.db"
+    try:
+        if not template.exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache) as tmp:
+                fresh = Path(tmp) / "store.db"
+                _client(f"sqlite:///{fresh}").search_experiments()  # the store exists and is migrated
+                with sqlite3.connect(fresh) as con:
+                    con.execute("DELETE FROM experiments WHERE experiment_id = 0")
+                con.close()
+                os.replace(fresh, template)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            copy = Path(tmp) / target.name
+            shutil.copyfile(template, copy)
+            os.link(copy, target)  # fails if a store appeared meanwhile: never overwrite one
+    except OSError:
+        return
+
+
 def _param_value(value: Any) -> str:
     return str(value)[:_MAX_PARAM_LENGTH]
 
@@ -90,7 +131,8 @@ class TrackingStore:
     def __init__(self, uri: str, experiment_name: str, artifact_location: str | None = None) -> None:
         self.uri = uri
         self.experiment_name = experiment_name
-        client = _client(uri)  # for sqlite this creates the database and its tables, once, here
+        _seed_sqlite_store(uri)
+        client = _client(uri)  # for sqlite this creates the database (if not seeded) and its tables, once, here
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None:
             self.experiment_id = client.create_experiment(experiment_name, artifact_location=artifact_location)

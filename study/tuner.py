@@ -69,6 +69,8 @@ class StudyOutcome:
     wall_time_s: float
     #: The final test stage's groups (empty when it was skipped or did not run).
     final: list[FinalGroup] = field(default_factory=list)
+    #: The study's MLflow experiment.
+    experiment_id: str = ""
     #: ``(trial_id, the line naming its exception)`` of every failed trial, search and final stage.
     failures: list[tuple[str, str]] = field(default_factory=list)
 
@@ -155,6 +157,10 @@ def _connect_ray(address: str | None) -> bool:
     # forgets as little as possible; what it still forgets is reconciled on resume (StudySearch.restore,
     # MlflowTrialCallback's ghost runs).
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    # A reused worker (reuse_actors) first waits for the previous trial's thread to end, 2 s by default, and fails
+    # the next trial if it has not: an early-stopped trial tearing down its DataLoader workers on a busy node can
+    # take longer. Workers of a local instance inherit this; on a cluster, set it where Ray starts.
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
     ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     return True
 
@@ -236,6 +242,9 @@ def _build_tuner(
             num_samples=s.num_trials,
             max_concurrent_trials=s.max_concurrent,
             trial_dirname_creator=_trial_dirname,
+            # A finished trial's worker process trains the next one: no new process, no imports, no dataset
+            # load per trial (train_fn resets through Ray's FunctionTrainable.reset_config; docs/performance.md).
+            reuse_actors=True,
         ),
         run_config=tune.RunConfig(
             name="tune",
@@ -315,6 +324,7 @@ def _run_final_stage(
             tune_config=tune.TuneConfig(
                 max_concurrent_trials=spec.search.max_concurrent,
                 trial_dirname_creator=_trial_dirname,
+                reuse_actors=True,  # as in _build_tuner
             ),
             run_config=tune.RunConfig(
                 name=FINAL_EXPERIMENT,
@@ -449,6 +459,7 @@ def _run_validated(
         store.set_tags(parent, {"stage": "search"} if not resuming else {})
         results = _build_tuner(spec, layout, callback, resuming, max_failures, pending_timeout_s).fit()
         outcome = _summarize(spec, results, parent, time.perf_counter() - started)
+        outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:
             groups, final_interrupted = _run_final_stage(
                 spec, layout, store, parent, results, max_failures, pending_timeout_s, outcome.failures
@@ -478,13 +489,15 @@ def _run_validated(
     return outcome
 
 
-def browse_commands(spec: StudySpec) -> list[str]:
-    """Shell commands that open this study in the MLflow UI and in optuna-dashboard."""
+def browse_commands(spec: StudySpec, experiment_id: str = "") -> list[str]:
+    """Shell commands that open this study in the MLflow UI and in optuna-dashboard.
+
+    The MLflow 3.17 UI opens in its GenAI view unless the address asks for the training runs
+    (``workflowType=machine_learning``; the ``mlflow.experimentKind`` tag alone does not switch a fresh browser).
+    """
     layout = StudyLayout.for_spec(spec)
     served = layout.tracking_uri.startswith(("http://", "https://"))
-    mlflow = (
-        f"open {layout.tracking_uri} (experiment {spec.name!r})"
-        if served
-        else f"mlflow ui --backend-store-uri {layout.tracking_uri}"
-    )
+    host = layout.tracking_uri.rstrip("/") if served else "http://127.0.0.1:5000"
+    runs = f"{host}/#/experiments/{experiment_id}/runs?workflowType=machine_learning" if experiment_id else host
+    mlflow = f"open {runs}" if served else f"mlflow ui --backend-store-uri {layout.tracking_uri}, then open {runs}"
     return [mlflow, f"optuna-dashboard {layout.optuna_url}"]

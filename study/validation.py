@@ -29,7 +29,7 @@ from schema.metric_names import (
     VAL_PREFIX,
     recall_at,
 )
-from schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds
+from schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes
 from schema.trial import SPEC_KEY, flatten, resolve_trial_spec, sampled_values
 from study.search_space import grid_points
 from trainables.data import DATASET_NAMES, ON_DISK_DATASETS, SAME_CLASS_TEST_DATASETS
@@ -140,14 +140,11 @@ def check_family_rules(family: str, params: dict[str, Any], space: dict[str, Any
     extremes the fixed values and searched ranges can reach, and ``check_model`` on the embedding size."""
     cls = get_family(family)
     fixed = family_params(family, params)
-    extremes = {name: _extremes(space[name]) if name in space else [getattr(fixed, name)] for name in cls.param_names()}
+    extremes = {
+        name: param_extremes(space[name]) if name in space else [getattr(fixed, name)] for name in cls.param_names()
+    }
     cls.check_spec(fixed, extremes)
     cls.check_model(fixed, embedding_dim)
-
-
-def _extremes(param: Any) -> list[Any]:
-    """The values a search-space entry reaches at its extremes: a categorical's choices, else ``[low, high]``."""
-    return list(param.choices) if isinstance(param, CategoricalParam) else [param.low, param.high]
 
 
 def trial_params(spec: StudySpec) -> dict[str, Any]:
@@ -171,6 +168,8 @@ def resolve_trial(spec: StudySpec | dict[str, Any], sampled: dict[str, Any]) -> 
 def _check_search_names(spec: StudySpec) -> None:
     """Every search-space name must point at a real key: resolve a trial at each range's ends."""
     space = spec.search.space
+    if spec.search.sampler.type == "grid":
+        _check_grid(spec.search)
     if not space:
         return
     family_param = space.get("family")
@@ -178,8 +177,6 @@ def _check_search_names(spec: StudySpec) -> None:
     if "family" in space:
         _check_params_shared(spec.params, families)
         _check_each_family(spec, families)
-    if spec.search.sampler.type == "grid":
-        _check_grid(spec.search)
 
     def probe(end: int, fixed: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -222,6 +219,8 @@ def _check_each_family(spec: StudySpec, families: list[Any]) -> None:
 
 def _check_grid(search: SearchSpec) -> None:
     """The grid sampler enumerates categorical choices (``when:`` allowed); other kinds have no grid."""
+    if not search.space:
+        raise SpecError("sampler 'grid' needs categorical parameters in search.space, and it has none")
     for name, p in search.space.items():
         if not isinstance(p, CategoricalParam):
             raise SpecError("sampler 'grid' needs categorical parameters", f"search.space.{name}")

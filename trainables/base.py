@@ -53,6 +53,8 @@ class FamilyContext:
         embedding_dim: size of the L2-normalised embedding the model outputs.
         device: the trial's device.
         seed: the trial's seed.
+        noise_rate: the label-noise rate the spec states (``dataset.noise.ratio``), which PRISM's protocol assumes
+            known (its ``NOISE.NOISE_RATE``); not which samples are noisy.
     """
 
     num_train: int
@@ -61,6 +63,7 @@ class FamilyContext:
     embedding_dim: int
     device: torch.device
     seed: int
+    noise_rate: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,10 @@ class BaseLossFamily(nn.Module, abc.ABC):
     metric_names: ClassVar[tuple[str, ...]] = ()
     #: Views of each image the loader must produce (2 for the contrastive families).
     num_views: ClassVar[int] = 1
+    #: True: the model's output is *not* L2-normalised; :meth:`compute_loss` gets it raw (a family with a term
+    #: on the unnormalised output, e.g. ``kl_contrastive``'s KL to N(0, I)) and :meth:`test_embedding` decides
+    #: what the retrieval metrics see.
+    raw_embeddings: ClassVar[bool] = False
 
     def __init__(self, params: Any, ctx: FamilyContext) -> None:
         super().__init__()
@@ -103,9 +110,9 @@ class BaseLossFamily(nn.Module, abc.ABC):
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         """Return the named loss terms of one batch; the loop sums them, logs each and checks for NaN.
 
-        ``embeddings`` are L2-normalised, shape ``(B, D)`` (``(B * num_views, D)`` for multi-view
-        families, views stacked view-major). A term that has nothing to act on (empty mining) must be a
-        zero still attached to the graph (``embeddings.sum() * 0``).
+        ``embeddings`` are L2-normalised (the raw model output with ``raw_embeddings``), shape ``(B, D)``
+        (``(B * num_views, D)`` for multi-view families, views stacked view-major). A term that has nothing to act
+        on (empty mining) must be a zero still attached to the graph (``embeddings.sum() * 0``).
         """
 
     def bind_model(self, model: nn.Module) -> None:

@@ -1,5 +1,5 @@
-"""Two-view contrastive losses: N-pair/InfoNCE and the debiased ``L_Neg`` and ``L_Pos`` (families ``npair``,
-``debiased_neg``, ``debiased_pos``).
+"""Two-view contrastive losses: N-pair/InfoNCE, the debiased ``L_Neg`` and ``L_Pos`` and hard-negative HCL (families
+``npair``, ``debiased_neg``, ``debiased_pos``, ``hcl``).
 
 The thesis ``/work/shared/papers/unbiased-contrastive-learning-thesis-ru.txt`` (after Chuang et al., "Debiased
 Contrastive Learning", NeurIPS 2020, https://arxiv.org/abs/2007.00224) in SimCLR's setting: each image of the
@@ -19,6 +19,13 @@ longer show the same object).
   negatives, the positive and the anchor itself (Eq. 23) and ``P⁻_emp`` the mean over the negatives (Eq. 24).
   The numerator estimates ``τ⁺·E⁺`` (Eq. 19), and ``E⁺ ≥ e^{−1/t}``; like Eq. 16's floor on ``g`` we keep it at
   least ``τ⁺e^{−1/t}`` (our guard: a small batch can make the estimate non-positive, and ``log`` of it NaN).
+- ``hcl``: hard-negative debiased contrastive learning (Robinson et al., "Contrastive Learning with Hard Negative
+  Samples", ICLR 2021, https://arxiv.org/abs/2010.04592, Sec. 3: the importance-sampled hard-negative objective,
+  as the official ``criterion`` of github.com/joshr17/HCL ``image/main.py`` computes it): ``L_Neg`` whose
+  negatives are importance-weighted towards the hard ones, ``w_i = e^{β·s(x,u_i)} / mean_j e^{β·s(x,u_j)}``, so
+  that ``mean_i e^{s(x,u_i)}`` becomes ``mean_i w_i e^{s(x,u_i)}`` and
+  ``N·g = max((Σ_i w_i e^{s(x,u_i)} − Nτ⁺e^{s(x,v)})/τ⁻, N·e^{−1/t})``. As in the official code the weights are
+  not detached. ``β = 0`` gives every negative weight 1: exactly ``L_Neg``.
 
 Both debiased losses are computed in float64 on each row shifted by its maximum (the ratios are invariant to a
 common factor), so the floors ``e^{−1/t}`` neither underflow nor the ``e^{1/t}`` self term overflow for
@@ -34,7 +41,7 @@ from typing import Any, ClassVar
 import torch
 from pytorch_metric_learning import losses
 
-from trainables.base import BaseLossFamily, Batch, OpenUnit, Positive
+from trainables.base import BaseLossFamily, Batch, NonNegative, OpenUnit, Positive
 
 __all__ = [
     "NPairFamily",
@@ -44,6 +51,9 @@ __all__ = [
     "DebiasedParams",
     "debiased_neg_loss",
     "debiased_pos_loss",
+    "HCLFamily",
+    "HCLParams",
+    "hcl_loss",
 ]
 
 
@@ -88,6 +98,30 @@ def debiased_pos_loss(embeddings: torch.Tensor, temperature: float, tau_plus: fl
     return (torch.log(denominator) - torch.log(numerator)).mean().to(embeddings.dtype)
 
 
+def hcl_loss(embeddings: torch.Tensor, temperature: float, tau_plus: float, beta: float) -> torch.Tensor:
+    """Mean HCL loss (Robinson et al. 2021, Sec. 3, the ``hard`` estimator of their code) over every anchor of a
+    two-view batch (views stacked view-major); ``beta = 0`` is :func:`debiased_neg_loss`."""
+    z = embeddings.double()
+    n2 = len(z)
+    s = z @ z.T / temperature
+    m = s.max(dim=1, keepdim=True).values.detach()
+    rows = torch.arange(n2, device=z.device)
+    partner = (rows + n2 // 2) % n2
+    negative = torch.ones(n2, n2, dtype=torch.bool, device=z.device)
+    negative[rows, rows] = False
+    negative[rows, partner] = False
+    s_neg = s[negative].view(n2, n2 - 2)
+    n = n2 - 2
+    pos = torch.exp(s[rows, partner] - m.squeeze(1))
+    # w_i ∝ e^{β s_i}, shifted by the row's largest negative logit (the weights are a ratio: the shift cancels).
+    log_w = beta * (s_neg - s_neg.max(dim=1, keepdim=True).values.detach())
+    w = torch.exp(log_w)
+    reweighted = n * (w * torch.exp(s_neg - m)).sum(dim=1) / w.sum(dim=1)  # Σ_i w_i e^{s_i − m}, mean(w) = 1
+    n_g = (reweighted - n * tau_plus * pos) / (1.0 - tau_plus)
+    n_g = torch.maximum(n_g, n * torch.exp(-1.0 / temperature - m.squeeze(1)))
+    return (torch.log(pos + n_g) - torch.log(pos)).mean().to(embeddings.dtype)
+
+
 @dataclass(frozen=True)
 class NPairParams:
     """Hyperparameters of InfoNCE / NT-Xent.
@@ -111,6 +145,22 @@ class DebiasedParams:
 
     temperature: Positive = 0.5
     tau_plus: OpenUnit = 0.1
+
+
+@dataclass(frozen=True)
+class HCLParams:
+    """Hyperparameters of hard-negative debiased contrastive learning (Robinson et al., ICLR 2021).
+
+    Args:
+        temperature: ``t`` (0.5, the official code's default, as for ``npair``).
+        tau_plus: ``τ⁺``, the class prior of the debiasing (0.1, the official CIFAR-10/STL-10 runs); in (0, 1).
+        beta: ``β``, the concentration of the hardness weights ``e^{β·s}`` (1.0, the official ``launch.sh``);
+            0 turns the reweighting off (``L_Neg``).
+    """
+
+    temperature: Positive = 0.5
+    tau_plus: OpenUnit = 0.1
+    beta: NonNegative = 1.0
 
 
 class _TwoViewFamily(BaseLossFamily):
@@ -147,3 +197,12 @@ class DebiasedNegFamily(_DebiasedFamily):
 class DebiasedPosFamily(_DebiasedFamily):
     name = "debiased_pos"
     loss_fn = staticmethod(debiased_pos_loss)
+
+
+class HCLFamily(_TwoViewFamily):
+    name = "hcl"
+    Params = HCLParams
+
+    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
+        p: HCLParams = self.params
+        return {self.name: hcl_loss(embeddings, p.temperature, p.tau_plus, p.beta)}

@@ -24,6 +24,13 @@ Milbich et al., "DiVA: Diverse Visual Feature Aggregation for Deep Metric Learni
   per pair whose output is L2-normalised (ψ maximises c: unnormalised it would grow without bound), R a gradient
   reversal, so ψ learns to correlate the heads while the heads learn to decorrelate. The average over
   dimensions is the scale at which Tab. 1's ρ values (50-1500) are of the order of the other terms.
+- Divisor of the margin losses (``margin_divisor``): the official code (``criteria/margin.py``,
+  ``criteria/shared_margin.py`` of github.com/Confusezius/ECCV2020_DiVA_MultiFeature_DML) divides the summed
+  ``relu(d_ap − β + γ) + relu(β − d_an + γ)`` by ``sum((pos > 0) + (neg > 0))``; on the bool tensors of PyTorch ≥ 1.2
+  (its stated requirement) ``+`` is a logical OR, so it counts triplets with any active term (``per_triplet``,
+  our default: what produced the paper's numbers). pytorch-metric-learning's ``MarginLoss`` counts positive and
+  negative violations separately (``per_term``), up to half as large. The switch applies to all three margin
+  losses (disc, shared, intra), as the official code uses one criterion for them.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +57,7 @@ __all__ = [
     "log_inverse_sphere_density",
     "shared_triplets",
     "intra_triplets",
+    "DiVAMarginLoss",
 ]
 
 #: Task heads, in the order their chunks sit in the model's embedding.
@@ -76,6 +84,9 @@ class DiVAParams:
         weight_cap: λ of ``w(d) = min(λ, q(d)^{-1})``, on weights rescaled to mean 1 per anchor (1: no negative
             logit is amplified beyond plain NCE, the easy ones are damped towards 0).
         decorrelation_hidden: width of the hidden layer of each ψ (512).
+        margin_divisor: what the summed margin-loss terms are divided by: ``per_triplet`` (default), the number of
+            triplets with a positive or a negative violation, as the official code computes on PyTorch ≥ 1.2;
+            ``per_term``, the number of violated terms, as pytorch-metric-learning's ``MarginLoss``.
     """
 
     alpha: float = 0.3
@@ -90,6 +101,26 @@ class DiVAParams:
     ema_momentum: float = 0.9
     weight_cap: float = 1.0
     decorrelation_hidden: int = 512
+    margin_divisor: Literal["per_triplet", "per_term"] = "per_triplet"
+
+
+class DiVAMarginLoss(losses.MarginLoss):
+    """pytorch-metric-learning's ``MarginLoss`` (which divides by the number of violated terms, ``per_term``)
+    with the option to divide by the number of triplets with any violated term (``per_triplet``, the official
+    DiVA code: ``pos_loss + neg_loss > 0`` exactly where ``(pos_loss > 0) | (neg_loss > 0)``, both being ≥ 0)."""
+
+    def __init__(self, *args: Any, divisor: Literal["per_triplet", "per_term"] = "per_triplet", **kwargs: Any) -> None:
+        if divisor not in ("per_triplet", "per_term"):
+            raise ValueError(f"divisor must be 'per_triplet' or 'per_term', but got {divisor=}")
+        super().__init__(*args, **kwargs)
+        self.divisor = divisor
+
+    def compute_loss(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        loss_dict = super().compute_loss(*args, **kwargs)
+        term = loss_dict["margin_loss"]
+        if self.divisor == "per_triplet" and "divisor" in term:  # zero_losses() has no divisor: nothing mined
+            term["divisor"] = torch.sum(term["losses"] > 0.0)
+        return loss_dict
 
 
 def log_inverse_sphere_density(distances: torch.Tensor, dim: int, cutoff: float) -> torch.Tensor:
@@ -205,13 +236,20 @@ class DiVAFamily(BaseLossFamily):
         self.slices = head_slices(ctx.embedding_dim)
         sizes = dict(zip(HEADS, (s.stop - s.start for s in self.slices)))
         num_classes = int(ctx.train_labels.max()) + 1 if len(ctx.train_labels) else 1
-        self.disc = losses.MarginLoss(
-            margin=params.margin, nu=0.0, beta=params.beta_init, learn_beta=True, num_classes=num_classes
+        self.disc = DiVAMarginLoss(
+            margin=params.margin,
+            nu=0.0,
+            beta=params.beta_init,
+            learn_beta=True,
+            num_classes=num_classes,
+            divisor=params.margin_divisor,
         )
         self.disc_miner = miners.DistanceWeightedMiner(
             cutoff=params.cutoff, nonzero_loss_cutoff=params.nonzero_loss_cutoff
         )
-        self.fixed_margin = losses.MarginLoss(margin=params.margin, nu=0.0, beta=params.beta_init, learn_beta=False)
+        self.fixed_margin = DiVAMarginLoss(
+            margin=params.margin, nu=0.0, beta=params.beta_init, learn_beta=False, divisor=params.margin_divisor
+        )
         self.psi = nn.ModuleDict(
             {
                 head: nn.Sequential(

@@ -11,6 +11,7 @@ validation; see :class:`TrialRun`), and calls ``tune.report(metrics, checkpoint=
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import random
@@ -250,7 +251,7 @@ class Trial:
             self.scores.write(artifacts)
         if self.data.test.paired:
             views = self.embed_views(self.data.test)
-            latent = self.data.test_latent
+            latent = self.data.test.latent
             np.savez_compressed(
                 artifacts / PAIRED_EMBEDDINGS_FILE,
                 **{f"view{i}": v.cpu().numpy() for i, v in enumerate(views)},
@@ -504,6 +505,9 @@ def train_fn(config: dict[str, Any]) -> None:
     spec = trial_spec(config)
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
     torch.set_num_threads(max(1, int(spec.resources.cpu)))
+    # A reused worker (study.tuner sets reuse_actors) ran another trial just before: free what that one left in
+    # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
+    gc.collect()
     trial = TrialRun.build(spec, final=trial_stage(config) == "final")
     # A NaN is deterministic: a retry (``--max-failures``) would replay the same batches into the same NaN.
     # The marker in the trial's directory makes the retry fail at once instead of retraining.

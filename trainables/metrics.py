@@ -14,10 +14,21 @@ import numpy as np
 import torch
 from sklearn.metrics import normalized_mutual_info_score
 
-from schema.metric_names import ACC1, ACC5, MAP_AT_R, NMI, R_PRECISION, SPECTRAL_DECAY, recall_at
+from schema.metric_names import (
+    ACC1,
+    ACC5,
+    MAP_AT_R,
+    NMI,
+    PAIRED_COSINE,
+    PAIRED_MAE,
+    R_PRECISION,
+    SPECTRAL_DECAY,
+    recall_at,
+)
 
 __all__ = [
     "linear_probe_accuracy",
+    "paired_metrics",
     "knn_indices",
     "recall_at_k",
     "map_at_r_and_r_precision",
@@ -191,6 +202,17 @@ def retrieval_metrics(
     if gallery is not None:
         embeddings, labels = np.concatenate([embeddings, gallery[0]]), np.concatenate([labels, gallery[1]])
     return {**recalls, NMI: nmi(embeddings, labels, seed=seed), SPECTRAL_DECAY: spectral_decay(embeddings)}
+
+
+def paired_metrics(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    """The debiased-contrastive thesis' §4.1 metrics between paired embeddings ``x_i``, ``y_i`` (the model outputs of
+    the two modalities of test sample i): ``paired_mae = (1/n) Σ ||x_i − y_i||₂`` (its "MAE": the Euclidean norm of
+    the difference, as the formula writes it) and ``paired_cosine = (1/n) Σ <x_i, y_i> / (||x_i|| ||y_i||)``."""
+    x, y = x.double(), y.double()
+    return {
+        PAIRED_MAE: float((x - y).norm(dim=1).mean()),
+        PAIRED_COSINE: float(torch.nn.functional.cosine_similarity(x, y, dim=1).mean()),
+    }
 
 
 def linear_probe_accuracy(

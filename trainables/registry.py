@@ -27,7 +27,10 @@ _FAMILY_MODULES: dict[str, tuple[str, str]] = {
     "npair": ("trainables.debiased", "NPairFamily"),
     "debiased_neg": ("trainables.debiased", "DebiasedNegFamily"),
     "debiased_pos": ("trainables.debiased", "DebiasedPosFamily"),
+    "hcl": ("trainables.debiased", "HCLFamily"),
+    "kl_contrastive": ("trainables.kl_contrastive", "KLContrastiveFamily"),
     "diva": ("trainables.diva", "DiVAFamily"),
+    "prism": ("trainables.prism", "PrismFamily"),
 }
 
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILY_MODULES)

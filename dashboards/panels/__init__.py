@@ -18,7 +18,16 @@ if TYPE_CHECKING:
 __all__ = ["FigureBlock", "TableBlock", "NoteBlock", "Panel", "new_figure", "png_bytes", "PANEL_MODULES"]
 
 #: Panel modules in page order.
-PANEL_MODULES = ("leaderboard", "validation", "robustness", "optimisation", "weights", "noise_theory", "curves")
+PANEL_MODULES = (
+    "leaderboard",
+    "validation",
+    "robustness",
+    "optimisation",
+    "weights",
+    "noise_theory",
+    "paired",
+    "curves",
+)
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ def test_linear_probe_is_refused_where_the_test_classes_are_unseen():
 def test_a_family_search_checks_each_family_even_where_the_search_shadows_the_fixed_value():
     raw = _spec("npair", tau_plus=1.5)
     raw["search"] = {
-        "num_trials": 4,
+        "num_trials": len(FAMILIES),
         "sampler": {"type": "grid"},
         "space": {
             "family": {"type": "categorical", "choices": FAMILIES},
@@ -176,3 +176,89 @@ def test_a_family_search_checks_each_family_even_where_the_search_shadows_the_fi
     raw["search"]["space"]["tau_plus"]["choices"] = [0.1, 1.0]
     with pytest.raises(SpecError, match=r"params.tau_plus: .*\(got 1.0\)"):
         parse_spec(raw)
+
+
+# ------------------------------------------------------------------------------ HCL (Robinson et al., ICLR 2021)
+
+
+def _hcl_reference(z: torch.Tensor, t: float, tau_plus: float, beta: float) -> float:
+    """HCL (Robinson et al. Eq. 5, the ``hard`` estimator) with plain loops: w_i = e^{β s_i} / mean_j e^{β s_j}."""
+    z = z.numpy()
+    n2 = len(z)
+    n = n2 - 2
+    total = 0.0
+    for i in range(n2):
+        j = (i + n2 // 2) % n2
+        pos = math.exp(float(z[i] @ z[j]) / t)
+        sims = [float(z[i] @ z[k]) / t for k in range(n2) if k not in (i, j)]
+        weights = [math.exp(beta * s) for s in sims]
+        mean_w = sum(weights) / n
+        reweighted = sum(w / mean_w * math.exp(s) for w, s in zip(weights, sims))
+        n_g = max((reweighted - tau_plus * n * pos) / (1 - tau_plus), n * math.exp(-1 / t))
+        total += -math.log(pos / (pos + n_g))
+    return total / n2
+
+
+def _hcl_official(z: torch.Tensor, t: float, tau_plus: float, beta: float) -> float:
+    """The official ``criterion`` of github.com/joshr17/HCL ``image/main.py`` (estimator ``hard``), transcribed."""
+    b = len(z) // 2
+    out_1, out_2 = z[:b], z[b:]
+    out = torch.cat([out_1, out_2], dim=0)
+    neg = torch.exp(torch.mm(out, out.t().contiguous()) / t)
+    mask = torch.ones((b, 2 * b), dtype=torch.bool)
+    for i in range(b):
+        mask[i, i] = 0
+        mask[i, i + b] = 0
+    mask = torch.cat((mask, mask), 0)
+    neg = neg.masked_select(mask).view(2 * b, -1)
+    pos = torch.exp(torch.sum(out_1 * out_2, dim=-1) / t)
+    pos = torch.cat([pos, pos], dim=0)
+    n = b * 2 - 2
+    imp = (beta * neg.log()).exp()
+    reweight_neg = (imp * neg).sum(dim=-1) / imp.mean(dim=-1)
+    ng = (-tau_plus * n * pos + reweight_neg) / (1 - tau_plus)
+    ng = torch.clamp(ng, min=n * np.e ** (-1 / t))
+    return float((-torch.log(pos / (pos + ng))).mean())
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5, 1.0, 3.0])
+@pytest.mark.parametrize("tau_plus", [0.02, 0.1, 0.3])
+def test_hcl_matches_a_loop_reference_and_the_official_code(beta, tau_plus):
+    from trainables.debiased import hcl_loss
+
+    for seed, t in ((0, 0.5), (1, 0.2)):
+        z = _two_views(seed=seed)
+        reference = _hcl_reference(z, t, tau_plus, beta)
+        assert float(hcl_loss(z, t, tau_plus, beta)) == pytest.approx(reference, rel=1e-9)
+        assert _hcl_official(z, t, tau_plus, beta) == pytest.approx(reference, rel=1e-9)
+
+
+@pytest.mark.parametrize("tau_plus", [0.05, 0.1, 0.9])
+def test_hcl_at_beta_zero_is_l_neg(tau_plus):
+    from trainables.debiased import hcl_loss
+
+    for seed, spread in ((0, 1.0), (2, 0.01)):  # spread 0.01 with τ⁺ 0.9 puts anchors on the floor
+        z = _two_views(b=10, seed=seed, spread=spread)
+        assert float(hcl_loss(z, 0.4, tau_plus, 0.0)) == pytest.approx(
+            float(debiased_neg_loss(z, 0.4, tau_plus)), rel=1e-12
+        )
+
+
+def test_hcl_weights_hard_negatives_up_and_stays_finite_at_small_temperatures():
+    from trainables.debiased import hcl_loss
+
+    z = _two_views(b=16, seed=4)
+    # β > 0 moves weight to the negatives most similar to the anchor: the reweighted negative term grows.
+    assert float(hcl_loss(z, 0.5, 0.1, 2.0)) > float(hcl_loss(z, 0.5, 0.1, 0.0))
+    zf = z.float().requires_grad_()
+    loss = hcl_loss(zf, 0.01, 0.1, 5.0)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(zf.grad).all() and zf.grad.abs().sum() > 0
+    with pytest.raises(SpecError, match=r"params.beta: Input should be greater than or equal to 0"):
+        parse_spec(_spec("hcl", beta=-1.0))
+
+
+def test_hcl_family_trains_an_epoch_on_digits():
+    trial = Trial.build(parse_spec(_spec("hcl", beta=1.0)))
+    metrics = trial.run_epoch()
+    assert math.isfinite(metrics["train/loss/hcl"]) and metrics["train/loss/hcl"] > 0

@@ -171,3 +171,63 @@ def test_diva_spec_errors_are_one_line():
         parse_spec(raw)
     with pytest.raises(SpecError, match=r"params.temperature: Input should be greater than 0"):
         parse_spec(_spec(temperature=0.0))
+
+
+# ----------------------------------------------------------------- the margin-loss divisor (official code vs PML)
+
+
+def _official_margin(d_ap: torch.Tensor, d_an: torch.Tensor, beta: float = 1.2, margin: float = 0.2) -> float:
+    """The reduction of the official ``criteria/margin.py`` / ``shared_margin.py``, transcribed."""
+    pos_loss = F.relu(d_ap - beta + margin)
+    neg_loss = F.relu(beta - d_an + margin)
+    pair_count = torch.sum((pos_loss > 0.0) + (neg_loss > 0.0)).to(torch.float)  # bool + bool: a logical OR
+    loss = torch.sum(pos_loss + neg_loss)
+    return float(loss if pair_count == 0.0 else loss / pair_count)
+
+
+def _circle(*degrees: float) -> torch.Tensor:
+    rad = torch.tensor(degrees, dtype=torch.float64) * math.pi / 180
+    return torch.stack([torch.cos(rad), torch.sin(rad)], dim=1)
+
+
+@pytest.mark.parametrize(
+    ("triplets", "per_triplet", "per_term"),
+    [
+        # Anchor at 0°, points at 90° (d = √2), 60° (d = 1), 180° (d = 2); β = 1.2, γ = 0.2, so a positive is
+        # active beyond d = 1.0 and a negative within d = 1.4. (0, 1, 2): both terms, (√2 − 1) + (1.4 − 1) = 0.8142.
+        ([(0, 1, 2)] * 4, 0.81421356, 0.40710678),  # 4 triplets, 8 active terms: /4 vs /8
+        # + (0, 1, 3): the positive term only, 0.4142; (0, 2, 3): none. Sum 2.0426: /3 triplets vs /5 terms.
+        ([(0, 1, 2), (0, 1, 2), (0, 1, 3), (0, 2, 3)], 2.04264069 / 3, 2.04264069 / 5),
+    ],
+)
+def test_margin_divisor_per_triplet_is_the_official_code_per_term_is_pml(triplets, per_triplet, per_term):
+    from pytorch_metric_learning import losses
+
+    from trainables.diva import DiVAMarginLoss
+
+    points = _circle(0, 90, 60, 180)
+    labels = torch.tensor([0, 0, 1, 2])
+    a, p, n = (torch.tensor(c) for c in zip(*triplets))
+    d = torch.cdist(points, points)
+    assert _official_margin(d[a, p], d[a, n]) == pytest.approx(per_triplet, abs=1e-7)
+    for divisor, expected in (("per_triplet", per_triplet), ("per_term", per_term)):
+        loss = DiVAMarginLoss(margin=0.2, nu=0.0, beta=1.2, divisor=divisor)(points, labels, (a, p, n))
+        assert float(loss) == pytest.approx(expected, abs=1e-6)
+    pml = losses.MarginLoss(margin=0.2, nu=0.0, beta=1.2)(points, labels, (a, p, n))
+    assert float(pml) == pytest.approx(per_term, abs=1e-6)
+
+
+def test_margin_divisor_is_a_param_used_by_every_margin_term():
+    assert DiVAParams().margin_divisor == "per_triplet"
+    trial = Trial.build(parse_spec(_spec(margin_divisor="per_term")))
+    assert trial.family.disc.divisor == trial.family.fixed_margin.divisor == "per_term"
+    with pytest.raises(SpecError, match="params.margin_divisor"):
+        parse_spec(_spec(margin_divisor="per_pair"))
+    # Nothing violated: an attached zero, as PML's.
+    from trainables.diva import DiVAMarginLoss
+
+    points = _circle(0, 60, 180).requires_grad_()
+    loss = DiVAMarginLoss(margin=0.2, nu=0.0, beta=1.2)(
+        points, torch.tensor([0, 0, 1]), tuple(torch.tensor([i]) for i in (0, 1, 2))
+    )
+    assert float(loss.detach()) == 0.0 and loss.requires_grad

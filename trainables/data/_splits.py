@@ -26,15 +26,23 @@ class LabeledSplit:
         labels: observed labels (noisy for a noisy training split), ``int64``.
         true_labels: labels before noise injection (equal to ``labels`` for clean splits).
         load_item: turns one item into an input tensor; ``None`` when items already are tensors.
+        paired: each item already holds its views, stacked on dim 0 (paired multi-modal data such as
+            ``flows2d``: the views are the sample's modalities, not random augmentations). A multi-view loader uses
+            them as they are; the loop also reports ``paired_mae``/``paired_cosine`` on such a test split.
+        latent: for synthetic data, the variable each sample was generated from (``flows2d``: its z), saved with
+            a paired test split's embeddings for plots.
     """
 
     items: torch.Tensor | list
     labels: np.ndarray
     true_labels: np.ndarray
     load_item: Callable[[object], torch.Tensor] | None = None
+    paired: bool = False
+    latent: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         assert len(self.items) == len(self.labels) == len(self.true_labels)
+        assert self.latent is None or len(self.latent) == len(self.labels)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -56,7 +64,10 @@ class LabeledSplit:
         items = (
             self.items[torch.as_tensor(idx)] if isinstance(self.items, torch.Tensor) else [self.items[i] for i in idx]
         )
-        return dataclasses.replace(self, items=items, labels=self.labels[idx], true_labels=self.true_labels[idx])
+        latent = None if self.latent is None else self.latent[idx]
+        return dataclasses.replace(
+            self, items=items, labels=self.labels[idx], true_labels=self.true_labels[idx], latent=latent
+        )
 
 
 def in_memory_split(images: torch.Tensor, labels: np.ndarray, mask: np.ndarray) -> LabeledSplit:
@@ -114,7 +125,9 @@ class IndexedDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         item = self.split.items[index]
         x = self.split.load_item(item) if self.split.load_item is not None else item
-        if self.num_views > 1:
+        if self.num_views > 1 and self.split.paired:  # the item holds its views (modalities) already
+            assert len(x) == self.num_views, f"a paired item holds {len(x)} views, the loader wants {self.num_views}"
+        elif self.num_views > 1:
             assert self.transform is not None, "multi-view training needs a random transform"
             x = torch.stack([self.transform(x) for _ in range(self.num_views)])
         elif self.transform is not None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from schema.spec import DatasetSpec
 
-__all__ = ["LAYOUT", "load", "check"]
+__all__ = ["LAYOUT", "NUM_TRAIN_CLASSES", "load", "check"]
 
 LAYOUT = Layout(
     dataset="cifar10",
@@ -33,6 +33,8 @@ LAYOUT = Layout(
     markers=(*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"),
     subdirs=("cifar-10-batches-py",),
 )
+#: Every official training batch holds all 10 classes (read by the driver's class-count check).
+NUM_TRAIN_CLASSES = 10
 _TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 
 

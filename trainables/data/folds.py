@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from schema.spec import ValidationSpec
     from trainables.data._splits import DatasetSplits
 
-__all__ = ["validation_groups", "check_validation", "fold_splits"]
+__all__ = ["validation_groups", "check_batch_classes", "check_validation", "fold_splits"]
 
 
 def validation_groups(classes: np.ndarray, spec: ValidationSpec) -> list[np.ndarray]:
@@ -36,6 +36,19 @@ def validation_groups(classes: np.ndarray, spec: ValidationSpec) -> list[np.ndar
         n_val = max(1, int(round(spec.fraction * classes.size)))
         return [np.sort(order[:n_val])]
     return []
+
+
+def check_batch_classes(num_classes: int, classes_per_batch: int, dataset: str) -> None:
+    """Raise a one-line ``DataError`` when a training split has fewer classes than P = ``classes_per_batch``.
+
+    The one P rule, checked by every trial on the split it trains on and by the driver (``trainables.checks``)
+    on the dataset's training classes before Ray starts. K needs no such rule: the balanced sampler draws a
+    class smaller than K as evenly as it can (:mod:`trainables.data.sampler`).
+    """
+    if num_classes < classes_per_batch:
+        raise DataError(
+            f"train.classes_per_batch={classes_per_batch} exceeds the {num_classes} training classes of {dataset!r}"
+        )
 
 
 def check_validation(num_classes: int, spec: ValidationSpec, classes_per_batch: int, dataset: str) -> None:
