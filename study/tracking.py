@@ -76,24 +76,27 @@ def _seed_sqlite_store(uri: str) -> None:
     """Give a new ``sqlite:///`` store its tables by copying an empty, migrated database instead of migrating.
 
     MLflow builds a new sqlite store by running its ~60 alembic migrations, which takes seconds (tens on a busy
-    machine); the result only depends on the MLflow version. So it is built once per version in the user's cache
-    (``$XDG_CACHE_HOME/dmlstudy``, else ``~/.cache/dmlstudy``), without the ``Default`` experiment (MLflow adds
-    that itself when it opens the copy, with this store's artifact root), and every new store starts as a copy.
-    An existing store is never touched; on any file-system error MLflow creates the store as usual.
+    machine); the result only depends on the MLflow version. When ``$DMLSTUDY_CACHE_DIR`` names a directory, it is
+    built there once per version, without the ``Default`` experiment (MLflow adds that itself when it opens the
+    copy, with this store's artifact root), and every new store starts as a copy. Off by default: a study writes
+    nothing outside its storage unless the user opts in. An existing store is never touched; on any file-system
+    error MLflow creates the store as usual.
     """
-    if not uri.startswith("sqlite:///"):
+    import os
+
+    cache_dir = os.environ.get("DMLSTUDY_CACHE_DIR")
+    if not cache_dir or not uri.startswith("sqlite:///"):
         return
-    target = Path(uri.removeprefix("sqlite:///"))
+    target = Path(uri.removeprefix("sqlite:///").split("?")[0])
     if target.exists() or not target.parent.is_dir():
         return
-    import os
     import shutil
     import sqlite3
     import tempfile
 
     import mlflow
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dmlstudy"
+    cache = Path(cache_dir)
     template = cache / f"mlflow-{mlflow.__version__}-empty.db"
     try:
         if not template.exists():

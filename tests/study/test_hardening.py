@@ -273,3 +273,21 @@ def test_tracking_server_restart_mid_study_loses_nothing(tmp_path):
         import shutil
 
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_seeded_mlflow_store_is_opt_in_and_equivalent(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    from study.tracking import TrackingStore
+
+    monkeypatch.delenv("DMLSTUDY_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    TrackingStore(f"sqlite:///{tmp_path}/plain.db", "e", (tmp_path / "a").as_uri())
+    assert not (tmp_path / "home").exists()  # nothing written outside the store without the opt-in
+    monkeypatch.setenv("DMLSTUDY_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("s1", "s2"):  # the second store is a copy of the template the first built
+        store = TrackingStore(f"sqlite:///{tmp_path}/{name}.db?password={LITERAL}", "e", (tmp_path / name).as_uri())
+        client = MlflowClient(f"sqlite:///{tmp_path}/{name}.db")
+        assert client.get_experiment(store.experiment_id).artifact_location == (tmp_path / name).as_uri()
+        assert client.get_experiment("0").name == "Default"
+    assert any((tmp_path / "cache").iterdir()) and sorted(p.name for p in tmp_path.glob("s*.db")) == ["s1.db", "s2.db"]
