@@ -175,7 +175,7 @@ def resolve_tracking_uri(uri: str | None, experiments: list[str]) -> str:
         uri = f"sqlite:///{guess.resolve()}"
     if uri.startswith("sqlite:///"):
         # MLflow would silently create an empty database at a wrong path; refuse instead.
-        path = Path(uri.removeprefix("sqlite:///"))
+        path = Path(uri.removeprefix("sqlite:///").split("?")[0])  # a URL query is not part of the path
         if not path.is_file():
             raise DashboardError(f"--tracking-uri: no MLflow store at {path}")
     return uri

@@ -126,7 +126,8 @@ def test_no_secret_on_disk_artifacts_with_the_study_and_one_driver(tmp_path):
         assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
         runs = client.search_runs([experiment.experiment_id])
         assert runs and all(r.info.artifact_uri.startswith((study / "mlflow-artifacts").as_uri()) for r in runs)
-        assert any((study / "mlflow-artifacts").rglob("*.html"))  # the dashboard, logged on the parent run
+        winner = outs[[p.returncode for p in procs].index(0)]
+        assert any((study / "mlflow-artifacts").rglob("*.html")), winner[1][-2000:]  # the dashboard, on the parent run
     finally:
         import shutil
 
