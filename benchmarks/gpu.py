@@ -35,21 +35,11 @@ SOP_TRAIN, SOP_TRAIN_CLASSES = 59551, 11318
 SOP_TEST, SOP_TEST_CLASSES = 60502, 11316
 
 
-def _sync() -> None:
-    import torch
-
-    torch.cuda.synchronize()
-
-
 def _median_time(fn: Any, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        _sync()
-        start = time.perf_counter()
-        fn()
-        _sync()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    """Median seconds of ``fn()`` (CUDA-synchronised), with no untimed warm-up run."""
+    from benchmarks.components import timed
+
+    return timed(fn, repeats, warmup=0)[0]
 
 
 def trial_step(batch: int, steps: int, backbone: str = "resnet50") -> float:
