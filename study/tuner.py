@@ -242,9 +242,10 @@ def _build_tuner(
             num_samples=s.num_trials,
             max_concurrent_trials=s.max_concurrent,
             trial_dirname_creator=_trial_dirname,
-            # Not reuse_actors (yet): with it, a NaN trial retried under --max-failures retrained instead of failing
-            # at once on its marker (tests/study/test_failures.py); cause not isolated, see docs/performance.md.
-            reuse_actors=False,
+            # One worker process runs trial after trial (Ray resets its session): imports, the dataset and the first
+            # calls are paid once per worker, not per trial (docs/performance.md). An errored trial's actor is never
+            # reused, and the NaN marker lives in the trial's storage directory (trainables.loop).
+            reuse_actors=True,
         ),
         run_config=tune.RunConfig(
             name="tune",
@@ -324,7 +325,7 @@ def _run_final_stage(
             tune_config=tune.TuneConfig(
                 max_concurrent_trials=spec.search.max_concurrent,
                 trial_dirname_creator=_trial_dirname,
-                reuse_actors=False,  # as in _build_tuner
+                reuse_actors=True,  # as in _build_tuner
             ),
             run_config=tune.RunConfig(
                 name=FINAL_EXPERIMENT,

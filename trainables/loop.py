@@ -500,6 +500,43 @@ def trial_spec(config: dict[str, Any]) -> StudySpec:
     return resolve_trial_spec(config[SPEC_KEY], sampled_values(config), family_param_names)
 
 
+@dataclass(frozen=True)
+class _NonFiniteMarker:
+    """``nonfinite_loss.txt`` in the trial's directory of the study's storage (``<storage>/<name>/tune/trial_<id>``).
+
+    Not in ``tune.get_context().get_trial_dir()``: that is a node-local staging directory, and Ray 2.60 gives a
+    fresh actor a different one (``driver_artifacts/``) than an actor reused for the trial's retry
+    (``working_dirs/``, ``FunctionTrainable.reset_config``), so a retry never saw the first attempt's marker. The
+    storage path is the same for every attempt, on every node, and on any filesystem ``storage`` may name.
+    """
+
+    filesystem: Any  # pyarrow.fs.FileSystem
+    path: str
+
+    @classmethod
+    def of_this_trial(cls) -> _NonFiniteMarker:
+        from ray.train._internal.session import get_session  # the only route to the trial's StorageContext
+
+        session = get_session()
+        assert session is not None, "train_fn runs inside a Ray Tune trial"
+        storage = session.storage
+        return cls(storage.storage_filesystem, f"{storage.trial_fs_path}/{_NONFINITE_MARKER}")
+
+    def read(self) -> str | None:
+        """The first attempt's error, or ``None`` if no attempt of this trial hit a non-finite loss."""
+        from pyarrow.fs import FileType
+
+        if self.filesystem.get_file_info(self.path).type == FileType.NotFound:
+            return None
+        with self.filesystem.open_input_stream(self.path) as stream:
+            return stream.read().decode()
+
+    def write(self, reason: str) -> None:
+        self.filesystem.create_dir(self.path.rsplit("/", 1)[0], recursive=True)
+        with self.filesystem.open_output_stream(self.path) as stream:
+            stream.write(reason.encode())
+
+
 def train_fn(config: dict[str, Any]) -> None:
     """Ray Tune function trainable shared by every loss family."""
     spec = trial_spec(config)
@@ -511,9 +548,9 @@ def train_fn(config: dict[str, Any]) -> None:
     trial = TrialRun.build(spec, final=trial_stage(config) == "final")
     # A NaN is deterministic: a retry (``--max-failures``) would replay the same batches into the same NaN.
     # The marker in the trial's directory makes the retry fail at once instead of retraining.
-    marker = Path(tune.get_context().get_trial_dir()) / _NONFINITE_MARKER
-    if marker.exists():
-        raise NonFiniteLossError(f"not retried: {marker.read_text()}")
+    marker = _NonFiniteMarker.of_this_trial()
+    if (reason := marker.read()) is not None:
+        raise NonFiniteLossError(f"not retried: {reason}")
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
@@ -523,7 +560,7 @@ def train_fn(config: dict[str, Any]) -> None:
         try:
             metrics = trial.run_epoch()
         except NonFiniteLossError as e:
-            marker.write_text(str(e))
+            marker.write(str(e))
             raise
         if trial.epoch % every and trial.epoch < spec.train.epochs:
             tune.report(metrics)
