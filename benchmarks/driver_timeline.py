@@ -158,6 +158,8 @@ def _phases(events: list[tuple[str, float]], t0: float, t_exit: float) -> dict[s
     span = max(completes.values()) - starts[order[0]]
     phases["trial phase"] = span
     phases["platform per trial"] = (span - sum(work.values())) / len(order)
+    phases["last trial end to summary"] = at["summarize:begin"] - max(completes.values())
+    phases["ray.shutdown"] = at["ray_shutdown:end"] - at["ray_shutdown:begin"]
     phases["last trial end to exit"] = t_exit - max(completes.values())
     phases["total"] = t_exit - t0
     return phases

@@ -41,7 +41,7 @@ from study.lock import study_lock
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
 from study.storage import is_shared_path, read_bytes, write_bytes
-from study.tracking import MlflowTrialCallback, TrackingStore, error_line
+from study.tracking import MlflowTrialCallback, TrackingStore, error_line, preload_in_background
 from study.validation import spec_from_tune_config, trial_params
 from study.watchdog import PendingTimeout, check_cluster_resources, check_local_resources
 
@@ -407,6 +407,7 @@ def run_study(
         check_local_resources(spec)
     with study_lock(layout.root):
         resuming = _check_resume(spec, layout, resume)
+        preload_in_background()
         started_ray = _connect_ray(address)
         import ray
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from torch.utils.data import Dataset
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["LabeledSplit", "DatasetSplits", "IndexedDataset", "in_memory_split"]
+__all__ = ["LabeledSplit", "DatasetSplits", "IndexedDataset", "in_memory_split", "AffineView"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,29 @@ class LabeledSplit:
         return dataclasses.replace(
             self, items=items, labels=self.labels[idx], true_labels=self.true_labels[idx], latent=latent
         )
+
+
+@dataclass(frozen=True)
+class AffineView:
+    """One random view of a small in-memory image: torchvision's ``RandomAffine`` (rotation in ±``degrees``, shift
+    up to ``translate`` of the size, ``scale`` range), built on the first call.
+
+    Lazily, because importing torchvision costs ~1.5 s: a single-view family's worker and the driver's spec
+    checks, which load the dataset, never need it (benchmarks/driver_timeline.py)."""
+
+    degrees: float
+    translate: tuple[float, float]
+    scale: tuple[float, float]
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        return _random_affine(self)(image)
+
+
+@functools.cache
+def _random_affine(view: AffineView) -> Callable[[torch.Tensor], torch.Tensor]:
+    from torchvision.transforms import v2
+
+    return v2.RandomAffine(degrees=view.degrees, translate=view.translate, scale=view.scale)
 
 
 def in_memory_split(images: torch.Tensor, labels: np.ndarray, mask: np.ndarray) -> LabeledSplit:

@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torchvision.transforms import v2
 
-from trainables.data._splits import DatasetSplits, in_memory_split
+from trainables.data._splits import AffineView, DatasetSplits, in_memory_split
 
 if TYPE_CHECKING:
     from schema.spec import DatasetSpec
@@ -36,7 +35,7 @@ def load_digits_splits(spec: DatasetSpec) -> DatasetSplits:
     )
 
 
-def view_transform() -> v2.Transform:
+def view_transform() -> AffineView:
     """One random view of an 8×8 digit for the two-view families: a small rotation, shift and scale (no flip:
     it would turn some digits into others). Single-view families train on the digits as they are."""
-    return v2.RandomAffine(degrees=15, translate=(0.125, 0.125), scale=(0.85, 1.15))
+    return AffineView(degrees=15, translate=(0.125, 0.125), scale=(0.85, 1.15))

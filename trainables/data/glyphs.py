@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torchvision.transforms import v2
 
-from trainables.data._splits import DatasetSplits, in_memory_split
+from trainables.data._splits import AffineView, DatasetSplits, in_memory_split
 
 if TYPE_CHECKING:
     from schema.spec import DatasetSpec
@@ -159,7 +158,7 @@ def load_glyphs_splits(spec: DatasetSpec) -> DatasetSplits:
     )
 
 
-def view_transform() -> v2.Transform:
+def view_transform() -> AffineView:
     """One random view of a glyph for the two-view families: a small rotation, shift and scale (no flip: a
     mirrored glyph may look like another class). Single-view families train on the glyphs as they are."""
-    return v2.RandomAffine(degrees=12, translate=(0.1, 0.1), scale=(0.85, 1.15))
+    return AffineView(degrees=12, translate=(0.1, 0.1), scale=(0.85, 1.15))
