@@ -174,14 +174,23 @@ def summarize(rows: list[dict[str, float]]) -> dict[str, tuple[float, float, flo
     return {k: (_median([r[k] for r in rows]), min(r[k] for r in rows), max(r[k] for r in rows)) for k in rows[0]}
 
 
-def compare(repeats: int, trials: int, epochs: int, concurrency: bool = True) -> dict[str, Any]:
-    """Interleaved repeats of bare loop, sequential study and (optionally) a 2-concurrent study."""
+def compare(
+    repeats: int, trials: int, epochs: int, concurrency: bool = True, baseline: Path | None = None
+) -> dict[str, Any]:
+    """Interleaved repeats of bare loop, sequential study and (optionally) a 2-concurrent study; with ``baseline``
+    (another checkout, e.g. ``git archive`` of an older commit) its study too, in the same repeats."""
     rows: dict[str, list[dict[str, float]]] = {"bare": [], "study": [], "study_2x": []}
+    if baseline is not None:
+        rows |= {"baseline": [], "baseline_2x": []}
     for i in range(repeats):
         rows["bare"].append(run_bare(trials, epochs))
         rows["study"].append(run_study(trials, epochs, 1))
         if concurrency:
             rows["study_2x"].append(run_study(trials, epochs, 2))
+        if baseline is not None:
+            rows["baseline"].append(run_study(trials, epochs, 1, repo=baseline))
+            if concurrency:
+                rows["baseline_2x"].append(run_study(trials, epochs, 2, repo=baseline))
         done = {k: round(v[-1]["total"], 1) for k, v in rows.items() if v}
         print(f"  repeat {i + 1}/{repeats}: total s {done}", file=sys.stderr, flush=True)
     return {k: summarize(v) for k, v in rows.items() if v} | {"raw": rows}
@@ -195,21 +204,24 @@ def fmt(name: str, stat: tuple[float, float, float], unit: str = "s") -> str:
 def report(result: dict[str, Any], trials: int, epochs: int) -> list[str]:
     """Lines: each measure's median [min-max], then the ratios the performance goals name."""
     lines = [f"study vs bare loop: ms_digits, {trials} trials x {epochs} epochs (median [min-max])"]
-    for kind in ("bare", "study", "study_2x"):
+    for kind in ("bare", "study", "study_2x", "baseline", "baseline_2x"):
         if kind not in result:
             continue
         for key in ("total", "startup", "per_trial", "platform_per_trial", "tail"):
             lines.append(fmt(f"  {kind}.{key}", result[kind][key]))
     raw = result["raw"]
-    ratio = [s["total"] / b["total"] for s, b in zip(raw["study"], raw["bare"])]
-    lines.append(fmt("  ratio study/bare total", summarize([{"r": r} for r in ratio])["r"], "x"))
-    per = [s["per_trial"] / b["per_trial"] for s, b in zip(raw["study"], raw["bare"])]
-    lines.append(fmt("  ratio study/bare per trial", summarize([{"r": r} for r in per])["r"], "x"))
-    if raw["study_2x"]:
-        tput = [s["trial_phase"] / c["trial_phase"] for s, c in zip(raw["study"], raw["study_2x"])]
-        lines.append(fmt("  2-concurrent throughput (trials)", summarize([{"r": r} for r in tput])["r"], "x"))
-        tot = [s["total"] / c["total"] for s, c in zip(raw["study"], raw["study_2x"])]
-        lines.append(fmt("  2-concurrent throughput (total)", summarize([{"r": r} for r in tot])["r"], "x"))
+
+    def ratio(name: str, num: str, den: str, key: str) -> None:
+        values = [a[key] / b[key] for a, b in zip(raw[num], raw[den])]
+        lines.append(fmt(f"  {name}", summarize([{"r": r} for r in values])["r"], "x"))
+
+    for study in ("study", "baseline") if raw.get("baseline") else ("study",):
+        ratio(f"ratio {study}/bare total", study, "bare", "total")
+        ratio(f"ratio {study}/bare per trial", study, "bare", "per_trial")
+        ratio(f"ratio {study}/bare startup", study, "bare", "startup")
+        if raw.get(f"{study}_2x"):
+            ratio(f"{study} 2-concurrent throughput (trials)", study, f"{study}_2x", "trial_phase")
+            ratio(f"{study} 2-concurrent throughput (total)", study, f"{study}_2x", "total")
     return lines
 
 
@@ -221,11 +233,12 @@ def main() -> None:
     p.add_argument("--no-concurrency", action="store_true")
     p.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, help="also write the raw rows here")
+    p.add_argument("--baseline", type=Path, default=None, help="another checkout whose study also runs, interleaved")
     args = p.parse_args()
     if args.bare:
         _bare_main(args.trials, args.epochs)
         return
-    result = compare(args.repeats, args.trials, args.epochs, concurrency=not args.no_concurrency)
+    result = compare(args.repeats, args.trials, args.epochs, not args.no_concurrency, args.baseline)
     print("\n".join(report(result, args.trials, args.epochs)))
     if args.json:
         Path(args.json).write_text(json.dumps(result["raw"], indent=1))
