@@ -86,6 +86,9 @@ def _child(argv: list[str], out: str) -> int:
     finally:
         _mark("child:main:end")
         Path(out).write_text(json.dumps(_EVENTS))
+    exit_now = getattr(run_module, "_exit", None)  # how ``python -m study.run`` ends, where the checkout has it
+    if exit_now is not None:
+        exit_now(code)
     return code
 
 
@@ -160,6 +163,8 @@ def _phases(events: list[tuple[str, float]], t0: float, t_exit: float) -> dict[s
     phases["platform per trial"] = (span - sum(work.values())) / len(order)
     phases["last trial end to summary"] = at["summarize:begin"] - max(completes.values())
     phases["ray.shutdown"] = at["ray_shutdown:end"] - at["ray_shutdown:begin"]
+    phases["ray.shutdown end to main() return"] = at["child:main:end"] - at["ray_shutdown:end"]
+    phases["main() return to exit (interpreter teardown)"] = t_exit - at["child:main:end"]
     phases["last trial end to exit"] = t_exit - max(completes.values())
     phases["total"] = t_exit - t0
     return phases
