@@ -91,19 +91,28 @@ def recall_at_k(
     labels: np.ndarray,
     ks: tuple[int, ...],
     gallery: tuple[np.ndarray, np.ndarray] | None = None,
+    neighbours: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Recall@k for each k: share of samples with a same-class sample among their k nearest neighbours.
 
     With ``gallery = (embeddings, labels)`` the neighbours are searched in the gallery instead (In-Shop).
+    ``neighbours``: :func:`knn_indices` of these embeddings with at least ``max(ks)`` columns, already searched.
     """
     labels = np.asarray(labels)
-    if gallery is None:
-        neighbours, base_labels = knn_indices(embeddings, max(ks)), labels
-    else:
-        neighbours, base_labels = knn_indices(embeddings, max(ks), gallery=gallery[0]), np.asarray(gallery[1])
+    base_labels = labels if gallery is None else np.asarray(gallery[1])
+    if neighbours is None:
+        neighbours = knn_indices(embeddings, max(ks), gallery=None if gallery is None else gallery[0])
+    neighbours = neighbours[:, : max(ks)]
     hits = base_labels[neighbours] == labels[:, None]
     first_hit = np.where(hits.any(axis=1), hits.argmax(axis=1), np.iinfo(np.int64).max)
     return {recall_at(k): float(np.mean(first_hit < k)) for k in ks}
+
+
+def _relevant_counts(labels: np.ndarray, base_labels: np.ndarray, exclude_self: bool) -> np.ndarray:
+    """R per query: the samples of its class among ``base_labels``, less the query itself when it is one of them."""
+    classes, counts = np.unique(base_labels, return_counts=True)
+    pos = np.searchsorted(classes, labels).clip(max=len(classes) - 1)
+    return np.where(classes[pos] == labels, counts[pos], 0) - int(exclude_self)
 
 
 def map_at_r_and_r_precision(
@@ -111,6 +120,7 @@ def map_at_r_and_r_precision(
     labels: np.ndarray,
     gallery: tuple[np.ndarray, np.ndarray] | None = None,
     chunk: int = 16384,
+    neighbours: np.ndarray | None = None,
 ) -> dict[str, float]:
     """MAP@R and R-precision (Musgrave et al. 2020, "A Metric Learning Reality Check"), means over queries.
 
@@ -119,17 +129,18 @@ def map_at_r_and_r_precision(
     the R nearest neighbours; MAP@R averages the precision at each same-class rank ``i <= R`` over R, so unlike
     Recall@k it also rewards ranking the whole class first. As pytorch-metric-learning's AccuracyCalculator,
     queries with ``R = 0`` are left out of the means, and both are NaN when no query has ``R > 0``. Only
-    ``max R`` neighbours are searched, in chunks of ``chunk`` queries.
+    ``max R`` neighbours are searched, in chunks of ``chunk`` queries, unless ``neighbours`` (:func:`knn_indices`
+    with at least ``max R`` columns) were already searched.
     """
     labels = np.asarray(labels)
     base_labels = labels if gallery is None else np.asarray(gallery[1])
-    classes, counts = np.unique(base_labels, return_counts=True)
-    pos = np.searchsorted(classes, labels).clip(max=len(classes) - 1)
-    r = np.where(classes[pos] == labels, counts[pos], 0) - int(gallery is None)
+    r = _relevant_counts(labels, base_labels, exclude_self=gallery is None)
     if not np.any(r > 0):
         return {MAP_AT_R: float("nan"), R_PRECISION: float("nan")}
     k = int(r.max())
-    neighbours = knn_indices(embeddings, k, chunk=chunk, gallery=None if gallery is None else gallery[0])
+    if neighbours is None:
+        neighbours = knn_indices(embeddings, k, chunk=chunk, gallery=None if gallery is None else gallery[0])
+    neighbours = neighbours[:, :k]
     ranks = np.arange(1, k + 1)
     # Per query: same-class neighbours among its first R, and the sum of the precisions at those ranks.
     n_hits, precision_sum = np.zeros(len(labels)), np.zeros(len(labels))
@@ -196,9 +207,13 @@ def retrieval_metrics(
     gallery: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, float]:
     """Recall@k, MAP@R and R-precision (queries against ``gallery`` when given); NMI and spectral decay over every
-    evaluated embedding."""
-    recalls = recall_at_k(embeddings, labels, ks, gallery=gallery)
-    recalls.update(map_at_r_and_r_precision(embeddings, labels, gallery=gallery))
+    evaluated embedding. One kNN search serves Recall@k and MAP@R (the most neighbours either needs)."""
+    labels = np.asarray(labels)
+    base_labels = labels if gallery is None else np.asarray(gallery[1])
+    k = max(max(ks), int(_relevant_counts(labels, base_labels, exclude_self=gallery is None).max()))
+    neighbours = knn_indices(embeddings, k, gallery=None if gallery is None else gallery[0])
+    recalls = recall_at_k(embeddings, labels, ks, gallery=gallery, neighbours=neighbours)
+    recalls.update(map_at_r_and_r_precision(embeddings, labels, gallery=gallery, neighbours=neighbours))
     if gallery is not None:
         embeddings, labels = np.concatenate([embeddings, gallery[0]]), np.concatenate([labels, gallery[1]])
     return {**recalls, NMI: nmi(embeddings, labels, seed=seed), SPECTRAL_DECAY: spectral_decay(embeddings)}

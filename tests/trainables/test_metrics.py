@@ -5,7 +5,14 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
-from trainables.metrics import knn_indices, map_at_r_and_r_precision, nmi, recall_at_k, spectral_decay
+from trainables.metrics import (
+    knn_indices,
+    map_at_r_and_r_precision,
+    nmi,
+    recall_at_k,
+    retrieval_metrics,
+    spectral_decay,
+)
 
 
 def _embeddings(n: int = 300, d: int = 16, classes: int = 6, spread: float = 6.0, seed: int = 0):
@@ -186,3 +193,26 @@ def test_linear_probe_matches_sklearn_logistic_regression_and_counts_unseen_labe
     )
     for name in ("acc1", "acc5"):
         assert missed[name] == pytest.approx(tail[name] * 150 / 200)
+
+
+@pytest.mark.parametrize("with_gallery", [False, True])
+def test_retrieval_metrics_one_search_equals_brute_force_and_pml(with_gallery):
+    """retrieval_metrics searches the kNN once for Recall@k and MAP@R: the same numbers as brute force and PML."""
+    x, labels = _embeddings(n=400, seed=3)
+    ks = (1, 2, 4, 8)
+    if with_gallery:
+        query, query_labels, gallery = x[:150], labels[:150], (x[150:], labels[150:])
+        ours = retrieval_metrics(query, query_labels, ks, gallery=gallery)
+        pml = _pml_map_at_r_and_r_precision(query, query_labels, *gallery)
+        sims = query @ gallery[0].T
+        for k in ks:
+            top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+            brute = np.mean((gallery[1][top] == query_labels[:, None]).any(axis=1))
+            assert ours[f"recall_at_{k}"] == pytest.approx(brute, abs=1e-12)
+    else:
+        ours = retrieval_metrics(x, labels, ks)
+        pml = _pml_map_at_r_and_r_precision(x, labels)
+        for k in ks:
+            assert ours[f"recall_at_{k}"] == pytest.approx(_brute_force_recall(x, labels, k), abs=1e-12)
+    assert {k: ours[k] for k in pml} == pytest.approx(pml, abs=1e-6)
+    assert ours["recall_at_1"] < 1.0 and 0.1 < ours["map_at_r"] < 0.9
