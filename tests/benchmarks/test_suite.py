@@ -52,3 +52,41 @@ def test_gpu_script_exits_cleanly_without_cuda(capsys: pytest.CaptureFixture[str
     assert capsys.readouterr().out.strip().splitlines() == [
         "benchmarks.gpu: no CUDA device (torch.cuda.is_available() is False); nothing measured"
     ]
+
+
+def test_driver_timeline_phases_from_events() -> None:
+    """The timeline's arithmetic on a hand-made event list: two trials of two epochs, one at a time."""
+    from benchmarks.driver_timeline import _phases
+
+    t0 = 100.0
+    marks = {
+        "child:imports:end": 2.0,
+        "load_spec:begin": 2.0,
+        "load_spec:end": 2.5,
+        "run_study:begin": 2.5,
+        "ray_init:begin": 2.6,
+        "ray_init:end": 5.6,
+        "mlflow_store:begin": 5.6,
+        "mlflow_store:end": 6.6,
+        "build_tuner:begin": 6.6,
+        "build_tuner:end": 7.0,
+        "summarize:begin": 20.1,
+        "ray_shutdown:begin": 20.2,
+        "ray_shutdown:end": 21.2,
+        "child:main:end": 21.3,
+    }
+    events = [(k, t0 + v) for k, v in marks.items()]
+    # trial a: starts at 11, results at 13 and 14 (1 s of work each), completes at 14; b: 14.5 -> 16, 17, 17.
+    events += [("on_trial_start:a", t0 + 11), ("on_trial_result:a", t0 + 13), ("work:a", 1.0)]
+    events += [("on_trial_result:a", t0 + 14), ("work:a", 1.0), ("on_trial_complete:a", t0 + 14)]
+    events += [("on_trial_start:b", t0 + 14.5), ("on_trial_result:b", t0 + 16), ("work:b", 1.0)]
+    events += [("on_trial_result:b", t0 + 17), ("work:b", 1.0), ("on_trial_complete:b", t0 + 17)]
+    phases = _phases(events, t0, t0 + 21.5)
+    assert phases["to the first trial (total)"] == pytest.approx(11.0)
+    assert phases["Tuner.fit to 1st trial start"] == pytest.approx(4.0)
+    assert phases["1st trial: start to 1st result, less its epoch"] == pytest.approx(1.0)
+    assert phases["later trials: start to 1st result, less its epoch (mean)"] == pytest.approx(0.5)
+    assert phases["gap between trials (mean)"] == pytest.approx(0.5)
+    assert phases["platform per trial"] == pytest.approx((6.0 - 4.0) / 2)
+    assert phases["main() return to exit (interpreter teardown)"] == pytest.approx(0.2)
+    assert phases["total"] == pytest.approx(21.5)
