@@ -137,6 +137,9 @@ def losses(batch: int, dim: int, classes_per_batch: int, repeats: int, names: li
                 seed=0,
             )
             family = cls(cls.parse_params({}), ctx)
+            # The trial's network, for the families that keep a copy of it (DiVA's momentum key encoder): a linear
+            # map of the dummy 1-d inputs, so its own cost is negligible next to the loss.
+            family.bind_model(torch.nn.Linear(1, dim))
             views = family.num_views
             labels = torch.arange(batch) % classes_per_batch
             base = torch.randn(batch * views, dim, generator=g)
