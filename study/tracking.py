@@ -70,10 +70,11 @@ _PRELOAD = ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store
 def preload_in_background() -> threading.Thread:
     """Import MLflow in a daemon thread, so that it overlaps ``ray.init`` (which mostly waits for Ray's processes).
 
-    Only imports: nothing is written, so a study refused afterwards leaves nothing behind. The two threads import
-    disjoint modules (Ray is fully imported before ``ray.init``), so Python's per-module import locks cannot
-    deadlock; the first use of MLflow waits on those locks for an import still in progress. A failure here is
-    ignored: the same import then fails where MLflow is used, with its own error.
+    Only imports: nothing is written, so a study refused afterwards leaves nothing behind. Ray is fully imported
+    before ``ray.init`` and MLflow imports no Ray, so the two threads mostly import different modules; where both
+    need the same one, Python's per-module import lock makes one wait for the other, and the first use of MLflow
+    waits the same way for an import still in progress. A failure here is ignored: the same import then fails
+    where MLflow is used, with its own error.
     """
 
     def run() -> None:
