@@ -67,7 +67,7 @@ _RAY_RESULT_KEYS = frozenset(
 _PRELOAD = ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "mlflow.store.db.utils")
 
 
-def preload_in_background() -> threading.Thread:
+def preload_in_background() -> None:
     """Import MLflow in a daemon thread, so that it overlaps ``ray.init`` (which mostly waits for Ray's processes).
 
     Only imports: nothing is written, so a study refused afterwards leaves nothing behind. Ray is fully imported
@@ -82,9 +82,7 @@ def preload_in_background() -> threading.Thread:
             for name in _PRELOAD:
                 importlib.import_module(name)
 
-    thread = threading.Thread(target=run, name="mlflow-preload", daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=run, name="mlflow-preload", daemon=True).start()
 
 
 def _client(uri: str) -> MlflowClient:

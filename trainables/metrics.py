@@ -99,13 +99,21 @@ def recall_at_k(
     ``neighbours``: :func:`knn_indices` of these embeddings with at least ``max(ks)`` columns, already searched.
     """
     labels = np.asarray(labels)
-    base_labels = labels if gallery is None else np.asarray(gallery[1])
+    base, base_labels = _searched_set(labels, gallery)
     if neighbours is None:
-        neighbours = knn_indices(embeddings, max(ks), gallery=None if gallery is None else gallery[0])
+        neighbours = knn_indices(embeddings, max(ks), gallery=base)
     neighbours = neighbours[:, : max(ks)]
     hits = base_labels[neighbours] == labels[:, None]
     first_hit = np.where(hits.any(axis=1), hits.argmax(axis=1), np.iinfo(np.int64).max)
     return {recall_at(k): float(np.mean(first_hit < k)) for k in ks}
+
+
+def _searched_set(
+    labels: np.ndarray, gallery: tuple[np.ndarray, np.ndarray] | None
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """What the queries are searched in: (``knn_indices``' ``gallery`` argument, its labels); the queries themselves
+    (``None``, ``labels``) unless a separate gallery is given."""
+    return (None, labels) if gallery is None else (gallery[0], np.asarray(gallery[1]))
 
 
 def _relevant_counts(labels: np.ndarray, base_labels: np.ndarray, exclude_self: bool) -> np.ndarray:
@@ -133,13 +141,13 @@ def map_at_r_and_r_precision(
     with at least ``max R`` columns) were already searched.
     """
     labels = np.asarray(labels)
-    base_labels = labels if gallery is None else np.asarray(gallery[1])
+    base, base_labels = _searched_set(labels, gallery)
     r = _relevant_counts(labels, base_labels, exclude_self=gallery is None)
     if not np.any(r > 0):
         return {MAP_AT_R: float("nan"), R_PRECISION: float("nan")}
     k = int(r.max())
     if neighbours is None:
-        neighbours = knn_indices(embeddings, k, chunk=chunk, gallery=None if gallery is None else gallery[0])
+        neighbours = knn_indices(embeddings, k, chunk=chunk, gallery=base)
     neighbours = neighbours[:, :k]
     ranks = np.arange(1, k + 1)
     # Per query: same-class neighbours among its first R, and the sum of the precisions at those ranks.
@@ -209,9 +217,9 @@ def retrieval_metrics(
     """Recall@k, MAP@R and R-precision (queries against ``gallery`` when given); NMI and spectral decay over every
     evaluated embedding. One kNN search serves Recall@k and MAP@R (the most neighbours either needs)."""
     labels = np.asarray(labels)
-    base_labels = labels if gallery is None else np.asarray(gallery[1])
+    base, base_labels = _searched_set(labels, gallery)
     k = max(max(ks), int(_relevant_counts(labels, base_labels, exclude_self=gallery is None).max()))
-    neighbours = knn_indices(embeddings, k, gallery=None if gallery is None else gallery[0])
+    neighbours = knn_indices(embeddings, k, gallery=base)
     recalls = recall_at_k(embeddings, labels, ks, gallery=gallery, neighbours=neighbours)
     recalls.update(map_at_r_and_r_precision(embeddings, labels, gallery=gallery, neighbours=neighbours))
     if gallery is not None:
