@@ -15,6 +15,7 @@ from PIL import Image
 __all__ = [
     "write_cub",
     "write_cars",
+    "write_cars_mirror",
     "write_sop",
     "write_inshop",
     "write_flowers",
@@ -77,6 +78,30 @@ def write_cars(base: Path, n_classes: int = 6, per_class: int = 3, seed: int = 0
     class_names = np.array([[f"Make Model {c}" for c in range(1, n_classes + 1)]], dtype=object)
     savemat(root / "cars_annos.mat", {"annotations": annotations, "class_names": class_names})
     return root, expected
+
+
+def write_cars_mirror(base: Path, n_classes: int = 6, per_class: int = 3, seed: int = 0) -> tuple[Path, dict[str, int]]:
+    """The class-folder mirror: ``base/{names.csv, anno_train.csv, anno_test.csv,
+    car_data/car_data/{train,test}/<class name, '/' as '-'>/<image>.jpg}``; class 2's name holds a '/' (as the
+    real "Ram C/V Cargo Van Minivan 2012" does); each class has images in both folders (the classification split)."""
+    rng = np.random.default_rng(seed)
+    names = [f"Make Model{'/Van' if c == 2 else ''} {c}" for c in range(1, n_classes + 1)]
+    (base / "names.csv").parent.mkdir(parents=True, exist_ok=True)
+    (base / "names.csv").write_text("\n".join(names) + "\n")
+    rows: dict[str, list[str]] = {"train": [], "test": []}
+    expected = {}
+    image_id = 0
+    for c in rng.permutation(np.arange(1, n_classes + 1)):
+        for j in range(per_class):
+            image_id += 1
+            split = "train" if j % 2 == 0 else "test"
+            rel = f"car_data/car_data/{split}/{names[c - 1].replace('/', '-')}/{image_id:05d}.jpg"
+            _image(base / rel, rng)
+            rows[split].append(f"{image_id:05d}.jpg,1,2,30,20,{c}")
+            expected[rel] = int(c)
+    for split, lines in rows.items():
+        (base / f"anno_{split}.csv").write_text("\n".join(lines) + "\n")
+    return base, expected
 
 
 def write_sop(

@@ -2,7 +2,7 @@
 
 Every loader describes its official layout once (:class:`Layout`); every problem with a root becomes one
 :class:`~schema.errors.DataError` line naming the dataset, the path tried, the expected layout and where the
-dataset is published. Nothing is ever downloaded.
+dataset is published and the ``python -m study.data fetch`` command that puts it there. Loaders never download.
 """
 
 from __future__ import annotations
@@ -43,10 +43,12 @@ class Layout:
     Args:
         dataset: the spec's ``dataset.name``.
         expected: the layout in one line, e.g. ``CUB_200_2011/{images/, images.txt, ...}``.
-        url: where the dataset is published (the user downloads it; we never do).
+        url: where the dataset is published (``python -m study.data fetch`` downloads it; trials never do).
         markers: files/directories that must exist directly in the resolved root.
         subdirs: standard names of the extracted folder, tried below ``dataset.root`` when the root itself
             does not hold the markers (so both ``data/`` and ``data/CUB_200_2011`` work).
+        fetchable: ``python -m study.data fetch <dataset>`` knows it (In-Shop: prints the manual steps), so the
+            error names that command.
     """
 
     dataset: str
@@ -54,11 +56,20 @@ class Layout:
     url: str
     markers: tuple[str, ...]
     subdirs: tuple[str, ...] = ()
+    fetchable: bool = True
 
     def error(self, problem: str, path: object) -> DataError:
         return DataError(
             f"dataset {self.dataset!r}: {problem}: {path}; expected layout {self.expected} "
-            f"(published at {self.url}; download it yourself, nothing is downloaded at run time)"
+            f"(published at {self.url}; {self._how_to_get()})"
+        )
+
+    def _how_to_get(self) -> str:
+        if not self.fetchable:
+            return "nothing is downloaded at run time"
+        return (
+            f"get it with: python -m study.data fetch {self.dataset} --root DIR, then set dataset.root: DIR; "
+            "nothing is downloaded at run time"
         )
 
     def find_root(self, spec: DatasetSpec) -> Path:

@@ -25,6 +25,7 @@ LAYOUT = Layout(
     expected="<root>/<class>/<image>.{jpg,jpeg,png,bmp,ppm,pgm,tif,tiff,webp} (optional split file: '<class> train|test' lines)",
     url="your own data (any class-per-folder tree)",
     markers=(),
+    fetchable=False,
 )
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".tif", ".tiff", ".webp"})

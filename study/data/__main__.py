@@ -1,0 +1,73 @@
+"""Command line: ``python -m study.data fetch DATASET --root DIR [--url URL] [--sha256 [FILE=]HEX]``.
+
+Exit codes: 0 fetched (or already complete: a no-op); 2 any failure (one line on stderr naming the file or URL
+and the cause; nothing half-extracted is left under ``DIR``). ``fetch inshop`` prints the manual steps and exits 2:
+its host needs a login.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from study.data._catalog import CATALOG, INSHOP_STEPS
+from study.data._download import FetchError
+from study.data._fetch import fetch
+
+__all__ = ["main"]
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like study.run
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog="python -m study.data", description="Fetch benchmark datasets.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    f = sub.add_parser("fetch", help="download, verify and extract a dataset so dataset.root: DIR trains")
+    f.add_argument("dataset", choices=[*CATALOG, "inshop"])
+    f.add_argument("--root", required=True, type=Path, help="the directory to give as dataset.root")
+    f.add_argument("--url", default=None, help="a mirror of the archive (flowers102: the base URL of its files)")
+    f.add_argument(
+        "--sha256",
+        action="append",
+        default=[],
+        metavar="[FILE=]HEX",
+        help="check this sha256 instead of the published md5 (FILE= for datasets with several files; repeatable)",
+    )
+    return p
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    if args.dataset == "inshop":
+        print(INSHOP_STEPS.format(root=args.root))
+        print("error: inshop: its host needs a login; follow the steps above", file=sys.stderr)
+        return 2
+    try:
+        result = fetch(args.dataset, args.root, url=args.url, sha256=args.sha256)
+    except FetchError as e:
+        print(f"error: fetch {args.dataset}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"error: fetch {args.dataset}: interrupted; run the same command again to resume", file=sys.stderr)
+        return 2
+    if result.already:
+        print(f"{args.dataset}: already complete in {result.folder}; nothing to do")
+    else:
+        print(
+            f"{args.dataset}: fetched {result.bytes_downloaded} bytes in {result.seconds:.1f} s into {result.folder}; "
+            f"train with dataset.name: {args.dataset}, dataset.root: {args.root}"
+        )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return _fetch(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
