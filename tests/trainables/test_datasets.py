@@ -154,6 +154,7 @@ def test_missing_root_names_dataset_path_layout_and_source(tmp_path, name, write
     msg = str(err.value)
     assert "\n" not in msg and f"dataset {name!r}" in msg and str(missing) in msg and expected in msg
     assert "published at" in msg
+    assert (f"python -m study.data fetch {name} --root DIR" in msg) == (name != "imagefolder")  # the fix, named
     root, _ = writer(tmp_path)
     check_dataset(DatasetSpec(name=name, root=str(root)))  # the real layout passes
 
