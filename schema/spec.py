@@ -145,6 +145,8 @@ class ModelSpec(_Strict):
     frozen_bn: bool = False
     #: A torchvision state-dict file of the backbone's ImageNet weights (made absolute when the spec loads).
     weights: _Path = None
+    #: ``pretrained`` only: the driver may download missing ImageNet weights into the torch cache (trials never do).
+    download: bool = True
 
     @model_validator(mode="after")
     def _check_weights(self) -> ModelSpec:

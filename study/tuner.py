@@ -27,6 +27,7 @@ from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_sta
 from study.bookkeeping import PersistentASHA, StudySearch
 from study.compat import restored_run_config
 from study.credentials import RedactedRDBStorage, check_tracking_env, redacted_spec
+from study.data import ensure_pretrained
 from study.final_stage import (
     FinalGroup,
     best_per_group,
@@ -401,6 +402,7 @@ def run_study(
     check_tracking_env(spec)
     from trainables.checks import check_inputs
 
+    ensure_pretrained(spec.model)  # the driver downloads missing ImageNet weights (model.download); trials never do
     check_inputs(spec)  # the data root and pretrained weights, before anything is written or Ray starts
     local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     if local:

@@ -4,7 +4,8 @@ Backbones: ``small_cnn`` (for the 8×8 digits on a CPU), ``paired_mlp`` (two 2-l
 modality, for the paired 2-D ``flows2d`` data) and torchvision's ResNet-18/34/50 and GoogLeNet (the
 Inception stand-in of the DML benchmarks; BN-Inception has no maintained package: ``pretrainedmodels`` was
 last released in 2018). ImageNet weights are read only from a file (``model.weights``) or the local torch hub
-cache, never downloaded: :func:`check_pretrained` runs on the driver before Ray starts.
+cache, never downloaded here: the driver fetches them first (``study.data``, unless ``model.download: false``) and
+:func:`check_pretrained` runs on the driver before Ray starts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKBONE_NAMES",
     "PRETRAINABLE",
+    "TORCHVISION_WEIGHTS",
     "EmbeddingNet",
     "SmallConvNet",
     "PairedMLP",
@@ -162,6 +164,8 @@ _TORCHVISION: dict[str, tuple[str, str, int]] = {
 }
 #: Backbones with ImageNet weights (``model.pretrained: true``).
 PRETRAINABLE: tuple[str, ...] = tuple(_TORCHVISION)
+#: backbone → torchvision's weights enum (the driver's ``python -m study.data weights`` downloads through it).
+TORCHVISION_WEIGHTS: dict[str, str] = {name: enum for name, (_, enum, _) in _TORCHVISION.items()}
 
 
 def _weight_urls(backbone: str) -> list[str]:
@@ -173,7 +177,6 @@ def _weight_urls(backbone: str) -> list[str]:
 
 def pretrained_weights_file(spec: ModelSpec) -> Path:
     """The file the ImageNet weights load from: ``spec.weights``, else torchvision's file in the hub cache."""
-    fn = _TORCHVISION[spec.backbone][0]
     if spec.weights is not None:
         path = Path(spec.weights)
         if not path.is_file():
@@ -186,8 +189,8 @@ def pretrained_weights_file(spec: ModelSpec) -> Path:
             return cache / os.path.basename(url)
     raise DataError(
         f"model.pretrained: ImageNet weights of {spec.backbone} are not available offline ({os.path.basename(urls[0])} "
-        f'is not in {cache}); on a machine with internet run python -c "import torchvision; '
-        f"torchvision.models.{fn}(weights='IMAGENET1K_V1')\" (or download {urls[0]}) and copy the file into "
+        f"is not in {cache}); run python -m study.data weights {spec.backbone} (on a machine with internet; "
+        f"or download {urls[0]}) and copy the file into "
         f"{cache} on every node, or set model.weights: /path/to/{os.path.basename(urls[0])}"
     )
 

@@ -9,5 +9,16 @@ from __future__ import annotations
 from study.data._catalog import CATALOG, INSHOP_STEPS
 from study.data._download import FetchError
 from study.data._fetch import MARKER, FetchResult, fetch
+from study.data._weights import ensure_pretrained, fetch_weights, weights_target
 
-__all__ = ["CATALOG", "INSHOP_STEPS", "MARKER", "FetchError", "FetchResult", "fetch"]
+__all__ = [
+    "CATALOG",
+    "INSHOP_STEPS",
+    "MARKER",
+    "FetchError",
+    "FetchResult",
+    "ensure_pretrained",
+    "fetch",
+    "fetch_weights",
+    "weights_target",
+]

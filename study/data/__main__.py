@@ -1,4 +1,5 @@
-"""Command line: ``python -m study.data fetch DATASET --root DIR [--url URL] [--sha256 [FILE=]HEX]``.
+"""Command line: ``python -m study.data fetch DATASET --root DIR [--url URL] [--sha256 [FILE=]HEX]`` and
+``python -m study.data weights BACKBONE`` (torchvision's ImageNet weights into the torch hub cache).
 
 Exit codes: 0 fetched (or already complete: a no-op); 2 any failure (one line on stderr naming the file or URL
 and the cause; nothing half-extracted is left under ``DIR``). ``fetch inshop`` prints the manual steps and exits 2:
@@ -15,6 +16,7 @@ from typing import NoReturn
 from study.data._catalog import CATALOG, INSHOP_STEPS
 from study.data._download import FetchError
 from study.data._fetch import fetch
+from study.data._weights import fetch_weights
 
 __all__ = ["main"]
 
@@ -38,7 +40,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="[FILE=]HEX",
         help="check this sha256 instead of the published md5 (FILE= for datasets with several files; repeatable)",
     )
+    w = sub.add_parser("weights", help="download torchvision's ImageNet weights into the torch hub cache")
+    w.add_argument("backbone", help="resnet18, resnet34, resnet50 or googlenet")
     return p
+
+
+def _weights(args: argparse.Namespace) -> int:
+    try:
+        path, downloaded = fetch_weights(args.backbone)
+    except FetchError as e:
+        print(f"error: weights {args.backbone}: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.backbone}: {'downloaded' if downloaded else 'already in the cache:'} {path}")
+    return 0
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -66,7 +80,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return _fetch(args)
+    return _weights(args) if args.command == "weights" else _fetch(args)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def test_pretrained_weights_load_from_the_torch_cache_only(tmp_path, monkeypatch
         check_pretrained(spec)
     msg = str(err.value)
     assert "\n" not in msg and "not available offline" in msg
-    assert f"torchvision.models.{backbone}(weights='IMAGENET1K_V1')" in msg and "model.weights" in msg
+    assert f"python -m study.data weights {backbone}" in msg and "model.weights" in msg
     path, reference = _fake_imagenet_file(tmp_path / "torch" / "hub" / "checkpoints", backbone)
     check_pretrained(spec)
     model = build_model(spec, (3, 64, 64))
