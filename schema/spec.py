@@ -126,11 +126,15 @@ class DatasetSpec(_Strict):
     resize_size: int | None = Field(None, ge=8)
     #: ``imagefolder`` only: a file of ``<class> train|test`` lines instead of the first-half class split.
     split_file: _Path = None
+    #: ``csv`` only: open-metric-learning's annotation CSV, relative to ``root`` (trainables/data/csv_oml.py).
+    annotations: str | None = None
 
     @model_validator(mode="after")
     def _check_data_keys(self) -> DatasetSpec:
         if self.split_file is not None and self.name != "imagefolder":
             raise ValueError(f"dataset.split_file applies to imagefolder only, not to {self.name!r}")
+        if (self.annotations is not None) != (self.name == "csv"):
+            raise ValueError(f"dataset.annotations is required by csv and applies to csv only (name {self.name!r})")
         if self.image_size and self.resize_size and self.resize_size < self.image_size:
             raise ValueError(f"resize_size >= image_size must hold, but got {self.resize_size=}, {self.image_size=}")
         return self

@@ -1,5 +1,6 @@
 """Command line: ``python -m study.data fetch DATASET --root DIR [--url URL] [--sha256 [FILE=]HEX]`` and
-``python -m study.data weights BACKBONE`` (torchvision's ImageNet weights into the torch hub cache).
+``python -m study.data weights BACKBONE`` (torchvision's ImageNet weights into the torch hub cache) and
+``python -m study.data export-csv DATASET --root DIR [--out FILE]`` (open-metric-learning's CSV of a dataset).
 
 Exit codes: 0 fetched (or already complete: a no-op); 2 any failure (one line on stderr naming the file or URL
 and the cause; nothing half-extracted is left under ``DIR``). ``fetch inshop`` prints the manual steps and exits 2:
@@ -9,12 +10,14 @@ its host needs a login.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
 
 from study.data._catalog import CATALOG, INSHOP_STEPS
 from study.data._download import FetchError
+from study.data._export import export_csv
 from study.data._fetch import fetch
 from study.data._weights import fetch_weights
 
@@ -42,7 +45,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     w = sub.add_parser("weights", help="download torchvision's ImageNet weights into the torch hub cache")
     w.add_argument("backbone", help="resnet18, resnet34, resnet50 or googlenet")
+    e = sub.add_parser("export-csv", help="write open-metric-learning's CSV (dataset.name: csv) of a dataset")
+    e.add_argument("dataset")
+    e.add_argument("--root", required=True, type=Path, help="the dataset's dataset.root")
+    e.add_argument("--out", type=Path, default=None, help="the CSV to write (default DIR/<dataset>_oml.csv)")
     return p
+
+
+def _export(args: argparse.Namespace) -> int:
+    try:
+        path, n = export_csv(args.dataset, args.root, args.out)
+    except FetchError as e:
+        print(f"error: export-csv {args.dataset}: {e}", file=sys.stderr)
+        return 2
+    relative = os.path.relpath(path, args.root.expanduser().absolute())
+    print(
+        f"{args.dataset}: wrote {n} rows to {path}; train with dataset.name: csv, dataset.root: {args.root}, "
+        f"dataset.annotations: {relative}"
+    )
+    return 0
 
 
 def _weights(args: argparse.Namespace) -> int:
@@ -72,7 +93,8 @@ def _fetch(args: argparse.Namespace) -> int:
         print(f"{args.dataset}: already complete in {result.folder}; nothing to do")
     else:
         print(
-            f"{args.dataset}: fetched {result.bytes_downloaded} bytes in {result.seconds:.1f} s into {result.folder}; "
+            f"{args.dataset}: fetched {result.bytes_downloaded} bytes in {result.seconds:.1f} s "
+            f"(download and checksum {result.download_seconds:.1f} s) into {result.folder}; "
             f"train with dataset.name: {args.dataset}, dataset.root: {args.root}"
         )
     return 0
@@ -80,7 +102,8 @@ def _fetch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return _weights(args) if args.command == "weights" else _fetch(args)
+    commands = {"fetch": _fetch, "weights": _weights, "export-csv": _export}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

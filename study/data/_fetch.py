@@ -36,6 +36,7 @@ class FetchResult:
     folder: Path
     bytes_downloaded: int
     seconds: float
+    download_seconds: float
     already: bool
 
 
@@ -84,7 +85,7 @@ def _safe_member(name: str) -> bool:
     return not p.is_absolute() and ".." not in p.parts
 
 
-def _extract(source: Source, path: Path, into: Path) -> None:
+def _extract(source: Source, path: Path, into: Path, target: Path) -> None:
     """Unpack (or copy) one downloaded file into ``into``; a corrupt or truncated archive is a FetchError."""
     into.mkdir(parents=True, exist_ok=True)
     try:
@@ -105,7 +106,7 @@ def _extract(source: Source, path: Path, into: Path) -> None:
             f"archive {path.name} is corrupt or truncated ({type(e).__name__}: {e}); deleted it, run again"
         ) from None
     except OSError as e:
-        raise os_error(e, into) from None
+        raise os_error(e, f"{target} (extracting {path.name})") from None
 
 
 def _check(name: str, folder: Path) -> None:
@@ -138,7 +139,7 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
     root = root.expanduser().absolute()
     done = _complete(entry, root)
     if done is not None:
-        return FetchResult(done, 0, time.monotonic() - start, already=True)
+        return FetchResult(done, 0, time.monotonic() - start, 0.0, already=True)
     downloads = root / ".download"
     try:
         downloads.mkdir(parents=True, exist_ok=True)
@@ -146,19 +147,21 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
         raise os_error(e, downloads) from None
     fetched = 0
     paths = {}
+    download_start = time.monotonic()
     for source in entry.sources:
         path = downloads / source.filename
         if not path.exists():
             fetched += download(urls[source.filename], path)
         _verify(path, urls[source.filename], sums[source.filename])
         paths[source.filename] = path
+    download_seconds = time.monotonic() - download_start
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".fetch-{name}-", dir=root))
     except OSError as e:
         raise os_error(e, root) from None
     try:
         for source in entry.sources:
-            _extract(source, paths[source.filename], tmp / source.into)
+            _extract(source, paths[source.filename], tmp / source.into, root / entry.folder)
         built = tmp / entry.folder
         try:
             _check(name, built)
@@ -179,4 +182,4 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
         path.unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # another dataset's download is in there
         downloads.rmdir()
-    return FetchResult(root / entry.folder, fetched, time.monotonic() - start, already=False)
+    return FetchResult(root / entry.folder, fetched, time.monotonic() - start, download_seconds, already=False)

@@ -194,7 +194,7 @@ def test_disk_full_while_extracting_is_one_line_and_nothing_is_left(tmp_path, ca
         url = server.url("/CUB_200_2011.tgz")
         rc, _, err = _run(capsys, "cub200", "--root", str(root), "--url", url, "--sha256", _sha(data))
     assert rc == 2 and err.count("\n") == 1
-    assert err.startswith(f"error: fetch cub200: disk full writing {root}") and err.endswith("(ENOSPC)\n")
+    assert err == f"error: fetch cub200: disk full writing {root}/CUB_200_2011 (extracting CUB_200_2011.tgz) (ENOSPC)\n"
     assert _leftovers(root) == []
 
 

@@ -1,7 +1,8 @@
 """Datasets: name → loader, all returning :class:`DatasetSplits` with a class-disjoint train/test split.
 
 Each on-disk loader is one module reading its official layout (``cub``, ``cars``, ``sop``, ``inshop``,
-``flowers``, ``cifar10``, ``imagefolder``) and exposing ``load(spec)``; the embedded ``digits``, the
+``flowers``, ``cifar10``, ``imagefolder``, and ``csv``: open-metric-learning's CSV format) and exposing
+``load(spec)``; the embedded ``digits``, the
 generated ``glyphs`` and the thesis' paired 2-D ``flows2d`` need no root.
 :func:`check_dataset` runs on the driver before Ray starts, so a missing root is one line and exit 2.
 """
@@ -40,6 +41,7 @@ _LOADERS: dict[str, tuple[str, str]] = {
     "flowers102": ("trainables.data.flowers", "load"),
     "cifar10": ("trainables.data.cifar10", "load"),
     "imagefolder": ("trainables.data.imagefolder", "load"),
+    "csv": ("trainables.data.csv_oml", "load"),
 }
 
 DATASET_NAMES: tuple[str, ...] = tuple(_LOADERS)

@@ -1,0 +1,129 @@
+"""``dataset.name: csv``: open-metric-learning's one-CSV dataset format (``dataset.annotations``, a file relative
+to ``dataset.root``), so a user brings any dataset (or In-Shop's query/gallery split) without writing a loader.
+
+Columns (OML, https://open-metric-learning.readthedocs.io, "Dataset format"): ``label`` (int), ``path`` (image
+path relative to ``dataset.root``), ``split`` (``train`` | ``validation``), ``is_query``, ``is_gallery`` (booleans,
+read on validation rows), optional ``category`` and optional boxes ``x_1, y_1, x_2, y_2``. ``split: validation``
+rows are the test classes. When every validation row is both query and gallery, each query is searched among
+the other validation images (the CUB/CARS/SOP protocol); otherwise queries are searched in the gallery rows (the
+In-Shop protocol), which must then be disjoint. Boxes are validated but not applied (images are used whole) and
+``category`` is validated but per-category metrics are not computed. Every problem is one line naming the row.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from trainables.data._files import Layout, image_splits
+
+if TYPE_CHECKING:
+    from schema.spec import DatasetSpec
+    from trainables.data._splits import DatasetSplits
+
+__all__ = ["LAYOUT", "REQUIRED_COLUMNS", "BOX_COLUMNS", "load"]
+
+LAYOUT = Layout(
+    dataset="csv",
+    expected="<root>/<dataset.annotations> with columns label, path, split (train|validation), is_query, is_gallery "
+    "[, category, x_1, y_1, x_2, y_2] and images at <root>/<path>",
+    url="open-metric-learning's CSV format",
+    markers=(),
+    fetchable=False,
+)
+REQUIRED_COLUMNS = ("label", "path", "split", "is_query", "is_gallery")
+BOX_COLUMNS = ("x_1", "y_1", "x_2", "y_2")
+_TRUE, _FALSE = {"true", "1", "1.0", "yes"}, {"false", "0", "0.0", "no"}
+
+
+def _bool(value: str) -> bool | None:
+    v = value.strip().lower()
+    return True if v in _TRUE else False if v in _FALSE else None
+
+
+def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """``(line number, row)`` of the file, header checked."""
+    if not path.is_file():
+        raise LAYOUT.error("no such annotations file", path)
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+        if missing:
+            raise LAYOUT.error(f"the header lacks column(s) {', '.join(missing)}", path)
+        boxes = [c for c in BOX_COLUMNS if c in columns]
+        if boxes and len(boxes) != len(BOX_COLUMNS):
+            raise LAYOUT.error(
+                f"boxes need all of {', '.join(BOX_COLUMNS)}, but the header has {', '.join(boxes)}", path
+            )
+        rows = [(reader.line_num, dict(row)) for row in reader]
+    if not rows:
+        raise LAYOUT.error("no rows", path)
+    return rows
+
+
+def _check_row(path: Path, lineno: int, row: dict[str, str | None]) -> tuple[int, str, str, bool, bool]:
+    def bad(problem: str) -> Exception:
+        return LAYOUT.error(f"row at line {lineno}: {problem}", path)
+
+    extra = row.pop(None, None)  # type: ignore[call-overload]  # DictReader's restkey for surplus fields
+    if extra is not None or any(v is None for v in row.values()):
+        n = sum(v is not None for v in row.values()) + len(extra or [])
+        raise bad(f"{n} fields, the header has {len(row)}")
+    fields = {k: (v or "").strip() for k, v in row.items() if k is not None}
+    try:
+        label = int(fields["label"])
+    except ValueError:
+        raise bad(f"label {fields['label']!r} is not an integer") from None
+    if not fields["path"]:
+        raise bad("empty path")
+    split = fields["split"]
+    if split not in ("train", "validation"):
+        raise bad(f"split {split!r} is not train or validation")
+    flags = {}
+    for name in ("is_query", "is_gallery"):
+        value = _bool(fields[name]) if fields[name] else (False if split == "train" else None)
+        if value is None:
+            raise bad(f"{name} {fields[name]!r} is not a boolean (True/False/1/0)")
+        flags[name] = value
+    if split == "validation" and not (flags["is_query"] or flags["is_gallery"]):
+        raise bad("a validation row must be a query, a gallery image or both")
+    if "x_1" in fields and any(fields[c] for c in BOX_COLUMNS):
+        try:
+            x1, y1, x2, y2 = (float(fields[c]) for c in BOX_COLUMNS)
+        except ValueError:
+            raise bad("box x_1, y_1, x_2, y_2 must be numbers") from None
+        if not (0 <= x1 < x2 and 0 <= y1 < y2):
+            raise bad(f"box must have 0 <= x_1 < x_2 and 0 <= y_1 < y_2, but got {x1=}, {y1=}, {x2=}, {y2=}")
+    return label, fields["path"], split, flags["is_query"], flags["is_gallery"]
+
+
+def load(spec: DatasetSpec) -> DatasetSplits:
+    if spec.root is None:
+        raise LAYOUT.error("dataset.root is not set", "null")
+    root = Path(spec.root).expanduser()
+    if not root.is_dir():
+        raise LAYOUT.error("no such directory", root)
+    if spec.annotations is None:
+        raise LAYOUT.error("dataset.annotations is not set", root)
+    path = root / spec.annotations
+    parsed = [_check_row(path, lineno, row) for lineno, row in _rows(path)]
+    items = [p for _, p, _, _, _ in parsed]
+    labels = np.array([label for label, _, _, _, _ in parsed], dtype=np.int64)
+    train = np.array([s == "train" for _, _, s, _, _ in parsed])
+    query = np.array([q for _, _, _, q, _ in parsed]) & ~train
+    gallery = np.array([g for _, _, _, _, g in parsed]) & ~train
+    if (query == gallery).all():  # every validation row is both: leave-one-out among them
+        return image_splits(spec, LAYOUT, root, items, labels, train, test_mask=~train)
+    both = np.flatnonzero(query & gallery)
+    if both.size:
+        lineno = _rows(path)[both[0]][0]
+        raise LAYOUT.error(
+            f"row at line {lineno} is both query and gallery while other validation rows are not; "
+            "use one or the other per row, or both on every validation row",
+            path,
+        )
+    return image_splits(spec, LAYOUT, root, items, labels, train, test_mask=query, gallery_mask=gallery)
