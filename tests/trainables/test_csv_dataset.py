@@ -105,8 +105,25 @@ def test_header_boxes_mixed_roles_and_missing_images(tmp_path):
         check("\n".join(mixed) + "\n")
     with pytest.raises(DataError, match="missing: .*nope.jpg"):
         check(_GOOD + "1,nope.jpg,train,,\n2,nope2.jpg,validation,True,True\n")
+    duplicated = [*boxed[:2], boxed[1].replace(",0,0,10,10", ",1,1,10,10")]
+    with pytest.raises(DataError, match="row at line 3: CUB_200_2011/images/.* appears again with another box"):
+        check("\n".join(duplicated) + "\n")
     with pytest.raises(DataError, match="no such annotations file"):
         check_dataset(DatasetSpec(name="csv", root=str(tmp_path), annotations="absent.csv"))
+
+
+def test_a_box_crops_its_image(tmp_path):
+    from PIL import Image
+
+    write_cub(tmp_path, n_classes=4, per_class=2)
+    path, _ = export_csv("cub200", tmp_path)
+    lines = path.read_text().splitlines()
+    boxed = [lines[0] + ",x_1,y_1,x_2,y_2"] + [line + ",2,3,12.2,9" for line in lines[1:]]
+    (tmp_path / "boxed.csv").write_text("\n".join(boxed) + "\n")
+    data = _csv_splits(tmp_path, "boxed.csv")
+    item = data.test.items[0]
+    whole = np.asarray(Image.open(tmp_path / item).convert("RGB"))
+    np.testing.assert_array_equal(np.asarray(data.test.load_item(item)), whole[3:9, 2:12])  # rows y, columns x
 
 
 def test_spec_keys(tmp_path):

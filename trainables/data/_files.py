@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Layout",
     "ImageFile",
+    "BoxedImageFile",
     "first_half_classes",
     "image_splits",
     "parse_int",
@@ -158,6 +159,20 @@ class ImageFile:
             raise DataError(f"cannot read image {path}: {e}") from None
 
 
+class BoxedImageFile(ImageFile):
+    """An :class:`ImageFile` cropped to its item's box (open-metric-learning's ``x_1, y_1, x_2, y_2``), decoded at
+    full scale: a box can be a small part of the photo, so the reduced-scale decode would lose it."""
+
+    def __init__(self, root: Path | str, boxes: dict[str, tuple[float, float, float, float]]) -> None:
+        super().__init__(root, None)
+        self.boxes = boxes
+
+    def __call__(self, relpath: object) -> Image.Image:
+        img = super().__call__(relpath)
+        box = self.boxes.get(str(relpath))
+        return img if box is None else img.crop(tuple(round(v) for v in box))
+
+
 def image_splits(
     spec: DatasetSpec,
     layout: Layout,
@@ -167,8 +182,10 @@ def image_splits(
     train_mask: np.ndarray,
     test_mask: np.ndarray | None = None,
     gallery_mask: np.ndarray | None = None,
+    boxes: dict[str, tuple[float, float, float, float]] | None = None,
 ) -> DatasetSplits:
-    """Assemble an image dataset's splits (files relative to ``root``) with the spec's transforms.
+    """Assemble an image dataset's splits (files relative to ``root``) with the spec's transforms; ``boxes``
+    (item → x_1, y_1, x_2, y_2 in pixels) crops those images before the transforms.
 
     The first file of each split must exist, so a root with annotations but no extracted images fails here,
     on the driver, rather than inside every trial.
@@ -176,7 +193,7 @@ def image_splits(
     from trainables.data.transforms import eval_transform, image_sizes, train_transform, view_transform
 
     resize, crop = image_sizes(spec)
-    load = ImageFile(root, resize)
+    load = ImageFile(root, resize) if not boxes else BoxedImageFile(root, boxes)
     masks = {"train": train_mask, "test": ~train_mask if test_mask is None else test_mask, "gallery": gallery_mask}
     splits: dict[str, LabeledSplit | None] = {}
     for name, mask in masks.items():

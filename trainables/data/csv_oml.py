@@ -6,8 +6,8 @@ path relative to ``dataset.root``), ``split`` (``train`` | ``validation``), ``is
 read on validation rows), optional ``category`` and optional boxes ``x_1, y_1, x_2, y_2``. ``split: validation``
 rows are the test classes. When every validation row is both query and gallery, each query is searched among
 the other validation images (the CUB/CARS/SOP protocol); otherwise queries are searched in the gallery rows (the
-In-Shop protocol), which must then be disjoint. Boxes are validated but not applied (images are used whole) and
-``category`` is validated but per-category metrics are not computed. Every problem is one line naming the row.
+In-Shop protocol), which must then be disjoint. A row's box crops its image before the transforms; ``category``
+is read but per-category metrics are not computed. Every problem is one line naming the row.
 """
 
 from __future__ import annotations
@@ -65,7 +65,10 @@ def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     return rows
 
 
-def _check_row(path: Path, lineno: int, row: dict[str, str | None]) -> tuple[int, str, str, bool, bool]:
+_Box = tuple[float, float, float, float]
+
+
+def _check_row(path: Path, lineno: int, row: dict[str, str | None]) -> tuple[int, str, str, bool, bool, _Box | None]:
     def bad(problem: str) -> Exception:
         return LAYOUT.error(f"row at line {lineno}: {problem}", path)
 
@@ -91,6 +94,7 @@ def _check_row(path: Path, lineno: int, row: dict[str, str | None]) -> tuple[int
         flags[name] = value
     if split == "validation" and not (flags["is_query"] or flags["is_gallery"]):
         raise bad("a validation row must be a query, a gallery image or both")
+    box = None
     if "x_1" in fields and any(fields[c] for c in BOX_COLUMNS):
         try:
             x1, y1, x2, y2 = (float(fields[c]) for c in BOX_COLUMNS)
@@ -98,7 +102,8 @@ def _check_row(path: Path, lineno: int, row: dict[str, str | None]) -> tuple[int
             raise bad("box x_1, y_1, x_2, y_2 must be numbers") from None
         if not (0 <= x1 < x2 and 0 <= y1 < y2):
             raise bad(f"box must have 0 <= x_1 < x_2 and 0 <= y_1 < y_2, but got {x1=}, {y1=}, {x2=}, {y2=}")
-    return label, fields["path"], split, flags["is_query"], flags["is_gallery"]
+        box = (x1, y1, x2, y2)
+    return label, fields["path"], split, flags["is_query"], flags["is_gallery"], box
 
 
 def load(spec: DatasetSpec) -> DatasetSplits:
@@ -110,20 +115,25 @@ def load(spec: DatasetSpec) -> DatasetSplits:
     if spec.annotations is None:
         raise LAYOUT.error("dataset.annotations is not set", root)
     path = root / spec.annotations
-    parsed = [_check_row(path, lineno, row) for lineno, row in _rows(path)]
-    items = [p for _, p, _, _, _ in parsed]
-    labels = np.array([label for label, _, _, _, _ in parsed], dtype=np.int64)
-    train = np.array([s == "train" for _, _, s, _, _ in parsed])
-    query = np.array([q for _, _, _, q, _ in parsed]) & ~train
-    gallery = np.array([g for _, _, _, _, g in parsed]) & ~train
+    rows = _rows(path)
+    parsed = [_check_row(path, lineno, row) for lineno, row in rows]
+    items = [p for _, p, _, _, _, _ in parsed]
+    labels = np.array([label for label, _, _, _, _, _ in parsed], dtype=np.int64)
+    train = np.array([s == "train" for _, _, s, _, _, _ in parsed])
+    query = np.array([q for _, _, _, q, _, _ in parsed]) & ~train
+    gallery = np.array([g for _, _, _, _, g, _ in parsed]) & ~train
+    boxes: dict[str, _Box] = {}
+    for (lineno, _), (_, item, _, _, _, box) in zip(rows, parsed):
+        if box is not None and boxes.setdefault(item, box) != box:
+            raise LAYOUT.error(f"row at line {lineno}: {item} appears again with another box", path)
     if (query == gallery).all():  # every validation row is both: leave-one-out among them
-        return image_splits(spec, LAYOUT, root, items, labels, train, test_mask=~train)
+        return image_splits(spec, LAYOUT, root, items, labels, train, test_mask=~train, boxes=boxes)
     both = np.flatnonzero(query & gallery)
     if both.size:
-        lineno = _rows(path)[both[0]][0]
+        lineno = rows[both[0]][0]
         raise LAYOUT.error(
             f"row at line {lineno} is both query and gallery while other validation rows are not; "
             "use one or the other per row, or both on every validation row",
             path,
         )
-    return image_splits(spec, LAYOUT, root, items, labels, train, test_mask=query, gallery_mask=gallery)
+    return image_splits(spec, LAYOUT, root, items, labels, train, test_mask=query, gallery_mask=gallery, boxes=boxes)
