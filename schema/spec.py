@@ -142,7 +142,7 @@ class DatasetSpec(_Strict):
 
 class ModelSpec(_Strict):
     backbone: str = "small_cnn"
-    #: Start from ImageNet weights: ``weights`` if set, else the local torch cache (never downloaded).
+    #: Start from ImageNet weights: ``weights`` if set, else the torch cache (the driver fills it; see ``download``).
     pretrained: bool = False
     embedding_dim: int = Field(64, ge=2)
     #: Keep every BatchNorm of the backbone in eval mode with frozen affine parameters (small P×K batches).

@@ -401,8 +401,10 @@ def run_study(
     layout = StudyLayout.for_spec(spec)
     check_tracking_env(spec)
     from trainables.checks import check_inputs
+    from trainables.data import check_dataset
 
-    ensure_pretrained(spec.model)  # the driver downloads missing ImageNet weights (model.download); trials never do
+    # The driver downloads missing ImageNet weights (model.download; trials never do), after checking the data root.
+    ensure_pretrained(spec.model, before_download=lambda: check_dataset(spec.dataset))
     check_inputs(spec)  # the data root and pretrained weights, before anything is written or Ray starts
     local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     if local:

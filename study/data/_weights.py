@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from study.data._download import FetchError, os_error
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from schema.spec import ModelSpec
 
 __all__ = ["ensure_pretrained", "fetch_weights", "weights_target"]
@@ -59,9 +61,12 @@ def fetch_weights(backbone: str) -> tuple[Path, bool]:
     return path, True
 
 
-def ensure_pretrained(spec: ModelSpec) -> Path | None:
+def ensure_pretrained(spec: ModelSpec, before_download: Callable[[], None] | None = None) -> Path | None:
     """Driver pre-flight: the weights file a ``model.pretrained`` study reads, downloaded if missing and
-    ``model.download`` allows; ``None`` when nothing is needed (no pretrained, or ``model.weights`` given)."""
+    ``model.download`` allows; ``None`` when nothing is needed (no pretrained, or ``model.weights`` given).
+
+    ``before_download`` runs just before a download (the study checks its dataset root there, so a wrong root is
+    reported before a 100 MB download rather than after)."""
     if not spec.pretrained or spec.weights is not None:
         return None
     url, path = weights_target(spec.backbone)
@@ -72,4 +77,6 @@ def ensure_pretrained(spec: ModelSpec) -> Path | None:
             f"model.pretrained: {path.name} is not in {path.parent} and model.download is false; put it there "
             f"(from {url}) or run python -m study.data weights {spec.backbone}"
         )
+    if before_download is not None:
+        before_download()
     return fetch_weights(spec.backbone)[0]

@@ -70,9 +70,12 @@ def test_the_driver_downloads_missing_weights_unless_forbidden_or_offline(tiny_w
             f"(from {server.url(f'/{name}')}) or run python -m study.data weights resnet18"
         )
         assert server.requests == []
-        assert ensure_pretrained(spec.model_copy(update={"download": True})) == cache / name
+        calls = []
+        assert ensure_pretrained(spec.model_copy(update={"download": True}), lambda: calls.append(1)) == cache / name
+        assert calls == [1]  # the study checks its data root just before a download
         assert (cache / name).read_bytes() == data
-        assert ensure_pretrained(spec) == cache / name  # present now: download: false is fine
+        assert ensure_pretrained(spec, lambda: calls.append(2)) == cache / name  # present: no download, no check
+        assert calls == [1]
     assert ensure_pretrained(ModelSpec(backbone="resnet18")) is None  # not pretrained: nothing to do
 
     (cache / name).unlink()
