@@ -24,11 +24,13 @@ class FileServer:
         drop_after: path → byte count: the next GET of that path sends this many bytes of the body (while announcing
             the full length) and closes the connection; consumed once.
         requests: ``(path, Range header or None)`` of every GET, for assertions about resume.
+        content_types: path → Content-Type (default ``application/octet-stream``).
     """
 
     files: dict[str, bytes]
     drop_after: dict[str, int] = field(default_factory=dict)
     requests: list[tuple[str, str | None]] = field(default_factory=list)
+    content_types: dict[str, str] = field(default_factory=dict)
 
     def __enter__(self) -> FileServer:
         server = self
@@ -58,6 +60,7 @@ class FileServer:
                 if rng:
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Type", server.content_types.get(self.path, "application/octet-stream"))
                 self.send_header("Accept-Ranges", "bytes")
                 self.end_headers()
                 cut = server.drop_after.pop(self.path, None)

@@ -93,6 +93,11 @@ def download(url: str, dest: Path) -> int:
         reason = getattr(e, "reason", e)
         raise FetchError(f"cannot reach {url}: {reason}") from None
     with response:
+        if response.headers.get_content_type() == "text/html":  # a login, consent or "virus scan" page, not a file
+            raise FetchError(
+                f"{url} answered with an HTML page instead of {dest.name} (a login or confirmation page?); "
+                "download it in a browser and pass its URL with --url, or see docs/data.md"
+            )
         resumed = have > 0 and response.status == 206
         if not resumed:
             have = 0

@@ -169,6 +169,19 @@ def test_unreachable_url_is_one_line(tmp_path, capsys):
     assert _leftovers(tmp_path / "data") == []
 
 
+def test_an_html_page_instead_of_the_archive_is_one_line(tmp_path, capsys):
+    """What a host answers when it wants a login or a confirmation click (Kaggle, Google Drive)."""
+    page = b"<html><body>Sign in to continue</body></html>"
+    with FileServer({"/sop.zip": page}, content_types={"/sop.zip": "text/html; charset=utf-8"}) as server:
+        url = server.url("/sop.zip")
+        rc, _, err = _run(capsys, "sop", "--root", str(tmp_path / "data"), "--url", url)
+    assert rc == 2 and err == (
+        f"error: fetch sop: {url} answered with an HTML page instead of Stanford_Online_Products.zip "
+        "(a login or confirmation page?); download it in a browser and pass its URL with --url, or see docs/data.md\n"
+    )
+    assert _leftovers(tmp_path / "data") == [] and list((tmp_path / "data" / ".download").iterdir()) == []
+
+
 @pytest.fixture
 def small_tmpfs(tmp_path):
     mount = tmp_path / "small"
