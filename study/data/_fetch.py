@@ -10,6 +10,7 @@ once the tree is in place.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import shutil
 import tarfile
@@ -132,7 +133,10 @@ def _complete(entry: DatasetEntry, root: Path) -> Path | None:
 
 
 def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | None = None) -> FetchResult:
-    """Fetch dataset ``name`` into ``root`` (see the module docstring); raises :class:`FetchError`."""
+    """Fetch dataset ``name`` into ``root`` (see the module docstring); raises :class:`FetchError`.
+
+    One fetch of a dataset per root at a time: a second one (another shell, another node on a shared root) is
+    refused while ``.download/<dataset>.lock`` is held (``flock``: released by the kernel if the fetch dies)."""
     start = time.monotonic()
     entry = CATALOG[name]
     sums, urls = _checksums(entry, sha256 or []), _urls(entry, url)
@@ -141,10 +145,40 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
     if done is not None:
         return FetchResult(done, 0, time.monotonic() - start, 0.0, already=True)
     downloads = root / ".download"
+    lock_path = downloads / f"{name}.lock"
     try:
         downloads.mkdir(parents=True, exist_ok=True)
+        lock = lock_path.open("a")
     except OSError as e:
         raise os_error(e, downloads) from None
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FetchError(f"another fetch of {name} into {root} is running ({lock_path} is locked)") from None
+        done = _complete(entry, root)  # the fetch that held the lock may have finished it
+        if done is not None:
+            return FetchResult(done, 0, time.monotonic() - start, 0.0, already=True)
+        try:
+            result = _fetch_locked(entry, root, downloads, sums, urls, start)
+        finally:
+            # Removed while held, so no lock file is left behind; a fetch that opened it in the instant before can
+            # still lock the removed file and then finds the tree complete (or fetches beside a third): accepted.
+            lock_path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # another dataset's download is in there
+        downloads.rmdir()
+    return result
+
+
+def _fetch_locked(
+    entry: DatasetEntry,
+    root: Path,
+    downloads: Path,
+    sums: dict[str, tuple[str, str] | None],
+    urls: dict[str, str],
+    start: float,
+) -> FetchResult:
+    name = entry.name
     fetched = 0
     paths = {}
     download_start = time.monotonic()
@@ -180,6 +214,4 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
         shutil.rmtree(tmp, ignore_errors=True)
     for path in paths.values():
         path.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):  # another dataset's download is in there
-        downloads.rmdir()
     return FetchResult(root / entry.folder, fetched, time.monotonic() - start, download_seconds, already=False)

@@ -158,6 +158,19 @@ def test_an_archive_without_the_loaders_layout_is_refused(tmp_path, capsys):
     assert _leftovers(root) == []
 
 
+def test_a_second_concurrent_fetch_is_refused(tmp_path, capsys):
+    import fcntl
+
+    root = tmp_path / "data"
+    (root / ".download").mkdir(parents=True)
+    with (root / ".download" / "cub200.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running fetch holds it
+        rc, _, err = _run(capsys, "cub200", "--root", str(root), "--url", "http://127.0.0.1:9/x.tgz")
+    assert rc == 2 and err == (
+        f"error: fetch cub200: another fetch of cub200 into {root} is running ({root}/.download/cub200.lock is locked)\n"
+    )
+
+
 def test_unreachable_url_is_one_line(tmp_path, capsys):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
