@@ -171,6 +171,8 @@ class Trial:
         if data is None:
             data = load_dataset(input_dataset(spec), spec.seed)
         check_batch_classes(data.train.num_classes, spec.train.classes_per_batch, spec.dataset.name)
+        if data.image_cache is not None:
+            data.image_cache.ensure()  # decode once per node (file lock) before the loader workers fork
         family_cls = get_family(spec.family)
         model = build_model(spec.model, data.input_shape, normalize=not family_cls.raw_embeddings).to(device)
         if _channels_last(device, data.input_shape):
@@ -308,8 +310,11 @@ class Trial:
 
     def _to_device(self, inputs: torch.Tensor) -> torch.Tensor:
         if inputs.dim() == 4 and _channels_last(self.device, self.data.input_shape):
-            return inputs.to(self.device, non_blocking=True, memory_format=torch.channels_last)
-        return inputs.to(self.device, non_blocking=True)
+            inputs = inputs.to(self.device, non_blocking=True, memory_format=torch.channels_last)
+        else:
+            inputs = inputs.to(self.device, non_blocking=True)
+        # dataset.cache: decoded ships uint8 batches; they become normalised floats here, on the device.
+        return self.data.on_device(inputs) if self.data.on_device is not None else inputs
 
     def _forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """Embeddings in float32; the network runs under bf16 autocast when the GPU supports it."""

@@ -18,11 +18,12 @@ from schema.errors import DataError
 from trainables.data._splits import DatasetSplits, LabeledSplit
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from PIL import Image
 
     from schema.spec import DatasetSpec
+    from trainables.data.decoded_cache import DecodedImages
 
 __all__ = [
     "Layout",
@@ -165,8 +166,9 @@ def image_splits(
     from trainables.data.transforms import eval_transform, image_sizes, train_transform, view_transform
 
     resize, crop = image_sizes(spec)
-    load = ImageFile(root, resize)
     masks = {"train": train_mask, "test": ~train_mask if test_mask is None else test_mask, "gallery": gallery_mask}
+    cache = _decoded_cache(spec, root, items, masks.values(), resize)
+    load = ImageFile(root, resize) if cache is None else cache
     splits: dict[str, LabeledSplit | None] = {}
     for name, mask in masks.items():
         if mask is None:
@@ -177,6 +179,21 @@ def image_splits(
         split = split_by_mask(items, labels, mask, load)
         layout.require(root / split.items[0])
         splits[name] = split
+    if cache is not None:
+        from trainables.data.cached_transforms import CachedCenterCrop, CachedTrainCrop, CachedView, DeviceNormalize
+
+        return DatasetSplits(
+            name=spec.name,
+            train=splits["train"],
+            test=splits["test"],
+            gallery=splits["gallery"],
+            input_shape=(3, crop, crop),
+            train_transform=CachedTrainCrop(crop, padding=crop // 8 if resize <= crop else None),
+            eval_transform=CachedCenterCrop(crop),
+            view_transform=CachedView(crop),
+            on_device=DeviceNormalize(),
+            image_cache=cache,
+        )
     return DatasetSplits(
         name=spec.name,
         train=splits["train"],
@@ -187,6 +204,24 @@ def image_splits(
         eval_transform=eval_transform(resize, crop),
         view_transform=view_transform(crop),
     )
+
+
+def _decoded_cache(
+    spec: DatasetSpec, root: Path, items: list[str], masks: Iterable[np.ndarray | None], resize: int
+) -> DecodedImages | None:
+    """The handle of the node's decoded cache of every image some split uses (``dataset.cache: decoded``); built
+    lazily, by the first trial that trains, never by the driver's checks."""
+    if spec.cache != "decoded":
+        return None
+    from trainables.data.decoded_cache import DecodedImages, default_cache_dir
+
+    used = np.zeros(len(items), dtype=bool)
+    for mask in masks:
+        if mask is not None:
+            used |= mask
+    directory = Path(spec.cache_dir) if spec.cache_dir else default_cache_dir()
+    chosen = tuple(items[i] for i in np.flatnonzero(used))
+    return DecodedImages(dataset=spec.name, root=str(root), items=chosen, resize=resize, directory=str(directory))
 
 
 def read_mat(layout: Layout, path: Path, key: str) -> np.ndarray:
