@@ -241,7 +241,12 @@ def _open(path: Path, fingerprint: str, items: tuple[str, ...], sample: int | No
     at, stored = np.frombuffer(trailer[8:24], np.int64)
     (index_crc, _) = np.frombuffer(trailer[24:], np.uint32)
     index = bytes(raw[HEADER + data_bytes : HEADER + data_bytes + index_bytes])
-    if trailer[:8] != DONE or at != HEADER + data_bytes or stored != data_bytes or zlib.crc32(header + index) != index_crc:
+    if (
+        trailer[:8] != DONE
+        or at != HEADER + data_bytes
+        or stored != data_bytes
+        or zlib.crc32(header + index) != index_crc
+    ):
         return None
     shapes = np.frombuffer(index[: 8 * n], np.int32).reshape(n, 2)
     offsets = np.frombuffer(index[8 * n : 8 * n + 8 * (n + 1)], np.int64)
