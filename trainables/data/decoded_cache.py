@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -91,13 +92,13 @@ class DecodedImages:
     resize: int
     directory: str
 
-    @property
+    @functools.cached_property
     def path(self) -> Path:
         key = hashlib.sha256(json.dumps([self.root, self.items]).encode()).hexdigest()[:16]
         return Path(self.directory) / f"{self.dataset}-{key}-r{self.resize}.u8"
 
     def __call__(self, relpath: object) -> np.ndarray:
-        opened = self.ensure()
+        opened = _OPENED.get(str(self.path)) or self.ensure()
         i = opened.row[str(relpath)]
         h, w = opened.shapes[i]
         return opened.pixels[opened.offsets[i] : opened.offsets[i + 1]].reshape(h, w, 3)
@@ -124,11 +125,18 @@ class DecodedImages:
         fingerprint = self.fingerprint()
         opened = _open(self.path, fingerprint, self.items)
         if opened is None:
-            with _locked(self.path):
-                opened = _open(self.path, fingerprint, self.items)  # another process may have built it meanwhile
-                if opened is None:
-                    self.build(fingerprint)
-                    opened = _open(self.path, fingerprint, self.items)
+            try:
+                with _locked(self.path):
+                    opened = _open(self.path, fingerprint, self.items)  # another process may have built it meanwhile
+                    if opened is None:
+                        self.build(fingerprint)
+                        opened = _open(self.path, fingerprint, self.items)
+            except OSError as e:
+                raise DataError(
+                    f"dataset.cache_dir {self.directory}: cannot write the decoded image cache ({e}); "
+                    f"set dataset.cache_dir or ${CACHE_DIR_ENV} to a writable node-local directory, "
+                    "or dataset.cache: none"
+                ) from None
             assert opened is not None, f"the cache file just built does not check: {self.path}"
         _OPENED[key] = opened
         return opened
