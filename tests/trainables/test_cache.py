@@ -85,6 +85,8 @@ def test_view_crops_follow_the_random_resized_crop_rule(cub, tmp_path):
     _, cached = _pair(cub, tmp_path / "cache", image_size=64)
     views = IndexedDataset(cached.train, cached.view_transform, num_views=2)[0][0]
     assert views.shape == (2, 3, 64, 64) and views.dtype == torch.uint8 and not torch.equal(views[0], views[1])
+    on_device = cached.views_on_device(views)  # colour jitter, grayscale and normalisation, batched
+    assert on_device.dtype == torch.float32 and on_device.shape == views.shape
     image = torch.zeros(3, 73, 97)
     rrc = v2.RandomResizedCrop(64, scale=(0.2, 1.0))
     boxes = np.array([[p["height"], p["width"]] for p in (rrc.make_params([image]) for _ in range(4000))])
@@ -208,3 +210,40 @@ def test_unreadable_image_fails_the_build_with_its_path(cub, tmp_path):
     with pytest.raises(DataError, match="cannot read image .*Bird_4"):
         cached.image_cache.ensure()
     assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".lock"]  # nothing half-written
+
+
+def test_device_colour_jitter_is_torchvisions_per_sample():
+    """Each sample's own draws, applied batched, give what torchvision's functional ops give that image alone."""
+    from torchvision.transforms.v2 import functional as F
+
+    from trainables.data.cached_transforms import DeviceColorJitter
+
+    torch.manual_seed(0)
+    x = torch.rand(24, 3, 12, 10)
+    jitter = DeviceColorJitter()
+    prm = jitter.sample(len(x), x.device)
+    out = jitter.apply(x.clone(), prm)
+    ops = (F.adjust_brightness, F.adjust_contrast, F.adjust_saturation, F.adjust_hue)
+    for i in range(len(x)):
+        y = x[i]
+        if prm.jitter[i]:
+            for k in prm.order[i].tolist():
+                y = ops[k](y, float(prm.factors[i, k]))
+        if prm.gray[i]:
+            y = F.rgb_to_grayscale(y, num_output_channels=3)
+        torch.testing.assert_close(out[i], y, atol=2e-6, rtol=0)
+    assert 0 < int(prm.jitter.sum()) < len(x)  # both branches were exercised
+
+
+def test_device_colour_jitter_draws_follow_view_transforms_rule():
+    from trainables.data.cached_transforms import DeviceColorJitter
+
+    torch.manual_seed(1)
+    prm = DeviceColorJitter().sample(40000, torch.device("cpu"))
+    assert abs(prm.jitter.float().mean() - 0.8) < 0.01 and abs(prm.gray.float().mean() - 0.2) < 0.01
+    lo, hi = prm.factors.min(0).values, prm.factors.max(0).values
+    assert torch.all(lo >= torch.tensor([0.6, 0.6, 0.6, -0.1])) and torch.all(hi <= torch.tensor([1.4, 1.4, 1.4, 0.1]))
+    torch.testing.assert_close(prm.factors.mean(0), torch.tensor([1.0, 1.0, 1.0, 0.0]), atol=0.01, rtol=0)
+    first = torch.bincount(prm.order[:, 0], minlength=4).float() / len(prm.order)
+    torch.testing.assert_close(first, torch.full((4,), 0.25), atol=0.01, rtol=0)  # every op first as often
+    assert torch.equal(prm.order.sort(1).values, torch.arange(4).expand(len(prm.order), 4))  # permutations

@@ -180,7 +180,13 @@ def image_splits(
         layout.require(root / split.items[0])
         splits[name] = split
     if cache is not None:
-        from trainables.data.cached_transforms import CachedCenterCrop, CachedTrainCrop, CachedView, DeviceNormalize
+        from trainables.data.cached_transforms import (
+            CachedCenterCrop,
+            CachedTrainCrop,
+            CachedView,
+            DeviceColorJitter,
+            DeviceNormalize,
+        )
 
         return DatasetSplits(
             name=spec.name,
@@ -192,6 +198,7 @@ def image_splits(
             eval_transform=CachedCenterCrop(crop),
             view_transform=CachedView(crop),
             on_device=DeviceNormalize(),
+            views_on_device=DeviceNormalize(jitter=DeviceColorJitter()),
             image_cache=cache,
         )
     return DatasetSplits(

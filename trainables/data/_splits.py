@@ -118,6 +118,7 @@ class DatasetSplits:
             (``None``: ``train_transform``).
         on_device: applied to every batch once it is on the trial's device (``dataset.cache: decoded``: the
             transforms above yield uint8 and this normalises them there); ``None``: the batch is ready.
+        views_on_device: ``on_device`` for the batches of ``view_transform`` (the cache's colour jitter runs there).
         image_cache: the node's decoded-image cache the splits read from, built before the loaders start.
     """
 
@@ -130,6 +131,7 @@ class DatasetSplits:
     eval_transform: Callable[[Any], torch.Tensor] | None = None
     view_transform: Callable[[Any], torch.Tensor] | None = None
     on_device: Callable[[torch.Tensor], torch.Tensor] | None = None
+    views_on_device: Callable[[torch.Tensor], torch.Tensor] | None = None
     image_cache: DecodedImages | None = None
 
     def with_train(self, train: LabeledSplit) -> DatasetSplits:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["CachedTrainCrop", "CachedCenterCrop", "CachedView", "DeviceNormalize"]
+__all__ = ["CachedTrainCrop", "CachedCenterCrop", "CachedView", "DeviceColorJitter", "DeviceNormalize"]
 
 
 def _chw(hwc: np.ndarray) -> torch.Tensor:
@@ -65,8 +65,9 @@ class CachedCenterCrop:
 
 @dataclass(frozen=True)
 class CachedView:
-    """``view_transform`` without its normalisation, on a uint8 tensor of the stored image: the same random resized
-    crop (scale 0.2-1), flip, colour jitter and grayscale rules, drawn per sample in the loader.
+    """``view_transform``'s geometry on a uint8 tensor of the stored image: the same random resized crop (scale
+    0.2-1, torchvision's box rule) and flip, drawn per sample in the loader; its colour jitter, grayscale and
+    normalisation run on the device (``DeviceNormalize(jitter=DeviceColorJitter())``).
 
     The crop is taken from the stored image (shorter side ``resize``) rather than from the decoded original, so a
     small crop is upsampled from fewer pixels; its box is drawn with the same rule relative to the image."""
@@ -91,15 +92,19 @@ def _view_pipeline(crop: int):  # type: ignore[no-untyped-def]
 
 
 def _is_normalisation(t: object) -> bool:
+    """The steps that run on the device: dtype conversion, normalisation, colour jitter and grayscale."""
     from torchvision.transforms import v2
 
-    return isinstance(t, (v2.ToImage, v2.ToDtype, v2.Normalize, v2.ToPureTensor))
+    return isinstance(t, (v2.ToImage, v2.ToDtype, v2.Normalize, v2.ToPureTensor, v2.RandomApply, v2.RandomGrayscale))
 
 
 @dataclass(frozen=True)
 class DeviceNormalize:
     """uint8 batch → float32 in [0, 1] → ImageNet-normalised: the ``ToDtype(scale=True)`` and ``Normalize`` kernels
     of the PIL pipeline, run once per batch on whatever device the batch is on (a float batch passes unchanged)."""
+
+    #: The two-view families' colour distortion, drawn per sample before the normalisation (training views only).
+    jitter: DeviceColorJitter | None = None
 
     def __call__(self, batch: torch.Tensor) -> torch.Tensor:
         if batch.dtype != torch.uint8:
@@ -109,4 +114,88 @@ class DeviceNormalize:
         from trainables.data.transforms import IMAGENET_MEAN, IMAGENET_STD
 
         x = F.to_dtype(batch, torch.float32, scale=True)
+        if self.jitter is not None:
+            x = self.jitter(x)
         return F.normalize(x, list(IMAGENET_MEAN), list(IMAGENET_STD), inplace=True)
+
+
+def _gray(x: torch.Tensor) -> torch.Tensor:
+    """ITU-R 601-2 luma of a float (N, 3, H, W) batch, (N, 1, H, W): torchvision's ``rgb_to_grayscale`` weights."""
+    r, g, b = x.unbind(dim=1)
+    return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).unsqueeze(1)
+
+
+def _blend(x: torch.Tensor, other: torch.Tensor, ratio: torch.Tensor) -> torch.Tensor:
+    r = ratio.view(-1, 1, 1, 1)
+    return (x * r + other * (1.0 - r)).clamp_(0.0, 1.0)
+
+
+def _shift_hue(x: torch.Tensor, hue: torch.Tensor) -> torch.Tensor:
+    from torchvision.transforms.v2.functional._color import _hsv_to_rgb, _rgb_to_hsv
+
+    hsv = _rgb_to_hsv(x)
+    h, s, v = hsv.unbind(dim=1)
+    h = (h + hue.view(-1, 1, 1)).remainder_(1.0)
+    return _hsv_to_rgb(torch.stack((h, s, v), dim=1))
+
+
+@dataclass(frozen=True)
+class JitterParams:
+    """Per-sample draws of :class:`DeviceColorJitter`: which samples are jittered, each op's factor, the order of
+    the four ops (``order[i]`` lists op ids 0 brightness, 1 contrast, 2 saturation, 3 hue), and which turn gray."""
+
+    jitter: torch.Tensor
+    factors: torch.Tensor  # (N, 4): brightness, contrast, saturation factors; hue shift
+    order: torch.Tensor  # (N, 4)
+    gray: torch.Tensor
+
+
+@dataclass(frozen=True)
+class DeviceColorJitter:
+    """The two-view families' colour distortion (``view_transform``: ``RandomApply(ColorJitter(0.4, 0.4, 0.4, 0.1),
+    p=0.8)``, then ``RandomGrayscale(p=0.2)``) on a float [0, 1] batch, each sample with its own draws.
+
+    torchvision's ``ColorJitter`` draws one set of factors and one op order per call, so on a batch it would jitter
+    every image alike; here every sample draws its own (uniform factors in [1 - 0.4, 1 + 0.4] and [-0.1, 0.1], a
+    uniformly random op order, as ``ColorJitter`` draws per image) and each op is applied to the samples whose turn
+    it is, with torchvision's float formulas (blend and clamp; hue through HSV)."""
+
+    brightness: float = 0.4
+    contrast: float = 0.4
+    saturation: float = 0.4
+    hue: float = 0.1
+    p: float = 0.8
+    gray_p: float = 0.2
+
+    def sample(self, n: int, device: torch.device) -> JitterParams:
+        u = torch.rand(n, 4, device=device)
+        spread = torch.tensor([self.brightness, self.contrast, self.saturation, self.hue], device=device)
+        centre = torch.tensor([1.0, 1.0, 1.0, 0.0], device=device)
+        return JitterParams(
+            jitter=torch.rand(n, device=device) < self.p,
+            factors=centre + (2 * u - 1) * spread,
+            order=torch.rand(n, 4, device=device).argsort(dim=1),
+            gray=torch.rand(n, device=device) < self.gray_p,
+        )
+
+    def apply(self, x: torch.Tensor, prm: JitterParams) -> torch.Tensor:
+        for step in range(4):
+            op = prm.order[:, step]
+            for k in range(4):
+                chosen = (prm.jitter & (op == k)).view(-1, 1, 1, 1)
+                if not bool(chosen.any()):
+                    continue
+                f = prm.factors[:, k]
+                if k == 0:
+                    y = _blend(x, torch.zeros_like(x), f)
+                elif k == 1:
+                    y = _blend(x, _gray(x).mean(dim=(1, 2, 3), keepdim=True).expand_as(x), f)
+                elif k == 2:
+                    y = _blend(x, _gray(x).expand_as(x), f)
+                else:
+                    y = _shift_hue(x, f)
+                x = torch.where(chosen, y, x)
+        return torch.where(prm.gray.view(-1, 1, 1, 1), _gray(x).expand_as(x), x)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.apply(x, self.sample(len(x), x.device))
