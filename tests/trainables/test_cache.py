@@ -247,3 +247,23 @@ def test_device_colour_jitter_draws_follow_view_transforms_rule():
     first = torch.bincount(prm.order[:, 0], minlength=4).float() / len(prm.order)
     torch.testing.assert_close(first, torch.full((4,), 0.25), atol=0.01, rtol=0)  # every op first as often
     assert torch.equal(prm.order.sort(1).values, torch.arange(4).expand(len(prm.order), 4))  # permutations
+
+
+@pytest.mark.parametrize("family", ["ms", "debiased_neg"])
+def test_a_trial_trains_and_evaluates_from_the_cache(cub, tmp_path, family):
+    """The loop end to end on cached data: uint8 batches in, normalised (and, for two views, jittered) on the device."""
+    from study.loading import parse_spec
+    from trainables.loop import Trial
+
+    spec = parse_spec(
+        {
+            "name": "cached",
+            "family": family,
+            "dataset": {"name": "cub200", "root": str(cub), "cache_dir": str(tmp_path / "cache"), "image_size": 32},
+            "train": {"epochs": 1, "classes_per_batch": 3, "samples_per_class": 2, "batches_per_epoch": 2},
+        }
+    )
+    trial = Trial.build(spec)
+    assert trial.data.image_cache is not None and trial.data.image_cache.path.exists()
+    metrics = trial.run_epoch()
+    assert np.isfinite(metrics["train/loss"]) and 0 <= metrics["recall_at_1"] <= 1
