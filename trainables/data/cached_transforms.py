@@ -11,6 +11,7 @@ The loader ships uint8 (a quarter of float32's bytes over the bus, pinned and no
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,10 +79,10 @@ class CachedView:
         return _view_pipeline(self.crop)(_chw(image))
 
 
-_VIEWS: dict[int, object] = {}
+_VIEWS: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
 
 
-def _view_pipeline(crop: int):  # type: ignore[no-untyped-def]
+def _view_pipeline(crop: int) -> Callable[[torch.Tensor], torch.Tensor]:
     if crop not in _VIEWS:
         from torchvision.transforms import v2
 

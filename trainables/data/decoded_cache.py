@@ -68,7 +68,7 @@ def default_cache_dir() -> Path:
 
 @dataclass(frozen=True)
 class _Opened:
-    pixels: np.memmap
+    pixels: np.ndarray  # a slice of the np.memmap of the file
     shapes: np.ndarray
     offsets: np.ndarray
     row: dict[str, int]
@@ -262,7 +262,7 @@ def _open(path: Path, fingerprint: str, items: tuple[str, ...], sample: int | No
     pixels = raw[HEADER : HEADER + data_bytes]
     blocks = range(n_blocks) if sample is None else _sampled_blocks(n_blocks, sample)
     for b in blocks:
-        if zlib.crc32(pixels[b * BLOCK : (b + 1) * BLOCK]) != crcs[b]:
+        if zlib.crc32(pixels[b * BLOCK : (b + 1) * BLOCK].data) != crcs[b]:
             return None
     return _Opened(pixels=pixels, shapes=shapes, offsets=offsets, row={rel: i for i, rel in enumerate(items)})
 
