@@ -267,3 +267,13 @@ def test_a_trial_trains_and_evaluates_from_the_cache(cub, tmp_path, family):
     assert trial.data.image_cache is not None and trial.data.image_cache.path.exists()
     metrics = trial.run_epoch()
     assert np.isfinite(metrics["train/loss"]) and 0 <= metrics["recall_at_1"] <= 1
+
+
+def test_unwritable_cache_dir_is_one_line_naming_the_key(cub, tmp_path):
+    from schema.errors import DataError
+
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the cache directory should be")
+    _, cached = _pair(cub, blocker / "cache")
+    with pytest.raises(DataError, match=r"dataset.cache_dir .*not_a_dir/cache: cannot write the decoded image cache"):
+        cached.image_cache.ensure()
