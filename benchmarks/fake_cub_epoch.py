@@ -21,6 +21,7 @@ import torch  # noqa: E402
 
 from harness.fake_data import write_cub  # noqa: E402
 from study.loading import parse_spec  # noqa: E402
+from trainables.data.transforms import image_sizes  # noqa: E402
 from trainables.loop import Trial  # noqa: E402
 
 
@@ -61,7 +62,7 @@ def main() -> None:
         n_seen = len(trial._train_loader().sampler)  # images per epoch: whole P×K batches
         print(
             f"device={trial.device} backbone={args.backbone} image={args.image_size}px (resize "
-            f"{trial.data.train_transform.transforms[0].size}) train={n_train} test={n_test} images "
+            f"{image_sizes(spec.dataset)[0]}, cache {spec.dataset.cache}) train={n_train} test={n_test} images "
             f"({args.classes} classes × {args.per_class}), batch 4×4, threads={args.threads}, workers={args.workers}"
         )
         for _ in range(args.epochs):

@@ -13,6 +13,15 @@
    classes (faiss on the GPU when faiss-gpu is installed; says which).
 4. **BSPML w-step at CUB and SOP scale**: the real ``ms_terms`` + ``solve_weights`` on the GPU at N = 5,864
    (CUB-200 train) and 59,551 (SOP train), as a share of a θ-epoch at the step rate of (1).
+5. **Trial fed from the decoded cache** (``dataset.cache: decoded``, issue 22): :meth:`Trial.train_epoch` of a
+   ResNet-50 trial (bf16, channels_last) on a fake CUB tree of 500x375 JPEGs, uint8 batches from the node's cache
+   through the loop's DataLoader (pinned, non-blocking), normalised on the GPU; img/s against (1), the card on
+   device-resident tensors (goal >= 70 %), and against the A100 anchor. The cache build is timed separately.
+6. **Fractional GPUs**: ``--fractions`` runs that many cached small trials at once on the one card (one process
+   each, ``resources.gpu = 1/n`` in spirit: they share the device), summed img/s against one trial alone.
+
+(5) and (6) run on the CPU too (``cached_trial(gpu=False, ...)``, tests/benchmarks/test_suite.py), so their
+plumbing is tested on machines without CUDA; only their numbers need the GPU.
 
 Without CUDA it prints one line and exits with status 0.
 """
@@ -175,6 +184,87 @@ def w_step(n: int, classes: int, dim: int = 512) -> float:
     return _median_time(step, 3)
 
 
+def cached_trial(
+    gpu: bool,
+    backbone: str = "resnet50",
+    classes: int = 20,
+    per_class: int = 30,
+    batch: int = 120,
+    workers: int = 4,
+    batches: int = 20,
+    image_size: int | None = None,
+) -> dict[str, float]:
+    """Training img/s of a trial fed from the decoded cache of a fake CUB tree (500x375 JPEGs), and its build time.
+
+    ``classes`` × ``per_class`` images per half (train and test classes); the epoch is ``batches`` P×K batches
+    (P = batch / 4), after one untimed epoch that starts the loader's workers and cuDNN's autotuning.
+    """
+    import torch
+
+    from harness.fake_data import write_cub
+    from study.loading import parse_spec
+    from trainables.loop import Trial
+
+    with tempfile.TemporaryDirectory(prefix="gpu_cached") as tmp:
+        write_cub(Path(tmp), 2 * classes, per_class, size=(500, 375))
+        spec = parse_spec(
+            {
+                "name": "gpu_cached",
+                "family": "ms",
+                "dataset": {
+                    "name": "cub200",
+                    "root": tmp,
+                    "cache_dir": f"{tmp}/cache",
+                    **({"image_size": image_size} if image_size else {}),
+                },
+                "model": {"backbone": backbone, "embedding_dim": 512},
+                "train": {
+                    "epochs": 1,
+                    "classes_per_batch": batch // 4,
+                    "samples_per_class": 4,
+                    "amp": True,
+                    "num_workers": workers,
+                    "batches_per_epoch": batches,
+                },
+                "resources": {"cpu": max(1, workers), "gpu": 1 if gpu else 0},
+            }
+        )
+        start = time.perf_counter()
+        trial = Trial.build(spec)  # builds the cache (decode + resize of every image, once)
+        build_s = time.perf_counter() - start
+        assert trial.data.image_cache is not None, "the trial did not read from the decoded cache"
+        trial.train_epoch()  # warm-up: loader workers, cuDNN autotuning, allocator
+
+        def epoch() -> None:
+            trial.train_epoch()
+            if gpu:
+                torch.cuda.synchronize()
+
+        seconds = _median_time(epoch, 3)
+        return {"img_s": (batch // 4) * 4 * batches / seconds, "build_s": build_s, "images": 2 * classes * per_class}
+
+
+def fractional(n: int, gpu: bool, **kw: Any) -> tuple[float, float]:
+    """(summed img/s of ``n`` cached small trials training at once on the one device, img/s of one alone)."""
+    import json
+    import subprocess
+
+    code = (
+        "import json, sys; from benchmarks.gpu import cached_trial; "
+        f"print(json.dumps(cached_trial({gpu!r}, **json.loads(sys.argv[1]))))"
+    )
+
+    def run_all(k: int) -> float:
+        procs = [
+            subprocess.Popen([sys.executable, "-c", code, json.dumps(kw)], stdout=subprocess.PIPE, text=True)
+            for _ in range(k)
+        ]
+        outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+        return sum(o["img_s"] for o in outs)
+
+    return run_all(n), run_all(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
@@ -182,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=120, help="P x K batch of the trial step (P = batch / 4, K = 4)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--images", type=int, default=512, help="synthetic JPEGs for the loader benchmark")
+    p.add_argument("--fractions", type=int, default=4, help="small trials sharing the card in (6)")
     args = p.parse_args(argv)
     import torch
 
@@ -215,6 +306,20 @@ def main(argv: list[str] | None = None) -> int:
             f"BSPML w-step {label} N={n}: {seconds:.3f} s = {100 * seconds / (seconds + epoch):.1f}% of a θ-epoch "
             f"+ w-step ({epoch:.1f} s of steps at the rate above, loader and embedding pass not counted)"
         )
+    workers = max(args.workers)
+    fed = cached_trial(True, batch=args.batch, workers=workers, **({"classes": 4, "batches": 3} if args.quick else {}))
+    print(
+        f"trial fed from the decoded cache, ResNet-50 bf16 channels_last, batch {args.batch}, {workers} workers: "
+        f"{fed['img_s']:,.0f} img/s = {100 * fed['img_s'] / img_s:.0f}% of the card on device tensors (goal >= 70%), "
+        f"{fed['img_s'] / NVIDIA_A100_AMP_IMG_S:.2f}x the A100 anchor; cache build {fed['build_s']:.1f} s "
+        f"for {fed['images']:.0f} images (inside Trial.build)"
+    )
+    small = {"backbone": "resnet18", "image_size": 112, "batch": 32, "workers": 1, "classes": 4, "batches": 10}
+    together, alone = fractional(args.fractions, True, **small)
+    print(
+        f"fractional GPU: {args.fractions} ResNet-18 112px trials at once {together:,.0f} img/s summed vs one alone "
+        f"{alone:,.0f} img/s ({together / alone:.2f}x)"
+    )
     return 0
 
 

@@ -128,6 +128,12 @@ class DatasetSpec(_Strict):
     split_file: _Path = None
     #: ``csv`` only: open-metric-learning's annotation CSV, relative to ``root`` (trainables/data/csv_oml.py).
     annotations: str | None = None
+    #: On-disk image datasets: ``decoded`` decodes and resizes every image once per node into a shared uint8 cache
+    #: file (trainables/data/decoded_cache.py); ``none`` decodes every image in every epoch (the PIL pipeline).
+    cache: Literal["decoded", "none"] = "decoded"
+    #: Where the decoded cache lives (node-local; never the study storage): else ``$DMLSTUDY_CACHE_DIR``, else
+    #: ``<system temp dir>/dmlstudy-cache-<uid>``.
+    cache_dir: _Path = None
 
     @model_validator(mode="after")
     def _check_data_keys(self) -> DatasetSpec:

@@ -13,6 +13,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _decoded_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The tests' decoded-image caches (dataset.cache: decoded) go to the session's temp dir, inherited by every
+    subprocess and Ray worker a test starts, not to the user's cache directory."""
+    os.environ.setdefault("DMLSTUDY_CACHE_DIR", str(tmp_path_factory.mktemp("decoded_cache")))
+
+
 @pytest.fixture
 def spec_dict() -> dict:
     """A small valid digits study; tests mutate a copy."""

@@ -171,6 +171,8 @@ class Trial:
         if data is None:
             data = load_dataset(input_dataset(spec), spec.seed)
         check_batch_classes(data.train.num_classes, spec.train.classes_per_batch, spec.dataset.name)
+        if data.image_cache is not None:
+            data.image_cache.ensure()  # decode once per node (file lock) before the loader workers fork
         family_cls = get_family(spec.family)
         model = build_model(spec.model, data.input_shape, normalize=not family_cls.raw_embeddings).to(device)
         if _channels_last(device, data.input_shape):
@@ -306,10 +308,15 @@ class Trial:
             self._loaders[id(split)] = loader  # the trial's own splits live as long as the trial: build once
         return loader
 
-    def _to_device(self, inputs: torch.Tensor) -> torch.Tensor:
+    def _to_device(self, inputs: torch.Tensor, views: bool = False) -> torch.Tensor:
         if inputs.dim() == 4 and _channels_last(self.device, self.data.input_shape):
-            return inputs.to(self.device, non_blocking=True, memory_format=torch.channels_last)
-        return inputs.to(self.device, non_blocking=True)
+            inputs = inputs.to(self.device, non_blocking=True, memory_format=torch.channels_last)
+        else:
+            inputs = inputs.to(self.device, non_blocking=True)
+        # dataset.cache: decoded ships uint8 batches; they become normalised floats here, on the device (with the
+        # two-view families' colour augmentation for their training views).
+        on_device = self.data.views_on_device if views and self.data.views_on_device else self.data.on_device
+        return on_device(inputs) if on_device is not None else inputs
 
     def _forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """Embeddings in float32; the network runs under bf16 autocast when the GPU supports it."""
@@ -328,7 +335,7 @@ class Trial:
             labels = labels.to(self.device)
             if self.family.num_views > 1:  # (B, V, ...) → view-major (V·B, ...)
                 inputs = inputs.transpose(0, 1).flatten(0, 1)
-            inputs = self._to_device(inputs)
+            inputs = self._to_device(inputs, views=self.family.num_views > 1)
             embeddings = self._forward(inputs)
             batch = Batch(inputs, labels, indices.to(self.device))
             terms = self.family.compute_loss(embeddings, batch)

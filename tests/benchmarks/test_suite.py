@@ -90,3 +90,27 @@ def test_driver_timeline_phases_from_events() -> None:
     assert phases["platform per trial"] == pytest.approx((6.0 - 4.0) / 2)
     assert phases["main() return to exit (interpreter teardown)"] == pytest.approx(0.2)
     assert phases["total"] == pytest.approx(21.5)
+
+
+def test_input_pipeline_prints_both_rates_and_their_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from benchmarks import input_pipeline
+
+    assert input_pipeline.main(["--images", "40", "--repeats", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    last = re.fullmatch(r"input pipeline: .* pil=(\d+) img/s cached=(\d+) img/s ratio=([\d.]+)x", lines[-1])
+    assert last is not None, lines[-1]
+    pil, cached, ratio = int(last[1]), int(last[2]), float(last[3])
+    assert pil > 0 and cached > 0 and ratio == pytest.approx(cached / pil, rel=0.05, abs=0.06)
+    assert any(line.startswith("cache build") for line in lines) and any("peak RSS" in line for line in lines)
+
+
+def test_gpu_cached_trial_runs_its_plumbing_on_the_cpu() -> None:
+    """The GPU script's cache-fed trial, on the CPU with a small network: builds the cache, trains, measures."""
+    from benchmarks import gpu
+
+    out = gpu.cached_trial(
+        False, backbone="small_cnn", classes=4, per_class=4, batch=16, workers=0, batches=2, image_size=32
+    )
+    assert out["img_s"] > 0 and out["build_s"] > 0 and out["images"] == 32

@@ -18,11 +18,12 @@ from schema.errors import DataError
 from trainables.data._splits import DatasetSplits, LabeledSplit
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from PIL import Image
 
     from schema.spec import DatasetSpec
+    from trainables.data.decoded_cache import DecodedImages
 
 __all__ = [
     "Layout",
@@ -193,8 +194,10 @@ def image_splits(
     from trainables.data.transforms import eval_transform, image_sizes, train_transform, view_transform
 
     resize, crop = image_sizes(spec)
-    load = ImageFile(root, resize) if not boxes else BoxedImageFile(root, boxes)
     masks = {"train": train_mask, "test": ~train_mask if test_mask is None else test_mask, "gallery": gallery_mask}
+    # Boxed images (csv with x_1..y_2) are decoded at full scale and cropped per item: they skip the decoded cache.
+    cache = None if boxes else _decoded_cache(spec, root, items, masks.values(), resize)
+    load = BoxedImageFile(root, boxes) if boxes else ImageFile(root, resize) if cache is None else cache
     splits: dict[str, LabeledSplit | None] = {}
     for name, mask in masks.items():
         if mask is None:
@@ -205,6 +208,28 @@ def image_splits(
         split = split_by_mask(items, labels, mask, load)
         layout.require(root / split.items[0])
         splits[name] = split
+    if cache is not None:
+        from trainables.data.cached_transforms import (
+            CachedCenterCrop,
+            CachedTrainCrop,
+            CachedView,
+            DeviceColorJitter,
+            DeviceNormalize,
+        )
+
+        return DatasetSplits(
+            name=spec.name,
+            train=splits["train"],
+            test=splits["test"],
+            gallery=splits["gallery"],
+            input_shape=(3, crop, crop),
+            train_transform=CachedTrainCrop(crop, padding=crop // 8 if resize <= crop else None),
+            eval_transform=CachedCenterCrop(crop),
+            view_transform=CachedView(crop),
+            on_device=DeviceNormalize(),
+            views_on_device=DeviceNormalize(jitter=DeviceColorJitter()),
+            image_cache=cache,
+        )
     return DatasetSplits(
         name=spec.name,
         train=splits["train"],
@@ -215,6 +240,24 @@ def image_splits(
         eval_transform=eval_transform(resize, crop),
         view_transform=view_transform(crop),
     )
+
+
+def _decoded_cache(
+    spec: DatasetSpec, root: Path, items: list[str], masks: Iterable[np.ndarray | None], resize: int
+) -> DecodedImages | None:
+    """The handle of the node's decoded cache of every image some split uses (``dataset.cache: decoded``); built
+    lazily, by the first trial that trains, never by the driver's checks."""
+    if spec.cache != "decoded":
+        return None
+    from trainables.data.decoded_cache import DecodedImages, default_cache_dir
+
+    used = np.zeros(len(items), dtype=bool)
+    for mask in masks:
+        if mask is not None:
+            used |= mask
+    directory = Path(spec.cache_dir) if spec.cache_dir else default_cache_dir()
+    chosen = tuple(items[i] for i in np.flatnonzero(used))
+    return DecodedImages(dataset=spec.name, root=str(root), items=chosen, resize=resize, directory=str(directory))
 
 
 def read_mat(layout: Layout, path: Path, key: str) -> np.ndarray:

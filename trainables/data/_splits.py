@@ -14,6 +14,8 @@ from torch.utils.data import Dataset
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from trainables.data.decoded_cache import DecodedImages
+
 __all__ = ["LabeledSplit", "DatasetSplits", "IndexedDataset", "in_memory_split", "AffineView"]
 
 
@@ -114,6 +116,10 @@ class DatasetSplits:
         eval_transform: deterministic transform for embedding any split (``None``: as loaded).
         view_transform: random augmentation making each view for the two-view (contrastive) families
             (``None``: ``train_transform``).
+        on_device: applied to every batch once it is on the trial's device (``dataset.cache: decoded``: the
+            transforms above yield uint8 and this normalises them there); ``None``: the batch is ready.
+        views_on_device: ``on_device`` for the batches of ``view_transform`` (the cache's colour jitter runs there).
+        image_cache: the node's decoded-image cache the splits read from, built before the loaders start.
     """
 
     name: str
@@ -124,6 +130,9 @@ class DatasetSplits:
     train_transform: Callable[[Any], torch.Tensor] | None = None
     eval_transform: Callable[[Any], torch.Tensor] | None = None
     view_transform: Callable[[Any], torch.Tensor] | None = None
+    on_device: Callable[[torch.Tensor], torch.Tensor] | None = None
+    views_on_device: Callable[[torch.Tensor], torch.Tensor] | None = None
+    image_cache: DecodedImages | None = None
 
     def with_train(self, train: LabeledSplit) -> DatasetSplits:
         return dataclasses.replace(self, train=train)
