@@ -49,6 +49,10 @@ __all__ = [
     "render_csv",
     "render_markdown",
     "render_latex",
+    "text_tables",
+    "legend",
+    "dashboard_comparison",
+    "build_comparison",
     "main",
 ]
 
@@ -402,6 +406,32 @@ def build_comparison(
     return comparison
 
 
+def dashboard_comparison(data: DashboardData, metric: str) -> Comparison | None:
+    """The comparison of a dashboard's studies (None without final runs of ``metric``): the studies that selected
+    on validation classes are the table, those that selected on the test classes (``validation.kind: none``) the
+    claimed side; if every study selected on test, they are the table. Reference: ``ms`` where it ran, else the
+    first family by name (the page has no flag to ask for another; the command line does)."""
+    test_selected = {s.experiment for s in data.studies if s.selection == "test"}
+    honest = data.runs.filter(~pl.col("experiment").is_in(sorted(test_selected)))
+    twins = data.runs.filter(pl.col("experiment").is_in(sorted(test_selected)))
+    if cell_values(honest, metric).values == {}:
+        honest, twins = data.runs, data.runs.clear()
+    families = sorted({c.family for c in cell_values(honest, metric).values})
+    if not families:
+        return None
+    reference = "ms" if "ms" in families else families[0]
+    claimed = twins if cell_values(twins, metric).values else None
+    names = [s.experiment for s in data.studies]
+    return build_comparison(
+        honest,
+        reference,
+        metric,
+        claimed_runs=claimed,
+        studies=[n for n in names if n not in test_selected] or names,
+        claimed_studies=sorted(test_selected) if claimed is not None else [],
+    )
+
+
 # ---------------------------------------------------------------------------------------------------- rendering
 
 
@@ -469,16 +499,18 @@ def _column_name(noise: tuple[str, float]) -> str:
     return f"p={noise[1]:g}"
 
 
-def render_markdown(comparison: Comparison) -> str:
+#: One rendered table: caption, header, rows of cell texts (the Markdown output and the dashboard panel share them).
+TextTable = tuple[str, list[str], list[list[str]]]
+
+
+def text_tables(comparison: Comparison) -> list[TextTable]:
+    """Every table of a comparison as text cells: per noise kind BSPML Table 2 (families × noise ratios, mean ± std
+    [t-CI]) and its Δ / recovered-share twin; the aggregates; claimed vs honest."""
     c, rows = comparison, comparison.rows
-    out = [
-        f"**{c.metric}** on the test classes, final stage of {', '.join(c.studies) or 'the studies'}; "
-        f"reference family **{c.reference}**.",
-        "",
-    ]
+    tables: list[TextTable] = []
     for kind, columns, labels in _layout(rows):
         title = f"{kind} noise" if kind != "none" else "no noise"
-        out += [f"{title}: mean ± std [95 % t-CI] over the final seeds (n)", ""]
+        header = ["family", *map(_column_name, columns)]
         body = []
         for label in labels:
             cells = [label]
@@ -488,27 +520,23 @@ def render_markdown(comparison: Comparison) -> str:
                     f"{_f(r.mean)} ± {_f(r.std)} {_interval(r.low, r.high)} (n={len(r.values)}){_marks(r)}" if r else ""
                 )
             body.append(cells)
-        out += _md_table(["family", *map(_column_name, columns)], body) + [""]
-        out += [
-            f"{title}: Δ = family − {c.reference} [95 % CI] (paired over seeds) · recovered share [bootstrap 95 %]",
-            "",
-        ]
+        tables.append((f"{title}: {c.metric} mean ± std [95 % t-CI] over the final seeds (n)", header, body))
         body = []
         for label in labels:
             cells = [label]
             for noise in columns:
                 r = _find(rows, label, noise)
                 if r is None or r.diff is None:
-                    cells.append("")
+                    cells.append("reference" if label == c.reference and r is not None else "")
                     continue
                 text = f"Δ {_f(r.diff.delta, sign=True)} {_interval(r.diff.low, r.diff.high, sign=True)}{_marks(r)}"
                 if r.share is not None:
                     text += f" · share {_f(r.share[0], 2, True)} {_interval(r.share[1], r.share[2], 2, True)}"
                 cells.append(text)
             body.append(cells)
-        out += _md_table(["family", *map(_column_name, columns)], body) + [""]
+        caption = f"{title}: Δ = family − {c.reference} [95 % CI, paired over seeds] · recovered share [bootstrap 95 %]"
+        tables.append((caption, header, body))
     if c.aggregates:
-        out += [f"Across cells (scores / clean {c.reference} mean; stratified bootstrap 95 %):", ""]
         body = [
             [
                 a.row,
@@ -518,39 +546,53 @@ def render_markdown(comparison: Comparison) -> str:
             ]
             for a in c.aggregates
         ]
-        out += _md_table(["family", "cells", "IQM", f"P({'family'} > {c.reference})"], body) + [""]
+        caption = f"Across cells: IQM of scores / clean {c.reference} mean, P(family > {c.reference}) [stratified bootstrap 95 %]"
+        tables.append((caption, ["family", "cells", "IQM", f"P(family > {c.reference})"], body))
     if c.claimed:
-        out += _claimed_markdown(c)
-    out += [_legend(c)]
+        tables.append(_claimed_table(c))
+    return tables
+
+
+def render_markdown(comparison: Comparison) -> str:
+    c = comparison
+    out = [
+        f"**{c.metric}** on the test classes, final stage of {', '.join(c.studies) or 'the studies'}; "
+        f"reference family **{c.reference}**.",
+        "",
+    ]
+    for caption, header, body in text_tables(c):
+        out += [caption, "", *_md_table(header, body), ""]
+    out += [legend(c)]
     out += [f"- note: {n}" for n in c.notes]
     return "\n".join(out) + "\n"
 
 
-def _claimed_markdown(c: Comparison) -> list[str]:
+def _claimed_table(c: Comparison) -> TextTable:
     twin = ", ".join(c.claimed_studies) or "the validation.kind: none twin"
-    out = [
-        f"Claimed (selected on test: {twin}) vs honest: optimism = claimed − honest [95 % CI, paired by final seed]",
-        "",
-    ]
+    caption = (
+        f"Claimed (selected on the test classes: {twin}) vs honest: optimism = claimed − honest "
+        "[95 % CI, paired by final seed; † Welch]"
+    )
     body = []
     for r in c.claimed:
         honest_mean = float(np.mean(list(r.honest.values())))
         claimed_mean = float(np.mean(list(r.claimed.values())))
-        mark = ("" if r.diff.paired else "†") + ("*" if r.diff.p_value < ALPHA else "")
         body.append(
             [
                 r.cell.row,
                 _noise_text(r.cell),
                 _f(honest_mean),
                 _f(claimed_mean),
-                f"{_f(r.diff.delta, sign=True)} {_interval(r.diff.low, r.diff.high, sign=True)}{mark}",
+                f"{_f(r.diff.delta, sign=True)} {_interval(r.diff.low, r.diff.high, sign=True)}"
+                + ("" if r.diff.paired else "†"),
                 {True: "same", False: "different", None: "?"}[r.same_config],
             ]
         )
-    return out + _md_table(["family", "noise", "honest", "claimed", "optimism", "configuration"], body) + [""]
+    return caption, ["family", "noise", "honest", "claimed", "optimism", "configuration"], body
 
 
-def _legend(c: Comparison) -> str:
+def legend(c: Comparison) -> str:
+    """The legend under the tables: what every number and mark means."""
     return (
         f"Legend: cells are the final stage's {c.metric}, mean ± sample std and Student's t 95 % interval over the "
         f"final seeds (n). Δ = family − {c.reference} on the same noise setting (a subset row such as `clean_only` "
@@ -564,7 +606,10 @@ def _legend(c: Comparison) -> str:
         "(few seeds: a rough guide). IQM = interquartile mean of all the family's runs' scores divided by the clean "
         "reference's mean; P(family > reference) = per noise setting, the share of (family run, reference run) pairs "
         "the family wins (ties ½), averaged over settings (Agarwal et al., NeurIPS 2021); both with the stratified "
-        "bootstrap (runs resampled within each cell)."
+        "bootstrap (runs resampled within each cell). Claimed vs honest: the final stage of the same cell in the "
+        "study that selected on the test classes minus the honest one; both retrain with the same seeds (and noise "
+        "draws), so the difference is paired by seed and isolates the choice of configuration (configuration: "
+        "whether the two selections agree; where they agree the difference is only run-to-run nondeterminism)."
     )
 
 
@@ -600,7 +645,7 @@ def render_latex(comparison: Comparison) -> str:
         out += [
             r"\bottomrule",
             r"\end{tabular}",
-            r"\caption{" + _tex(f"{kind} noise: ") + _tex(_legend(c)).replace("†", r"$\dagger$") + "}",
+            r"\caption{" + _tex(f"{kind} noise: ") + _tex(legend(c)).replace("†", r"$\dagger$") + "}",
             r"\end{table}",
             "",
         ]
