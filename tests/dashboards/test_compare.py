@@ -164,7 +164,9 @@ def test_markdown_layout_aggregates_and_claimed_vs_honest(studies, tmp_path):
     assert [r["optimism"] for r in rows] == ["0", "0.02"] and rows[1]["paired"] == "true"
     tex = tmp_path / "table.tex"
     assert compare.main([str(honest), "--reference", "ms", "--format", "tex", "--out", str(tex)]) == 0
-    assert r"\begin{tabular}{lccc}" in tex.read_text() and r"$0.707 \pm 0.025$" in tex.read_text()
+    latex = tex.read_text()
+    assert r"\begin{tabular}{lccc}" in latex and r"0.707 $\pm$ 0.025 [0.644, 0.769] (n=3)" in latex
+    assert r"$\Delta$ +0.033 [+0.019, +0.048]$^{*}$" in latex and latex.count(r"\begin{table}") == 3
 
 
 @pytest.mark.parametrize(
