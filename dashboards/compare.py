@@ -254,6 +254,7 @@ def _reference_cell(values: dict[Cell, dict[int, float]], reference: str, cell: 
 def compare(values: dict[Cell, dict[int, float]], reference: str, metric: str) -> tuple[list[Row], list[str]]:
     """The table's rows (families sorted, the reference first) and notes on unpaired cells."""
     notes: list[str] = []
+    seen: set[tuple[Cell, str]] = set()
     clean = _clean_reference(values, reference)
     rows: list[Row] = []
     order = sorted(values, key=lambda c: (c.family != reference, c.row, c.noise_kind, c.noise_ratio))
@@ -268,6 +269,13 @@ def compare(values: dict[Cell, dict[int, float]], reference: str, metric: str) -
                 notes.append(f"{cell.row} {_noise_text(cell)}: no matching seeds with {reference}: Welch interval")
             if clean is not None and cell.noise_ratio > 0.0 and ref != clean:
                 share = stats.recovered_share(vals, values[ref], values[clean])
+                drop = float(np.mean(list(values[clean].values())) - np.mean(list(values[ref].values())))
+                if drop <= 0.0 and (ref, "drop") not in seen:
+                    seen.add((ref, "drop"))
+                    notes.append(
+                        f"{reference} did not drop from p=0 to {_noise_text(ref)} ({drop:+.3f}): the recovered share "
+                        "there has no meaning"
+                    )
                 if not share[3]:
                     notes.append(f"{cell.row} {_noise_text(cell)}: recovered share bootstrapped unpaired")
         rows.append(Row(cell, metric, dict(sorted(vals.items())), mean, std, low, high, diff, share=share))
