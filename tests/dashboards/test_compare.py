@@ -216,3 +216,16 @@ def test_the_robustness_panel_renders_the_commands_tables(studies):
     assert shown == compare.text_tables(expected)
     assert shown[-1][0].startswith("Claimed (selected on the test classes: twin)")
     assert any(isinstance(b, NoteBlock) and b.text.startswith("Legend:") for b in panel.blocks)
+
+
+def test_a_reference_that_did_not_drop_is_noted():
+    cell = compare.Cell
+    values = {
+        cell("ms", "none", 0.0, "all"): {0: 0.50, 1: 0.50},
+        cell("ms", "per_class", 0.2, "all"): {0: 0.55, 1: 0.53},
+        cell("bspml", "per_class", 0.2, "all"): {0: 0.52, 1: 0.50},
+    }
+    rows, notes = compare.compare(values, "ms", "test/recall_at_1")
+    assert notes == ["ms did not drop from p=0 to per_class p=0.2 (-0.040): the recovered share there has no meaning"]
+    # (0.51 − 0.54) / (0.50 − 0.54) = 0.75, printed but flagged.
+    assert rows[-1].share is not None and rows[-1].share[0] == pytest.approx(0.75)
