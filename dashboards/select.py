@@ -16,6 +16,9 @@ import polars as pl
 from dashboards.load import FINAL_STAGE, METRIC, PARAM, DashboardData
 from schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
 
+# The final stage's own rule (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n), one definition for the study and every table.
+from study.final_stage import t_interval
+
 __all__ = [
     "GROUP",
     "scored_runs",
@@ -78,21 +81,6 @@ def scored_runs(data: DashboardData, metric: str | None = None) -> pl.DataFrame:
     return search_runs(data).filter(
         (pl.col("status") != "FAILED") & pl.col(column).is_not_null() & pl.col(column).is_finite()
     )
-
-
-def t_interval(values: list[float]) -> tuple[float, float, float, float]:
-    """``(mean, std, ci95_low, ci95_high)``: sample std and Student's t interval of the mean (mean ±
-    t₀.₉₇₅,ₙ₋₁ · s/√n), NaN for one value: the rule ``study/final_stage.py`` summarises the final stage with, restated
-    here over plain floats (the tests check it against ``scipy.stats.t`` independently)."""
-    from scipy import stats
-
-    n = len(values)
-    mean = math.fsum(values) / n
-    if n < 2:
-        return mean, math.nan, math.nan, math.nan
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(stats.t.ppf(0.975, df=n - 1)) * std / math.sqrt(n)
-    return mean, std, mean - half, mean + half
 
 
 def _t(values: list[float | None]) -> tuple[int, float | None, float | None, float | None, float | None]:

@@ -4,12 +4,16 @@ and table), and with a topline arm (``subset = clean_only``) the noisy/topline r
 Each point is the final stage of its family × noise setting when the study ran one (the selected configuration
 retrained with several seeds: mean and Student's t 95 % interval over the seeds); otherwise the ``test/`` metrics
 of the search runs of the configuration that is best by the search metric (a ``validation.kind: none`` study, or
-a study without a final stage)."""
+a study without a final stage).
+
+Below, with a final stage, the comparison tables of ``python -m dashboards.compare`` (built by that module: paired
+differences to a reference family, recovered share, IQM, probability of improvement, claimed vs honest)."""
 
 from __future__ import annotations
 
 import polars as pl
 
+from dashboards.compare import dashboard_comparison, legend, text_tables
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.panels.leaderboard import mean_std
@@ -156,4 +160,15 @@ def build(data: DashboardData) -> Panel:
             "Table 2 layout: test metrics per family and noise ratio (final stage where it ran)",
             pl.DataFrame(rows),
         )
+    _comparison_tables(panel, data, metrics[0])
     return panel
+
+
+def _comparison_tables(panel: Panel, data: DashboardData, metric: str) -> None:
+    """The tables of ``python -m dashboards.compare`` (same code, same numbers) for the final stage's cells."""
+    comparison = dashboard_comparison(data, metric)
+    if comparison is None:
+        return
+    for i, (caption, header, body) in enumerate(text_tables(comparison)):
+        panel.table(f"compare_{i}", caption, pl.DataFrame(body, schema=header, orient="row"))
+    panel.note(legend(comparison) + "".join(f" Note: {n}." for n in comparison.notes))

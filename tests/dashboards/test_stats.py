@@ -1,0 +1,110 @@
+"""The comparison statistics against hand-computed values and independent scipy calls."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from dashboards import stats
+from study import final_stage
+
+
+def test_the_cell_interval_is_the_final_stages_own():
+    assert stats.t_interval is final_stage.t_interval
+
+
+def test_paired_difference_by_hand_and_against_scipy():
+    x, y = [0.60, 0.62, 0.65], [0.58, 0.61, 0.60]
+    d = stats.paired_difference(x, y)
+    # By hand: d = 0.02, 0.01, 0.05; mean 0.026667; sd = sqrt(((-0.006667)² + (-0.016667)² + 0.023333²) / 2)
+    # = 0.020817; se = 0.012019; t₀.₉₇₅,₂ = 4.302653; half width 0.051713.
+    assert d.paired and d.n == 3
+    assert d.delta == pytest.approx(0.026667, abs=1e-6)
+    assert d.low == pytest.approx(0.026667 - 0.051713, abs=1e-5)
+    assert d.high == pytest.approx(0.026667 + 0.051713, abs=1e-5)
+    ref = sps.ttest_rel(x, y)
+    assert d.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    low, high = ref.confidence_interval(0.95)
+    assert (d.low, d.high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
+
+
+def test_welch_difference_against_scipy():
+    x, y = [0.61, 0.64, 0.58, 0.66], [0.55, 0.57, 0.50]
+    d = stats.welch_difference(x, y)
+    ref = sps.ttest_ind(x, y, equal_var=False)
+    low, high = ref.confidence_interval(0.95)
+    assert not d.paired
+    assert d.delta == pytest.approx(np.mean(x) - np.mean(y), abs=1e-12)
+    assert d.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    assert (d.low, d.high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
+
+
+def test_difference_pairs_on_common_seeds_and_falls_back_to_welch():
+    x = {0: 0.60, 1: 0.62, 2: 0.65, 7: 0.1}
+    y = {0: 0.58, 1: 0.61, 2: 0.60}
+    assert stats.difference(x, y) == stats.paired_difference([0.60, 0.62, 0.65], [0.58, 0.61, 0.60])
+    unpaired = stats.difference({3: 0.6, 4: 0.7}, {0: 0.5, 1: 0.52, 2: 0.49})
+    assert not unpaired.paired and unpaired == stats.welch_difference([0.6, 0.7], [0.5, 0.52, 0.49])
+    one_each = stats.difference({0: 0.6}, {0: 0.5})
+    assert one_each.delta == pytest.approx(0.1) and math.isnan(one_each.low)
+
+
+def test_holm_by_hand():
+    # Sorted: 0.005·4 = 0.02, 0.01·3 = 0.03, 0.03·2 = 0.06, 0.04·1 = 0.04 → monotone 0.06.
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    adjusted = stats.holm([0.2, math.nan, 0.5])
+    assert adjusted[0] == pytest.approx(0.4) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.5)
+    assert stats.holm([0.9, 0.8]) == [1.0, 1.0]
+
+
+def test_iqm_by_hand_and_against_scipy_trim_mean():
+    assert stats.iqm(list(range(1, 9))) == pytest.approx(4.5)  # drop 1, 2 and 7, 8
+    assert stats.iqm([5.0, 1.0, 100.0, 3.0, 2.0]) == pytest.approx(10 / 3)  # ⌊1.25⌋ = 1 each end: 2, 3, 5
+    rng = np.random.default_rng(1)
+    for n in range(4, 15):
+        x = rng.normal(size=n)
+        assert stats.iqm(x) == pytest.approx(sps.trim_mean(x, 0.25))
+
+
+def test_probability_of_improvement_by_hand_and_against_mann_whitney():
+    # Task 1: (1 vs 1) ½, (1 vs 3) 0, (2 vs 1) 1, (2 vs 3) 0 → 1.5 / 4; task 2: (5 vs 4) 1, (5 vs 6) 0 → ½.
+    assert stats.probability_of_improvement([[1, 2], [5]], [[1, 3], [4, 6]]) == pytest.approx((0.375 + 0.5) / 2)
+    rng = np.random.default_rng(2)
+    x, y = rng.integers(0, 5, size=6).astype(float), rng.integers(0, 5, size=4).astype(float)
+    u = sps.mannwhitneyu(x, y).statistic
+    assert stats.probability_of_improvement([x], [y]) == pytest.approx(u / (x.size * y.size))
+
+
+def test_stratified_bootstrap_resamples_within_tasks_only():
+    # Two tasks of constant scores: within-task resampling always returns the same pooled mean, a pooled resample
+    # would not.
+    low, high = stats.stratified_bootstrap_ci(lambda ts: float(np.mean(np.concatenate(ts))), [[0.0, 0.0], [1.0] * 3])
+    assert low == high == pytest.approx(0.6)
+    # One task [0, 1]: the resampled mean is 0, ½, 1 with probabilities ¼, ½, ¼ → the 2.5 / 97.5 % points are 0, 1.
+    low, high = stats.stratified_bootstrap_ci(lambda ts: float(np.mean(ts[0])), [[0.0, 1.0]], samples=2000)
+    assert (low, high) == (0.0, 1.0)
+    # Two groups resampled independently: P(X > Y) with X always above Y stays 1.
+    assert stats.stratified_bootstrap_ci(stats.probability_of_improvement, [[2.0, 3.0]], [[0.0, 1.0]]) == (1.0, 1.0)
+
+
+def test_recovered_share_by_hand_and_its_bootstrap_is_paired():
+    ref_0 = {0: 0.70, 1: 0.75, 2: 0.66}
+    ref_p = {0: 0.55, 1: 0.50, 2: 0.60}
+    # The family wins back exactly 40 % of each seed's drop, so every paired resample has share 0.4.
+    fam_p = {s: ref_p[s] + 0.4 * (ref_0[s] - ref_p[s]) for s in ref_0}
+    share, low, high, paired = stats.recovered_share(fam_p, ref_p, ref_0)
+    assert paired and share == pytest.approx(0.4) and low == pytest.approx(0.4) and high == pytest.approx(0.4)
+    # Means 0.60, 0.55, 0.70 → 0.05 / 0.15 = 1/3 by hand.
+    share, low, high, paired = stats.recovered_share(
+        {0: 0.60, 1: 0.62, 2: 0.58}, {0: 0.55, 1: 0.56, 2: 0.54}, {0: 0.70, 1: 0.71, 2: 0.69}
+    )
+    assert share == pytest.approx(1 / 3) and low <= share <= high
+    # Disjoint seeds: resampled independently, so the exact-40 % family now gets a spread.
+    shifted = {s + 10: v for s, v in fam_p.items()}
+    share, low, high, paired = stats.recovered_share(shifted, ref_p, ref_0)
+    assert not paired and share == pytest.approx(0.4) and low < 0.4 < high
+    # Reproducible: the same seed gives the same interval.
+    assert stats.recovered_share(shifted, ref_p, ref_0) == stats.recovered_share(shifted, ref_p, ref_0)
