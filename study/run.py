@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     from study.loading import load_spec
 
     try:
-        spec = load_spec(args.spec, args.overrides)
+        spec = load_spec(args.spec, args.overrides, family_rules=not args.status)  # --status imports no trainer
         if args.status:
             from study.status import print_status
 
