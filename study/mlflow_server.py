@@ -68,15 +68,16 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 def _die_with_parent(sig: int = signal.SIGTERM) -> None:
     """Ask Linux to send ``sig`` to this process when its parent exits (elsewhere: nothing).
 
-    The parent is the *thread* that forked this process; a parent already gone before the request is caught by
-    comparing ``getppid`` with the pid it had before (then ``sig`` is sent at once).
+    The parent is the *thread* that forked this process; a parent gone while the request is made is caught by
+    comparing ``getppid`` before and after (then ``sig`` is sent at once). One gone before (a ``( cmd & )`` subshell)
+    cannot be told from a process started by init (systemd), so neither is signalled.
     """
     if not sys.platform.startswith("linux"):
         return
     parent = os.getppid()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if os.getppid() != parent or parent == 1:
+    if os.getppid() != parent:
         os.kill(os.getpid(), sig)
 
 
@@ -199,9 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     detached = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     for sig in (signal.SIGTERM, signal.SIGINT) if detached else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop_on_signal)
-    if not detached:
-        _die_with_parent()
     try:
+        if not detached:
+            _die_with_parent()
         server = start_server(args.directory, args.host, args.port, die_with_parent=True)
     except _Stopped:
         return 0

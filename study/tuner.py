@@ -9,6 +9,7 @@ study's files live is :mod:`study.layout`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -41,6 +42,7 @@ from study.lock import study_lock
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
 from study.storage import is_shared_path, read_bytes, write_bytes
+from study.store_errors import quiet_store_failures
 from study.tracking import MlflowTrialCallback, TrackingStore, error_line, preload_in_background
 from study.validation import spec_from_tune_config, trial_params
 from study.watchdog import PendingTimeout, check_cluster_resources, check_local_resources
@@ -405,6 +407,7 @@ def run_study(
     local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     if local:
         check_local_resources(spec)
+    quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     with study_lock(layout.root):
         resuming = _check_resume(spec, layout, resume)
         preload_in_background()
@@ -470,9 +473,11 @@ def _run_validated(
                 outcome, final=groups, interrupted=final_interrupted, wall_time_s=time.perf_counter() - started
             )
     except BaseException:
-        # The driver itself broke: no run may stay RUNNING.
-        store.close_orphans(parent, status="FAILED")
-        store.end_parent(parent, "FAILED", {}, {})
+        # The driver itself broke: no run may stay RUNNING. A store that broke (a full disk) cannot record that
+        # either: the original error is the one to report, and --resume closes what stays RUNNING.
+        with contextlib.suppress(Exception):
+            store.close_orphans(parent, status="FAILED")
+            store.end_parent(parent, "FAILED", {}, {})
         raise
     finally:
         if started_ray:
