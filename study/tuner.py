@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from schema.errors import SpecError, StudyExistsError
+from schema.errors import SpecError, StudyError, StudyExistsError
 from schema.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
 from schema.spec import FinalSpec, StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
 from study.bookkeeping import PersistentASHA, StudySearch
+from study.cluster_connect import connect_error, probe_cluster
 from study.compat import restored_run_config
 from study.credentials import RedactedRDBStorage, check_tracking_env, redacted_spec
 from study.final_stage import (
@@ -163,7 +164,14 @@ def _connect_ray(address: str | None) -> bool:
     # the next trial if it has not: an early-stopped trial tearing down its DataLoader workers on a busy node can
     # take longer. Workers of a local instance inherit this; on a cluster, set it where Ray starts.
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
-    ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    if address != "local":
+        probe_cluster(address)  # unreachable or a missing token: one line now, not a minute of retries
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    except Exception as e:
+        if (line := connect_error(e, address)) is None:
+            raise
+        raise StudyError(line) from None
     return True
 
 
