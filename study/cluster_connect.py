@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 from schema.errors import StudyError
 
-__all__ = ["probe_cluster", "connect_error", "auth_hint"]
+__all__ = ["probe_cluster", "connect_error", "auth_hint", "private_instance_token"]
 
 _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
@@ -97,3 +99,20 @@ def connect_error(e: BaseException, address: str) -> str | None:
     if isinstance(e, ConnectionError):
         return _unreachable_line(address, "no answer")
     return None
+
+
+def private_instance_token() -> None:
+    """Give the study's private local Ray a token in the environment, so that Ray does not write one to
+    ``~/.ray/auth_token`` (outside the study's storage) when token authentication is on and no token exists.
+
+    Ray ≥ 2.59 enables tokens for a local instance when ``RAY_AUTH_MODE`` is unset and generates the file when it
+    finds no token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``). Ray's processes inherit
+    this environment; the token lives as long as the instance. A token the user configured is left alone.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if (Path.home() / ".ray" / "auth_token").exists():
+        return
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(16)

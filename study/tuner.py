@@ -26,7 +26,7 @@ from schema.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
 from schema.spec import FinalSpec, StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
 from study.bookkeeping import PersistentASHA, StudySearch
-from study.cluster_connect import connect_error, probe_cluster
+from study.cluster_connect import connect_error, private_instance_token, probe_cluster
 from study.compat import restored_run_config
 from study.credentials import RedactedRDBStorage, check_tracking_env, redacted_spec
 from study.final_stage import (
@@ -166,6 +166,8 @@ def _connect_ray(address: str | None) -> bool:
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
     if address != "local":
         probe_cluster(address)  # unreachable or a missing token: one line now, not a minute of retries
+    else:
+        private_instance_token()
     try:
         ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     except Exception as e:

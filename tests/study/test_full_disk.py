@@ -36,7 +36,7 @@ def test_a_full_disk_is_one_line_and_resume_finishes(tmp_path, small_disk):
     spec["storage"] = str(small_disk / "runs")
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    env = driver_env(ray_tmp)
+    env = driver_env(ray_tmp, HOME=str(tmp_path / "home"))  # the private Ray's token must not land in ~/.ray
 
     def run(*extra: str) -> subprocess.CompletedProcess:
         args = [sys.executable, "-m", "study.run", "spec.yaml", "--no-dashboard", *extra]
@@ -44,6 +44,7 @@ def test_a_full_disk_is_one_line_and_resume_finishes(tmp_path, small_disk):
 
     try:
         full = run()
+        print(f"full-disk run: exit {full.returncode}, stderr:\n{full.stderr}")  # for the record (pytest -s)
         errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
         assert full.returncode == 1, full.stderr[-3000:]
         assert "Traceback" not in full.stderr and len(errors) == 1, full.stderr[-3000:]
@@ -52,9 +53,11 @@ def test_a_full_disk_is_one_line_and_resume_finishes(tmp_path, small_disk):
         assert str(small_disk / "runs" / "t_full") in errors[0]  # names the store
         subprocess.run(["mount", "-o", "remount,size=200m", "tmpfs", str(small_disk)], check=True)
         resumed = run("--resume")
+        print(f"resume: exit {resumed.returncode}, {resumed.stdout.strip().splitlines()[-5:]}")
         assert resumed.returncode == 0, resumed.stderr[-3000:]
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert not (tmp_path / "home" / ".ray").exists()
     study_dir = small_disk / "runs" / "t_full"
     client, parents, children = mlflow_children(study_dir, "t_full")
     assert len(children) == num_trials and all(r.info.status == "FINISHED" for r in [*parents, *children])
