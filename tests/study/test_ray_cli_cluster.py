@@ -54,14 +54,28 @@ def _descendants(pid: int) -> set[int]:
     return out
 
 
-def _kill_node(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    """End one node: its ``ray start`` session's process group and every descendant (raylet, workers)."""
-    for pid in _descendants(proc.pid) | {proc.pid}:
+def _kill_node(proc: subprocess.Popen, grace: float = 0.0) -> list[str]:
+    """End one node: its ``ray start`` session's process group and every descendant (raylet, workers), found before
+    the first signal (once ``ray start`` is gone they belong to init). ``grace``: SIGTERM first, SIGKILL after that
+    many seconds. Returns the command names of what was signalled."""
+    pids = _descendants(proc.pid) | {proc.pid}
+    names = sorted(_name(pid) for pid in pids)
+    for sig in (signal.SIGTERM, signal.SIGKILL) if grace else (signal.SIGKILL,):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-    proc.wait(30)
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace or 30)
+    return names
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace").rsplit("/", 1)[-1]
+    except OSError:
+        return "?"
 
 
 def _node(args: list[str], env: dict[str, str]) -> subprocess.Popen:
@@ -110,9 +124,7 @@ def token_cluster():
         yield f"127.0.0.1:{port}", env, ray_tmp, nodes[1:]
     finally:
         for proc in reversed(nodes):
-            if proc.poll() is None:
-                _kill_node(proc, signal.SIGTERM)
-            _kill_node(proc)
+            _kill_node(proc, grace=20)
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
@@ -142,19 +154,22 @@ def test_a_token_cluster_loses_a_worker_node_and_nothing_is_lost(token_cluster, 
             assert time.monotonic() - started < 300, "no epoch was logged"
             time.sleep(0.2)
         victim = next(w for w in workers if any(_is_trial(p) for p in _descendants(w.pid)))
-        _kill_node(victim)  # the whole node, as when a machine vanishes
+        killed = _kill_node(victim)  # the whole node, as when a machine vanishes
         killed_at = time.monotonic() - started
         out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
-    print(f"worker node killed at {killed_at:.1f} s; study done at {time.monotonic() - started:.1f} s")
+    print(
+        f"worker node killed at {killed_at:.1f} s ({len(killed)} processes: {killed}); study done at {time.monotonic() - started:.1f} s"
+    )
     assert proc.returncode == 0, err[-3000:]
     client, parents, children = mlflow_children(study_dir, "t_cli_cluster")
     assert len(children) == num_trials and all(r.info.status == "FINISHED" for r in [*parents, *children])
     for run in children:
         steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1"))
         assert steps == list(range(1, epochs + 1)), (run.info.run_id, steps)
+        print(f"run {run.data.tags['trial_id']}: {run.info.status}, steps {steps}")
     trials = optuna_trials(study_dir, "t_cli_cluster")
     assert len(trials) == num_trials and all(t.state.name == "COMPLETE" for t in trials)
 
