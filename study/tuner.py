@@ -171,7 +171,7 @@ def _connect_ray(address: str | None) -> bool:
     try:
         ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     except Exception as e:
-        if (line := connect_error(e, address)) is None:
+        if address == "local" or (line := connect_error(e, address)) is None:
             raise
         raise StudyError(line) from None
     return True
