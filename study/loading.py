@@ -66,13 +66,15 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
     return " ".join(str(getattr(e, "problem", None) or type(e).__name__).split())
 
 
-def parse_spec(raw: Any, source: str = "spec") -> StudySpec:
-    """Validate a raw mapping; raise :class:`SpecError` with one line naming ``source`` and the first bad key."""
+def parse_spec(raw: Any, source: str = "spec", *, family_rules: bool = True) -> StudySpec:
+    """Validate a raw mapping; raise :class:`SpecError` with one line naming ``source`` and the first bad key.
+
+    ``family_rules=False`` skips the family's own rules (see :func:`~study.validation.validate_spec`)."""
     if not isinstance(raw, dict):
         raise SpecError(f"the spec must be a YAML mapping, got {type(raw).__name__}", source=source)
     try:
         spec = StudySpec.model_validate(raw)
-        validate_spec(spec)
+        validate_spec(spec, family_rules=family_rules)
     except ValidationError as e:
         raise spec_error(e).within(source) from None
     except SpecError as e:
@@ -80,8 +82,8 @@ def parse_spec(raw: Any, source: str = "spec") -> StudySpec:
     return spec
 
 
-def load_spec(path: str | Path, overrides: list[str] | None = None) -> StudySpec:
-    """Read, override and validate a YAML spec file."""
+def load_spec(path: str | Path, overrides: list[str] | None = None, *, family_rules: bool = True) -> StudySpec:
+    """Read, override and validate a YAML spec file (``family_rules``: see :func:`parse_spec`)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -99,4 +101,4 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> StudySpec
         raise SpecError("the file is empty; a spec is a YAML mapping with at least name and family", source=str(path))
     if isinstance(raw, dict):
         raw = apply_overrides(raw, overrides or [])
-    return parse_spec(raw, str(path))
+    return parse_spec(raw, str(path), family_rules=family_rules)

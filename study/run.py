@@ -2,7 +2,8 @@
 [--max-failures N] [--shared-storage] [--pending-timeout S] [--status]``.
 
 Exit codes: 0 the study finished; 2 invalid spec or command line (one line on stderr, nothing started);
-1 the study itself failed (every trial failed, or it was interrupted).
+1 the study itself failed (every trial failed, or it was interrupted, or a store could not be written: disk
+full, read-only, permission lost; one line naming the store and the remedy).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from study.loading import load_spec
 
     try:
-        spec = load_spec(args.spec, args.overrides)
+        spec = load_spec(args.spec, args.overrides, family_rules=not args.status)  # --status imports no trainer
         if args.status:
             from study.status import print_status
 
@@ -89,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     except StudyError as e:
         _print_error(e)
         return 2
+    except Exception as e:
+        if (line := _store_failure(e, spec)) is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 1
     print()
     print(
         f"Study {spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in {outcome.wall_time_s:.0f} s"
@@ -121,6 +127,15 @@ _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s]*@")
 def _print_error(e: BaseException) -> None:
     """The error as the one line the CLI promises: newlines folded, a URL's password masked."""
     print(f"error: {_one_line(str(e))}", file=sys.stderr)
+
+
+def _store_failure(e: Exception, spec: StudySpec) -> str | None:
+    """The one line for a disk-full / read-only / permission failure of a store (see :mod:`study.store_errors`)."""
+    from study.layout import StudyLayout
+    from study.store_errors import store_failure
+
+    layout = StudyLayout.for_spec(spec)
+    return store_failure(e, {"mlflow": layout.tracking_uri, "optuna": layout.optuna_url, "storage": layout.root})
 
 
 def _one_line(message: str) -> str:

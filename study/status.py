@@ -41,10 +41,10 @@ def study_status(spec: StudySpec) -> dict:
     if finished:
         pick = max if spec.search.mode == "max" else min
         best = pick(finished, key=lambda t: float(t.value or 0.0))  # finished: value is not None
-    from study.tracking import TrackingStore
+    from study import tracking_peek  # not study.tracking: that imports Ray
 
-    driver = TrackingStore.peek_parent_status(layout.tracking_uri, spec.name)
-    tags = TrackingStore.peek_parent_tags(layout.tracking_uri, spec.name)
+    driver = tracking_peek.parent_status(layout.tracking_uri, spec.name)
+    tags = tracking_peek.parent_tags(layout.tracking_uri, spec.name)
     return {
         "stage": tags.get("stage", "search"),
         "final_planned": int(tags.get("final_planned", 0)),
@@ -57,7 +57,7 @@ def study_status(spec: StudySpec) -> dict:
         "counts": {state: counts.get(state, 0) for state in _STATES},
         "best": None if best is None else {"number": best.number, "value": best.value, "params": best.params},
         "parent_status": driver,
-        "failures": TrackingStore.peek_failures(layout.tracking_uri, spec.name),
+        "failures": tracking_peek.failures(layout.tracking_uri, spec.name),
     }
 
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from study.loading import load_spec
 
     try:
-        spec = load_spec(args.spec, args.overrides)
+        spec = load_spec(args.spec, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
     except StudyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

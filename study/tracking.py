@@ -1,4 +1,5 @@
-"""MLflow wiring. This is the only module that imports ``mlflow``.
+"""MLflow wiring. This is the only module that imports ``mlflow`` (with :mod:`study.tracking_peek`, its read-only
+half that ``--status`` imports without Ray).
 
 One experiment per study (named after it), one parent run per study, one child run per Ray trial. All
 writes happen in the driver: :class:`MlflowTrialCallback` turns each trial's ``tune.report`` into MLflow
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from schema.metric_names import ARTIFACTS_DIR, EPOCH
-from study.credentials import connection_url
+from study import tracking_peek
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -32,7 +33,7 @@ __all__ = ["TrackingStore", "MlflowTrialCallback", "RUN_TAGS", "error_line"]
 
 #: Tags every child run carries; dashboards group by them.
 RUN_TAGS = ("trial_id", "family", "dataset", "noise_ratio")
-_ROLE_TAG = "dmlstudy.role"
+_ROLE_TAG = tracking_peek.ROLE_TAG
 #: The experiment tag MLflow's UI reads to choose its view, and the value of its "Model training" view.
 _EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 _EXPERIMENT_KIND = "custom_model_development"
@@ -85,16 +86,8 @@ def preload_in_background() -> None:
     threading.Thread(target=run, name="mlflow-preload", daemon=True).start()
 
 
-def _client(uri: str) -> MlflowClient:
-    from mlflow import MlflowClient
-
-    # ``uri`` is the redacted form (safe to keep and pickle); the real one exists only for the connection.
-    return MlflowClient(tracking_uri=connection_url(uri))
-
-
-def _missing_sqlite(uri: str) -> bool:
-    """A sqlite store that does not exist yet (reading it must not create it)."""
-    return uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///").split("?")[0]).exists()
+_client = tracking_peek.client
+_missing_sqlite = tracking_peek.missing_sqlite
 
 
 def _seed_sqlite_store(uri: str) -> None:
@@ -175,19 +168,7 @@ class TrackingStore:
     @staticmethod
     def peek_parent_status(uri: str, experiment_name: str) -> str | None:
         """The status of a study's parent run, read without creating anything (``None``: no such run)."""
-        if _missing_sqlite(uri):
-            return None
-        client = _client(uri)
-        experiment = client.get_experiment_by_name(experiment_name)
-        if experiment is None:
-            return None
-        runs = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
-            order_by=["start_time DESC"],
-            max_results=1,
-        )
-        return runs[0].info.status if runs else None
+        return tracking_peek.parent_status(uri, experiment_name)
 
     def parent_run_id(self) -> str | None:
         """The study's parent run, if one exists (the most recent, should there be several)."""
@@ -221,36 +202,12 @@ class TrackingStore:
     @staticmethod
     def peek_parent_tags(uri: str, experiment_name: str) -> dict[str, str]:
         """The tags of a study's parent run, read without creating anything (empty: no such run)."""
-        if _missing_sqlite(uri):
-            return {}
-        client = _client(uri)
-        experiment = client.get_experiment_by_name(experiment_name)
-        if experiment is None:
-            return {}
-        runs = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
-            order_by=["start_time DESC"],
-            max_results=1,
-        )
-        return dict(runs[0].data.tags) if runs else {}
+        return tracking_peek.parent_tags(uri, experiment_name)
 
     @staticmethod
     def peek_failures(uri: str, experiment_name: str) -> list[tuple[str, str, str]]:
         """``(trial_id, stage, reason)`` of every FAILED trial run of a study, read without creating anything."""
-        if _missing_sqlite(uri):
-            return []
-        client = _client(uri)
-        experiment = client.get_experiment_by_name(experiment_name)
-        if experiment is None:
-            return []
-        runs = client.search_runs(
-            [experiment.experiment_id],
-            filter_string=f"tags.`{_ROLE_TAG}` = 'trial' and attributes.status = 'FAILED'",
-            order_by=["start_time ASC"],
-        )
-        tags = [r.data.tags for r in runs]
-        return [(t.get("trial_id", "?"), t.get("stage", "search"), t.get("failure_reason", "unknown")) for t in tags]
+        return tracking_peek.failures(uri, experiment_name)
 
     def end_parent_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
         """Summary metrics of the study (no step): the final stage's mean, std and confidence interval."""

@@ -9,6 +9,7 @@ study's files live is :mod:`study.layout`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -20,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from schema.errors import SpecError, StudyExistsError
+from schema.errors import SpecError, StudyError, StudyExistsError
 from schema.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
 from schema.spec import FinalSpec, StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
 from study.bookkeeping import PersistentASHA, StudySearch
+from study.cluster_connect import connect_error, private_instance_token, probe_cluster
 from study.compat import restored_run_config
 from study.credentials import RedactedRDBStorage, check_tracking_env, redacted_spec
 from study.data import ensure_pretrained
@@ -42,6 +44,7 @@ from study.lock import study_lock
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
 from study.storage import is_shared_path, read_bytes, write_bytes
+from study.store_errors import quiet_store_failures
 from study.tracking import MlflowTrialCallback, TrackingStore, error_line, preload_in_background
 from study.validation import spec_from_tune_config, trial_params
 from study.watchdog import PendingTimeout, check_cluster_resources, check_local_resources
@@ -162,7 +165,16 @@ def _connect_ray(address: str | None) -> bool:
     # the next trial if it has not: an early-stopped trial tearing down its DataLoader workers on a busy node can
     # take longer. Workers of a local instance inherit this; on a cluster, set it where Ray starts.
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
-    ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    if address != "local":
+        probe_cluster(address)  # unreachable or a missing token: one line now, not a minute of retries
+    else:
+        private_instance_token()
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    except Exception as e:
+        if address == "local" or (line := connect_error(e, address)) is None:
+            raise
+        raise StudyError(line) from None
     return True
 
 
@@ -409,6 +421,7 @@ def run_study(
     local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     if local:
         check_local_resources(spec)
+    quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     with study_lock(layout.root):
         resuming = _check_resume(spec, layout, resume)
         preload_in_background()
@@ -474,9 +487,11 @@ def _run_validated(
                 outcome, final=groups, interrupted=final_interrupted, wall_time_s=time.perf_counter() - started
             )
     except BaseException:
-        # The driver itself broke: no run may stay RUNNING.
-        store.close_orphans(parent, status="FAILED")
-        store.end_parent(parent, "FAILED", {}, {})
+        # The driver itself broke: no run may stay RUNNING. A store that broke (a full disk) cannot record that
+        # either: the original error is the one to report, and --resume closes what stays RUNNING.
+        with contextlib.suppress(Exception):
+            store.close_orphans(parent, status="FAILED")
+            store.end_parent(parent, "FAILED", {}, {})
         raise
     finally:
         if started_ray:

@@ -2,6 +2,9 @@
 own parameter rules, the metrics a study can optimise, and every search-space name (resolved at the ends of its
 range). The schema (:mod:`schema.spec`) knows none of these; this module is where the two layers meet.
 
+Names are checked against :mod:`trainables.names` and :mod:`trainables.registry`, which import no torch: a typo
+costs no torch import. Only a family's own rules load the family's module (and with it torch).
+
 Errors are :class:`~schema.errors.SpecError` built from the offending key and a message; the loader adds where
 the spec came from.
 """
@@ -31,9 +34,7 @@ from schema.metric_names import (
 )
 from schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes
 from schema.trial import SPEC_KEY, flatten, resolve_trial_spec, sampled_values
-from study.search_space import grid_points
-from trainables.data import DATASET_NAMES, ON_DISK_DATASETS, SAME_CLASS_TEST_DATASETS
-from trainables.models import BACKBONE_NAMES, PRETRAINABLE
+from trainables.names import BACKBONE_NAMES, DATASET_NAMES, ON_DISK_DATASETS, PRETRAINABLE, SAME_CLASS_TEST_DATASETS
 from trainables.registry import FAMILY_NAMES, family_param_names, get_family
 
 __all__ = [
@@ -62,8 +63,12 @@ _check_dataset = _known("dataset.name", "dataset", DATASET_NAMES)
 _check_backbone = _known("model.backbone", "backbone", BACKBONE_NAMES)
 
 
-def validate_spec(spec: StudySpec) -> None:
-    """Every registry-backed rule on a study spec (the schema's own rules have run already)."""
+def validate_spec(spec: StudySpec, *, family_rules: bool = True) -> None:
+    """Every registry-backed rule on a study spec (the schema's own rules have run already).
+
+    The name checks come first; ``family_rules=False`` stops there, before the family's module (and torch) is
+    imported: enough for a command that only reads the study's stores (``--status``).
+    """
     _check_family(spec.family)
     _check_dataset(spec.dataset.name)
     if spec.dataset.name in ON_DISK_DATASETS and spec.dataset.root is None:
@@ -74,9 +79,11 @@ def validate_spec(spec: StudySpec) -> None:
             f"backbone {spec.model.backbone!r} has no ImageNet weights; use one of {', '.join(PRETRAINABLE)}",
             "model.pretrained",
         )
+    _check_linear_probe(spec)
+    if not family_rules:
+        return
     if "family" not in spec.search.space:  # a family search checks params per sampled family instead
         _in_params(lambda: check_family_rules(spec.family, spec.params, spec.search.space, spec.model.embedding_dim))
-    _check_linear_probe(spec)
     _check_search_metric(spec)
     _check_search_names(spec)
 
@@ -219,6 +226,8 @@ def _check_each_family(spec: StudySpec, families: list[Any]) -> None:
 
 def _check_grid(search: SearchSpec) -> None:
     """The grid sampler enumerates categorical choices (``when:`` allowed); other kinds have no grid."""
+    from study.search_space import grid_points  # imports optuna: only for a grid spec
+
     if not search.space:
         raise SpecError("sampler 'grid' needs categorical parameters in search.space, and it has none")
     for name, p in search.space.items():

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from schema.errors import DataError
+from trainables.names import BACKBONE_NAMES, PRETRAINABLE
 
 if TYPE_CHECKING:
     from schema.spec import DatasetSpec, ModelSpec, StudySpec
@@ -162,8 +163,6 @@ _TORCHVISION: dict[str, tuple[str, str, int]] = {
     "resnet50": ("resnet50", "ResNet50_Weights", 2048),
     "googlenet": ("googlenet", "GoogLeNet_Weights", 1024),
 }
-#: Backbones with ImageNet weights (``model.pretrained: true``).
-PRETRAINABLE: tuple[str, ...] = tuple(_TORCHVISION)
 #: backbone → torchvision's weights enum (the driver's ``python -m study.data weights`` downloads through it).
 TORCHVISION_WEIGHTS: dict[str, str] = {name: enum for name, (_, enum, _) in _TORCHVISION.items()}
 
@@ -251,7 +250,6 @@ def _paired_mlp(spec: ModelSpec, input_shape: tuple[int, ...]) -> tuple[nn.Modul
 
 
 _BACKBONES = {"small_cnn": _small_cnn, "paired_mlp": _paired_mlp, **{name: _torchvision for name in _TORCHVISION}}
-BACKBONE_NAMES: tuple[str, ...] = tuple(_BACKBONES)
 
 
 def build_model(spec: ModelSpec, input_shape: tuple[int, ...], normalize: bool = True) -> EmbeddingNet:

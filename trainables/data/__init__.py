@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from trainables.data._splits import DatasetSplits, LabeledSplit
+from trainables.names import DATASET_NAMES, EMBEDDED_DATASETS, ON_DISK_DATASETS, SAME_CLASS_TEST_DATASETS
 
 if TYPE_CHECKING:
     from schema.spec import DatasetSpec
@@ -43,15 +44,6 @@ _LOADERS: dict[str, tuple[str, str]] = {
     "imagefolder": ("trainables.data.imagefolder", "load"),
     "csv": ("trainables.data.csv_oml", "load"),
 }
-
-DATASET_NAMES: tuple[str, ...] = tuple(_LOADERS)
-#: Datasets embedded in the code (no ``dataset.root``): scikit-learn's digits, the generated glyphs and the thesis'
-#: 2-D flows pairs (``flows2d``: an optional ``dataset.root`` is where its trained flows are cached).
-EMBEDDED_DATASETS: frozenset[str] = frozenset({"digits", "glyphs", "flows2d"})
-#: Datasets read from ``dataset.root`` (every one but the embedded ones).
-ON_DISK_DATASETS: frozenset[str] = frozenset(DATASET_NAMES) - EMBEDDED_DATASETS
-#: Datasets whose test split has the training classes (the contrastive protocol), so a linear probe fits.
-SAME_CLASS_TEST_DATASETS: frozenset[str] = frozenset({"cifar10"})
 
 
 def check_dataset(spec: DatasetSpec) -> None:

@@ -1,0 +1,101 @@
+"""A bad spec or command line is answered without importing torch, Ray or MLflow; ``--status`` imports no trainer.
+
+Each case runs the real CLI in a fresh interpreter with ``-X importtime`` (every module imported, one line each on
+stderr), so a new module-level import anywhere on the error path fails here. Latencies are in the issue's notes
+(``benchmarks`` are for speed; this checks what is imported, which does not depend on the machine's load).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainables import names
+
+HEAVY = ("torch", "ray", "mlflow")
+
+
+def _cli(module: str, args: list[str], cwd: Path) -> tuple[int, list[str], set[str]]:
+    """Exit code, the CLI's own stderr lines and the top-level packages it imported."""
+    env = {**os.environ}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", module, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = proc.stderr.splitlines()
+    imported = {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in lines if ln.startswith("import time:")}
+    own = [ln for ln in lines if not ln.startswith("import time:")]
+    return proc.returncode, own, imported
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["--set", "train.epochs=-1"], "train.epochs: Input should be greater than or equal to 1"),
+        (["--set", "family=nosuch"], "family: unknown family 'nosuch'"),
+        (["--set", "dataset.name=mnist"], "dataset.name: unknown dataset 'mnist'"),
+        (["--set", "model.backbone=vgg"], "model.backbone: unknown backbone 'vgg'"),
+        (["--set", "dataset.name=cub200"], "dataset.root: required for dataset 'cub200'"),
+        (["--set", "model.pretrained=true"], "model.pretrained: backbone 'small_cnn' has no ImageNet weights"),
+        (["--set", "train.linear_probe=true"], "train.linear_probe needs a dataset whose test classes"),
+        (["--set", "nokey"], "--set 'nokey': expected dotted.key=value"),
+        (["--max-failures", "x"], "argument --max-failures: invalid int value"),
+    ],
+)
+def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(tmp_path, spec_dict, write_spec, overrides, message):
+    code, err, imported = _cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert "schema" in imported  # the probe sees this interpreter's imports
+    assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # nothing started, nothing written
+
+
+def test_an_unreadable_spec_imports_no_torch(tmp_path):
+    (tmp_path / "bad.yaml").write_text("name: [unclosed\n")
+    code, err, imported = _cli("study.run", ["bad.yaml"], tmp_path)
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: bad.yaml: invalid YAML"), err
+    assert imported.isdisjoint(HEAVY)
+
+
+def test_status_reads_the_stores_without_torch_or_ray(tmp_path, spec_dict, write_spec):
+    """A study with an Optuna record (one finished trial) and no MLflow store yet: both CLIs print its progress
+    from the stores, importing Optuna but neither the trainer (torch) nor Ray."""
+    import optuna
+
+    spec_dict["storage"] = str(tmp_path / "runs")
+    spec_path = write_spec(spec_dict)
+    root = tmp_path / "runs" / spec_dict["name"]
+    root.mkdir(parents=True)
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec_dict))
+    study = optuna.create_study(
+        study_name=spec_dict["name"], storage=f"sqlite:///{root}/optuna.db", direction="maximize"
+    )
+    study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.625))
+    for module, args in (("study.run", [str(spec_path), "--status"]), ("study.status", [str(spec_path)])):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", module, *args], cwd=tmp_path, capture_output=True, text=True
+        )
+        imported = {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in proc.stderr.splitlines() if "|" in ln}
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "1 done (1 complete" in proc.stdout and "= 0.6250" in proc.stdout, proc.stdout
+        assert "optuna" in imported and imported.isdisjoint({"torch", "ray"}), sorted(imported & {"torch", "ray"})
+
+
+def test_the_light_name_lists_match_the_loaders_and_builders():
+    """:mod:`trainables.names` is what a spec is checked against; the torch modules must build exactly those."""
+    from trainables.data import _LOADERS
+    from trainables.models import _BACKBONES, _TORCHVISION
+
+    assert tuple(_LOADERS) == names.DATASET_NAMES
+    assert tuple(_BACKBONES) == names.BACKBONE_NAMES
+    assert tuple(_TORCHVISION) == names.PRETRAINABLE

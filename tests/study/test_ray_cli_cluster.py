@@ -1,0 +1,181 @@
+"""A cluster started as users start it: ``ray start --head`` and two ``ray start --address`` worker nodes, token
+authentication on every node and the driver (Ray ≥ 2.59's default), the study run with ``--address
+--shared-storage --max-failures 2``; one worker node is SIGKILLed mid-trial and nothing is lost. A driver without
+the token gets one line and exit 2.
+
+Each node is a ``ray start --block`` process in its own session that this test owns: it ends each node's process
+group and descendants by PID, never with ``ray stop`` (which would end every Ray on the machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, tiny_spec
+
+pytestmark = pytest.mark.e2e
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _kill_node(proc: subprocess.Popen, grace: float = 0.0) -> list[str]:
+    """End one node: its ``ray start`` session's process group and every descendant (raylet, workers), found before
+    the first signal (once ``ray start`` is gone they belong to init). ``grace``: SIGTERM first, SIGKILL after that
+    many seconds. Returns the command names of what was signalled."""
+    pids = _descendants(proc.pid) | {proc.pid}
+    names = sorted(_name(pid) for pid in pids)
+    for sig in (signal.SIGTERM, signal.SIGKILL) if grace else (signal.SIGKILL,):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace or 30)
+    return names
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace").rsplit("/", 1)[-1]
+    except OSError:
+        return "?"
+
+
+def _node(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [RAY, "start", *args, "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # ``--block`` prints this once the node runs, then blocks
+        if "Ray runtime started" in line:
+            return proc
+    raise AssertionError(f"ray start {args} exited with {proc.wait()}")
+
+
+@pytest.fixture
+def token_cluster():
+    """A head (no CPUs: trials land on workers) and two one-CPU workers, token authentication on; yields
+    ``(address, token env, ray temp dir, [worker processes])``."""
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")  # short: Ray's socket paths must stay under 108 bytes
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env = {
+        **base,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(16),  # in the environment: no ~/.ray/auth_token is written or read
+        "PYTHONPATH": str(REPO),
+        "RAY_TMPDIR": ray_tmp,
+        # Declare a lost node dead within a few seconds instead of Ray's ~30 s.
+        "RAY_health_check_period_ms": "500",
+        "RAY_health_check_failure_threshold": "3",
+    }
+    port = _free_port()
+    nodes: list[subprocess.Popen] = []
+    try:
+        nodes.append(
+            _node(
+                ["--head", "--port", str(port), "--num-cpus", "0", "--temp-dir", ray_tmp, "--include-dashboard=false"],
+                env,
+            )
+        )
+        for _ in range(2):
+            nodes.append(_node(["--address", f"127.0.0.1:{port}", "--num-cpus", "1"], env))
+        yield f"127.0.0.1:{port}", env, ray_tmp, nodes[1:]
+    finally:
+        for proc in reversed(nodes):
+            _kill_node(proc, grace=20)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_a_token_cluster_loses_a_worker_node_and_nothing_is_lost(token_cluster, tmp_path):
+    address, env, _, workers = token_cluster
+    epochs, num_trials = 5, 2
+    spec = tiny_spec("t_cli_cluster", epochs=epochs, num_trials=num_trials, max_concurrent=2)
+    spec["storage"] = str(tmp_path / "runs")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    study_dir = tmp_path / "runs" / "t_cli_cluster"
+
+    no_token = {k: v for k, v in env.items() if not k.startswith("RAY_AUTH")}
+    args = [sys.executable, "-m", "study.run", "spec.yaml", "--address", address, "--shared-storage", "--no-dashboard"]
+    refused = subprocess.run(args, cwd=tmp_path, env=no_token, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert refused.stderr.splitlines() == [refused.stderr.strip()], refused.stderr[-3000:]  # one line
+    assert refused.stderr.startswith(f"error: cannot authenticate to the Ray cluster at {address}")
+    assert "RAY_AUTH_TOKEN" in refused.stderr and not study_dir.exists()
+
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [*args, "--max-failures", "2"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        while logged_epochs(study_dir, "t_cli_cluster") < 1:  # a trial is mid-way: it has reported an epoch
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() - started < 300, "no epoch was logged"
+            time.sleep(0.2)
+        victim = next(w for w in workers if any(_is_trial(p) for p in _descendants(w.pid)))
+        killed = _kill_node(victim)  # the whole node, as when a machine vanishes
+        killed_at = time.monotonic() - started
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(
+        f"worker node killed at {killed_at:.1f} s ({len(killed)} processes: {killed}); study done at {time.monotonic() - started:.1f} s"
+    )
+    assert proc.returncode == 0, err[-3000:]
+    client, parents, children = mlflow_children(study_dir, "t_cli_cluster")
+    assert len(children) == num_trials and all(r.info.status == "FINISHED" for r in [*parents, *children])
+    for run in children:
+        steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1"))
+        assert steps == list(range(1, epochs + 1)), (run.info.run_id, steps)
+        print(f"run {run.data.tags['trial_id']}: {run.info.status}, steps {steps}")
+    trials = optuna_trials(study_dir, "t_cli_cluster")
+    assert len(trials) == num_trials and all(t.state.name == "COMPLETE" for t in trials)
+
+
+def _is_trial(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ImplicitFunc")
+    except OSError:
+        return False

@@ -1,0 +1,42 @@
+"""The names a spec may use for a dataset or a backbone, without importing torch.
+
+A spec error (a typo, a bad ``--set``) must come back in a fraction of a second, so the driver checks names
+against this module; :mod:`trainables.data` and :mod:`trainables.models` (which import torch) take their name
+lists from here, and ``tests/trainables/test_names.py`` checks that their loader and builder tables match.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DATASET_NAMES",
+    "EMBEDDED_DATASETS",
+    "ON_DISK_DATASETS",
+    "SAME_CLASS_TEST_DATASETS",
+    "BACKBONE_NAMES",
+    "PRETRAINABLE",
+]
+
+DATASET_NAMES: tuple[str, ...] = (
+    "digits",
+    "glyphs",
+    "flows2d",
+    "cub200",
+    "cars196",
+    "sop",
+    "inshop",
+    "flowers102",
+    "cifar10",
+    "imagefolder",
+    "csv",
+)
+#: Datasets embedded in the code (no ``dataset.root``): scikit-learn's digits, the generated glyphs and the thesis'
+#: 2-D flows pairs (``flows2d``: an optional ``dataset.root`` is where its trained flows are cached).
+EMBEDDED_DATASETS: frozenset[str] = frozenset({"digits", "glyphs", "flows2d"})
+#: Datasets read from ``dataset.root`` (every one but the embedded ones).
+ON_DISK_DATASETS: frozenset[str] = frozenset(DATASET_NAMES) - EMBEDDED_DATASETS
+#: Datasets whose test split has the training classes (the contrastive protocol), so a linear probe fits.
+SAME_CLASS_TEST_DATASETS: frozenset[str] = frozenset({"cifar10"})
+
+#: Backbones with ImageNet weights (``model.pretrained: true``): torchvision's.
+PRETRAINABLE: tuple[str, ...] = ("resnet18", "resnet34", "resnet50", "googlenet")
+BACKBONE_NAMES: tuple[str, ...] = ("small_cnn", "paired_mlp", *PRETRAINABLE)
