@@ -66,9 +66,9 @@ class SPMSParams:
         ms_base: ρ of Eq. 3/7 (similarity offset).
         ms_epsilon: ε of the mining rules Eq. 4-5.
         epochs_per_round: θ-step epochs per outer round of Alg. 1 (a w-step follows each round).
-        solver_sweeps: expected updates of each weight per w-step (Alg. 3's T = sweeps·N).
-        solver_block: coordinates updated together per solver step (vectorised; 1 = the paper's method).
-        gamma: γ, the step size of Alg. 3 (the gradient of Eq. 8 carries a 1/N^c factor).
+        solver_sweeps: ``stochastic``/``full``: updates of each weight per w-step (Alg. 3's T = sweeps·N).
+        solver_block: ``stochastic``/``full``: coordinates updated together per step (1 = the paper's method).
+        gamma: ``stochastic``/``full``: γ, the step size of Alg. 3 (Eq. 8's G carries a 1/N^c factor).
         solver_p: P of Alg. 3, other classes sampled per coordinate.
         solver_k: K of Alg. 3, weights sampled per class.
         topk_negatives: ξ⁻ of the w-step from the k most similar negatives only (null: all negatives).
