@@ -87,6 +87,13 @@ EXCLUDED_SHARE = "excluded_share"
 NOISE_AUROC = "noise_auroc"
 NOISE_PRECISION = "noise_precision"
 NOISE_RECALL = "noise_recall"
+# The BSPML w-step (Eq. 6 subproblem): its objective before/after, projected-gradient residual, sweeps used, and
+# the λ it used in ξ units (= lambda unless lambda_scale is relative).
+W_OBJECTIVE_BEFORE = "bspml/w_objective_before"
+W_OBJECTIVE_AFTER = "bspml/w_objective_after"
+W_RESIDUAL = "bspml/w_residual"
+W_SWEEPS = "bspml/w_sweeps"
+LAMBDA_ABSOLUTE = "bspml/lambda_absolute"
 
 # PRISM's selection trace (family prism): the mean threshold its sliding window applied, and the share of batch
 # samples it kept (its ``PRISM_threshold`` and ``PRISM_remove_ratio`` logs).

@@ -17,8 +17,12 @@ longer show the same object).
 - ``debiased_pos``: ``L_Pos`` (thesis Eq. 22-24), the thesis' contribution:
   ``−log[(P_emp − τ⁻P⁻_emp) / (P_emp + (Nτ⁺ − τ⁻)P⁻_emp)]`` with ``P_emp`` the mean of ``e^{s}`` over the
   negatives, the positive and the anchor itself (Eq. 23) and ``P⁻_emp`` the mean over the negatives (Eq. 24).
-  The numerator estimates ``τ⁺·E⁺`` (Eq. 19), and ``E⁺ ≥ e^{−1/t}``; like Eq. 16's floor on ``g`` we keep it at
-  least ``τ⁺e^{−1/t}`` (our guard: a small batch can make the estimate non-positive, and ``log`` of it NaN).
+  The numerator estimates ``τ⁺·E⁺`` (Eq. 19) only asymptotically (N → ∞); in a batch it also carries the
+  anchor's own ``e^{f(x)ᵀf(x)/t} = e^{1/t}/(N+2)`` (the largest term of the row), which makes the push on the
+  negatives several times the pull on the positive (2-D experiment: docs/thesis_2d.md). ``self_term: false``
+  drops it: ``P_emp`` over the N negatives and the positive only (N + 1 terms); at ``τ⁺ = 1/(N+1)`` this is
+  exactly InfoNCE. ``E⁺ ≥ e^{−1/t}``; like Eq. 16's floor on ``g`` we keep the numerator at least
+  ``τ⁺e^{−1/t}`` (our guard: a small batch can make the estimate non-positive, and ``log`` of it NaN).
 - ``hcl``: hard-negative debiased contrastive learning (Robinson et al., "Contrastive Learning with Hard Negative
   Samples", ICLR 2021, https://arxiv.org/abs/2010.04592, Sec. 3: the importance-sampled hard-negative objective,
   as the official ``criterion`` of github.com/joshr17/HCL ``image/main.py`` computes it): ``L_Neg`` whose
@@ -49,6 +53,7 @@ __all__ = [
     "DebiasedNegFamily",
     "DebiasedPosFamily",
     "DebiasedParams",
+    "DebiasedPosParams",
     "debiased_neg_loss",
     "debiased_pos_loss",
     "HCLFamily",
@@ -87,11 +92,19 @@ def debiased_neg_loss(embeddings: torch.Tensor, temperature: float, tau_plus: fl
     return (torch.log(pos + n_g) - torch.log(pos)).mean().to(embeddings.dtype)
 
 
-def debiased_pos_loss(embeddings: torch.Tensor, temperature: float, tau_plus: float) -> torch.Tensor:
-    """Mean ``L_Pos`` (thesis Eq. 22-24) over every anchor of a two-view batch (views stacked view-major)."""
-    pos, neg_sum, self_term, m, n = _shifted_exp_terms(embeddings, temperature)
+def debiased_pos_loss(
+    embeddings: torch.Tensor, temperature: float, tau_plus: float, self_term: bool = True
+) -> torch.Tensor:
+    """Mean ``L_Pos`` (thesis Eq. 22-24) over every anchor of a two-view batch (views stacked view-major).
+
+    ``self_term=False``: Eq. 23 without the anchor's ``e^{f(x)ᵀf(x)/t}``, normalised over N + 1.
+    """
+    pos, neg_sum, own, m, n = _shifted_exp_terms(embeddings, temperature)
     tau_minus = 1.0 - tau_plus
-    p_emp = (neg_sum + pos + self_term) / (n + 2)  # Eq. 23
+    if self_term:
+        p_emp = (neg_sum + pos + own) / (n + 2)  # Eq. 23
+    else:
+        p_emp = (neg_sum + pos) / (n + 1)  # Eq. 23 without the anchor itself
     p_neg = neg_sum / n  # Eq. 24
     numerator = torch.maximum(p_emp - tau_minus * p_neg, tau_plus * torch.exp(-1.0 / temperature - m))
     denominator = numerator + n * tau_plus * p_neg  # = P_emp + (Nτ⁺ − τ⁻)·P⁻_emp while the floor is inactive
@@ -148,6 +161,18 @@ class DebiasedParams:
 
 
 @dataclass(frozen=True)
+class DebiasedPosParams(DebiasedParams):
+    """``L_Pos``'s hyperparameters.
+
+    Args:
+        self_term: keep the anchor's own ``e^{f(x)ᵀf(x)/t}`` in ``P_emp`` (Eq. 23 as written, default) or drop it
+            and average over the N + 1 other embeddings (``false``; InfoNCE at ``τ⁺ = 1/(N+1)``).
+    """
+
+    self_term: bool = True
+
+
+@dataclass(frozen=True)
 class HCLParams:
     """Hyperparameters of hard-negative debiased contrastive learning (Robinson et al., ICLR 2021).
 
@@ -196,7 +221,12 @@ class DebiasedNegFamily(_DebiasedFamily):
 
 class DebiasedPosFamily(_DebiasedFamily):
     name = "debiased_pos"
+    Params = DebiasedPosParams
     loss_fn = staticmethod(debiased_pos_loss)
+
+    def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
+        p: DebiasedPosParams = self.params
+        return {self.name: debiased_pos_loss(embeddings, p.temperature, p.tau_plus, p.self_term)}
 
 
 class HCLFamily(_TwoViewFamily):

@@ -56,6 +56,8 @@ class KLContrastiveParams:
         tau_plus: ``τ⁺`` of ``debiased_neg``/``debiased_pos``/``hcl`` (0.1; the thesis gives none for §4.1).
         beta: ``β`` of ``hcl`` (1.0, Robinson et al.'s official runs); read by ``hcl`` only.
         kl_weight: weight of the KL term (1.0: the thesis adds it unweighted).
+        self_term: ``debiased_pos`` only: keep the anchor's own term in Eq. 23's ``P_emp`` (default, as written)
+            or drop it (``false``: over N + 1; see :func:`~trainables.debiased.debiased_pos_loss`).
     """
 
     loss: ContrastiveLoss = "debiased_pos"
@@ -63,6 +65,7 @@ class KLContrastiveParams:
     tau_plus: OpenUnit = 0.1
     beta: NonNegative = 1.0
     kl_weight: NonNegative = 1.0
+    self_term: bool = True
 
 
 class KLContrastiveFamily(BaseLossFamily):
@@ -83,7 +86,7 @@ class KLContrastiveFamily(BaseLossFamily):
         if p.loss == "debiased_neg":
             return debiased_neg_loss(normalized, p.temperature, p.tau_plus)
         if p.loss == "debiased_pos":
-            return debiased_pos_loss(normalized, p.temperature, p.tau_plus)
+            return debiased_pos_loss(normalized, p.temperature, p.tau_plus, p.self_term)
         return hcl_loss(normalized, p.temperature, p.tau_plus, p.beta)
 
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ _FAMILY_MODULES: dict[str, tuple[str, str]] = {
     "ms": ("trainables.ms", "MultiSimilarityFamily"),
     "bspml": ("trainables.bspml", "BSPMLFamily"),
     "spms": ("trainables.bspml", "SelfPacedMSFamily"),
+    "spl": ("trainables.spl", "SPLFamily"),
     "contrastive": ("trainables.contrastive", "ContrastiveFamily"),
     "triplet": ("trainables.triplet", "TripletFamily"),
     "triplet_smooth": ("trainables.triplet", "TripletSmoothFamily"),

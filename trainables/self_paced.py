@@ -6,6 +6,8 @@
   from per-class sums (used by the tests and available as a deterministic solver).
 - :func:`sampled_gradient` / :func:`solve_weights`: Alg. 3, the doubly stochastic projected coordinate
   gradient of Eq. 8, vectorised over a block of coordinates per step (no Python loop per coordinate).
+- :func:`converge_weights`: the same subproblem solved to a tolerance of the projected-gradient residual
+  (:func:`projected_residual`), class-size independent; the default w-step (why: its docstring).
 
 Notation: ``labels`` are contiguous class ids ``0..C-1`` (the observed, possibly noisy, training labels),
 ``w`` the sample weights in [0, 1], ``m_c = ζ(c)/N^c`` the average weight of class c.
@@ -28,6 +30,10 @@ __all__ = [
     "sampled_gradient",
     "solve_weights",
     "denoising_objective",
+    "SolveReport",
+    "class_scale",
+    "projected_residual",
+    "converge_weights",
 ]
 
 
@@ -172,8 +178,8 @@ def denoising_objective(problem: WeightProblem, w: torch.Tensor) -> torch.Tensor
     pos = (zeta[y] - w) / (n_c[y] - 1).clamp(min=1) * problem.xi_pos
     neg = (m.sum() - m[y]) / (c - 1) * problem.xi_neg
     loss = (w / n_c[y] * (pos + neg)).sum() - problem.lam * m.sum()
-    diff = m[:, None] - m[None, :]
-    return loss + problem.mu / (c - 1) * torch.triu(diff**2, diagonal=1).sum()
+    pairs = c * (m * m).sum() - m.sum() ** 2  # Σ_{c<k} (m_c − m_k)², O(C) (no C×C matrix at SOP's 11k classes)
+    return loss + problem.mu / (c - 1) * pairs
 
 
 def sampled_gradient(
@@ -248,3 +254,81 @@ def solve_weights(
                 g = full_gradient(problem, w)[coords]
             w[coords] = (w[coords] - gamma * g).clamp_(0.0, 1.0)
     return w
+
+
+@dataclass(frozen=True)
+class SolveReport:
+    """What one w-step did: Eq. 6 before and after, the final projected-gradient residual and the sweeps used."""
+
+    objective_before: float
+    objective_after: float
+    residual: float
+    sweeps: int
+
+
+def class_scale(index: ClassIndex, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """N^c of every sample's class: multiplying Eq. 8's G by it undoes the 1/N^c that makes the paper's step
+    γ/N^c depend on the class size (0.42 at γ = 5 with 12 samples per class, 0.028 with 180)."""
+    return index.count[index.labels].to(dtype)
+
+
+def projected_residual(problem: WeightProblem, w: torch.Tensor, grad: torch.Tensor | None = None) -> float:
+    """``max_a |w_a − P_[0,1](w_a − N^c ∂L/∂w_a)|``: the projected gradient of Eq. 10-11 with the class-normalised
+    step γ_a = N^c, in weight units. It is 0 exactly at a stationary point (KKT) of the box-constrained Eq. 6,
+    whatever the class sizes."""
+    g = full_gradient(problem, w) if grad is None else grad
+    return float((w - (w - class_scale(problem.index, w.dtype) * g).clamp(0.0, 1.0)).abs().max())
+
+
+@torch.no_grad()
+def converge_weights(
+    problem: WeightProblem, w: torch.Tensor, *, tol: float, max_sweeps: int
+) -> tuple[torch.Tensor, SolveReport]:
+    """The w-subproblem of Eq. 6 solved to a tolerance: class-normalised projected gradient steps on all weights
+    at once with an exact line search, until :func:`projected_residual` ≤ ``tol`` (or ``max_sweeps`` steps).
+
+    Why not Alg. 3 as written: its step γ·G carries Eq. 8's 1/N^c, so one γ is too large for small classes and
+    too small for large ones; and updating the weights block after block lets the first block absorb the whole
+    change of its class means (after one sweep it sits far below the rest: the block decides the weight). The
+    subproblem is nonconvex — concave across the samples of one class, so its minimisers put almost every weight
+    on a bound — and whatever a block commits to early stays a local minimum. Measured on glyphs (12 samples per
+    class): block-sequential exact steps with line search, reshuffled every sweep, converge (residual 1e-6) to
+    local minima of noise AUROC 0.48-0.53 for blocks of 256 or 1,024, while the same steps on all weights
+    together reach L-BFGS-B's minimum (AUROC 0.735-0.746, same objective to 1e-5). So here every sweep is one
+    Jacobi step: ``d = P(w − s·N^c·∂L/∂w) − w`` (a projected step in the class-normalised metric; the exact
+    gradient is O(N + C) from per-class sums, cheaper than Eq. 8's sampled one), then the exact minimiser
+    ``t ∈ [0, 1]`` of the quadratic Eq. 6 along ``d`` (``w + t·d`` stays in the box; Eq. 6 never increases).
+    Every weight sees the same iterate, so no sample order or block can decide a weight. ``s`` is the
+    Barzilai-Borwein ratio of the last step (spectral projected gradient, Birgin-Martínez-Raydan 2000), large
+    where the curvature along it is negative.
+
+    The gradient is affine in w (Eq. 6 is quadratic), so the curvature along ``d`` and the gradient after the
+    step come from one more gradient: O(N + C) per sweep.
+    """
+    w = w.clone().to(problem.xi_pos.dtype)
+    before = float(denoising_objective(problem, w))
+    if problem.index.num_classes < 2:
+        return w, SolveReport(before, before, 0.0, 0)
+    scale = class_scale(problem.index, w.dtype)
+    g = full_gradient(problem, w)
+    residual = projected_residual(problem, w, g)
+    step = 1.0
+    sweeps = 0
+    while residual > tol and sweeps < max_sweeps:
+        d = (w - step * scale * g).clamp(0.0, 1.0) - w
+        slope = float(g @ d)  # ≤ −|d|²/(s·N^c) < 0 while the residual is not 0
+        change = full_gradient(problem, w + d) - g  # = H·d
+        curvature = float(change @ d)
+        t = 1.0 if curvature <= 0.0 else min(1.0, -slope / curvature)
+        w = (w + t * d).clamp_(0.0, 1.0)
+        g = full_gradient(problem, w)  # exact, not g + t·change: no rounding accumulates over sweeps
+        sweeps += 1
+        residual = projected_residual(problem, w, g)
+        bend = t * t * curvature  # (Δw)ᵀ(Δg) for Δw = t·d
+        moved = t * t * float((d * d / scale).sum())
+        step = min(max(moved / bend, _MIN_STEP), _MAX_STEP) if bend > 0.0 else _MAX_STEP
+    return w, SolveReport(before, float(denoising_objective(problem, w)), residual, sweeps)
+
+
+#: Bounds of the spectral step (a unit step moves a weight by N^c·∂L/∂w, i.e. by the bracket of Eq. 8).
+_MIN_STEP, _MAX_STEP = 1e-4, 1e4

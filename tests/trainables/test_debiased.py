@@ -262,3 +262,62 @@ def test_hcl_family_trains_an_epoch_on_digits():
     trial = Trial.build(parse_spec(_spec("hcl", beta=1.0)))
     metrics = trial.run_epoch()
     assert math.isfinite(metrics["train/loss/hcl"]) and metrics["train/loss/hcl"] > 0
+
+
+def _l_pos_without_self_term(z: torch.Tensor, t: float, tau_plus: float) -> float:
+    """Eq. 22-24 with Eq. 23's P_emp over the N negatives and the positive only (no anchor term), plain loops."""
+    z = z.numpy()
+    n2 = len(z)
+    n, tau_minus = n2 - 2, 1.0 - tau_plus
+    total = 0.0
+    for i in range(n2):
+        j = (i + n2 // 2) % n2
+        negatives = [math.exp(float(z[i] @ z[k]) / t) for k in range(n2) if k not in (i, j)]
+        positive = math.exp(float(z[i] @ z[j]) / t)
+        p_emp = (sum(negatives) + positive) / (n + 1)
+        p_neg = sum(negatives) / n
+        total += -math.log((p_emp - tau_minus * p_neg) / (p_emp + (n * tau_plus - tau_minus) * p_neg))
+    return total / n2
+
+
+@pytest.mark.parametrize("tau_plus", [0.03, 0.1, 0.3])
+def test_l_pos_without_self_term_matches_a_loop_reference(tau_plus):
+    z = _two_views(seed=2, spread=0.3)
+    for t in (0.5, 0.2):
+        ours = float(debiased_pos_loss(z, t, tau_plus, self_term=False))
+        assert ours == pytest.approx(_l_pos_without_self_term(z, t, tau_plus), rel=1e-9)
+        assert ours != pytest.approx(float(debiased_pos_loss(z, t, tau_plus)), rel=1e-3)  # the term matters
+
+
+@pytest.mark.parametrize("b", [4, 8])
+def test_l_pos_without_self_term_at_tau_plus_one_over_n_plus_one_is_infonce(b):
+    z = _two_views(b=b, seed=3)
+    n = 2 * b - 2
+    for t in (0.5, 0.1):
+        ours = float(debiased_pos_loss(z, t, 1.0 / (n + 1), self_term=False))
+        assert ours == pytest.approx(_reference(z, t, 0.1, "npair"), rel=1e-9)
+        pml = losses.NTXentLoss(temperature=t)(z.float(), torch.arange(b).repeat(2))
+        assert ours == pytest.approx(float(pml), rel=1e-5)
+
+
+def test_self_term_reaches_the_losses_from_the_spec():
+    from study.validation import family_params
+    from trainables.base import FamilyContext
+    from trainables.debiased import DebiasedPosFamily
+    from trainables.kl_contrastive import KLContrastiveFamily
+
+    assert parse_spec({"name": "s", "family": "debiased_pos", "params": {"self_term": False}}).params == {
+        "self_term": False
+    }
+    with pytest.raises(SpecError, match="self_term"):  # L_Neg has no self term
+        parse_spec({"name": "s", "family": "debiased_neg", "params": {"self_term": False}})
+    z = _two_views(b=6, seed=4)
+    labels = torch.arange(6).repeat(2)
+    ctx = FamilyContext(
+        num_train=12, num_classes=6, train_labels=labels, embedding_dim=6, device=torch.device("cpu"), seed=0
+    )
+    pos = DebiasedPosFamily(family_params("debiased_pos", {"self_term": False}), ctx)
+    got = float(pos.compute_loss(z, None)["debiased_pos"])  # type: ignore[arg-type]
+    assert got == pytest.approx(_l_pos_without_self_term(z, 0.5, 0.1), rel=1e-9)
+    kl = KLContrastiveFamily(family_params("kl_contrastive", {"self_term": False}), ctx)
+    assert float(kl.contrastive(z)) == pytest.approx(got, rel=1e-9)
