@@ -99,10 +99,14 @@ def test_each_detector_ranks_the_mislabeled_sample_first(detector):
     assert detection_scores(score, noisy)[0] == 1.0
 
 
-def test_knn_noise_rate_counts_majority_disagreement():
+def test_noise_rate_estimates_on_two_clean_clusters_and_one_mislabeled_sample():
+    from trainables.noise_detectors import knn_majority_rate
+
     x, y, _ = _two_clusters_with_one_mislabeled()
-    assert knn_noise_rate(x, y, k=5) == pytest.approx(1 / 24)
-    assert knn_noise_rate(x, torch.zeros_like(y), k=5) == 0.0
+    assert knn_majority_rate(x, y, k=5) == pytest.approx(1 / 24)
+    # Every clean sample has all 5 neighbours agreeing (θ → 1, P0 → 0): the binomial estimate is the zero share.
+    assert knn_noise_rate(x, y, k=5) == pytest.approx(1 / 24, abs=1e-6)
+    assert knn_noise_rate(x, torch.zeros_like(y), k=5) == 0.0 == knn_majority_rate(x, torch.zeros_like(y), k=5)
 
 
 def test_auroc_and_ap_match_their_definitions():
@@ -160,3 +164,22 @@ def test_detectors_run_every_n_epochs_and_not_on_clean_labels():
     off = Trial.build(_digits(every=0, epochs=1)).run_epoch()
     clean = Trial.build(_digits(every=1, ratio=0.0, epochs=1)).run_epoch()
     assert not any(k.startswith("noise/") for k in (*off, *clean))
+
+
+@pytest.mark.parametrize("spread", [0.1, 0.8, 1.0])
+@pytest.mark.parametrize("ratio", [0.1, 0.4])
+def test_knn_noise_rate_recovers_the_rate_where_the_majority_vote_overshoots(spread, ratio):
+    """40 Gaussian classes of 12 in 16-D, per-class noise: tight clusters (0.1) and ones whose 10 nearest neighbours
+    are mostly other classes (1.0: the majority vote calls over half the set noisy at 10 % noise)."""
+    from trainables.data.noise import per_class_noise
+    from trainables.noise_detectors import knn_majority_rate
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(40), 12)
+    x = rng.normal(size=(40, 16))[y] + spread * rng.normal(size=(480, 16))
+    observed = per_class_noise(y, ratio, rng)
+    true_rate = float((observed != y).mean())
+    x_t, y_t = torch.tensor(x, dtype=torch.float32), torch.tensor(observed)
+    assert knn_noise_rate(x_t, y_t) == pytest.approx(true_rate, abs=0.05)
+    if spread == 1.0:
+        assert knn_majority_rate(x_t, y_t) > true_rate + 0.3
