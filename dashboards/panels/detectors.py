@@ -8,6 +8,7 @@ A family whose own AUROC stays far below a detector's on the same embeddings has
 from __future__ import annotations
 
 import polars as pl
+from matplotlib.ticker import MaxNLocator
 
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
@@ -86,6 +87,7 @@ def _curves(panel: Panel, history: pl.DataFrame) -> None:
         ax.axhline(0.5, color="grey", lw=0.8)
         ax.set_title(group, fontsize=9)
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("noise AUROC")
         ax.set_ylim(0.0, 1.02)
         ax.grid(alpha=0.3)
