@@ -32,6 +32,12 @@ __all__ = [
     "NOISE_DIAGNOSTICS",
     "PAIRED_MAE",
     "PAIRED_COSINE",
+    "NOISE_DETECTOR_PREFIX",
+    "NOISE_DETECTORS",
+    "noise_detector_auroc",
+    "noise_detector_ap",
+    "KNN_REJECTED_SHARE",
+    "PRISM_ESTIMATED_RATE",
 ]
 
 #: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
@@ -99,6 +105,27 @@ LAMBDA_ABSOLUTE = "bspml/lambda_absolute"
 # samples it kept (its ``PRISM_threshold`` and ``PRISM_remove_ratio`` logs).
 PRISM_THRESHOLD = "prism_threshold"
 PRISM_KEPT_SHARE = "prism_kept_share"
+
+# Label-free noise detectors (trainables/noise_detectors.py), scored by the loop against the recorded noise every
+# ``diagnostics.every`` epochs: ``noise/<detector>_auroc`` and ``noise/<detector>_ap`` (average precision).
+NOISE_DETECTOR_PREFIX = "noise/"
+NOISE_DETECTORS = ("xi", "centroid", "knn")
+
+
+def noise_detector_auroc(detector: str) -> str:
+    """``xi`` → ``noise/xi_auroc``."""
+    return f"{NOISE_DETECTOR_PREFIX}{detector}_auroc"
+
+
+def noise_detector_ap(detector: str) -> str:
+    """``xi`` → ``noise/xi_ap``."""
+    return f"{NOISE_DETECTOR_PREFIX}{detector}_ap"
+
+
+# knn_rejection's trace: the share of training samples its last kNN vote rejected.
+KNN_REJECTED_SHARE = "knn_rejected_share"
+# PRISM with ``rate: estimated``: the noise rate its kNN estimate gives (used for the next epoch).
+PRISM_ESTIMATED_RATE = "prism_estimated_rate"
 
 
 # Split prefixes (the model-selection protocol, "A Metric Learning Reality Check"): the searcher and the scheduler

@@ -34,6 +34,7 @@ __all__ = [
     "ValidationSpec",
     "FinalSpec",
     "ResourcesSpec",
+    "DiagnosticsSpec",
     "TrackingSpec",
     "condition_holds",
     "param_extremes",
@@ -368,6 +369,15 @@ class FinalSpec(_Strict):
     reseed_noise: bool = False
 
 
+class DiagnosticsSpec(_Strict):
+    """Label-free noise detectors (ξ, class centres, kNN; trainables/noise_detectors.py) scored against the
+    recorded noise every ``every`` epochs (``noise/<detector>_auroc``, ``noise/<detector>_ap``); 0 turns them off.
+    Only runs whose training labels carry noise are scored. Cost per scored epoch: one embedding pass of the
+    training set (shared with a family that embeds it in that epoch) plus O(N²·D) similarities."""
+
+    every: int = Field(1, ge=0)
+
+
 class ResourcesSpec(_Strict):
     """One trial's Ray resources. A trial is one bundle, placed on one node, so it cannot ask for more than a node
     has; the bounds only refuse values no node has (Ray would wait for them forever)."""
@@ -440,6 +450,7 @@ class StudySpec(_Strict):
     search: SearchSpec = SearchSpec()
     validation: ValidationSpec = ValidationSpec()
     final: FinalSpec = FinalSpec()
+    diagnostics: DiagnosticsSpec = DiagnosticsSpec()
     resources: ResourcesSpec = ResourcesSpec()
     storage: str = "runs"
     tracking: TrackingSpec = TrackingSpec()

@@ -50,6 +50,7 @@ from trainables.data.sampler import BalancedMPerClassSampler
 from trainables.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScoreTrace
 from trainables.metrics import linear_probe_accuracy, paired_metrics, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model, input_dataset
+from trainables.noise_detectors import NoiseDetectorTrace
 from trainables.registry import family_param_names, get_family
 
 __all__ = ["train_fn", "NonFiniteLossError", "Trial", "TrialRun"]
@@ -159,6 +160,7 @@ class Trial:
     diagnostics: NoiseDiagnostics | None = None
     mined: MinedNegatives | None = None
     scores: SampleScoreTrace | None = None
+    detectors: NoiseDetectorTrace | None = None
     epoch: int = 0
     _loaders: dict[object, DataLoader] = field(default_factory=dict, repr=False)
 
@@ -206,6 +208,7 @@ class Trial:
             diagnostics=diagnostics,
             mined=MinedNegatives(family),
             scores=SampleScoreTrace(data.train.labels, data.train.true_labels),
+            detectors=NoiseDetectorTrace(ctx.train_labels, data.train.noisy_mask, spec.diagnostics.every),
         )
 
     # ------------------------------------------------------------------------------------- checkpoints
@@ -410,10 +413,17 @@ class Trial:
         if self.lr_schedule is not None:
             self.lr_schedule.step()
 
+        embedded: list[tuple[torch.Tensor, torch.Tensor]] = []
+
         def embed_train() -> tuple[torch.Tensor, torch.Tensor]:
-            return self.embed(self.data.train), torch.arange(len(self.data.train), device=self.device)
+            # One pass per epoch, shared by the family (BSPML's w-step) and the noise detectors.
+            if not embedded:
+                embedded.append((self.embed(self.data.train), torch.arange(len(self.data.train), device=self.device)))
+            return embedded[0]
 
         metrics.update(self.family.on_epoch_end(self.epoch, embed_train))
+        if self.detectors is not None and self.detectors.due(self.epoch):
+            metrics.update(self.detectors.metrics(embed_train()[0]))
         scores = self.family.sample_scores()
         if scores is not None and self.scores is not None:
             metrics.update(self.scores.observe(self.epoch, scores))

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import torch
@@ -45,6 +45,7 @@ from pytorch_metric_learning import distances, losses, reducers
 
 from schema import metric_names as names
 from trainables.base import BaseLossFamily, Batch, FamilyContext, NonNegative, PositiveInt
+from trainables.noise_detectors import knn_noise_rate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -72,6 +73,10 @@ class PrismParams:
             (a pretrained backbone at lr 3e-5 in PRISM); a small CNN trained from scratch at Adam 1e-3 collapses
             under weight 1, with PML's own ``CrossBatchMemory`` too (docs/prism.md, glyphs).
         margin: similarity above which a negative pair is penalised (``self.margin = 0.5`` of the loss).
+        rate: where R comes from. ``given`` (PRISM's protocol): ``noise_rate``, else the spec's
+            ``dataset.noise.ratio`` — an oracle no practitioner has. ``estimated``: at the end of every epoch, from
+            the kNN vote on the training embeddings (:func:`~trainables.noise_detectors.knn_noise_rate`, k = 10),
+            used for the next epoch; the first epoch selects nothing (R = 0). Excludes a fixed ``noise_rate``.
     """
 
     noise_rate: Annotated[float, Field(ge=0, lt=1)] | None = None
@@ -81,6 +86,7 @@ class PrismParams:
     memory_start: Annotated[int, Field(ge=0)] = 0
     memory_weight: NonNegative = 1.0
     margin: Annotated[float, Field(ge=-1, lt=1)] = 0.5
+    rate: Literal["given", "estimated"] = "given"
 
 
 def clean_probability(
@@ -134,6 +140,7 @@ class PrismFamily(BaseLossFamily):
     name = "prism"
     Params = PrismParams
     metric_names = (
+        names.PRISM_ESTIMATED_RATE,
         names.PRISM_THRESHOLD,
         names.PRISM_KEPT_SHARE,
         names.EXCLUDED_SHARE,
@@ -152,9 +159,20 @@ class PrismFamily(BaseLossFamily):
     contrastive: Any
     memory: Any
 
+    @classmethod
+    def check_spec(cls, params: PrismParams, extremes: dict[str, list[Any]]) -> None:
+        """``rate: estimated`` takes R from the data: a fixed ``noise_rate`` beside it would be ignored."""
+        if "estimated" in extremes["rate"] and any(v is not None for v in extremes["noise_rate"]):
+            raise ValueError(
+                f"noise_rate must be null with rate: estimated (R is estimated), but got noise_rate={params.noise_rate}"
+            )
+
     def __init__(self, params: PrismParams, ctx: FamilyContext) -> None:
         super().__init__(params, ctx)
-        self.noise_rate = ctx.noise_rate if params.noise_rate is None else params.noise_rate
+        if params.rate == "estimated":
+            self.noise_rate = 0.0  # until the first estimate, at the end of epoch 1
+        else:
+            self.noise_rate = ctx.noise_rate if params.noise_rate is None else params.noise_rate
         self.register_buffer("classes", torch.unique(ctx.train_labels))
         n_classes, dim = int(self.classes.numel()), ctx.embedding_dim
         self.contrastive = losses.ContrastiveLoss(
@@ -227,9 +245,16 @@ class PrismFamily(BaseLossFamily):
     def on_epoch_end(
         self, epoch: int, embed_train: Callable[[], tuple[torch.Tensor, torch.Tensor]]
     ) -> dict[str, float]:
-        del epoch, embed_train
+        del epoch
         scores = self.sample_scores()
-        metrics = {
+        metrics = {}
+        if self.params.rate == "estimated":
+            embeddings, indices = embed_train()
+            ordered = torch.empty_like(embeddings)
+            ordered[indices] = embeddings
+            self.noise_rate = knn_noise_rate(ordered, self.ctx.train_labels)
+            metrics[names.PRISM_ESTIMATED_RATE] = self.noise_rate
+        metrics |= {
             names.PRISM_KEPT_SHARE: float(np.mean(self._epoch_kept)) if self._epoch_kept else 1.0,
             names.EXCLUDED_SHARE: float((scores < 0.5).float().mean()),
         }
@@ -245,11 +270,13 @@ class PrismFamily(BaseLossFamily):
     def extra_state(self) -> dict[str, Any]:
         return {
             "window": list(self.window),
+            "noise_rate": self.noise_rate,
             "queue_idx": int(self.memory.queue_idx),
             "has_been_filled": bool(self.memory.has_been_filled),
         }
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.window = list(state.get("window", []))
+        self.noise_rate = float(state.get("noise_rate", self.noise_rate))
         self.memory.queue_idx = int(state.get("queue_idx", 0))
         self.memory.has_been_filled = bool(state.get("has_been_filled", False))

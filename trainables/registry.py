@@ -32,6 +32,7 @@ _FAMILY_MODULES: dict[str, tuple[str, str]] = {
     "kl_contrastive": ("trainables.kl_contrastive", "KLContrastiveFamily"),
     "diva": ("trainables.diva", "DiVAFamily"),
     "prism": ("trainables.prism", "PrismFamily"),
+    "knn_rejection": ("trainables.knn_rejection", "KnnRejectionFamily"),
 }
 
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILY_MODULES)

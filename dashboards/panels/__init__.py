@@ -24,6 +24,7 @@ PANEL_MODULES = (
     "robustness",
     "optimisation",
     "weights",
+    "detectors",
     "noise_theory",
     "paired",
     "curves",

@@ -17,6 +17,15 @@ NAME = "synth"
 #: Final-stage seeds of each ms group, and how far each seed's test Recall@1 lands from the group's base value.
 FINAL_OFFSETS = (0.0, 0.013, -0.006)
 #: Tags of a search trial of a k-fold study (study/tuner.py ``describe_trial``).
+#: Last-epoch values of the noise detectors on the bspml runs (the triplet runs log these minus their noise ratio).
+DETECTORS = {
+    "noise/xi_auroc": 0.9,
+    "noise/xi_ap": 0.6,
+    "noise/centroid_auroc": 0.85,
+    "noise/centroid_ap": 0.55,
+    "noise/knn_auroc": 0.8,
+    "noise/knn_ap": 0.5,
+}
 SEARCH_TAGS = {"stage": "search", "validation": "kfold", "val_labels": "noisy", "selection": "validation"}
 
 
@@ -248,6 +257,7 @@ def make_synthetic(tmp_path: Path) -> Synthetic:
                 "noise_auroc": 0.8,
                 "noise_precision": 0.7,
                 "noise_recall": 0.6,
+                **DETECTORS,
             }
             add(
                 f"bspml_l{lam}_m{mu}",
@@ -296,6 +306,7 @@ def make_synthetic(tmp_path: Path) -> Synthetic:
                 "miner_corrupt_neg_share": round(q_neg * eta, 6),
                 "eta_hat": eta,
                 "p_bound_triplet": round(1 - np.sqrt(1 - 1 / eta), 6),
+                **{k: round(v - p, 6) for k, v in DETECTORS.items()},
             }
             add(
                 f"triplet_{mining}_p{p}",

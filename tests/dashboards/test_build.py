@@ -29,6 +29,7 @@ def test_every_panel_is_drawn_with_its_figures(built):
         "robustness",
         "optimisation",
         "weights",
+        "detectors",
         "noise_theory",
         "curves",
     ]
@@ -47,6 +48,7 @@ def test_every_panel_is_drawn_with_its_figures(built):
         "weights_class_weights",
         "weights_histogram",
         "weights_noise_auroc",
+        "detectors_auroc",
         "noise_theory_q_rates",
         "noise_theory_vs_noise",
         "curves_best",
@@ -216,6 +218,26 @@ def test_noise_theory_table(built):
     assert float(row["test/recall_at_1"]) == pytest.approx(0.41)
 
 
+def test_detector_panel_compares_the_detectors_with_the_familys_own_score(built):
+    from dashboards.load import load
+    from dashboards.panels.detectors import detector_history
+
+    syn, _, page = built
+    rows = {r["family / noise"]: r for r in page.tables["detectors_table"]}
+    assert set(rows) == {"bspml per_class 0.2", "triplet uniform 0.1", "triplet uniform 0.3"}
+    bspml = rows["bspml per_class 0.2"]
+    assert bspml["runs"] == "6" and float(bspml["xi AUROC"]) == 0.9 and float(bspml["knn AP"]) == 0.5
+    assert float(bspml["own AUROC"]) == 0.8
+    triplet = rows["triplet uniform 0.3"]
+    assert float(triplet["centroid AUROC"]) == pytest.approx(0.55) and triplet["own AUROC"] == "—"
+    # Per epoch: the synthetic curves reach the last value as 0.7, 0.85, 1 of it.
+    history = detector_history(load(syn.uri, [NAME], syn.study_dir / "scratch_detectors"))
+    xi = history.filter((history["group"] == "bspml per_class 0.2") & (history["detector"] == "xi"))
+    assert xi["epoch"].to_list() == [1, 2, 3] and xi["runs"].to_list() == [6, 6, 6]
+    assert xi["auroc"].to_list() == pytest.approx([0.9 * 0.7, 0.9 * 0.85, 0.9])
+    assert "detectors_auroc" in page.captions
+
+
 def test_page_is_logged_to_the_parent_run(built):
     syn, _, _ = built
     client = MlflowClient(syn.uri)
@@ -228,6 +250,7 @@ def test_running_study_draws_what_exists_and_says_so(running_store, tmp_path):
     page = read_page(build_dashboard(["live"], uri, tmp_path / "live_out"))
     assert page.running and "still running: 2 trials logged of 8 planned, 1 running now" in page.text
     assert "leaderboard" in page.panels and "weights" in page.skipped and "noise_theory" in page.skipped
+    assert "detectors" in page.skipped
 
 
 def test_only_the_panels_with_data_are_drawn(running_store, tmp_path):

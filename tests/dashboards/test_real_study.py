@@ -37,7 +37,10 @@ def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path
     assert f"open {page_path}" in proc.stdout
     page = read_page(page_path)
     assert page.panels == ["leaderboard", "robustness", "optimisation", "curves"]
-    assert set(page.skipped) == {"validation", "weights", "noise_theory", "paired"} and "panel failed" not in page.text
+    assert (
+        set(page.skipped) == {"validation", "weights", "detectors", "noise_theory", "paired"}
+        and "panel failed" not in page.text
+    )
     assert {"robustness_vs_noise", "optimisation_t_dash_history", "optimisation_t_dash_slices", "curves_best"} <= set(
         page.figures
     )

@@ -206,3 +206,41 @@ def test_a_short_glyphs_run_reports_prism_metrics_and_noise_auroc():
     for name in ("prism_threshold", "prism_kept_share", "excluded_share", "noise_auroc", "train/loss/memory"):
         assert name in metrics and math.isfinite(metrics[name]), name
     assert 0.5 < metrics["prism_kept_share"] < 1.0
+
+
+def test_estimated_rate_excludes_a_fixed_noise_rate():
+    with pytest.raises(ValueError, match="noise_rate must be null with rate: estimated"):
+        PrismFamily.check_spec(
+            PrismParams(noise_rate=0.2, rate="estimated"), {"rate": ["estimated"], "noise_rate": [0.2]}
+        )
+    PrismFamily.check_spec(PrismParams(rate="estimated"), {"rate": ["estimated"], "noise_rate": [None]})
+
+
+def test_estimated_rate_comes_from_the_knn_vote_on_the_training_embeddings(tmp_path):
+    from trainables.noise_detectors import knn_noise_rate
+
+    spec = parse_spec(
+        {
+            "name": "prism_estimated",
+            "family": "prism",
+            "validation": {"kind": "none"},
+            "dataset": {"name": "glyphs", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
+            "train": {"epochs": 2, "classes_per_batch": 8, "samples_per_class": 4, "batches_per_epoch": 20},
+            "params": {"memory_size": 256, "rate": "estimated"},
+            "diagnostics": {"every": 0},
+        }
+    )
+    trial = Trial.build(spec)
+    assert trial.family.noise_rate == 0.0  # the oracle's 0.2 is not used
+    first = trial.run_epoch()
+    assert first["prism_kept_share"] == 1.0  # nothing to select before the first estimate
+    labels = torch.as_tensor(trial.data.train.labels)
+    expected = knn_noise_rate(trial.embed(trial.data.train), labels)
+    assert first["prism_estimated_rate"] == pytest.approx(expected) == trial.family.noise_rate
+    assert 0.0 < expected < 1.0
+    trial.save(tmp_path)
+    resumed = Trial.build(spec)
+    resumed.restore(tmp_path)
+    assert resumed.family.noise_rate == pytest.approx(expected)
+    second = trial.run_epoch()
+    assert second["prism_kept_share"] < 1.0
