@@ -21,7 +21,7 @@ import csv
 import io
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -444,18 +444,18 @@ def dashboard_comparison(data: DashboardData, metric: str) -> Comparison | None:
 
 
 def render_csv(comparison: Comparison) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(r.csv() for r in comparison.rows)
-    return out.getvalue()
+    return _csv_text(CSV_COLUMNS, (r.csv() for r in comparison.rows))
 
 
 def render_claimed_csv(comparison: Comparison) -> str:
+    return _csv_text(CLAIMED_COLUMNS, (c.csv() for c in comparison.claimed))
+
+
+def _csv_text(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CLAIMED_COLUMNS)
-    writer.writerows(c.csv() for c in comparison.claimed)
+    writer.writerow(columns)
+    writer.writerows(rows)
     return out.getvalue()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -73,6 +73,15 @@ class Layout:
             f"get it with: python -m study.data fetch {self.dataset} --root DIR, then set dataset.root: DIR; "
             "nothing is downloaded at run time"
         )
+
+    def user_root(self, spec: DatasetSpec) -> Path:
+        """``spec.root`` as an existing directory (a user's tree: no markers to look for)."""
+        if spec.root is None:
+            raise self.error("dataset.root is not set", "null")
+        root = Path(spec.root).expanduser()
+        if not root.is_dir():
+            raise self.error("no such directory", root)
+        return root
 
     def find_root(self, spec: DatasetSpec) -> Path:
         """The directory holding every marker: ``spec.root`` itself or one of :attr:`subdirs` below it."""
@@ -208,6 +217,13 @@ def image_splits(
         split = split_by_mask(items, labels, mask, load)
         layout.require(root / split.items[0])
         splits[name] = split
+    common: dict[str, Any] = dict(
+        name=spec.name,
+        train=splits["train"],
+        test=splits["test"],
+        gallery=splits["gallery"],
+        input_shape=(3, crop, crop),
+    )
     if cache is not None:
         from trainables.data.cached_transforms import (
             CachedCenterCrop,
@@ -218,11 +234,7 @@ def image_splits(
         )
 
         return DatasetSplits(
-            name=spec.name,
-            train=splits["train"],
-            test=splits["test"],
-            gallery=splits["gallery"],
-            input_shape=(3, crop, crop),
+            **common,
             train_transform=CachedTrainCrop(crop, padding=crop // 8 if resize <= crop else None),
             eval_transform=CachedCenterCrop(crop),
             view_transform=CachedView(crop),
@@ -231,11 +243,7 @@ def image_splits(
             image_cache=cache,
         )
     return DatasetSplits(
-        name=spec.name,
-        train=splits["train"],
-        test=splits["test"],
-        gallery=splits["gallery"],
-        input_shape=(3, crop, crop),
+        **common,
         train_transform=train_transform(resize, crop),
         eval_transform=eval_transform(resize, crop),
         view_transform=view_transform(crop),

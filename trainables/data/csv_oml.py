@@ -107,11 +107,7 @@ def _check_row(path: Path, lineno: int, row: dict[str, str | None]) -> tuple[int
 
 
 def load(spec: DatasetSpec) -> DatasetSplits:
-    if spec.root is None:
-        raise LAYOUT.error("dataset.root is not set", "null")
-    root = Path(spec.root).expanduser()
-    if not root.is_dir():
-        raise LAYOUT.error("no such directory", root)
+    root = LAYOUT.user_root(spec)
     if spec.annotations is None:
         raise LAYOUT.error("dataset.annotations is not set", root)
     path = root / spec.annotations

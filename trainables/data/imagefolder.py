@@ -53,11 +53,7 @@ def _read_split_file(path: Path, classes: list[str]) -> dict[str, bool]:
 
 
 def load(spec: DatasetSpec) -> DatasetSplits:
-    if spec.root is None:
-        raise LAYOUT.error("dataset.root is not set", "null")
-    root = Path(spec.root).expanduser()
-    if not root.is_dir():
-        raise LAYOUT.error("no such directory", root)
+    root = LAYOUT.user_root(spec)
     items: list[str] = []
     labels: list[int] = []
     classes: list[str] = []
