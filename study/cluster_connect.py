@@ -75,12 +75,13 @@ def probe_cluster(address: str, timeout: float = 10.0) -> None:
             pass
     except OSError as e:
         raise StudyError(_unreachable_line(address, e.strerror or type(e).__name__)) from None
-    from ray._raylet import GcsClient  # type: ignore[attr-defined]
     from ray.exceptions import AuthenticationError
+
+    from study.compat import gcs_client
 
     try:
         with _quiet_fd2():
-            GcsClient(address=address)
+            gcs_client(address)
     except AuthenticationError:
         raise StudyError(_auth_line(address)) from None
     except Exception:  # noqa: BLE001, S110 - ray.init reports whatever else is wrong, with its own words

@@ -2,7 +2,7 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
+read ASHA's per-trial brackets; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4) are the versions these were checked against.
 """
@@ -25,6 +25,7 @@ __all__ = [
     "study_storage",
     "storage_trial_id",
     "asha_trial_info",
+    "gcs_client",
 ]
 
 
@@ -63,3 +64,11 @@ def storage_trial_id(trial: Any) -> int:
 def asha_trial_info(scheduler: ASHAScheduler) -> dict[str, Any]:
     """ASHA's map from Ray trial id to the bracket the trial is in."""
     return scheduler._trial_info
+
+
+def gcs_client(address: str) -> Any:
+    """A client of the GCS at ``host:port``; building it authenticates with this process's ``RAY_AUTH_*``
+    environment and raises ``ray.exceptions.AuthenticationError`` when the cluster refuses the token."""
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+    return GcsClient(address=address)
