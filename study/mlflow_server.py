@@ -200,20 +200,21 @@ def main(argv: list[str] | None = None) -> int:
     detached = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     for sig in (signal.SIGTERM, signal.SIGINT) if detached else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop_on_signal)
+    # One try around everything after the handlers are set: a signal that lands while the banner is printed (a
+    # supervisor that signals as soon as it reads the first line) is a clean stop, not a traceback and exit 1.
+    server: MlflowServer | None = None
     try:
         if not detached:
             _die_with_parent()
         server = start_server(args.directory, args.host, args.port, die_with_parent=True)
-    except _Stopped:
-        return 0
-    print(f"MLflow server for {server.directory} at {server.uri}", flush=True)
-    print(f"  in the spec:  tracking: {{uri: {server.uri}}}", flush=True)
-    try:
+        print(f"MLflow server for {server.directory} at {server.uri}", flush=True)
+        print(f"  in the spec:  tracking: {{uri: {server.uri}}}", flush=True)
         code = server.process.wait()
     except _Stopped:
         code = 0
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
     return code
 
 
