@@ -17,22 +17,12 @@ import argparse
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 from sklearn.metrics import roc_auc_score
 
+from harness.wstep_reference import lbfgsb_weights
 from study.loading import load_spec
 from trainables.loop import Trial
-from trainables.self_paced import WeightProblem, denoising_objective, full_gradient, ms_terms
-
-
-def lbfgsb(problem: WeightProblem, start: torch.Tensor) -> torch.Tensor:
-    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        w = torch.from_numpy(x)
-        return float(denoising_objective(problem, w)), full_gradient(problem, w).numpy()
-
-    opts = {"maxiter": 20000, "maxfun": 50000, "ftol": 1e-15, "gtol": 1e-12}
-    res = minimize(fun, start.numpy(), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * start.numel(), options=opts)
-    return torch.from_numpy(res.x)
+from trainables.self_paced import WeightProblem, denoising_objective, ms_terms
 
 
 def run(spec_path: str, overrides: list[str], seed: int, epochs: int) -> None:
@@ -56,7 +46,7 @@ def run(spec_path: str, overrides: list[str], seed: int, epochs: int) -> None:
         prm = fam.params
         xp, xn = ms_terms(embeddings, fam.index.labels, prm.ms_alpha, prm.ms_beta, prm.ms_base, prm.chunk_size)
         problem = WeightProblem(xp.double(), xn.double(), fam.index, fam.lam_absolute, prm.balance)
-        optimum = lbfgsb(problem, torch.ones(xp.numel(), dtype=torch.float64))
+        optimum = lbfgsb_weights(problem, torch.ones(xp.numel(), dtype=torch.float64))
         rep = fam.report
         print(
             f"seed {seed} round {int(fam.rounds)} λ {float(fam.lam_used):.3f}: weights AUROC "

@@ -56,13 +56,10 @@ __all__ = [
     "main",
 ]
 
+# A noise cell and its metric: the first columns of both tables.
+_CELL_COLUMNS = ["family", "noise_kind", "noise_ratio", "subset", "metric", "n_seeds"]
 CSV_COLUMNS = [
-    "family",
-    "noise_kind",
-    "noise_ratio",
-    "subset",
-    "metric",
-    "n_seeds",
+    *_CELL_COLUMNS,
     "mean",
     "std",
     "ci95_low",
@@ -76,12 +73,7 @@ CSV_COLUMNS = [
     "recovered_ci95_high",
 ]
 CLAIMED_COLUMNS = [
-    "family",
-    "noise_kind",
-    "noise_ratio",
-    "subset",
-    "metric",
-    "n_seeds",
+    *_CELL_COLUMNS,
     "honest_mean",
     "claimed_mean",
     "optimism",

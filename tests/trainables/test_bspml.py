@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 
+from harness.wstep_reference import lbfgsb_weights
 from schema.errors import SpecError
 from study.loading import parse_spec
 from trainables.base import Batch, FamilyContext
@@ -308,19 +309,6 @@ def test_lambda0_above_lambda_max_is_a_spec_error_unless_a_search_can_order_them
 # ----------------------------------------------------------------------------------- the converged w-step
 
 
-def _lbfgsb(problem: WeightProblem, start: torch.Tensor) -> torch.Tensor:
-    """An independent solver of the w-subproblem: scipy's L-BFGS-B on Eq. 6 with the box bounds, tight tolerances."""
-    from scipy.optimize import minimize
-
-    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        w = torch.from_numpy(x)
-        return float(denoising_objective(problem, w)), full_gradient(problem, w).numpy()
-
-    opts = {"maxiter": 20000, "maxfun": 50000, "ftol": 1e-15, "gtol": 1e-12}
-    res = minimize(fun, start.numpy(), jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * start.numel(), options=opts)
-    return torch.from_numpy(res.x)
-
-
 def _omniglot_like(seed: int, classes: int = 40, per_class: int = 12, noise: float = 0.2, d: int = 16):
     """Few samples per class (Omniglot's 20, glyphs' 12), a share of labels flipped to another class."""
     g = torch.Generator().manual_seed(seed)
@@ -342,12 +330,12 @@ def test_converged_solver_reaches_an_independent_optimum_and_its_kkt_conditions(
     problem = WeightProblem(xp, xn, ClassIndex.build(labels), lam, mu)
     ones = torch.ones(labels.numel(), dtype=torch.float64)
     ours, report = converge_weights(problem, ones, tol=1e-8, max_sweeps=5000)
-    reference = _lbfgsb(problem, ones)
+    reference = lbfgsb_weights(problem, ones)
     # Eq. 6 is nonconvex: both find local minima from the same start; ours is never the worse one, and
     # L-BFGS-B started at ours finds nothing lower (ours is a local minimum, not a saddle).
     found = float(denoising_objective(problem, reference))
     assert report.objective_after <= found + 1e-6 * abs(found)
-    polished = float(denoising_objective(problem, _lbfgsb(problem, ours)))
+    polished = float(denoising_objective(problem, lbfgsb_weights(problem, ours)))
     assert polished == pytest.approx(report.objective_after, rel=1e-9, abs=1e-12)
     assert report.objective_after == pytest.approx(float(denoising_objective(problem, ours)))
     assert report.objective_before == pytest.approx(float(denoising_objective(problem, ones)))
@@ -421,7 +409,9 @@ def test_the_loops_w_step_reaches_the_optimums_noise_auroc_on_small_classes(seed
     fam = BSPMLFamily(BSPMLParams(lambda0=1.5, mu=3.0), _ctx(labels))
     metrics = fam.on_epoch_end(1, lambda: (emb.float(), torch.arange(n)))
     xp, xn = (t.double() for t in ms_terms(emb.float(), labels, 2.0, 50.0, 1.0))
-    optimum = _lbfgsb(WeightProblem(xp, xn, ClassIndex.build(labels), 1.5, 3.0), torch.ones(n, dtype=torch.float64))
+    optimum = lbfgsb_weights(
+        WeightProblem(xp, xn, ClassIndex.build(labels), 1.5, 3.0), torch.ones(n, dtype=torch.float64)
+    )
     ours = roc_auc_score(noisy.numpy(), 1 - fam.weights.numpy())
     assert ours == pytest.approx(roc_auc_score(noisy.numpy(), 1 - optimum.numpy()), abs=0.03)
     assert ours > 0.6  # and the optimum does find noise here
