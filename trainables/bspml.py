@@ -308,10 +308,11 @@ class SelfPacedMSFamily(BaseLossFamily):
         """The self-paced weights: a sample the solver excludes (w → 0) is one it believes mislabeled."""
         return self.weights
 
-    def extra_state(self) -> dict[str, Any]:
+    def get_extra_state(self) -> dict[str, Any]:
+        """The solver's generator state, which ``state_dict()`` carries (torch's extra-state hook)."""
         return {"generator": self.generator.get_state()}
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
+    def set_extra_state(self, state: dict[str, Any]) -> None:
         if "generator" in state:
             self.generator.set_state(state["generator"].cpu())  # torch.load may have mapped it to the GPU
 
