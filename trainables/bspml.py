@@ -168,6 +168,12 @@ def weighted_ms_loss(
 class SelfPacedMSFamily(BaseLossFamily):
     """SPMS: self-paced sample weights on the MS loss, no balance term."""
 
+    # Buffers registered in __init__ (checkpointed with the family), typed for mypy (nn.Module's __getattr__ is not).
+    weights: torch.Tensor
+    lam: torch.Tensor
+    rounds: torch.Tensor
+    lam_used: torch.Tensor
+
     name = "spms"
     Params = SPMSParams
     metric_names = (

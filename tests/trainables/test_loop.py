@@ -122,3 +122,32 @@ def test_step_schedule_without_milestones_is_a_spec_error():
 
     with pytest.raises(SpecError, match="train.lr_schedule: .*needs milestones"):
         _scheduled(type="step")
+
+
+def test_the_dataset_cache_is_keyed_on_the_dataset_spec_alone():
+    from schema.spec import DatasetSpec
+    from trainables.data import load_dataset
+    from trainables.loop.dataset_cache import cached_dataset
+
+    spec = _spec()
+    shared = TrialRun.single(spec).full
+    assert TrialRun.single(spec.model_copy(update={"seed": 7})).full is shared  # the trial's seed is not the data's
+    noisy = DatasetSpec(name="digits", noise={"kind": "uniform", "ratio": 0.2, "seed": 1})
+    cached = cached_dataset(noisy)
+    assert cached is not shared and cached_dataset(noisy) is cached
+    fresh = load_dataset(noisy, seed=0)
+    assert np.array_equal(cached.train.labels, fresh.train.labels) and cached.train.noisy_mask.any()
+
+
+def test_a_checkpoint_from_before_the_extra_state_hook_still_restores():
+    """Checkpoints written before the families used torch's extra-state hook kept it under ``family_extra``."""
+    spec = _spec().model_copy(update={"family": "bspml"})
+    first = TrialRun.single(spec)
+    first.run_epoch()
+    state = first.member.state()
+    family = dict(state["family"])
+    old = {**state, "family": family, "family_extra": family.pop("_extra_state")}
+    resumed = TrialRun.single(spec)
+    resumed.member.load_state(old)
+    for key, value in first.member.family.state_dict().items():  # the solver's generator included
+        torch.testing.assert_close(resumed.member.family.state_dict()[key], value)

@@ -117,7 +117,10 @@ class Member:
     def load_state(self, state: dict[str, Any]) -> None:
         self.epoch = state["epoch"]
         self.model.load_state_dict(state["model"])
-        self.family.load_state_dict(state["family"])
+        family = state["family"]
+        if state.get("family_extra"):  # a checkpoint written before the families used torch's extra-state hook
+            family = {**family, "_extra_state": state["family_extra"]}
+        self.family.load_state_dict(family)
         self.optimizer.load_state_dict(state["optimizer"])
         if self.lr_schedule is not None and state.get("lr_schedule") is not None:
             self.lr_schedule.load_state_dict(state["lr_schedule"])
