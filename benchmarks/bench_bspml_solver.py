@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from trainables.bspml import BSPMLParams
+from trainables.bspml import BSPMLFamily, BSPMLParams
 from trainables.self_paced import ClassIndex, WeightProblem, ms_terms, solve_weights
 
 
@@ -27,7 +29,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def _timed(fn, device: torch.device) -> tuple[float, object]:
+def _timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
     _sync(device)
     start = time.perf_counter()
     out = fn()
@@ -37,7 +39,7 @@ def _timed(fn, device: torch.device) -> tuple[float, object]:
 
 def digits_share() -> None:
     from study.loading import parse_spec
-    from trainables.loop import Trial
+    from trainables.loop import TrialRun
 
     spec = parse_spec(
         {
@@ -47,11 +49,13 @@ def digits_share() -> None:
             "train": {"epochs": 3, "classes_per_batch": 5, "samples_per_class": 8},
         }
     )
-    trial = Trial.build(spec)
+    trial = TrialRun.single(spec).member  # the member: its θ-epoch, embedding pass and w-step are timed apart
+    family = trial.family
+    assert isinstance(family, BSPMLFamily)
     trial.train_epoch()  # warm-up
     epoch_s, _ = _timed(trial.train_epoch, trial.device)
     embed_s, emb = _timed(lambda: trial.embed(trial.data.train), trial.device)
-    step_s, _ = _timed(lambda: trial.family.weight_step(emb), trial.device)
+    step_s, _ = _timed(lambda: family.weight_step(emb), trial.device)
     print(
         f"digits (N={len(trial.data.train)}, {trial.device.type}): θ-epoch {epoch_s:.3f}s, "
         f"embed train {embed_s:.3f}s, w-step {step_s:.3f}s = {100 * step_s / epoch_s:.1f}% of the epoch "

@@ -12,9 +12,9 @@ import argparse
 
 import torch
 
-from schema.metric_names import MAW, NOISE_AUROC, OBJECTIVE, SDAW
+from schema.metric_names import MAW, NOISE_AUROC, OBJECTIVE, SDAW, on_test
 from study.loading import parse_spec
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 
 
 def final_metrics(lam: float, mu: float, ratio: float, epochs: int, seed: int) -> dict[str, float]:
@@ -33,7 +33,7 @@ def final_metrics(lam: float, mu: float, ratio: float, epochs: int, seed: int) -
             },
         }
     )
-    trial = Trial.build(spec)
+    trial = TrialRun.single(spec)
     for _ in range(epochs - 1):
         trial.run_epoch()
     return trial.run_epoch()
@@ -59,7 +59,7 @@ def main() -> None:
             return " / ".join(format(c[name], fmt) for c in cells)
 
         print(
-            f"| {lam:g} | {row(MAW, '.3f')} | {row(SDAW, '.4f')} | {row(OBJECTIVE, '.3f')} | {row(NOISE_AUROC, '.3f')} |",
+            f"| {lam:g} | {row(MAW, '.3f')} | {row(SDAW, '.4f')} | {row(on_test(OBJECTIVE), '.3f')} | {row(NOISE_AUROC, '.3f')} |",
             flush=True,
         )
 

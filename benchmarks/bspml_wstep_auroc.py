@@ -21,7 +21,8 @@ from sklearn.metrics import roc_auc_score
 
 from harness.wstep_reference import lbfgsb_weights
 from study.loading import load_spec
-from trainables.loop import Trial
+from trainables.bspml import BSPMLFamily
+from trainables.loop import TrialRun
 from trainables.self_paced import WeightProblem, denoising_objective, ms_terms
 
 
@@ -36,9 +37,10 @@ def run(spec_path: str, overrides: list[str], seed: int, epochs: int) -> None:
             "search.metric=test/recall_at_1",
         ],
     )
-    trial = Trial.build(spec)
-    fam = trial.family
-    noisy = np.asarray(trial.data.train.noisy_mask)
+    trial = TrialRun.build(spec)  # validation.kind=none: one member, test/ every epoch
+    fam = trial.member.family  # its w-step is observed below
+    assert isinstance(fam, BSPMLFamily)
+    noisy = np.asarray(trial.member.data.train.noisy_mask)
     step = fam.weight_step
 
     def observed(embeddings: torch.Tensor) -> None:
@@ -48,19 +50,21 @@ def run(spec_path: str, overrides: list[str], seed: int, epochs: int) -> None:
         problem = WeightProblem(xp.double(), xn.double(), fam.index, fam.lam_absolute, prm.balance)
         optimum = lbfgsb_weights(problem, torch.ones(xp.numel(), dtype=torch.float64))
         rep = fam.report
+        assert rep is not None, "the w-step reports what it solved"
+        rounds, lam_used, weights = (fam.get_buffer(b) for b in ("rounds", "lam_used", "weights"))
         print(
-            f"seed {seed} round {int(fam.rounds)} λ {float(fam.lam_used):.3f}: weights AUROC "
-            f"{roc_auc_score(noisy, 1 - fam.weights.cpu().numpy()):.3f}, optimum {roc_auc_score(noisy, 1 - optimum.numpy()):.3f}, "
+            f"seed {seed} round {int(rounds)} λ {float(lam_used):.3f}: weights AUROC "
+            f"{roc_auc_score(noisy, 1 - weights.cpu().numpy()):.3f}, optimum {roc_auc_score(noisy, 1 - optimum.numpy()):.3f}, "
             f"ξ {roc_auc_score(noisy, (xp + xn).cpu().numpy()):.3f}; Eq. 6 {rep.objective_before:.3f} → "
             f"{rep.objective_after:.3f} (optimum {float(denoising_objective(problem, optimum)):.3f}), "
-            f"residual {rep.residual:.1e}, sweeps {rep.sweeps}, MAW {float(fam.weights.mean()):.3f}",
+            f"residual {rep.residual:.1e}, sweeps {rep.sweeps}, MAW {float(weights.mean()):.3f}",
             flush=True,
         )
 
     fam.weight_step = observed  # type: ignore[method-assign]
     for _ in range(epochs):
         metrics = trial.run_epoch()
-    print(f"seed {seed}: test recall_at_1 {metrics['recall_at_1']:.3f}", flush=True)
+    print(f"seed {seed}: test recall_at_1 {metrics['test/recall_at_1']:.3f}", flush=True)
 
 
 def main() -> None:

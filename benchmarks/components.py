@@ -176,7 +176,7 @@ def bspml_share(repeats: int, batches_per_epoch: int | None = None) -> list[Row]
     """The BSPML w-step (ξ terms + solver, :meth:`BSPMLFamily.weight_step`) and the train-set embedding pass it
     needs, as a share of one θ-epoch on noisy digits."""
     from study.loading import parse_spec
-    from trainables.loop import Trial
+    from trainables.loop import TrialRun
 
     train: dict[str, Any] = {"epochs": 3, "classes_per_batch": 5, "samples_per_class": 8}
     if batches_per_epoch:
@@ -190,7 +190,7 @@ def bspml_share(repeats: int, batches_per_epoch: int | None = None) -> list[Row]
             "train": train,
         }
     )
-    trial = Trial.build(spec)
+    trial = TrialRun.single(spec).member  # the member: θ-epoch, embedding pass and w-step timed apart
     epoch = timed(trial.train_epoch, repeats)
     emb = trial.embed(trial.data.train)
     embed = timed(lambda: trial.embed(trial.data.train), repeats)

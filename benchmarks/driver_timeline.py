@@ -62,9 +62,9 @@ def _child(argv: list[str], out: str) -> int:
     _mark("child:imports:end")
     _wrap(study.loading, "load_spec", "load_spec")
     _wrap(tuner, "run_study", "run_study")
-    _wrap(tuner, "_connect_ray", "ray_init")
+    _wrap(tuner, "connect_ray", "ray_init")
     _wrap(tuner, "TrackingStore", "mlflow_store")
-    _wrap(tuner, "_build_tuner", "build_tuner")
+    _wrap(tuner, "search_tuner", "build_tuner")
     _wrap(tuner, "_summarize", "summarize")
     cb = tracking.MlflowTrialCallback
     for hook in ("on_trial_start", "on_trial_result", "on_trial_complete"):

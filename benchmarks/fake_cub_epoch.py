@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from harness.fake_data import write_cub  # noqa: E402
 from study.loading import parse_spec  # noqa: E402
 from trainables.data.transforms import image_sizes  # noqa: E402
-from trainables.loop import Trial  # noqa: E402
+from trainables.loop import TrialRun  # noqa: E402
 
 
 def main() -> None:
@@ -57,11 +57,12 @@ def main() -> None:
                 "resources": {"cpu": args.threads, "gpu": 1 if args.gpu else 0},
             }
         )
-        trial = Trial.build(spec)
-        n_train, n_test = len(trial.data.train), len(trial.data.test)
-        n_seen = len(trial._train_loader().sampler)  # images per epoch: whole P×K batches
+        trial = TrialRun.single(spec)
+        member = trial.member
+        n_train, n_test = len(member.data.train), len(member.data.test)
+        n_seen = len(member._train_loader().sampler)  # type: ignore[arg-type]  # images per epoch: whole P×K batches
         print(
-            f"device={trial.device} backbone={args.backbone} image={args.image_size}px (resize "
+            f"device={member.device} backbone={args.backbone} image={args.image_size}px (resize "
             f"{image_sizes(spec.dataset)[0]}, cache {spec.dataset.cache}) train={n_train} test={n_test} images "
             f"({args.classes} classes × {args.per_class}), batch 4×4, threads={args.threads}, workers={args.workers}"
         )
@@ -71,7 +72,7 @@ def main() -> None:
             total = time.perf_counter() - start
             print(
                 f"epoch {int(m['epoch'])}: train {m['epoch_time_s']:.1f} s ({n_seen / m['epoch_time_s']:.1f} img/s), "
-                f"eval {m['eval_time_s']:.1f} s, total {total:.1f} s, recall_at_1={m['recall_at_1']:.3f}"
+                f"eval {m['eval_time_s']:.1f} s, total {total:.1f} s, recall_at_1={m['test/recall_at_1']:.3f}"
             )
 
 

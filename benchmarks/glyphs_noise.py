@@ -21,16 +21,18 @@ import dataclasses
 import multiprocessing
 import statistics
 import time
+from typing import Any
 
 import torch
 import yaml
 
+from schema.metric_names import OBJECTIVE, on_test
 from study.loading import parse_spec
 from trainables.data import glyphs
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 
 #: The training setup the numbers are for (the shipped glyphs specs should use the same).
-TRAIN = {
+TRAIN: dict[str, Any] = {
     "classes_per_batch": 8,
     "samples_per_class": 4,
     "batches_per_epoch": None,
@@ -40,7 +42,7 @@ TRAIN = {
 }
 EMBEDDING_DIM = 64
 #: Shared fixed params (bspml_compare_digits.yaml); each family takes the ones it has.
-PARAMS = {
+PARAMS: dict[str, Any] = {
     "ms_alpha": 2.0,
     "ms_beta": 50.0,
     "ms_base": 1.0,
@@ -58,8 +60,7 @@ FAMILY_KEYS = {
 
 
 def _recall_at_1(metrics: dict[str, float]) -> float:
-    # ``recall_at_1`` today; being renamed to ``test/recall_at_1``.
-    return metrics["test/recall_at_1"] if "test/recall_at_1" in metrics else metrics["recall_at_1"]
+    return metrics[on_test(OBJECTIVE)]
 
 
 def build_spec(family: str, kind: str, ratio: float, seed: int, epochs: int, params: dict, train: dict):
@@ -90,13 +91,14 @@ def run(
 ) -> tuple[list[float], float]:
     """Test Recall@1 after every epoch, and the wall time of the whole run (build, every epoch and evaluation)."""
     start = time.perf_counter()
-    trial = Trial.build(build_spec(family, kind, ratio, seed, epochs, params, train))
+    trial = TrialRun.single(build_spec(family, kind, ratio, seed, epochs, params, train))
     curve = [_recall_at_1(trial.run_epoch()) for _ in range(epochs)]
     return curve, time.perf_counter() - start
 
 
 def _job(job: tuple) -> tuple[tuple, list[float], float]:
     """One run in a worker process: one thread, the parent's generator overrides."""
+    key: tuple[str, str, float, int]
     key, epochs, params, train, glyph_overrides, threads = job
     torch.set_num_threads(threads)
     if glyph_overrides:
@@ -112,8 +114,8 @@ def _unique_key(family: str, kind: str, ratio: float, seed: int) -> tuple[str, s
     return (family, kind, ratio, seed)
 
 
-def _parse_overrides(items: list[str]) -> dict:
-    out = {}
+def _parse_overrides(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for item in items:
         key, _, value = item.partition("=")
         out[key] = yaml.safe_load(value)
@@ -149,14 +151,16 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    glyph_overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in _parse_overrides(args.glyphs).items()}
+    glyph_overrides: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in _parse_overrides(args.glyphs).items()
+    }
     if glyph_overrides:
         glyphs.DEFAULT_CONFIG = dataclasses.replace(glyphs.DEFAULT_CONFIG, **glyph_overrides)
     params, train = dict(PARAMS), {**TRAIN, "optimizer": dict(TRAIN["optimizer"])}
     for key, value in _parse_overrides(args.set).items():
         if key.startswith("train."):
             *path, leaf = key.split(".")[1:]
-            node = train
+            node: dict[str, Any] = train
             for p in path:
                 node = node[p]
             node[leaf] = value
@@ -186,8 +190,8 @@ def main() -> None:
     if args.jobs > 1:  # independent single-thread processes, for a machine with more cores
         ctx = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-            for key, curve, wall in pool.map(_job, jobs):
-                record(key, curve, wall)
+            for done, curve, wall in pool.map(_job, jobs):
+                record(done, curve, wall)
     else:
         for job in jobs:
             record(*_job(job))

@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD python -m benchmarks.gpu [--quick] [--steps 30] [--batch 120] [--workers 1 2 4]
 
-1. **Trial step**: one training step of the trial loop (:class:`trainables.loop.Trial`: bf16 autocast,
+1. **Trial step**: one training step of the trial loop (a :class:`trainables.loop.TrialRun`'s member: bf16 autocast,
    channels_last, ResNet-50 + 512-d embedding, MS loss + miner, Adam) on synthetic 224 px images already on the
    GPU, in images/s, against NVIDIA's published ResNet-50 training throughput on one A100 80GB with AMP
    (~2,470 img/s at batch 256, DeepLearningExamples, PyTorch, "Training performance: NVIDIA DGX A100").
@@ -13,7 +13,7 @@
    classes (faiss on the GPU when faiss-gpu is installed; says which).
 4. **BSPML w-step at CUB and SOP scale**: the real ``ms_terms`` + ``solve_weights`` on the GPU at N = 5,864
    (CUB-200 train) and 59,551 (SOP train), as a share of a θ-epoch at the step rate of (1).
-5. **Trial fed from the decoded cache** (``dataset.cache: decoded``, issue 22): :meth:`Trial.train_epoch` of a
+5. **Trial fed from the decoded cache** (``dataset.cache: decoded``, issue 22): a TrialRun member's ``train_epoch`` of a
    ResNet-50 trial (bf16, channels_last) on a fake CUB tree of 500x375 JPEGs, uint8 batches from the node's cache
    through the loop's DataLoader (pinned, non-blocking), normalised on the GPU; img/s against (1), the card on
    device-resident tensors (goal >= 70 %), and against the A100 anchor. The cache build is timed separately.
@@ -58,7 +58,7 @@ def trial_step(batch: int, steps: int, backbone: str = "resnet50") -> float:
     from study.loading import parse_spec
     from trainables.base import Batch
     from trainables.data._splits import DatasetSplits, in_memory_split
-    from trainables.loop import Trial
+    from trainables.loop import TrialRun
 
     classes = batch // 4
     spec = parse_spec(
@@ -71,7 +71,7 @@ def trial_step(batch: int, steps: int, backbone: str = "resnet50") -> float:
             "resources": {"cpu": 1, "gpu": 1},
         }
     )
-    images = torch.zeros(2 * classes, 3, 8, 8)  # Trial.build needs splits; the step below feeds its own images
+    images = torch.zeros(2 * classes, 3, 8, 8)  # the run needs splits; the step below feeds its own images
     labels = np.arange(2 * classes) % classes
     data = DatasetSplits(
         name="synthetic",
@@ -79,7 +79,7 @@ def trial_step(batch: int, steps: int, backbone: str = "resnet50") -> float:
         test=in_memory_split(images, labels, np.ones(len(labels), bool)),
         input_shape=(3, 224, 224),
     )
-    trial = Trial.build(spec, data)
+    trial = TrialRun.single(spec, data).member  # the step below drives the member's forward and optimiser
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(batch, 3, 224, 224, device="cuda", generator=g).contiguous(memory_format=torch.channels_last)
     y = torch.arange(batch, device="cuda") % classes
@@ -203,7 +203,7 @@ def cached_trial(
 
     from harness.fake_data import write_cub
     from study.loading import parse_spec
-    from trainables.loop import Trial
+    from trainables.loop import TrialRun
 
     with tempfile.TemporaryDirectory(prefix="gpu_cached") as tmp:
         write_cub(Path(tmp), 2 * classes, per_class, size=(500, 375))
@@ -230,8 +230,8 @@ def cached_trial(
             }
         )
         start = time.perf_counter()
-        trial = Trial.build(spec)  # builds the cache (decode + resize of every image, once)
-        build_s = time.perf_counter() - start
+        trial = TrialRun.single(spec).member  # builds the cache (decode + resize of every image, once)
+        build_s = time.perf_counter() - start  # the member: its training epoch alone is timed
         assert trial.data.image_cache is not None, "the trial did not read from the decoded cache"
         trial.train_epoch()  # warm-up: loader workers, cuDNN autotuning, allocator
 
@@ -307,12 +307,13 @@ def main(argv: list[str] | None = None) -> int:
             f"+ w-step ({epoch:.1f} s of steps at the rate above, loader and embedding pass not counted)"
         )
     workers = max(args.workers)
-    fed = cached_trial(True, batch=args.batch, workers=workers, **({"classes": 4, "batches": 3} if args.quick else {}))
+    small: dict[str, Any] = {"classes": 4, "batches": 3} if args.quick else {}
+    fed = cached_trial(True, batch=args.batch, workers=workers, **small)
     print(
         f"trial fed from the decoded cache, ResNet-50 bf16 channels_last, batch {args.batch}, {workers} workers: "
         f"{fed['img_s']:,.0f} img/s = {100 * fed['img_s'] / img_s:.0f}% of the card on device tensors (goal >= 70%), "
         f"{fed['img_s'] / NVIDIA_A100_AMP_IMG_S:.2f}x the A100 anchor; cache build {fed['build_s']:.1f} s "
-        f"for {fed['images']:.0f} images (inside Trial.build)"
+        f"for {fed['images']:.0f} images (inside TrialRun.single)"
     )
     small = {"backbone": "resnet18", "image_size": 112, "batch": 32, "workers": 1, "classes": 4, "batches": 10}
     together, alone = fractional(args.fractions, True, **small)

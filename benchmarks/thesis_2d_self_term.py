@@ -15,7 +15,7 @@ import statistics
 import torch
 
 from study.loading import load_spec
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 
 CONDITIONS = {
     "npair": ["params.loss=npair"],
@@ -39,11 +39,11 @@ def main() -> None:
                 "search_spaces/thesis_2d.yaml",
                 [*sets, f"seed={seed}", f"train.epochs={args.epochs}", f"dataset.root={args.cache}"],
             )
-            trial = Trial.build(spec)
+            trial = TrialRun.single(spec)
             for _ in range(args.epochs):
                 metrics = trial.run_epoch()
-            cos.append(metrics["paired_cosine"])
-            mae.append(metrics["paired_mae"])
+            cos.append(metrics["test/paired_cosine"])
+            mae.append(metrics["test/paired_mae"])
             print(f"{name} seed {seed}: cosine {cos[-1]:.3f} MAE {mae[-1]:.3f}", flush=True)
         sd = statistics.stdev(cos) if len(cos) > 1 else 0.0
         print(f"== {name}: cosine {statistics.mean(cos):.3f} ± {sd:.3f}, MAE {statistics.mean(mae):.3f}", flush=True)

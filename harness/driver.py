@@ -43,7 +43,7 @@ def tiny_spec(name: str, epochs: int, num_trials: int = 1, **search: object) -> 
 def honest_spec(name: str = "t_honest", **over: object) -> dict:
     """A digits study with honest selection, small enough for a test: 2 class-disjoint folds of the 5 training
     classes (P = 2), 2 epochs of 3 batches, 2 trials, 2 final seeds."""
-    spec = {
+    spec: dict[str, object] = {
         "name": name,
         "family": "ms",
         "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},

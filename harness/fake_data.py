@@ -173,7 +173,7 @@ def write_cifar10(
     rng = np.random.default_rng(seed)
     root = base / "cifar-10-batches-py"
     root.mkdir(parents=True)
-    written = {"train_x": [], "train_y": [], "test_x": [], "test_y": []}
+    written: dict[str, list[np.ndarray]] = {"train_x": [], "train_y": [], "test_x": [], "test_y": []}
     for name, n in [*((f"data_batch_{i}", per_batch) for i in range(1, 6)), ("test_batch", n_test)]:
         data = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
         labels = [int(v) for v in rng.integers(0, 10, n)]

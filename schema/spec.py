@@ -7,14 +7,25 @@ receive a :class:`StudySpec` and read it; nothing below sees a raw dict.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from schema._strict import Seed, _Strict
 from schema.metric_names import TEST_PREFIX, VAL_PREFIX, recall_at
+from schema.space import (
+    CategoricalParam,
+    FloatParam,
+    IntParam,
+    ParamSpec,
+    SamplerSpec,
+    SchedulerSpec,
+    SearchSpec,
+    condition_holds,
+    param_extremes,
+)
 
 __all__ = [
     "StudySpec",
@@ -39,42 +50,6 @@ __all__ = [
     "condition_holds",
     "param_extremes",
 ]
-
-
-#: Every integer of a spec fits a signed 64-bit integer (numpy, torch, sqlite and MLflow store them as such).
-_INT64_MAX = 2**63 - 1
-#: Seeds feed ``numpy.random.seed`` and Optuna's ``RandomState``: ``0 <= seed < 2**32``.
-Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
-
-
-def _check_scalars(value: Any, where: str = "") -> None:
-    """Reject what no setting means: an integer beyond 64 bits, or a NaN/infinite float, at any depth
-    (``where`` names the item inside the field: ``ms_beta``, ``choices[1]``)."""
-    at = f"{where} " if where else ""
-    if isinstance(value, bool):
-        return
-    if isinstance(value, int) and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
-        raise ValueError(f"{at}must fit in 64 bits (|x| < 2**63), but got {float(value):.3g}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{at}must be a finite number, but got {value}")
-    if isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _check_scalars(item, f"{where}[{i}]")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_scalars(item, f"{where}.{key}" if where else str(key))
-
-
-class _Strict(BaseModel):
-    # allow_inf_nan=False: a float field refuses NaN and ±inf (pydantic accepts them by default).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _finite_and_64_bit(cls, value: Any) -> Any:
-        # Typed float fields are covered by allow_inf_nan; this catches huge ints and free-form values (params).
-        _check_scalars(value)
-        return value
 
 
 class NoiseSpec(_Strict):
@@ -222,109 +197,6 @@ class TrainSpec(_Strict):
         if not ks or any(k < 1 for k in ks):
             raise ValueError(f"must be a non-empty list of positive integers, but got {list(ks)}")
         return tuple(sorted(set(ks)))
-
-
-def condition_holds(when: dict[str, Any] | None, values: dict[str, Any]) -> bool:
-    """The one ``when:`` rule: every parameter named in ``when`` took one of its listed values (a single value
-    means a list of one). Used by the sampler, the grid and the spec's range probing alike."""
-    for name, allowed in (when or {}).items():
-        allowed = allowed if isinstance(allowed, list) else [allowed]
-        if name not in values or values[name] not in allowed:
-            return False
-    return True
-
-
-class _ParamBase(_Strict):
-    #: Sample this parameter only when each named (earlier) parameter took one of the given values.
-    when: dict[str, Any] | None = None
-
-
-class FloatParam(_ParamBase):
-    type: Literal["float"]
-    low: float
-    high: float
-    log: bool = False
-    step: float | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _check_bounds(self) -> FloatParam:
-        _check_numeric(self.low, self.high, self.log, self.step)
-        return self
-
-
-class IntParam(_ParamBase):
-    type: Literal["int"]
-    low: int
-    high: int
-    log: bool = False
-    step: int = Field(1, ge=1)
-
-    @model_validator(mode="after")
-    def _check_bounds(self) -> IntParam:
-        _check_numeric(self.low, self.high, self.log, self.step if self.step != 1 else None)
-        return self
-
-
-class CategoricalParam(_ParamBase):
-    type: Literal["categorical"]
-    choices: list[bool | int | float | str | None] = Field(min_length=1)
-
-
-def _check_numeric(low: float, high: float, log: bool, step: float | None) -> None:
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise ValueError(f"low and high must be finite, but got {low=}, {high=}")
-    if low > high:
-        raise ValueError(f"low <= high must hold, but got {low=}, {high=}")
-    if log and low <= 0:
-        raise ValueError(f"log: true needs low > 0, but got {low=}")
-    if log and step is not None:
-        raise ValueError("log: true cannot be combined with step")
-
-
-ParamSpec = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
-
-
-def param_extremes(param: FloatParam | IntParam | CategoricalParam) -> list[Any]:
-    """The values a search-space entry reaches at its extremes: a categorical's choices, else ``[low, high]``."""
-    return list(param.choices) if isinstance(param, CategoricalParam) else [param.low, param.high]
-
-
-class SamplerSpec(_Strict):
-    #: ``grid`` enumerates every combination of the (categorical) space, e.g. family × noise ratio × seed.
-    type: Literal["tpe", "random", "cmaes", "gp", "qmc", "grid"] = "tpe"
-    seed: Seed | None = 0
-
-
-class SchedulerSpec(_Strict):
-    type: Literal["fifo", "asha"] = "fifo"
-    #: ASHA: epochs a trial always gets before it can be stopped.
-    grace_period: int = Field(1, ge=1)
-    reduction_factor: float = Field(3.0, gt=1)
-
-
-class SearchSpec(_Strict):
-    num_trials: int = Field(8, ge=1)
-    max_concurrent: int = Field(1, ge=1)
-    #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``), filled in by StudySpec.
-    metric: str = VAL_PREFIX + recall_at(1)
-    mode: Literal["max", "min"] = "max"
-    sampler: SamplerSpec = SamplerSpec()
-    scheduler: SchedulerSpec = SchedulerSpec()
-    space: dict[str, ParamSpec] = {}
-
-    @model_validator(mode="after")
-    def _check_conditions(self) -> SearchSpec:
-        seen: dict[str, Any] = {}
-        for name, param in self.space.items():
-            for other, values in (param.when or {}).items():
-                if other not in seen:
-                    raise ValueError(f"space.{name}.when refers to {other!r}, which is not an earlier parameter")
-                allowed = values if isinstance(values, list) else [values]
-                possible = seen[other]
-                if possible is not None and not any(v in possible for v in allowed):
-                    raise ValueError(f"space.{name}.when: {other} never takes {allowed}; choices are {possible}")
-            seen[name] = param.choices if isinstance(param, CategoricalParam) else None
-        return self
 
 
 class ValidationSpec(_Strict):

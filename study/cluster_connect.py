@@ -1,4 +1,5 @@
-"""Connecting the driver to an existing Ray cluster: a cluster it cannot reach or authenticate to is one line.
+"""Connecting the driver to Ray (:func:`connect_ray`): a cluster it cannot reach or authenticate to is one line, and
+a node-local storage path on a multi-node cluster is refused (:func:`check_storage_reachable`).
 
 Left to ``ray.init``, a head that wants a token (Ray ≥ 2.59 turns token authentication on for ``ray start`` unless
 ``RAY_AUTH_MODE=disabled``) and a driver without it cost a minute of retries, one C++ warning per retry and three
@@ -11,6 +12,7 @@ C++ warnings go to /dev/null; its verdict becomes a :class:`~schema.errors.Study
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -18,9 +20,18 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from schema.errors import StudyError
+from schema.errors import SpecError, StudyError
+from study.layout import StudyLayout
+from study.storage import is_shared_path
 
-__all__ = ["probe_cluster", "connect_error", "auth_hint", "private_instance_token"]
+__all__ = [
+    "probe_cluster",
+    "connect_error",
+    "auth_hint",
+    "private_instance_token",
+    "connect_ray",
+    "check_storage_reachable",
+]
 
 _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
@@ -117,3 +128,47 @@ def private_instance_token() -> None:
     if (Path.home() / ".ray" / "auth_token").exists():
         return
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(16)
+
+
+def connect_ray(address: str | None) -> bool:
+    """Connect to ``address`` / ``RAY_ADDRESS``, or start a private local instance. True if we called init."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    # Every epoch checkpoints by design; Ray warns about frequent experiment snapshots otherwise.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Snapshot the experiment (trials + searcher) every second instead of Ray's ≥ 10 s, so a killed driver
+    # forgets as little as possible; what it still forgets is reconciled on resume (StudySearch.restore,
+    # MlflowTrialCallback's ghost runs).
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    # A reused worker (reuse_actors) first waits for the previous trial's thread to end, 2 s by default, and fails
+    # the next trial if it has not: an early-stopped trial tearing down its DataLoader workers on a busy node can
+    # take longer. Workers of a local instance inherit this; on a cluster, set it where Ray starts.
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
+    if address != "local":
+        probe_cluster(address)  # unreachable or a missing token: one line now, not a minute of retries
+    else:
+        private_instance_token()
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    except Exception as e:
+        if address == "local" or (line := connect_error(e, address)) is None:
+            raise
+        raise StudyError(line) from None
+    return True
+
+
+def check_storage_reachable(layout: StudyLayout, shared_storage: bool) -> None:
+    """Refuse a node-local storage path when the cluster has more than one node."""
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len(nodes) <= 1 or layout.remote or shared_storage or is_shared_path(Path(layout.root).parent):
+        return
+    raise SpecError(
+        f"storage: {layout.root} is on a local disk but the Ray cluster has {len(nodes)} nodes, whose trials "
+        "could not write their checkpoints there; use a shared mount (NFS) or an s3:// / gs:// URI, or pass "
+        "--shared-storage if this path is shared"
+    )

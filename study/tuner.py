@@ -1,6 +1,7 @@
 """Ray Tune orchestration: one study = a search Tuner driven by OptunaSearch, then a final-stage Tuner that
-retrains the best configuration with several seeds (:mod:`study.final_stage`), both tracked in MLflow. Where the
-study's files live is :mod:`study.layout`.
+retrains the best configuration with several seeds (:mod:`study.final_stage`), both tracked in MLflow. The two
+Tuners are wired in :mod:`study.stage_tuners`, Ray is connected by :mod:`study.cluster_connect`, a resume is checked by
+:mod:`study.resume`; where the study's files live is :mod:`study.layout`.
 
 ``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
 (any pyarrow filesystem). A URI cannot hold the sqlite stores, so it requires ``tracking.uri`` and
@@ -16,19 +17,16 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from schema.errors import SpecError, StudyError, StudyExistsError
-from schema.metric_names import EPOCH, TEST_PREFIX, VAL_PREFIX
+from schema.errors import SpecError
+from schema.metric_names import EPOCH
 from schema.spec import FinalSpec, StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
-from study.bookkeeping import PersistentASHA, StudySearch
-from study.cluster_connect import connect_error, private_instance_token, probe_cluster
-from study.compat import restored_run_config
-from study.credentials import RedactedRDBStorage, check_tracking_env, redacted_spec
+from study.cluster_connect import check_storage_reachable, connect_ray
+from study.credentials import check_tracking_env, redacted_spec
 from study.data import ensure_pretrained
 from study.final_stage import (
     FinalGroup,
@@ -39,15 +37,15 @@ from study.final_stage import (
     summarize_final,
     summary_csv,
 )
-from study.layout import FINAL_EXPERIMENT, StudyLayout
+from study.layout import StudyLayout
 from study.lock import study_lock
-from study.progress import ProgressTable
-from study.search_space import make_sampler, to_optuna
-from study.storage import is_shared_path, read_bytes, write_bytes
+from study.resume import check_resume
+from study.stage_tuners import final_tuner, search_tuner
+from study.storage import write_bytes
 from study.store_errors import quiet_store_failures
 from study.tracking import MlflowTrialCallback, TrackingStore, error_line, preload_in_background
 from study.validation import spec_from_tune_config, trial_params
-from study.watchdog import PendingTimeout, check_cluster_resources, check_local_resources
+from study.watchdog import check_cluster_resources, check_local_resources
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -118,159 +116,6 @@ def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
     return spec.model_dump(mode="json", exclude={"tracking"})
 
 
-def _trial_dirname(trial: Any) -> str:
-    return f"trial_{trial.trial_id}"
-
-
-def _check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
-    """Decide between a new study and a resumed one; refuse the ambiguous cases. Returns ``resuming``."""
-    from ray.tune import Tuner
-
-    restorable = Tuner.can_restore(layout.tune_dir)
-    # spec.yaml without Ray's state: a driver died before Tune's first snapshot, so no trial has run yet.
-    exists = restorable or read_bytes(layout.spec_file) is not None
-    if exists and not resume:
-        raise StudyExistsError(
-            f"study {spec.name!r} already exists in {layout.root}; run again with --resume to continue it, "
-            "or change `name` or `storage` to start a new one"
-        )
-    if resume and not exists:
-        raise StudyExistsError(f"--resume: there is no study {spec.name!r} in {layout.root} to resume")
-    if exists:
-        saved = flatten(yaml.safe_load(read_bytes(layout.spec_file) or b"{}"))
-        current = flatten(redacted_spec(spec))
-        changed = sorted(k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k))
-        if changed:
-            raise StudyExistsError(
-                f"--resume: the spec differs from the one study {spec.name!r} was started with at "
-                f"{', '.join(changed[:5])}; a resumed study must keep its spec"
-            )
-    return restorable
-
-
-def _connect_ray(address: str | None) -> bool:
-    """Connect to ``address`` / ``RAY_ADDRESS``, or start a private local instance. True if we called init."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    address = address or os.environ.get("RAY_ADDRESS") or "local"
-    # Every epoch checkpoints by design; Ray warns about frequent experiment snapshots otherwise.
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    # Snapshot the experiment (trials + searcher) every second instead of Ray's ≥ 10 s, so a killed driver
-    # forgets as little as possible; what it still forgets is reconciled on resume (StudySearch.restore,
-    # MlflowTrialCallback's ghost runs).
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
-    # A reused worker (reuse_actors) first waits for the previous trial's thread to end, 2 s by default, and fails
-    # the next trial if it has not: an early-stopped trial tearing down its DataLoader workers on a busy node can
-    # take longer. Workers of a local instance inherit this; on a cluster, set it where Ray starts.
-    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
-    if address != "local":
-        probe_cluster(address)  # unreachable or a missing token: one line now, not a minute of retries
-    else:
-        private_instance_token()
-    try:
-        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
-    except Exception as e:
-        if address == "local" or (line := connect_error(e, address)) is None:
-            raise
-        raise StudyError(line) from None
-    return True
-
-
-def _check_storage_reachable(layout: StudyLayout, shared_storage: bool) -> None:
-    """Refuse a node-local storage path when the cluster has more than one node."""
-    import ray
-
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
-    if len(nodes) <= 1 or layout.remote or shared_storage or is_shared_path(Path(layout.root).parent):
-        return
-    raise SpecError(
-        f"storage: {layout.root} is on a local disk but the Ray cluster has {len(nodes)} nodes, whose trials "
-        "could not write their checkpoints there; use a shared mount (NFS) or an s3:// / gs:// URI, or pass "
-        "--shared-storage if this path is shared"
-    )
-
-
-def _build_tuner(
-    spec: StudySpec,
-    layout: StudyLayout,
-    callback: MlflowTrialCallback,
-    resuming: bool,
-    max_failures: int,
-    pending_timeout_s: float,
-) -> Any:
-    from ray import tune
-    from ray.tune.schedulers import FIFOScheduler
-
-    from trainables.loop import train_fn
-
-    trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
-    param_space = {SPEC_KEY: trial_spec_data(spec)}
-    s = spec.search
-    callbacks = [
-        callback,
-        ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space)),
-        PendingTimeout(pending_timeout_s),
-    ]
-    failure_config = tune.FailureConfig(max_failures=max_failures)
-    if resuming:
-        tuner = tune.Tuner.restore(
-            layout.tune_dir, trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
-        )
-        # The restored run config is the pickle taken at the study's start: give it this driver's callbacks
-        # (fresh MLflow client, parent run reopened) and this invocation's retry budget. Ray offers no
-        # public setter; the searcher and scheduler are restored as pickled (see StudySearch, PersistentASHA).
-        run_config = restored_run_config(tuner)
-        run_config.callbacks = callbacks
-        run_config.failure_config = failure_config
-        return tuner
-    searcher = StudySearch(
-        space=to_optuna(s.space),
-        metric=s.metric,
-        mode=s.mode,
-        sampler=make_sampler(s.sampler, s.space),
-        study_name=spec.name,
-        storage=RedactedRDBStorage(layout.optuna_url),
-        max_t=spec.train.epochs,
-    )
-    if s.scheduler.type == "asha":
-        scheduler = PersistentASHA(
-            time_attr="training_iteration",
-            max_t=spec.train.epochs,
-            grace_period=min(s.scheduler.grace_period, spec.train.epochs),
-            reduction_factor=s.scheduler.reduction_factor,
-            state_file=layout.asha_state,
-        )
-    else:
-        scheduler = FIFOScheduler()  # type: ignore[assignment]
-    return tune.Tuner(
-        trainable,
-        param_space=param_space,
-        tune_config=tune.TuneConfig(
-            metric=s.metric,
-            mode=s.mode,
-            search_alg=searcher,
-            scheduler=scheduler,
-            num_samples=s.num_trials,
-            max_concurrent_trials=s.max_concurrent,
-            trial_dirname_creator=_trial_dirname,
-            # One worker process runs trial after trial (Ray resets its session): imports, the dataset and the first
-            # calls are paid once per worker, not per trial (docs/performance.md). An errored trial's actor is never
-            # reused, and the NaN marker lives in the trial's storage directory (trainables.loop).
-            reuse_actors=True,
-        ),
-        run_config=tune.RunConfig(
-            name="tune",
-            storage_path=layout.root,
-            callbacks=callbacks,
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            failure_config=failure_config,
-            verbose=0,  # ProgressTable replaces Ray's reporter, which prints the whole spec per trial
-        ),
-    )
-
-
 def _trial_callback(
     spec: StudySpec, layout: StudyLayout, store: TrackingStore, parent: str, stage: str
 ) -> MlflowTrialCallback:
@@ -283,12 +128,6 @@ def _trial_callback(
         total_epochs=spec.train.epochs,
         stage=stage,
     )
-
-
-def _final_metric(spec: StudySpec) -> str:
-    """The test metric the final stage's progress table shows: the search metric on the test split."""
-    metric = spec.search.metric
-    return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
 
 
 def _run_final_stage(
@@ -307,48 +146,14 @@ def _run_final_stage(
     failed final trials to ``failures``."""
     from ray import tune
 
-    from trainables.loop import train_fn
-
     best = best_per_group(spec, search)
     points = final_points(spec, best)
     if not points:
         return [], False
     store.set_tags(parent, {"stage": "final", "final_planned": str(len(points))})
     callback = _trial_callback(spec, layout, store, parent, stage="final")
-    metric = _final_metric(spec)
-    callbacks = [
-        callback,
-        ProgressTable(metric, spec.search.mode, len(points), spec.train.epochs, []),
-        PendingTimeout(pending_timeout_s),
-    ]
-    trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
-    failure_config = tune.FailureConfig(max_failures=max_failures)
-    if tune.Tuner.can_restore(layout.final_dir):
-        tuner = tune.Tuner.restore(
-            layout.final_dir, trainable, resume_unfinished=True, resume_errored=False, param_space=param_space
-        )
-        run_config = restored_run_config(tuner)  # as in _build_tuner: this driver's callbacks and retries
-        run_config.callbacks = callbacks
-        run_config.failure_config = failure_config
-    else:
-        tuner = tune.Tuner(
-            trainable,
-            param_space=param_space,
-            tune_config=tune.TuneConfig(
-                max_concurrent_trials=spec.search.max_concurrent,
-                trial_dirname_creator=_trial_dirname,
-                reuse_actors=True,  # as in _build_tuner
-            ),
-            run_config=tune.RunConfig(
-                name=FINAL_EXPERIMENT,
-                storage_path=layout.root,
-                callbacks=callbacks,
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                failure_config=failure_config,
-                verbose=0,
-            ),
-        )
+    tuner = final_tuner(spec, layout, param_space, callback, len(points), max_failures, pending_timeout_s)
     results = tuner.fit()
     groups = summarize_final(spec, results, best)
     ended = sum(
@@ -423,13 +228,13 @@ def run_study(
         check_local_resources(spec)
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     with study_lock(layout.root):
-        resuming = _check_resume(spec, layout, resume)
+        resuming = check_resume(spec, layout, resume)
         preload_in_background()
-        started_ray = _connect_ray(address)
+        started_ray = connect_ray(address)
         import ray
 
         try:
-            _check_storage_reachable(layout, shared_storage)
+            check_storage_reachable(layout, shared_storage)
             unfit = check_cluster_resources(spec, ray.nodes(), local=local)
             if unfit is not None:
                 print(f"warning: {unfit}; trials wait for an autoscaler up to --pending-timeout", file=sys.stderr)
@@ -476,7 +281,9 @@ def _run_validated(
     started = time.perf_counter()
     try:
         store.set_tags(parent, {"stage": "search"} if not resuming else {})
-        results = _build_tuner(spec, layout, callback, resuming, max_failures, pending_timeout_s).fit()
+        param_space = {SPEC_KEY: trial_spec_data(spec)}
+        tuner = search_tuner(spec, layout, param_space, callback, resuming, max_failures, pending_timeout_s)
+        results = tuner.fit()
         outcome = _summarize(spec, results, parent, time.perf_counter() - started)
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:

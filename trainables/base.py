@@ -18,7 +18,6 @@ from torch import nn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
 __all__ = [
     "BaseLossFamily",
@@ -78,12 +77,13 @@ class Batch:
 class BaseLossFamily(nn.Module, abc.ABC):
     """A loss family: the criterion of one trainable, plus any state it carries between epochs.
 
-    Lifecycle (all calls come from :func:`trainables.loop.train_fn`):
+    Lifecycle (all calls come from the loop, :mod:`trainables.loop`):
 
     1. ``__init__(params, ctx)`` once per trial, before the optimiser is built. Learnable tensors (proxies,
        a learnable margin) must be ``nn.Parameter`` attributes: the loop optimises ``family.parameters()``
        and checkpoints ``family.state_dict()``. Non-learnable state that must survive a restart (sample
-       weights, an age parameter) goes in buffers or in :meth:`extra_state`.
+       weights, an age parameter) goes in buffers, or, when it is not a tensor (a generator's state, a window of
+       past values), in torch's own ``get_extra_state``/``set_extra_state`` hooks, which ``state_dict()`` carries.
     2. ``compute_loss(embeddings, batch)`` once per batch, in training mode.
     3. ``on_epoch_end(epoch, embed_train)`` once per epoch after the θ-step, before evaluation.
 
@@ -140,14 +140,6 @@ class BaseLossFamily(nn.Module, abc.ABC):
         del epoch, embed_train
         return {}
 
-    def write_artifacts(self, directory: Path) -> None:
-        """Write files for MLflow into ``directory`` (called every epoch, into that epoch's checkpoint).
-
-        The driver logs the files of a trial's last checkpoint as artifacts of its MLflow run when the
-        trial ends, so write the whole history each time (e.g. a parquet of every epoch so far).
-        """
-        del directory
-
     def param_groups(self, lr: float) -> list[dict[str, Any]]:
         """Optimiser parameter groups of the family's learnable tensors (called once, when the loop builds
         the optimiser; ``lr`` is the spec's learning rate). Override to give some tensors their own rate
@@ -164,14 +156,6 @@ class BaseLossFamily(nn.Module, abc.ABC):
         Mining needs no such hook: the loop observes every pytorch-metric-learning miner the family holds.
         """
         return None
-
-    def extra_state(self) -> dict[str, Any]:
-        """Picklable state outside ``state_dict()`` that a resumed trial needs (default: none)."""
-        return {}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`extra_state` returned."""
-        del state
 
     @classmethod
     def check_spec(cls, params: Any, extremes: dict[str, list[Any]]) -> None:

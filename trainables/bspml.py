@@ -168,6 +168,12 @@ def weighted_ms_loss(
 class SelfPacedMSFamily(BaseLossFamily):
     """SPMS: self-paced sample weights on the MS loss, no balance term."""
 
+    # Buffers registered in __init__ (checkpointed with the family), typed for mypy (nn.Module's __getattr__ is not).
+    weights: torch.Tensor
+    lam: torch.Tensor
+    rounds: torch.Tensor
+    lam_used: torch.Tensor
+
     name = "spms"
     Params = SPMSParams
     metric_names = (
@@ -308,10 +314,11 @@ class SelfPacedMSFamily(BaseLossFamily):
         """The self-paced weights: a sample the solver excludes (w → 0) is one it believes mislabeled."""
         return self.weights
 
-    def extra_state(self) -> dict[str, Any]:
+    def get_extra_state(self) -> dict[str, Any]:
+        """The solver's generator state, which ``state_dict()`` carries (torch's extra-state hook)."""
         return {"generator": self.generator.get_state()}
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
+    def set_extra_state(self, state: dict[str, Any]) -> None:
         if "generator" in state:
             self.generator.set_state(state["generator"].cpu())  # torch.load may have mapped it to the GPU
 

@@ -267,7 +267,9 @@ class PrismFamily(BaseLossFamily):
         """:func:`calibrated_score` of each sample's last clean probability (1 before it was first scored)."""
         return self.score
 
-    def extra_state(self) -> dict[str, Any]:
+    def get_extra_state(self) -> dict[str, Any]:
+        """The clean-probability window, the noise rate and the memory queue's position (torch's extra-state hook:
+        ``state_dict()`` carries it)."""
         return {
             "window": list(self.window),
             "noise_rate": self.noise_rate,
@@ -275,7 +277,7 @@ class PrismFamily(BaseLossFamily):
             "has_been_filled": bool(self.memory.has_been_filled),
         }
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
+    def set_extra_state(self, state: dict[str, Any]) -> None:
         self.window = list(state.get("window", []))
         self.noise_rate = float(state.get("noise_rate", self.noise_rate))
         self.memory.queue_idx = int(state.get("queue_idx", 0))

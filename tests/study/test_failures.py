@@ -22,7 +22,7 @@ def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, 
         "max_concurrent": 2,
         "sampler": {"type": "random", "seed": 2},
         "space": {
-            # resnet18 needs RGB input and digits are grey: Trial.build raises DataError. (A batch of more classes
+            # resnet18 needs RGB input and digits are grey: building the trial raises DataError. (A batch of more classes
             # than the data has no longer gets this far: the driver checks it, see test_fuzz_specs.py.)
             "model.backbone": {"type": "categorical", "choices": ["small_cnn", "resnet18"]},
             "train.optimizer.lr": {"type": "categorical", "choices": [1.0e-3, 1.0e38]},

@@ -253,7 +253,7 @@ def test_device_colour_jitter_draws_follow_view_transforms_rule():
 def test_a_trial_trains_and_evaluates_from_the_cache(cub, tmp_path, family):
     """The loop end to end on cached data: uint8 batches in, normalised (and, for two views, jittered) on the device."""
     from study.loading import parse_spec
-    from trainables.loop import Trial
+    from trainables.loop import TrialRun
 
     spec = parse_spec(
         {
@@ -263,10 +263,10 @@ def test_a_trial_trains_and_evaluates_from_the_cache(cub, tmp_path, family):
             "train": {"epochs": 1, "classes_per_batch": 3, "samples_per_class": 2, "batches_per_epoch": 2},
         }
     )
-    trial = Trial.build(spec)
-    assert trial.data.image_cache is not None and trial.data.image_cache.path.exists()
+    trial = TrialRun.single(spec)
+    assert trial.full.image_cache is not None and trial.full.image_cache.path.exists()
     metrics = trial.run_epoch()
-    assert np.isfinite(metrics["train/loss"]) and 0 <= metrics["recall_at_1"] <= 1
+    assert np.isfinite(metrics["train/loss"]) and 0 <= metrics["test/recall_at_1"] <= 1
 
 
 def test_unwritable_cache_dir_is_one_line_naming_the_key(cub, tmp_path):

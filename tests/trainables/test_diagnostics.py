@@ -14,7 +14,7 @@ from study.loading import parse_spec
 from trainables.base import Batch
 from trainables.data.noise import uniform_noise
 from trainables.diagnostics import NoiseDiagnostics, p_bound_triplet, pair_corruption_counts, q_neg, q_pos
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 
 
 def _exact_pair_flip(p: float, k: int, same: bool) -> float:
@@ -91,7 +91,7 @@ def test_clean_labels_report_nothing():
 
 
 def _trial(family: str, **params):
-    return Trial.build(
+    return TrialRun.single(
         parse_spec(
             {
                 "name": "diag",
@@ -121,7 +121,7 @@ def test_every_mining_family_is_observed_by_the_loop_without_bookkeeping(family)
     """The loop hooks the family's pytorch-metric-learning miners: BSPML/SPMS and DiVA report the miner
     statistics too (no family stashes its mining output)."""
     trial = _trial(family)
-    assert trial.mined is not None and trial.mined.miners
+    assert trial.member.mined is not None and trial.member.mined.miners
     metrics = trial.run_epoch()
     assert MINER_CORRUPT_NEG_SHARE in metrics and math.isfinite(metrics[MINER_CORRUPT_NEG_SHARE])
 

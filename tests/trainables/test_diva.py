@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from schema.errors import SpecError
-from schema.metric_names import OBJECTIVE
+from schema.metric_names import OBJECTIVE, on_test
 from study.loading import parse_spec
 from trainables.diva import (
     DiVAParams,
@@ -22,7 +22,7 @@ from trainables.diva import (
     log_inverse_sphere_density,
     shared_triplets,
 )
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 
 
 def _unit(n: int, d: int, seed: int = 0) -> torch.Tensor:
@@ -141,26 +141,27 @@ def _spec(**params) -> dict:
 
 
 def test_diva_trains_evaluates_on_renormalised_heads_and_resumes(tmp_path):
-    first = Trial.build(parse_spec(_spec()))
+    first = TrialRun.single(parse_spec(_spec()))
     metrics = first.run_epoch()
+    member = first.member  # the family's queue, heads and optimiser groups are the member's
     assert {f"train/loss/diva_{t}" for t in ("disc", "shared", "intra", "dance", "decorrelation")} <= set(metrics)
-    assert metrics["train/loss/diva_decorrelation"] < 0 and 0 <= metrics[OBJECTIVE] <= 1
-    assert int(first.family.queue_filled) == 64  # 4 batches × 20 keys, capped at the queue size
-    emb = first.embed(first.data.test)
-    heads = [emb[:, s] for s in first.family.slices]
+    assert metrics["train/loss/diva_decorrelation"] < 0 and 0 <= metrics[on_test(OBJECTIVE)] <= 1
+    assert int(member.family.queue_filled) == 64  # 4 batches × 20 keys, capped at the queue size
+    emb = member.embed(member.data.test)
+    heads = [emb[:, s] for s in member.family.slices]
     norms = torch.stack([h.norm(dim=1) for h in heads])
     torch.testing.assert_close(norms, torch.full_like(norms, 0.5))  # four unit heads, concatenated, re-normalised
     # Only β and ψ are trained by the family; the key encoder is a frozen running average.
-    assert not any(p.requires_grad for p in first.family.key_encoder.parameters())
-    trained = {id(p) for g in first.optimizer.param_groups[1:] for p in g["params"]}
-    assert trained == {id(p) for p in [*first.family.disc.parameters(), *first.family.psi.parameters()]}
+    assert not any(p.requires_grad for p in member.family.key_encoder.parameters())
+    trained = {id(p) for g in member.optimizer.param_groups[1:] for p in g["params"]}
+    assert trained == {id(p) for p in [*member.family.disc.parameters(), *member.family.psi.parameters()]}
     first.save(tmp_path)
     expected = first.run_epoch()
-    resumed = Trial.build(parse_spec(_spec()))
+    resumed = TrialRun.single(parse_spec(_spec()))
     resumed.restore(tmp_path)
     again = resumed.run_epoch()
     assert again["train/loss"] == pytest.approx(expected["train/loss"], rel=1e-5)
-    for a, b in zip(first.family.state_dict().values(), resumed.family.state_dict().values()):
+    for a, b in zip(member.family.state_dict().values(), resumed.member.family.state_dict().values()):
         torch.testing.assert_close(a, b)
 
 
@@ -219,8 +220,8 @@ def test_margin_divisor_per_triplet_is_the_official_code_per_term_is_pml(triplet
 
 def test_margin_divisor_is_a_param_used_by_every_margin_term():
     assert DiVAParams().margin_divisor == "per_triplet"
-    trial = Trial.build(parse_spec(_spec(margin_divisor="per_term")))
-    assert trial.family.disc.divisor == trial.family.fixed_margin.divisor == "per_term"
+    family = TrialRun.single(parse_spec(_spec(margin_divisor="per_term"))).member.family
+    assert family.disc.divisor == family.fixed_margin.divisor == "per_term"
     with pytest.raises(SpecError, match="params.margin_divisor"):
         parse_spec(_spec(margin_divisor="per_pair"))
     # Nothing violated: an attached zero, as PML's.

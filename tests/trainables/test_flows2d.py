@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from schema.metric_names import PAIRED_COSINE, PAIRED_EMBEDDINGS_FILE, PAIRED_MAE
+from schema.metric_names import PAIRED_COSINE, PAIRED_EMBEDDINGS_FILE, PAIRED_MAE, on_test
 from study.loading import parse_spec
 from trainables.data import flows2d
 from trainables.data._splits import IndexedDataset
 from trainables.kl_contrastive import KL_TERM, kl_to_standard_normal
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 from trainables.metrics import paired_metrics
 from trainables.models import PairedMLP
 
@@ -124,19 +124,21 @@ def monkeypatch_module():
 
 @pytest.mark.parametrize("loss", ["npair", "debiased_neg", "debiased_pos", "hcl"])
 def test_a_trial_trains_on_raw_outputs_and_reports_table_1_metrics(loss, cache, tmp_path):
-    trial = Trial.build(parse_spec(_spec(loss, cache)))
-    assert not trial.model.normalize  # kl_contrastive declares raw_embeddings
-    assert trial.data.train.num_classes == flows2d.NUM_TRAIN_CLASSES  # what the driver's checks read unloaded
-    inputs, _, _ = next(iter(trial._train_loader()))
+    trial = TrialRun.single(parse_spec(_spec(loss, cache)))
+    member = trial.member
+    assert not member.model.normalize  # kl_contrastive declares raw_embeddings
+    assert member.data.train.num_classes == flows2d.NUM_TRAIN_CLASSES  # what the driver's checks read unloaded
+    inputs, _, _ = next(iter(member._train_loader()))
     assert inputs.shape == (32, 2, 3) and torch.equal(inputs[:, 1, 2], torch.ones(32))  # both modalities, batch 32
     metrics = trial.run_epoch()
     assert {f"train/loss/{loss}", f"train/loss/{KL_TERM}"} <= set(metrics)
-    assert all(math.isfinite(metrics[k]) for k in (PAIRED_MAE, PAIRED_COSINE)) and -1 <= metrics[PAIRED_COSINE] <= 1
-    test = trial.embed(trial.data.test)
+    mae, cosine = metrics[on_test(PAIRED_MAE)], metrics[on_test(PAIRED_COSINE)]
+    assert math.isfinite(mae) and math.isfinite(cosine) and -1 <= cosine <= 1
+    test = member.embed(member.data.test)
     torch.testing.assert_close(test.norm(dim=1), torch.ones(len(test)))  # retrieval sees the normalised output
     trial.save(tmp_path)
     with np.load(tmp_path / "artifacts" / PAIRED_EMBEDDINGS_FILE) as arrays:
         assert arrays["view0"].shape == arrays["view1"].shape == (flows2d.N_TEST, 2)
-        np.testing.assert_array_equal(arrays["latent"], trial.data.test.latent)
+        np.testing.assert_array_equal(arrays["latent"], member.data.test.latent)
         again = paired_metrics(torch.as_tensor(arrays["view0"]), torch.as_tensor(arrays["view1"]))
-    assert again[PAIRED_MAE] == pytest.approx(metrics[PAIRED_MAE], rel=1e-5)
+    assert again[PAIRED_MAE] == pytest.approx(mae, rel=1e-5)

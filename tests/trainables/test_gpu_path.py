@@ -9,8 +9,9 @@ import torch
 
 from harness.fake_data import write_cub, write_inshop
 from study.loading import parse_spec
-from trainables import loop, metrics
-from trainables.loop import Trial
+from trainables import metrics
+from trainables.loop import TrialRun
+from trainables.loop.device import autocast_dtype, channels_last, pick_device
 
 
 def _spec(gpu: float = 0.0, amp: bool = True):
@@ -20,22 +21,22 @@ def _spec(gpu: float = 0.0, amp: bool = True):
 def test_device_is_cuda_only_with_an_assigned_visible_gpu(monkeypatch):
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert loop._pick_device(_spec(gpu=1)).type == "cpu"  # a GPU trial on a machine without one
+    assert pick_device(_spec(gpu=1)).type == "cpu"  # a GPU trial on a machine without one
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert loop._pick_device(_spec(gpu=0)).type == "cpu"  # a CPU trial never grabs a visible GPU
-    assert loop._pick_device(_spec(gpu=0.5)) == torch.device("cuda", 0)  # Ray's CUDA_VISIBLE_DEVICES → cuda:0
+    assert pick_device(_spec(gpu=0)).type == "cpu"  # a CPU trial never grabs a visible GPU
+    assert pick_device(_spec(gpu=0.5)) == torch.device("cuda", 0)  # Ray's CUDA_VISIBLE_DEVICES → cuda:0
     assert torch.backends.cudnn.benchmark
 
 
 def test_bf16_autocast_only_on_a_cuda_device_that_supports_it(monkeypatch):
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
-    assert loop._autocast_dtype(cuda, amp=True) is torch.bfloat16
-    assert loop._autocast_dtype(cuda, amp=False) is None
-    assert loop._autocast_dtype(cpu, amp=True) is None
+    assert autocast_dtype(cuda, amp=True) is torch.bfloat16
+    assert autocast_dtype(cuda, amp=False) is None
+    assert autocast_dtype(cpu, amp=True) is None
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
-    assert loop._autocast_dtype(cuda, amp=True) is None  # e.g. V100: no bf16, stay float32
-    assert loop._channels_last(cuda, (3, 224, 224)) and not loop._channels_last(cpu, (3, 224, 224))
+    assert autocast_dtype(cuda, amp=True) is None  # e.g. V100: no bf16, stay float32
+    assert channels_last(cuda, (3, 224, 224)) and not channels_last(cpu, (3, 224, 224))
 
 
 def test_faiss_gpu_only_when_faiss_sees_a_gpu(monkeypatch):
@@ -100,21 +101,25 @@ def _image_spec(name: str, root, backbone: str = "resnet18", **train):
 
 def test_resnet_epoch_on_fake_cub_falls_back_to_cpu_float32(tmp_path):
     root, _ = write_cub(tmp_path, n_classes=4, per_class=4)
-    trial = Trial.build(_image_spec("cub200", root, amp=True))
-    assert trial.device.type == "cpu"
-    assert trial.model.backbone.conv1.weight.is_contiguous()  # no channels-last on the CPU
+    trial = TrialRun.single(_image_spec("cub200", root, amp=True))
+    member = trial.member
+    assert member.device.type == "cpu"
+    assert member.model.backbone.conv1.weight.is_contiguous()  # no channels-last on the CPU
     m = trial.run_epoch()
-    assert np.isfinite(m["train/loss"]) and 0 <= m["recall_at_1"] <= 1
-    emb = trial.embed(trial.data.test)
+    assert np.isfinite(m["train/loss"]) and 0 <= m["test/recall_at_1"] <= 1
+    emb = member.embed(member.data.test)
     assert emb.dtype == torch.float32 and emb.shape == (8, 16)
-    assert trial._eval_loader(trial.data.test) is trial._eval_loader(trial.data.test)  # built once
+    assert member._eval_loader(member.data.test) is member._eval_loader(member.data.test)  # built once
 
 
 def test_inshop_trial_retrieves_queries_against_the_gallery(tmp_path):
     write_inshop(tmp_path, n_train=3, n_test=3, per_item=4)
-    trial = Trial.build(_image_spec("inshop", tmp_path, backbone="small_cnn"))
-    got = trial.evaluate()
-    q, g = trial.embed(trial.data.test).numpy(), trial.embed(trial.data.gallery).numpy()
-    expected = metrics.recall_at_k(q, trial.data.test.labels, (1, 2, 4), gallery=(g, trial.data.gallery.labels))
-    assert got["recall_at_1"] == pytest.approx(expected["recall_at_1"])
-    assert got["recall_at_4"] == pytest.approx(expected["recall_at_4"])
+    trial = TrialRun.single(_image_spec("inshop", tmp_path, backbone="small_cnn"))
+    got = trial.run_epoch()
+    member = trial.member  # its embeddings after the epoch: the independent recall below is computed on them
+    test, gallery = member.data.test, member.data.gallery
+    assert gallery is not None
+    q, g = member.embed(test).numpy(), member.embed(gallery).numpy()
+    expected = metrics.recall_at_k(q, test.labels, (1, 2, 4), gallery=(g, gallery.labels))
+    assert got["test/recall_at_1"] == pytest.approx(expected["recall_at_1"])
+    assert got["test/recall_at_4"] == pytest.approx(expected["recall_at_4"])

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from study.loading import load_spec, parse_spec
 from trainables.base import Batch, FamilyContext
 from trainables.knn_rejection import KnnRejectionFamily, KnnRejectionParams, agreement_score
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 
 ALPHA, BETA, BASE, EPS = 2.0, 10.0, 0.5, 0.1
 
@@ -100,12 +100,12 @@ def test_a_short_glyphs_run_rejects_mostly_noisy_samples():
             "diagnostics": {"every": 0},
         }
     )
-    trial = Trial.build(spec)
+    trial = TrialRun.build(spec)
     metrics = trial.run_epoch()
     assert 0.0 < metrics["knn_rejected_share"] < 0.6
     assert metrics["noise_auroc"] > 0.7
-    rejected = ~trial.family.keep.numpy()
-    noisy = trial.data.train.noisy_mask
+    rejected = ~trial.member.family.keep.numpy()
+    noisy = trial.member.data.train.noisy_mask
     assert noisy[rejected].mean() > 1.5 * noisy.mean()  # the rejected are far noisier than the training set
     assert rejected[noisy].mean() > 0.8  # and most of the noise is rejected
     second = trial.run_epoch()

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from schema.errors import DataError
+from schema.metric_names import on_test
 from study.loading import parse_spec
-from trainables.loop import NonFiniteLossError, Trial
+from trainables.loop import NonFiniteLossError, TrialRun
 
 
 def _spec(**train):
@@ -20,56 +21,57 @@ def _spec(**train):
 
 
 def test_an_epoch_reports_every_metric():
-    metrics = Trial.build(_spec()).run_epoch()
-    for name in ("epoch", "train/loss", "train/loss/ms", "recall_at_1", "recall_at_8", "nmi", "epoch_time_s"):
+    metrics = TrialRun.single(_spec()).run_epoch()
+    for name in ("epoch", "train/loss", "train/loss/ms", "test/recall_at_1", "test/recall_at_8", "test/nmi"):
         assert name in metrics
-    assert metrics["epoch"] == 1
-    assert 0.0 <= metrics["recall_at_1"] <= metrics["recall_at_8"] <= 1.0
+    assert "epoch_time_s" in metrics and metrics["epoch"] == 1
+    assert 0.0 <= metrics[on_test("recall_at_1")] <= metrics[on_test("recall_at_8")] <= 1.0
 
 
 def test_checkpoint_round_trip_resumes_exactly(tmp_path):
     spec = _spec()
-    first = Trial.build(spec)
+    first = TrialRun.single(spec)
     first.run_epoch()
     first.save(tmp_path)
     expected = first.run_epoch()
 
-    resumed = Trial.build(spec)
+    resumed = TrialRun.single(spec)
     resumed.restore(tmp_path)
     assert resumed.epoch == 1
     again = resumed.run_epoch()
     # Same weights, optimiser state and RNG streams → the same second epoch.
     assert again["train/loss"] == pytest.approx(expected["train/loss"], rel=1e-5)
-    assert again["recall_at_1"] == pytest.approx(expected["recall_at_1"])
-    for a, b in zip(first.model.parameters(), resumed.model.parameters()):
+    assert again[on_test("recall_at_1")] == pytest.approx(expected[on_test("recall_at_1")])
+    for a, b in zip(first.member.model.parameters(), resumed.member.model.parameters()):
         torch.testing.assert_close(a, b)
 
 
 def test_non_finite_loss_fails_the_trial():
-    trial = Trial.build(_spec(optimizer={"name": "sgd", "lr": 1e38}))
+    trial = TrialRun.single(_spec(optimizer={"name": "sgd", "lr": 1e38}))
     with pytest.raises(NonFiniteLossError, match="not finite"):
         trial.run_epoch()
 
 
 def test_too_many_classes_per_batch_is_a_clear_error():
     with pytest.raises(DataError, match="classes_per_batch=6 exceeds the 5 training classes"):
-        Trial.build(_spec(classes_per_batch=6))
+        TrialRun.single(_spec(classes_per_batch=6))
 
 
 def test_batches_carry_dataset_indices():
-    trial = Trial.build(_spec())
+    trial = TrialRun.single(_spec())
     seen = []
-    original = trial.family.compute_loss
+    member = trial.member  # the family and the loader of the run's one model
+    original = member.family.compute_loss
 
     def spy(embeddings, batch):
         seen.append((batch.indices.cpu().numpy(), batch.labels.cpu().numpy()))
         return original(embeddings, batch)
 
-    trial.family.compute_loss = spy
-    trial.train_epoch()
+    member.family.compute_loss = spy
+    member.train_epoch()
     assert len(seen) == 5
     for idx, labels in seen:
-        assert np.array_equal(trial.data.train.labels[idx], labels)
+        assert np.array_equal(member.data.train.labels[idx], labels)
         assert len(np.unique(labels)) == 5 and np.all(np.bincount(labels) == 4)
 
 
@@ -93,25 +95,26 @@ def _scheduled(family: str = "ms", **schedule):
 
 def test_step_schedule_scales_every_group_and_survives_a_checkpoint(tmp_path):
     spec = _scheduled("margin", type="step", milestones=[2, 3], gamma=0.5)
-    trial = Trial.build(spec)
-    ratio = trial.optimizer.param_groups[1]["lr"] / trial.optimizer.param_groups[0]["lr"]  # margin's own β lr
+    trial = TrialRun.single(spec)
+    groups = trial.member.optimizer.param_groups
+    ratio = groups[1]["lr"] / groups[0]["lr"]  # margin's own β lr
     lrs = [trial.run_epoch()["lr"] for _ in range(2)]
     trial.save(tmp_path)
-    resumed = Trial.build(spec)
+    resumed = TrialRun.single(spec)
     resumed.restore(tmp_path)
     lrs += [resumed.run_epoch()["lr"] for _ in range(2)]
     assert lrs == pytest.approx([1e-3, 1e-3, 5e-4, 2.5e-4])
-    groups = resumed.optimizer.param_groups
+    groups = resumed.member.optimizer.param_groups
     assert groups[1]["lr"] / groups[0]["lr"] == pytest.approx(ratio)
 
 
 def test_cosine_schedule_anneals_to_its_floor_and_none_keeps_the_lr():
-    trial = Trial.build(_scheduled(type="cosine", min_factor=0.1))
+    trial = TrialRun.single(_scheduled(type="cosine", min_factor=0.1))
     lrs = [trial.run_epoch()["lr"] for _ in range(4)]
     expected = [1e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * e / 4))) for e in range(4)]
     assert lrs == pytest.approx(expected)
-    assert trial.optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)  # after the last epoch: the floor
-    assert Trial.build(_scheduled()).run_epoch()["lr"] == pytest.approx(1e-3)
+    assert trial.member.optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)  # after the last epoch: the floor
+    assert TrialRun.single(_scheduled()).run_epoch()["lr"] == pytest.approx(1e-3)
 
 
 def test_step_schedule_without_milestones_is_a_spec_error():
@@ -119,3 +122,32 @@ def test_step_schedule_without_milestones_is_a_spec_error():
 
     with pytest.raises(SpecError, match="train.lr_schedule: .*needs milestones"):
         _scheduled(type="step")
+
+
+def test_the_dataset_cache_is_keyed_on_the_dataset_spec_alone():
+    from schema.spec import DatasetSpec
+    from trainables.data import load_dataset
+    from trainables.loop.dataset_cache import cached_dataset
+
+    spec = _spec()
+    shared = TrialRun.single(spec).full
+    assert TrialRun.single(spec.model_copy(update={"seed": 7})).full is shared  # the trial's seed is not the data's
+    noisy = DatasetSpec(name="digits", noise={"kind": "uniform", "ratio": 0.2, "seed": 1})
+    cached = cached_dataset(noisy)
+    assert cached is not shared and cached_dataset(noisy) is cached
+    fresh = load_dataset(noisy, seed=0)
+    assert np.array_equal(cached.train.labels, fresh.train.labels) and cached.train.noisy_mask.any()
+
+
+def test_a_checkpoint_from_before_the_extra_state_hook_still_restores():
+    """Checkpoints written before the families used torch's extra-state hook kept it under ``family_extra``."""
+    spec = _spec().model_copy(update={"family": "bspml"})
+    first = TrialRun.single(spec)
+    first.run_epoch()
+    state = first.member.state()
+    family = dict(state["family"])
+    old = {**state, "family": family, "family_extra": family.pop("_extra_state")}
+    resumed = TrialRun.single(spec)
+    resumed.member.load_state(old)
+    for key, value in first.member.family.state_dict().items():  # the solver's generator included
+        torch.testing.assert_close(resumed.member.family.state_dict()[key], value)

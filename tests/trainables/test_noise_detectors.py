@@ -8,7 +8,7 @@ import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from study.loading import parse_spec
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 from trainables.noise_detectors import (
     centroid_score,
     detection_scores,
@@ -143,11 +143,12 @@ def _digits(every: int, ratio: float = 0.2, epochs: int = 2):
 
 
 def test_the_loop_scores_every_detector_against_the_recorded_noise():
-    trial = Trial.build(_digits(every=1))
+    trial = TrialRun.single(_digits(every=1))
     metrics = trial.run_epoch()
-    embeddings = trial.embed(trial.data.train)
-    labels = torch.as_tensor(trial.data.train.labels)
-    noisy = trial.data.train.noisy_mask
+    member = trial.member  # the detectors are recomputed from its training embeddings
+    embeddings = member.embed(member.data.train)
+    labels = torch.as_tensor(member.data.train.labels)
+    noisy = member.data.train.noisy_mask
     assert 0.15 < noisy.mean() < 0.25
     for name, detector in (("xi", xi_score), ("centroid", centroid_score), ("knn", knn_score)):
         score = detector(embeddings, labels).double().numpy()
@@ -158,11 +159,11 @@ def test_the_loop_scores_every_detector_against_the_recorded_noise():
 
 
 def test_detectors_run_every_n_epochs_and_not_on_clean_labels():
-    trial = Trial.build(_digits(every=2))
+    trial = TrialRun.single(_digits(every=2))
     assert not any(k.startswith("noise/") for k in trial.run_epoch())
     assert "noise/knn_auroc" in trial.run_epoch()
-    off = Trial.build(_digits(every=0, epochs=1)).run_epoch()
-    clean = Trial.build(_digits(every=1, ratio=0.0, epochs=1)).run_epoch()
+    off = TrialRun.single(_digits(every=0, epochs=1)).run_epoch()
+    clean = TrialRun.single(_digits(every=1, ratio=0.0, epochs=1)).run_epoch()
     assert not any(k.startswith("noise/") for k in (*off, *clean))
 
 

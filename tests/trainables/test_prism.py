@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from study.loading import parse_spec
 from trainables.base import Batch, FamilyContext
-from trainables.loop import Trial
+from trainables.loop import TrialRun
 from trainables.prism import PrismFamily, PrismParams, clean_probability, select_clean
 
 # ----------------------------------------------------------------------------------- loop references
@@ -201,8 +201,7 @@ def test_a_short_glyphs_run_reports_prism_metrics_and_noise_auroc():
             "params": {"memory_size": 256},
         }
     )
-    trial = Trial.build(spec)
-    metrics = trial.run_epoch()
+    metrics = TrialRun.build(spec).run_epoch()
     for name in ("prism_threshold", "prism_kept_share", "excluded_share", "noise_auroc", "train/loss/memory"):
         assert name in metrics and math.isfinite(metrics[name]), name
     assert 0.5 < metrics["prism_kept_share"] < 1.0
@@ -230,17 +229,18 @@ def test_estimated_rate_comes_from_the_knn_vote_on_the_training_embeddings(tmp_p
             "diagnostics": {"every": 0},
         }
     )
-    trial = Trial.build(spec)
-    assert trial.family.noise_rate == 0.0  # the oracle's 0.2 is not used
+    trial = TrialRun.build(spec)
+    family = trial.member.family
+    assert family.noise_rate == 0.0  # the oracle's 0.2 is not used
     first = trial.run_epoch()
     assert first["prism_kept_share"] == 1.0  # nothing to select before the first estimate
-    labels = torch.as_tensor(trial.data.train.labels)
-    expected = knn_noise_rate(trial.embed(trial.data.train), labels)
-    assert first["prism_estimated_rate"] == pytest.approx(expected) == trial.family.noise_rate
+    train = trial.member.data.train
+    expected = knn_noise_rate(trial.member.embed(train), torch.as_tensor(train.labels))
+    assert first["prism_estimated_rate"] == pytest.approx(expected) == family.noise_rate
     assert 0.0 < expected < 1.0
     trial.save(tmp_path)
-    resumed = Trial.build(spec)
+    resumed = TrialRun.build(spec)
     resumed.restore(tmp_path)
-    assert resumed.family.noise_rate == pytest.approx(expected)
+    assert resumed.member.family.noise_rate == pytest.approx(expected)
     second = trial.run_epoch()
     assert second["prism_kept_share"] < 1.0

@@ -1,0 +1,166 @@
+"""The Ray Tune ``Tuner`` of each stage of a study, wired once (:func:`stage_tuner`): the search
+(:func:`search_tuner`: Optuna's sampler behind :class:`~study.bookkeeping.StudySearch`, ASHA or FIFO) and the final
+stage (:func:`final_tuner`: a grid over the best configurations' seeds). Both restore their experiment when a driver
+resumes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from schema.metric_names import TEST_PREFIX, VAL_PREFIX
+from schema.spec import StudySpec
+from study.bookkeeping import PersistentASHA, StudySearch
+from study.compat import restored_run_config
+from study.credentials import RedactedRDBStorage
+from study.layout import FINAL_EXPERIMENT, StudyLayout
+from study.progress import ProgressTable
+from study.search_space import make_sampler, to_optuna
+from study.tracking import MlflowTrialCallback
+from study.watchdog import PendingTimeout
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ray.tune import Tuner
+
+__all__ = ["stage_tuner", "search_tuner", "final_tuner", "final_metric"]
+
+
+def _trial_dirname(trial: Any) -> str:
+    return f"trial_{trial.trial_id}"
+
+
+def stage_tuner(
+    spec: StudySpec,
+    layout: StudyLayout,
+    experiment: str,
+    param_space: dict[str, Any],
+    callbacks: list[Any],
+    max_failures: int,
+    tune_config: Callable[[], dict[str, Any]] | None,
+) -> Tuner:
+    """One stage's Tuner, the same wiring for the search and the final stage: ``train_fn`` with the spec's resources,
+    this driver's callbacks and retry budget, one checkpoint kept per trial, ``trial_<id>`` directories.
+
+    ``tune_config=None`` restores the stage's experiment (``<root>/<experiment>``); else a new one is built with
+    ``tune_config()``'s ``TuneConfig`` options (the search's searcher and scheduler are built only then).
+    """
+    from ray import tune
+
+    from trainables.loop import train_fn
+
+    trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
+    failure_config = tune.FailureConfig(max_failures=max_failures)
+    if tune_config is None:
+        tuner = tune.Tuner.restore(
+            f"{layout.root}/{experiment}",
+            trainable,
+            resume_unfinished=True,
+            resume_errored=False,
+            param_space=param_space,
+        )
+        # The restored run config is the pickle taken at the stage's start: give it this driver's callbacks (fresh
+        # MLflow client, parent run reopened) and this invocation's retry budget. Ray offers no public setter; the
+        # searcher and scheduler are restored as pickled (see StudySearch, PersistentASHA).
+        run_config = restored_run_config(tuner)
+        run_config.callbacks = callbacks
+        run_config.failure_config = failure_config
+        return tuner
+    return tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=spec.search.max_concurrent,
+            trial_dirname_creator=_trial_dirname,
+            # One worker process runs trial after trial (Ray resets its session): imports, the dataset and the first
+            # calls are paid once per worker, not per trial (docs/performance.md). An errored trial's actor is never
+            # reused, and the NaN marker lives in the trial's storage directory (trainables.loop).
+            reuse_actors=True,
+            **tune_config(),
+        ),
+        run_config=tune.RunConfig(
+            name=experiment,
+            storage_path=layout.root,
+            callbacks=callbacks,
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            failure_config=failure_config,
+            verbose=0,  # ProgressTable replaces Ray's reporter, which prints the whole spec per trial
+        ),
+    )
+
+
+def search_tuner(
+    spec: StudySpec,
+    layout: StudyLayout,
+    param_space: dict[str, Any],
+    callback: MlflowTrialCallback,
+    resuming: bool,
+    max_failures: int,
+    pending_timeout_s: float,
+) -> Tuner:
+    """The search stage: Optuna's sampler behind :class:`StudySearch`, ASHA or FIFO, ``search.num_trials`` trials."""
+    s = spec.search
+    callbacks = [
+        callback,
+        ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space)),
+        PendingTimeout(pending_timeout_s),
+    ]
+
+    def search_config() -> dict[str, Any]:
+        from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+        searcher = StudySearch(
+            space=to_optuna(s.space),
+            metric=s.metric,
+            mode=s.mode,
+            sampler=make_sampler(s.sampler, s.space),
+            study_name=spec.name,
+            storage=RedactedRDBStorage(layout.optuna_url),
+            max_t=spec.train.epochs,
+        )
+        scheduler: TrialScheduler = FIFOScheduler()
+        if s.scheduler.type == "asha":
+            scheduler = PersistentASHA(
+                time_attr="training_iteration",
+                max_t=spec.train.epochs,
+                grace_period=min(s.scheduler.grace_period, spec.train.epochs),
+                reduction_factor=s.scheduler.reduction_factor,
+                state_file=layout.asha_state,
+            )
+        return {
+            "metric": s.metric,
+            "mode": s.mode,
+            "search_alg": searcher,
+            "scheduler": scheduler,
+            "num_samples": s.num_trials,
+        }
+
+    return stage_tuner(spec, layout, "tune", param_space, callbacks, max_failures, None if resuming else search_config)
+
+
+def final_metric(spec: StudySpec) -> str:
+    """The test metric the final stage's progress table shows: the search metric on the test split."""
+    metric = spec.search.metric
+    return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
+
+
+def final_tuner(
+    spec: StudySpec,
+    layout: StudyLayout,
+    param_space: dict[str, Any],
+    callback: MlflowTrialCallback,
+    num_points: int,
+    max_failures: int,
+    pending_timeout_s: float,
+) -> Tuner:
+    """The final stage: a grid over ``param_space``'s final points, restored when a driver died during it (its points
+    are the same: the search's results are)."""
+    from ray.tune import Tuner
+
+    callbacks = [
+        callback,
+        ProgressTable(final_metric(spec), spec.search.mode, num_points, spec.train.epochs, []),
+        PendingTimeout(pending_timeout_s),
+    ]
+    restore = Tuner.can_restore(layout.final_dir)
+    return stage_tuner(spec, layout, FINAL_EXPERIMENT, param_space, callbacks, max_failures, None if restore else dict)

@@ -1,0 +1,121 @@
+"""What one Ray trial trains and reports: :class:`TrialRun`, its members in lockstep, one checkpoint for all."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from schema.metric_names import ARTIFACTS_DIR, EPOCH, EPOCH_TIME, EVAL_TIME, TEST_PREFIX, VAL_PREFIX, on_fold, on_test
+from schema.spec import StudySpec
+from trainables.data import DatasetSplits
+from trainables.data.folds import check_validation, fold_splits, validation_groups
+from trainables.loop.dataset_cache import cached_dataset
+from trainables.loop.member import Member
+from trainables.metrics import retrieval_metrics
+from trainables.models import input_dataset
+
+__all__ = ["TrialRun", "CHECKPOINT_FILE"]
+
+#: The checkpoint file in every directory :meth:`TrialRun.save` writes.
+CHECKPOINT_FILE = "trial_state.pt"
+
+
+def _normalized_concat(parts: list[torch.Tensor]) -> np.ndarray:
+    """MLRC's fold ensemble: each model's L2-normalised embedding, concatenated and re-normalised."""
+    joined = torch.cat([torch.nn.functional.normalize(p.float(), dim=1) for p in parts], dim=1)
+    return torch.nn.functional.normalize(joined, dim=1).cpu().numpy()
+
+
+@dataclass
+class TrialRun:
+    """What one Ray trial trains and reports, by stage and validation protocol.
+
+    - Search stage with ``validation.kind: kfold``: one :class:`Member` per fold, each trained on the other folds'
+      classes, all in lockstep; every epoch reports ``val/<metric>`` (the mean over folds) and
+      ``val/fold<i>/<metric>``; the last epoch also reports ``test/<metric>`` of the fold ensemble (MLRC), which
+      the searcher and scheduler never see (they read the search metric, a ``val/`` name).
+    - Search stage with ``holdout``: one model, ``val/`` every epoch, its ``test/`` at the last epoch.
+    - Search stage with ``none``, and the final stage: one model on all training classes, ``test/`` every epoch.
+
+    Training metrics (losses, family traces, noise diagnostics) are means over the models; times are sums.
+    """
+
+    spec: StudySpec
+    members: list[Member]
+    #: The dataset with its label noise; its test classes are evaluated by the end-of-trial ensemble only.
+    full: DatasetSplits
+    on_validation: bool
+
+    @classmethod
+    def build(cls, spec: StudySpec, final: bool = False, data: DatasetSplits | None = None) -> TrialRun:
+        """The trial of ``spec`` in the search stage (``final=True``: the final stage), on ``data`` (default: the
+        spec's dataset with its label noise, from this process's cache; a benchmark may pass synthetic splits)."""
+        full = cached_dataset(input_dataset(spec)) if data is None else data
+        v = spec.validation
+        if final or not v.enabled:
+            return cls.single(spec, full)
+        check_validation(full.train.num_classes, v, spec.train.classes_per_batch, spec.dataset.name)
+        members = [Member.build(spec, fold_splits(full, g, v.labels)) for g in validation_groups(full.train.labels, v)]
+        return cls(spec=spec, members=members, full=full, on_validation=True)
+
+    @classmethod
+    def single(cls, spec: StudySpec, data: DatasetSplits | None = None) -> TrialRun:
+        """One member on all training classes, reporting ``test/`` every epoch: the final stage's trial and a search
+        without validation. Tests and benchmarks that train one model build this (``spec.validation`` aside)."""
+        full = cached_dataset(input_dataset(spec)) if data is None else data
+        return cls(spec=spec, members=[Member.build(spec, full)], full=full, on_validation=False)
+
+    @property
+    def member(self) -> Member:
+        """The one model of a trial without folds (its family, loaders and optimiser, for tests that probe them)."""
+        assert len(self.members) == 1, "a k-fold trial has one member per fold"
+        return self.members[0]
+
+    @property
+    def epoch(self) -> int:
+        return self.members[0].epoch
+
+    def run_epoch(self) -> dict[str, float]:
+        """Train every member one epoch, evaluate each; returns this epoch's metrics, named by split."""
+        fitted = [m.fit_epoch() for m in self.members]
+        metrics = _mean_metrics(fitted)
+        metrics[EPOCH_TIME] = sum(f[EPOCH_TIME] for f in fitted)
+        start = time.perf_counter()
+        evaluated = [m.evaluate() for m in self.members]
+        split = VAL_PREFIX if self.on_validation else TEST_PREFIX
+        metrics.update({split + k: v for k, v in _mean_metrics(evaluated).items()})
+        if self.on_validation and len(evaluated) > 1:
+            metrics.update({on_fold(i, k): v for i, e in enumerate(evaluated) for k, v in e.items()})
+        if self.on_validation and self.epoch == self.spec.train.epochs:
+            metrics.update({on_test(k): v for k, v in self.ensemble_test().items()})
+        metrics[EVAL_TIME] = time.perf_counter() - start
+        metrics[EPOCH] = self.epoch
+        return metrics
+
+    def ensemble_test(self) -> dict[str, float]:
+        """Retrieval metrics of the models' concatenated embeddings on the test classes (one model: its own)."""
+        test = _normalized_concat([m.embed(self.full.test) for m in self.members])
+        g = self.full.gallery
+        gallery = None if g is None else (_normalized_concat([m.embed(g) for m in self.members]), g.labels)
+        return retrieval_metrics(test, self.full.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery)
+
+    def save(self, directory: Path) -> None:
+        """One checkpoint file with every model's state; the first model's artifacts for MLflow."""
+        torch.save({"members": [m.state() for m in self.members]}, directory / CHECKPOINT_FILE)
+        self.members[0].write_artifacts(directory / ARTIFACTS_DIR)
+
+    def restore(self, directory: Path) -> None:
+        state = torch.load(directory / CHECKPOINT_FILE, map_location=self.members[0].device, weights_only=False)
+        assert len(state["members"]) == len(self.members), "a checkpoint of another validation layout"
+        for member, member_state in zip(self.members, state["members"]):
+            member.load_state(member_state)  # the RNG states are equal: the last one restored is the live one
+
+
+def _mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the mean over the rows that have it (a fold without noisy samples reports no noise diagnostics)."""
+    keys = dict.fromkeys(k for row in rows for k in row)
+    return {k: float(np.mean([row[k] for row in rows if k in row])) for k in keys}

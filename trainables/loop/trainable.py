@@ -1,0 +1,102 @@
+"""``train_fn(config)``: the Ray Tune function trainable every loss family runs in.
+
+It parses its config on the first line, resumes from ``tune.get_checkpoint()`` if Ray restarted it, and then, once
+per epoch, runs one epoch of its :class:`~trainables.loop.run.TrialRun` and calls ``tune.report(metrics,
+checkpoint=...)`` exactly once, so ``training_iteration`` equals the epoch. Reporting and checkpointing, nothing
+else: what an epoch trains and evaluates is :class:`~trainables.loop.run.TrialRun`'s.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from ray import tune
+
+from schema.spec import StudySpec
+from schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
+from trainables.loop.member import NonFiniteLossError
+from trainables.loop.run import TrialRun
+from trainables.registry import family_param_names
+
+__all__ = ["train_fn", "trial_spec"]
+
+_NONFINITE_MARKER = "nonfinite_loss.txt"
+
+
+def trial_spec(config: dict[str, Any]) -> StudySpec:
+    """The trial's spec from its Ray Tune config (the driver checked every range end when the study loaded)."""
+    return resolve_trial_spec(config[SPEC_KEY], sampled_values(config), family_param_names)
+
+
+@dataclass(frozen=True)
+class _NonFiniteMarker:
+    """``nonfinite_loss.txt`` in the trial's directory of the study's storage (``<storage>/<name>/tune/trial_<id>``).
+
+    Not in ``tune.get_context().get_trial_dir()``: that is a node-local staging directory, and Ray 2.60 gives a
+    fresh actor a different one (``driver_artifacts/``) than an actor reused for the trial's retry
+    (``working_dirs/``, ``FunctionTrainable.reset_config``), so a retry never saw the first attempt's marker. The
+    storage path is the same for every attempt, on every node, and on any filesystem ``storage`` may name.
+    """
+
+    filesystem: Any  # pyarrow.fs.FileSystem
+    path: str
+
+    @classmethod
+    def of_this_trial(cls) -> _NonFiniteMarker:
+        # Ray's DeveloperAPI (public, though its StorageContext may change between minor versions; no private import).
+        storage = tune.get_context().get_storage()
+        assert storage is not None, "train_fn runs inside a Ray Tune trial"
+        return cls(storage.storage_filesystem, f"{storage.trial_fs_path}/{_NONFINITE_MARKER}")
+
+    def read(self) -> str | None:
+        """The first attempt's error, or ``None`` if no attempt of this trial hit a non-finite loss."""
+        from pyarrow.fs import FileType
+
+        if self.filesystem.get_file_info(self.path).type == FileType.NotFound:
+            return None
+        with self.filesystem.open_input_stream(self.path) as stream:
+            return stream.read().decode()
+
+    def write(self, reason: str) -> None:
+        self.filesystem.create_dir(self.path.rsplit("/", 1)[0], recursive=True)
+        with self.filesystem.open_output_stream(self.path) as stream:
+            stream.write(reason.encode())
+
+
+def train_fn(config: dict[str, Any]) -> None:
+    """Ray Tune function trainable shared by every loss family."""
+    spec = trial_spec(config)
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
+    torch.set_num_threads(max(1, int(spec.resources.cpu)))
+    # A reused worker (study.tuner sets reuse_actors) ran another trial just before: free what that one left in
+    # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
+    gc.collect()
+    trial = TrialRun.build(spec, final=trial_stage(config) == "final")
+    # A NaN is deterministic: a retry (``--max-failures``) would replay the same batches into the same NaN.
+    # The marker in the trial's directory makes the retry fail at once instead of retraining.
+    marker = _NonFiniteMarker.of_this_trial()
+    if (reason := marker.read()) is not None:
+        raise NonFiniteLossError(f"not retried: {reason}")
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as directory:
+            trial.restore(Path(directory))
+    every = spec.train.checkpoint_every
+    while trial.epoch < spec.train.epochs:
+        try:
+            metrics = trial.run_epoch()
+        except NonFiniteLossError as e:
+            marker.write(str(e))
+            raise
+        if trial.epoch % every and trial.epoch < spec.train.epochs:
+            tune.report(metrics)
+            continue
+        with tempfile.TemporaryDirectory() as directory:
+            trial.save(Path(directory))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
