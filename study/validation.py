@@ -18,24 +18,18 @@ from functools import partial
 from typing import Any
 
 from schema.errors import SpecError
-from schema.metric_names import (
-    ACC1,
-    ACC5,
-    EPOCH_TIME,
-    EVAL_TIME,
-    LR,
-    MAP_AT_R,
-    NMI,
-    R_PRECISION,
-    SPECTRAL_DECAY,
-    TEST_PREFIX,
-    TRAIN_LOSS,
-    VAL_PREFIX,
-    recall_at,
-)
+from schema.metric_names import EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, VAL_PREFIX
 from schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes
 from schema.trial import SPEC_KEY, flatten, resolve_trial_spec, sampled_values
-from trainables.names import BACKBONE_NAMES, DATASET_NAMES, ON_DISK_DATASETS, PRETRAINABLE, SAME_CLASS_TEST_DATASETS
+from trainables.metric_registry import evaluated_names
+from trainables.names import (
+    BACKBONE_NAMES,
+    DATASET_NAMES,
+    ON_DISK_DATASETS,
+    PAIRED_DATASETS,
+    PRETRAINABLE,
+    SAME_CLASS_TEST_DATASETS,
+)
 from trainables.registry import FAMILY_NAMES, family_param_names, get_rules
 
 __all__ = [
@@ -115,10 +109,14 @@ def _check_linear_probe(spec: StudySpec) -> None:
 
 
 def _check_search_metric(spec: StudySpec) -> None:
-    """The searcher sees validation metrics when validation is on, test metrics only with ``kind: none``."""
-    evaluated = {recall_at(k) for k in spec.train.recall_at} | {NMI, SPECTRAL_DECAY, MAP_AT_R, R_PRECISION}
-    if spec.train.linear_probe:
-        evaluated |= {ACC1, ACC5}
+    """The searcher sees validation metrics when validation is on, test metrics only with ``kind: none``. What a
+    trial reports: the evaluation metrics of :mod:`trainables.metric_registry` (per the dataset and the probe), the
+    loop's training metrics and the family's ``metric_names``."""
+    evaluated = evaluated_names(
+        spec.train.recall_at,
+        paired_test=spec.dataset.name in PAIRED_DATASETS,
+        linear_probe=spec.train.linear_probe,
+    )
     split = VAL_PREFIX if spec.validation.enabled else TEST_PREFIX
     known = {split + m for m in evaluated} | {TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, LR}
     known |= set(get_rules(spec.family).metric_names)
