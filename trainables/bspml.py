@@ -80,6 +80,12 @@ def weighted_ms_loss(
 class SelfPacedMSFamily(SPMSRules, BaseLossFamily):
     """SPMS: self-paced sample weights on the MS loss, no balance term."""
 
+    # Buffers (checkpointed with the family), typed for the checker.
+    weights: torch.Tensor
+    lam: torch.Tensor
+    rounds: torch.Tensor
+    lam_used: torch.Tensor
+
     def __init__(self, params: SPMSParams, ctx: FamilyContext) -> None:
         super().__init__(params, ctx)
         self.miner = miners.MultiSimilarityMiner(epsilon=params.ms_epsilon)

@@ -38,7 +38,6 @@ temperatures down to about 0.003.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -76,7 +75,9 @@ def _view_ids(num_embeddings: int, device: torch.device) -> torch.Tensor:
     return torch.arange(num_embeddings // 2, device=device).repeat(2)
 
 
-def _shifted_exp_terms(embeddings: torch.Tensor, temperature: float) -> tuple[torch.Tensor, ...]:
+def _shifted_exp_terms(
+    embeddings: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Per anchor (row): ``e^{s(x,v) − m}``, the negatives' ``e^{s(x,u_i) − m}`` summed, ``e^{s(x,x) − m}``,
     the shift ``m`` (the row maximum) and ``N``; in float64."""
     z = embeddings.double()
@@ -159,7 +160,7 @@ class NPairFamily(NPairRules, _TwoViewFamily):
 
 class _DebiasedFamily(_TwoViewFamily):
     #: ``(embeddings, temperature, tau_plus) -> loss``
-    loss_fn: ClassVar[Callable[[torch.Tensor, float, float], torch.Tensor]]
+    loss_fn: ClassVar[staticmethod[[torch.Tensor, float, float], torch.Tensor]]
 
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         p: DebiasedParams = self.params

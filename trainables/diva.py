@@ -181,6 +181,11 @@ def head_slices(embedding_dim: int) -> list[slice]:
 class DiVAFamily(DiVARules, BaseLossFamily):
     num_views = 2  # the image and its augmentation, for DaNCE
 
+    # DaNCE's memory queue: buffers (checkpointed with the family), typed for the checker.
+    queue: torch.Tensor
+    queue_filled: torch.Tensor
+    queue_next: torch.Tensor
+
     def __init__(self, params: DiVAParams, ctx: FamilyContext) -> None:
         super().__init__(params, ctx)
         self.slices = head_slices(ctx.embedding_dim)
@@ -237,8 +242,8 @@ class DiVAFamily(DiVARules, BaseLossFamily):
         online = self._online[0]
         for key, value in zip(self.key_encoder.parameters(), online.parameters()):
             key.mul_(mu).add_(value.detach(), alpha=1.0 - mu)
-        for key, value in zip(self.key_encoder.buffers(), online.buffers()):
-            key.copy_(value)
+        for key_buffer, buffer in zip(self.key_encoder.buffers(), online.buffers()):
+            key_buffer.copy_(buffer)
 
     @torch.no_grad()
     def _keys(self, inputs: torch.Tensor) -> torch.Tensor:

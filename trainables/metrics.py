@@ -54,7 +54,7 @@ def _gpu_resources() -> faiss.StandardGpuResources:
 
 
 def _flat_ip_index(dim: int) -> faiss.Index:
-    index = faiss.IndexFlatIP(dim)
+    index: faiss.Index = faiss.IndexFlatIP(dim)
     if use_faiss_gpu():
         index = faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
     return index

@@ -112,5 +112,5 @@ class TripletFamily(TripletRules, PmlLossFamily):
 class TripletSmoothFamily(TripletSmoothRules, TripletFamily):
     """The triplet family with the soft-plus loss (same miners)."""
 
-    def build_criterion(self, params: TripletSmoothParams) -> nn.Module:
+    def build_criterion(self, params: TripletParams) -> nn.Module:
         return losses.TripletMarginLoss(margin=params.margin, smooth_loss=True)

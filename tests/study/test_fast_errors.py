@@ -138,3 +138,18 @@ def test_every_shipped_spec_validates_without_torch_ray_or_mlflow(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     count, heavy = proc.stdout.split(" ", 1)
     assert int(count) > 40 and heavy.strip() == "[]", proc.stdout
+
+
+def test_every_familys_rules_and_the_metric_registry_import_without_torch(tmp_path):
+    """``get_rules`` for every registered family (what validation reads), and the metric registry."""
+    script = (
+        "import sys\n"
+        "from trainables.registry import FAMILY_NAMES, get_rules\n"
+        "from trainables.metric_registry import EVALUATION_METRICS\n"
+        "rules = [get_rules(n) for n in FAMILY_NAMES]\n"
+        "assert [r.name for r in rules] == list(FAMILY_NAMES) and EVALUATION_METRICS\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray', 'mlflow', 'faiss', 'numpy'}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout

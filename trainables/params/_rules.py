@@ -36,7 +36,7 @@ class FamilyRules:
     """
 
     name: ClassVar[str]
-    Params: ClassVar[type[Any]]
+    Params: ClassVar[type]
     #: Per-epoch metrics this family reports beyond the shared ones (so specs may optimise them).
     metric_names: ClassVar[tuple[str, ...]] = ()
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -97,8 +97,8 @@ class BSPMLParams(SPMSParams):
 
 class SPMSRules(FamilyRules):
     name = "spms"
-    Params = SPMSParams
-    metric_names = (
+    Params: ClassVar[type] = SPMSParams
+    metric_names: ClassVar[tuple[str, ...]] = (
         names.LAMBDA,
         names.MAW,
         names.SDAW,
@@ -130,4 +130,4 @@ class BSPMLRules(SPMSRules):
     """BSPML: SPMS plus the class-balance regulariser (μ)."""
 
     name = "bspml"
-    Params = BSPMLParams
+    Params: ClassVar[type] = BSPMLParams

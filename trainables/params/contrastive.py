@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -30,4 +30,4 @@ class ContrastiveParams:
 
 class ContrastiveRules(FamilyRules):
     name = "contrastive"
-    Params = ContrastiveParams
+    Params: ClassVar[type] = ContrastiveParams

@@ -4,6 +4,7 @@ of :mod:`trainables.debiased`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainables.params._rules import FamilyRules, NonNegative, OpenUnit, Positive
 
@@ -74,19 +75,19 @@ class HCLParams:
 
 class NPairRules(FamilyRules):
     name = "npair"
-    Params = NPairParams
+    Params: ClassVar[type] = NPairParams
 
 
 class DebiasedNegRules(FamilyRules):
     name = "debiased_neg"
-    Params = DebiasedParams
+    Params: ClassVar[type] = DebiasedParams
 
 
 class DebiasedPosRules(FamilyRules):
     name = "debiased_pos"
-    Params = DebiasedPosParams
+    Params: ClassVar[type] = DebiasedPosParams
 
 
 class HCLRules(FamilyRules):
     name = "hcl"
-    Params = HCLParams
+    Params: ClassVar[type] = HCLParams

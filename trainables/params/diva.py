@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -56,7 +56,7 @@ class DiVAParams:
 
 class DiVARules(FamilyRules):
     name = "diva"
-    Params = DiVAParams
+    Params: ClassVar[type] = DiVAParams
 
     @classmethod
     def check_model(cls, params: Any, embedding_dim: int) -> None:

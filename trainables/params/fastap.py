@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainables.params._rules import FamilyRules, PositiveInt
 
@@ -20,4 +21,4 @@ class FastAPParams:
 
 class FastAPRules(FamilyRules):
     name = "fastap"
-    Params = FastAPParams
+    Params: ClassVar[type] = FastAPParams

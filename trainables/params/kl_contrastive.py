@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from trainables.params._rules import FamilyRules, NonNegative, OpenUnit, Positive
 
@@ -37,4 +37,4 @@ class KLContrastiveParams:
 
 class KLContrastiveRules(FamilyRules):
     name = "kl_contrastive"
-    Params = KLContrastiveParams
+    Params: ClassVar[type] = KLContrastiveParams

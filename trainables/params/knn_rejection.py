@@ -4,7 +4,7 @@ previous-epoch neighbours agree with their label."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -38,8 +38,8 @@ class KnnRejectionParams(MSParams):
 
 class KnnRejectionRules(FamilyRules):
     name = "knn_rejection"
-    Params = KnnRejectionParams
-    metric_names = (
+    Params: ClassVar[type] = KnnRejectionParams
+    metric_names: ClassVar[tuple[str, ...]] = (
         names.KNN_REJECTED_SHARE,
         names.EXCLUDED_SHARE,
         names.NOISE_AUROC,

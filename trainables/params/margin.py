@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainables.params._rules import FamilyRules, NonNegative, Positive
 
@@ -45,9 +46,9 @@ class MarginalParams:
 
 class MarginRules(FamilyRules):
     name = "margin"
-    Params = MarginParams
+    Params: ClassVar[type] = MarginParams
 
 
 class MarginalRules(FamilyRules):
     name = "marginal"
-    Params = MarginalParams
+    Params: ClassVar[type] = MarginalParams

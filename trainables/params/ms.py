@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from trainables.params._rules import FamilyRules, NonNegative, Positive, Unbounded
 
@@ -34,4 +34,4 @@ class MSParams:
 
 class MSRules(FamilyRules):
     name = "ms"
-    Params = MSParams
+    Params: ClassVar[type] = MSParams

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -52,8 +52,8 @@ class PrismParams:
 
 class PrismRules(FamilyRules):
     name = "prism"
-    Params = PrismParams
-    metric_names = (
+    Params: ClassVar[type] = PrismParams
+    metric_names: ClassVar[tuple[str, ...]] = (
         names.PRISM_ESTIMATED_RATE,
         names.PRISM_THRESHOLD,
         names.PRISM_KEPT_SHARE,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainables.params._rules import FamilyRules, NonNegative, Positive
 
@@ -26,4 +27,4 @@ class ProxyAnchorParams:
 
 class ProxyAnchorRules(FamilyRules):
     name = "proxy_anchor"
-    Params = ProxyAnchorParams
+    Params: ClassVar[type] = ProxyAnchorParams

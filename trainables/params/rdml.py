@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -31,4 +31,4 @@ class RDMLParams:
 
 class RDMLRules(FamilyRules):
     name = "rdml"
-    Params = RDMLParams
+    Params: ClassVar[type] = RDMLParams

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainables.params._rules import FamilyRules, NonNegative
 
@@ -25,4 +26,4 @@ class SNRParams:
 
 class SNRRules(FamilyRules):
     name = "snr"
-    Params = SNRParams
+    Params: ClassVar[type] = SNRParams

@@ -4,7 +4,7 @@ schedule and its rule λ0 ≤ λ∞ (:class:`~trainables.params.bspml.SPMSRules`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -46,5 +46,5 @@ class SPLRules(SPMSRules):
     """SPL: hard 0/1 weights from a threshold λ on ξ; BSPML's θ-step and schedule, without its solver's traces."""
 
     name = "spl"
-    Params = SPLParams
+    Params: ClassVar[type] = SPLParams
     metric_names = tuple(m for m in SPMSRules.metric_names if not m.startswith("bspml/w_"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from trainables.params._rules import FamilyRules, NonNegative
 
@@ -28,7 +28,7 @@ class TripletParams:
 
 
 @dataclass(frozen=True)
-class TripletSmoothParams:
+class TripletSmoothParams(TripletParams):
     """Hyperparameters of the soft-plus triplet loss (Hermans et al. 2017, Sec. 2 "soft-margin").
 
     Args:
@@ -42,9 +42,9 @@ class TripletSmoothParams:
 
 class TripletRules(FamilyRules):
     name = "triplet"
-    Params = TripletParams
+    Params: ClassVar[type] = TripletParams
 
 
 class TripletSmoothRules(TripletRules):
     name = "triplet_smooth"
-    Params = TripletSmoothParams
+    Params: ClassVar[type] = TripletSmoothParams
