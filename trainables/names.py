@@ -2,7 +2,7 @@
 
 A spec error (a typo, a bad ``--set``) must come back in a fraction of a second, so the driver checks names
 against this module; :mod:`trainables.data` and :mod:`trainables.models` (which import torch) take their name
-lists from here, and ``tests/trainables/test_names.py`` checks that their loader and builder tables match.
+lists from here, and ``tests/study/test_fast_errors.py`` checks that their loader and builder tables match.
 """
 
 from __future__ import annotations
