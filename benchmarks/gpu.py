@@ -124,7 +124,7 @@ def loader(workers: list[int], images: int, batch: int) -> dict[int, float]:
             Image.fromarray(small).resize((500, 375), Image.Resampling.BICUBIC).save(Path(tmp) / f"{i}.jpg", quality=90)
             names.append(f"{i}.jpg")
         labels = np.arange(images) % 10
-        split = LabeledSplit(items=names, labels=labels, true_labels=labels.copy(), load_item=ImageFile(tmp, 256))  # type: ignore[arg-type]
+        split = LabeledSplit(items=names, labels=labels, true_labels=labels.copy(), load_item=ImageFile(tmp, 256))
         dataset = IndexedDataset(split, train_transform(256, 224))
         for w in workers:
             dl = DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=w, persistent_workers=w > 0)

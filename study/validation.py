@@ -2,8 +2,9 @@
 own parameter rules, the metrics a study can optimise, and every search-space name (resolved at the ends of its
 range). The schema (:mod:`schema.spec`) knows none of these; this module is where the two layers meet.
 
-Names are checked against :mod:`trainables.names` and :mod:`trainables.registry`, which import no torch: a typo
-costs no torch import. Only a family's own rules load the family's module (and with it torch).
+Names are checked against :mod:`trainables.names` and :mod:`trainables.registry`, and a family's own rules come
+from :func:`trainables.registry.get_rules` (``trainables/params``): none of them imports torch, so no spec error,
+and no valid spec's validation, costs a torch import.
 
 Errors are :class:`~schema.errors.SpecError` built from the offending key and a message; the loader adds where
 the spec came from.
@@ -17,25 +18,19 @@ from functools import partial
 from typing import Any
 
 from schema.errors import SpecError
-from schema.metric_names import (
-    ACC1,
-    ACC5,
-    EPOCH_TIME,
-    EVAL_TIME,
-    LR,
-    MAP_AT_R,
-    NMI,
-    R_PRECISION,
-    SPECTRAL_DECAY,
-    TEST_PREFIX,
-    TRAIN_LOSS,
-    VAL_PREFIX,
-    recall_at,
-)
+from schema.metric_names import EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, VAL_PREFIX
 from schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes
 from schema.trial import SPEC_KEY, flatten, resolve_trial_spec, sampled_values
-from trainables.names import BACKBONE_NAMES, DATASET_NAMES, ON_DISK_DATASETS, PRETRAINABLE, SAME_CLASS_TEST_DATASETS
-from trainables.registry import FAMILY_NAMES, family_param_names, get_family
+from trainables.metric_registry import evaluated_names
+from trainables.names import (
+    BACKBONE_NAMES,
+    DATASET_NAMES,
+    ON_DISK_DATASETS,
+    PAIRED_DATASETS,
+    PRETRAINABLE,
+    SAME_CLASS_TEST_DATASETS,
+)
+from trainables.registry import FAMILY_NAMES, family_param_names, get_rules
 
 __all__ = [
     "validate_spec",
@@ -66,8 +61,8 @@ _check_backbone = _known("model.backbone", "backbone", BACKBONE_NAMES)
 def validate_spec(spec: StudySpec, *, family_rules: bool = True) -> None:
     """Every registry-backed rule on a study spec (the schema's own rules have run already).
 
-    The name checks come first; ``family_rules=False`` stops there, before the family's module (and torch) is
-    imported: enough for a command that only reads the study's stores (``--status``).
+    The name checks come first; ``family_rules=False`` stops there, before the family's rules are loaded: enough
+    for a command that only reads the study's stores (``--status``).
     """
     _check_family(spec.family)
     _check_dataset(spec.dataset.name)
@@ -114,13 +109,17 @@ def _check_linear_probe(spec: StudySpec) -> None:
 
 
 def _check_search_metric(spec: StudySpec) -> None:
-    """The searcher sees validation metrics when validation is on, test metrics only with ``kind: none``."""
-    evaluated = {recall_at(k) for k in spec.train.recall_at} | {NMI, SPECTRAL_DECAY, MAP_AT_R, R_PRECISION}
-    if spec.train.linear_probe:
-        evaluated |= {ACC1, ACC5}
+    """The searcher sees validation metrics when validation is on, test metrics only with ``kind: none``. What a
+    trial reports: the evaluation metrics of :mod:`trainables.metric_registry` (per the dataset and the probe), the
+    loop's training metrics and the family's ``metric_names``."""
+    evaluated = evaluated_names(
+        spec.train.recall_at,
+        paired_test=spec.dataset.name in PAIRED_DATASETS,
+        linear_probe=spec.train.linear_probe,
+    )
     split = VAL_PREFIX if spec.validation.enabled else TEST_PREFIX
     known = {split + m for m in evaluated} | {TRAIN_LOSS, EPOCH_TIME, EVAL_TIME, LR}
-    known |= set(get_family(spec.family).metric_names)
+    known |= set(get_rules(spec.family).metric_names)
     metric = spec.search.metric
     if metric in known or metric.startswith("train/"):
         return
@@ -139,13 +138,13 @@ def _check_search_metric(spec: StudySpec) -> None:
 
 def family_params(family: str, values: dict[str, Any]) -> Any:
     """The family's frozen ``Params`` built from ``values`` (unknown names and bad values: ``ValueError``)."""
-    return get_family(family).parse_params(values)
+    return get_rules(family).parse_params(values)
 
 
 def check_family_rules(family: str, params: dict[str, Any], space: dict[str, Any], embedding_dim: int) -> None:
     """The family's own rules on a spec: its params (names, types, per-value bounds), then ``check_spec`` on the
     extremes the fixed values and searched ranges can reach, and ``check_model`` on the embedding size."""
-    cls = get_family(family)
+    cls = get_rules(family)
     fixed = family_params(family, params)
     extremes = {
         name: param_extremes(space[name]) if name in space else [getattr(fixed, name)] for name in cls.param_names()
@@ -208,7 +207,7 @@ def _check_params_shared(params: dict[str, Any], families: list[Any]) -> None:
     unknown = [f for f in families if f not in FAMILY_NAMES]
     if unknown:
         raise SpecError(f"unknown family {unknown[0]!r}; known: {', '.join(FAMILY_NAMES)}", "search.space.family")
-    known = {n for f in families for n in get_family(f).param_names()}
+    known = {n for f in families for n in get_rules(f).param_names()}
     for name in params:
         if name not in known:
             raise SpecError(f"params.{name} is not a parameter of any family in search.space.family")
@@ -218,7 +217,7 @@ def _check_each_family(spec: StudySpec, families: list[Any]) -> None:
     """With ``family`` searched, each sampled family's rules on the fixed params it keeps and the ranges of its
     own searched params."""
     for name in families:
-        own = set(get_family(name).param_names())
+        own = set(get_rules(name).param_names())
         params = {k: v for k, v in spec.params.items() if k in own}
         space = {k: p for k, p in spec.search.space.items() if k in own}
         _in_params(partial(check_family_rules, name, params, space, spec.model.embedding_dim), f"family {name}: ")

@@ -10,11 +10,14 @@ from __future__ import annotations
 import abc
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from torch import nn
+
+# The Params bounds moved to the torch-free rules (trainables/params); re-exported for existing imports.
+from trainables.params import NonNegative, OpenUnit, Positive, PositiveInt
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,14 +32,6 @@ __all__ = [
     "PositiveInt",
     "OpenUnit",
 ]
-
-
-#: Per-value bounds for ``Params`` fields, checked when a spec's params are parsed (and at every search-range
-#: end, since the spec layer resolves a trial there): ``temperature: Positive = 0.5``.
-Positive = Annotated[float, Field(gt=0)]
-NonNegative = Annotated[float, Field(ge=0)]
-PositiveInt = Annotated[int, Field(ge=1)]
-OpenUnit = Annotated[float, Field(gt=0, lt=1)]
 
 
 @dataclass(frozen=True)

@@ -12,34 +12,17 @@ term is averaged over its pairs with non-zero loss (PML's default reducer), no m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pytorch_metric_learning import losses
 from pytorch_metric_learning.distances import CosineSimilarity
 from torch import nn
 
 from trainables.base import PmlLossFamily
+from trainables.params.contrastive import ContrastiveParams, ContrastiveRules
 
 __all__ = ["ContrastiveFamily", "ContrastiveParams"]
 
 
-@dataclass(frozen=True)
-class ContrastiveParams:
-    """Margins of the contrastive loss, on cosine similarity; defaults are the BSPML baselines' (Sec. 5).
-
-    Args:
-        pos_margin: positives are penalised while their similarity is below this.
-        neg_margin: negatives are penalised while their similarity is above this.
-    """
-
-    pos_margin: float = 1.0
-    neg_margin: float = 0.0
-
-
-class ContrastiveFamily(PmlLossFamily):
-    name = "contrastive"
-    Params = ContrastiveParams
-
+class ContrastiveFamily(ContrastiveRules, PmlLossFamily):
     def build_criterion(self, params: ContrastiveParams) -> nn.Module:
         return losses.ContrastiveLoss(
             pos_margin=params.pos_margin, neg_margin=params.neg_margin, distance=CosineSimilarity()

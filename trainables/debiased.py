@@ -38,14 +38,22 @@ temperatures down to about 0.003.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from pytorch_metric_learning import losses
 
-from trainables.base import BaseLossFamily, Batch, NonNegative, OpenUnit, Positive
+from trainables.base import BaseLossFamily, Batch
+from trainables.params.debiased import (
+    DebiasedNegRules,
+    DebiasedParams,
+    DebiasedPosParams,
+    DebiasedPosRules,
+    HCLParams,
+    HCLRules,
+    NPairParams,
+    NPairRules,
+)
 
 __all__ = [
     "NPairFamily",
@@ -67,7 +75,9 @@ def _view_ids(num_embeddings: int, device: torch.device) -> torch.Tensor:
     return torch.arange(num_embeddings // 2, device=device).repeat(2)
 
 
-def _shifted_exp_terms(embeddings: torch.Tensor, temperature: float) -> tuple[torch.Tensor, ...]:
+def _shifted_exp_terms(
+    embeddings: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Per anchor (row): ``e^{s(x,v) − m}``, the negatives' ``e^{s(x,u_i) − m}`` summed, ``e^{s(x,x) − m}``,
     the shift ``m`` (the row maximum) and ``N``; in float64."""
     z = embeddings.double()
@@ -135,67 +145,11 @@ def hcl_loss(embeddings: torch.Tensor, temperature: float, tau_plus: float, beta
     return (torch.log(pos + n_g) - torch.log(pos)).mean().to(embeddings.dtype)
 
 
-@dataclass(frozen=True)
-class NPairParams:
-    """Hyperparameters of InfoNCE / NT-Xent.
-
-    Args:
-        temperature: ``t`` in ``s = f(x)ᵀf(y) / t`` (0.5, SimCLR's CIFAR-10 value).
-    """
-
-    temperature: Positive = 0.5
-
-
-@dataclass(frozen=True)
-class DebiasedParams:
-    """Hyperparameters of the debiased contrastive losses.
-
-    Args:
-        temperature: ``t`` (0.5, as for ``npair``); also sets the floor ``e^{−1/t}``.
-        tau_plus: ``τ⁺``, the class prior: the probability that a "negative" shares the anchor's class
-            (0.1 = ten balanced classes, CIFAR-10); must lie in (0, 1).
-    """
-
-    temperature: Positive = 0.5
-    tau_plus: OpenUnit = 0.1
-
-
-@dataclass(frozen=True)
-class DebiasedPosParams(DebiasedParams):
-    """``L_Pos``'s hyperparameters.
-
-    Args:
-        self_term: keep the anchor's own ``e^{f(x)ᵀf(x)/t}`` in ``P_emp`` (Eq. 23 as written, default) or drop it
-            and average over the N + 1 other embeddings (``false``; InfoNCE at ``τ⁺ = 1/(N+1)``).
-    """
-
-    self_term: bool = True
-
-
-@dataclass(frozen=True)
-class HCLParams:
-    """Hyperparameters of hard-negative debiased contrastive learning (Robinson et al., ICLR 2021).
-
-    Args:
-        temperature: ``t`` (0.5, the official code's default, as for ``npair``).
-        tau_plus: ``τ⁺``, the class prior of the debiasing (0.1, the official CIFAR-10/STL-10 runs); in (0, 1).
-        beta: ``β``, the concentration of the hardness weights ``e^{β·s}`` (1.0, the official ``launch.sh``);
-            0 turns the reweighting off (``L_Neg``).
-    """
-
-    temperature: Positive = 0.5
-    tau_plus: OpenUnit = 0.1
-    beta: NonNegative = 1.0
-
-
 class _TwoViewFamily(BaseLossFamily):
     num_views = 2
 
 
-class NPairFamily(_TwoViewFamily):
-    name = "npair"
-    Params = NPairParams
-
+class NPairFamily(NPairRules, _TwoViewFamily):
     def __init__(self, params: NPairParams, ctx: Any) -> None:
         super().__init__(params, ctx)
         self.criterion = losses.NTXentLoss(temperature=params.temperature)
@@ -205,23 +159,19 @@ class NPairFamily(_TwoViewFamily):
 
 
 class _DebiasedFamily(_TwoViewFamily):
-    Params = DebiasedParams
     #: ``(embeddings, temperature, tau_plus) -> loss``
-    loss_fn: ClassVar[Callable[[torch.Tensor, float, float], torch.Tensor]]
+    loss_fn: ClassVar[staticmethod[[torch.Tensor, float, float], torch.Tensor]]
 
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         p: DebiasedParams = self.params
         return {self.name: type(self).loss_fn(embeddings, p.temperature, p.tau_plus)}
 
 
-class DebiasedNegFamily(_DebiasedFamily):
-    name = "debiased_neg"
+class DebiasedNegFamily(DebiasedNegRules, _DebiasedFamily):
     loss_fn = staticmethod(debiased_neg_loss)
 
 
-class DebiasedPosFamily(_DebiasedFamily):
-    name = "debiased_pos"
-    Params = DebiasedPosParams
+class DebiasedPosFamily(DebiasedPosRules, _DebiasedFamily):
     loss_fn = staticmethod(debiased_pos_loss)
 
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
@@ -229,10 +179,7 @@ class DebiasedPosFamily(_DebiasedFamily):
         return {self.name: debiased_pos_loss(embeddings, p.temperature, p.tau_plus, p.self_term)}
 
 
-class HCLFamily(_TwoViewFamily):
-    name = "hcl"
-    Params = HCLParams
-
+class HCLFamily(HCLRules, _TwoViewFamily):
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         p: HCLParams = self.params
         return {self.name: hcl_loss(embeddings, p.temperature, p.tau_plus, p.beta)}

@@ -38,7 +38,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -46,7 +45,8 @@ import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 from torch import nn
 
-from trainables.base import BaseLossFamily, Batch, FamilyContext, Positive, PositiveInt
+from trainables.base import BaseLossFamily, Batch, FamilyContext
+from trainables.params.diva import HEADS, DiVAParams, DiVARules
 
 __all__ = [
     "DiVAFamily",
@@ -60,48 +60,7 @@ __all__ = [
     "DiVAMarginLoss",
 ]
 
-#: Task heads, in the order their chunks sit in the model's embedding.
-HEADS = ("disc", "shared", "intra", "dance")
 _DECORRELATED = ("dance", "shared", "intra")  # each paired with "disc"
-_MIN_HEAD_DIM = 4  # q(d) needs D > 3
-
-
-@dataclass(frozen=True)
-class DiVAParams:
-    """Hyperparameters of DiVA (paper defaults: ResNet-50 on CUB-200-2011, Tab. 1 and Sec. 4).
-
-    Args:
-        alpha: α_i of Eq. 7, one weight for the shared, intra-class and DaNCE tasks (0.3).
-        rho: ρ of Eq. 7, one decorrelation weight for every pair in P (1500).
-        temperature: τ of DaNCE (0.01).
-        margin: γ of the margin loss, every task (0.2).
-        beta_init: initial β of the margin loss (1.2); learnable per class in ``L_disc``, fixed in shared/intra.
-        beta_lr: learning rate of ``L_disc``'s β (5e-4, as the ``margin`` family).
-        cutoff: distances are clipped below at this before distance weighting (0.5).
-        nonzero_loss_cutoff: samples farther than this are never drawn / weigh 0 in DaNCE (1.4).
-        queue_size: number of keys in DaNCE's memory queue (4096; MoCo uses 65536).
-        ema_momentum: μ of the key encoder's running average (0.9).
-        weight_cap: λ of ``w(d) = min(λ, q(d)^{-1})``, on weights rescaled to mean 1 per anchor (1: no negative
-            logit is amplified beyond plain NCE, the easy ones are damped towards 0).
-        decorrelation_hidden: width of the hidden layer of each ψ (512).
-        margin_divisor: what the summed margin-loss terms are divided by: ``per_triplet`` (default), the number of
-            triplets with a positive or a negative violation, as the official code computes on PyTorch ≥ 1.2;
-            ``per_term``, the number of violated terms, as pytorch-metric-learning's ``MarginLoss``.
-    """
-
-    alpha: float = 0.3
-    rho: float = 1500.0
-    temperature: Positive = 0.01
-    margin: float = 0.2
-    beta_init: float = 1.2
-    beta_lr: float = 5.0e-4
-    cutoff: float = 0.5
-    nonzero_loss_cutoff: float = 1.4
-    queue_size: PositiveInt = 4096
-    ema_momentum: float = 0.9
-    weight_cap: float = 1.0
-    decorrelation_hidden: int = 512
-    margin_divisor: Literal["per_triplet", "per_term"] = "per_triplet"
 
 
 class DiVAMarginLoss(losses.MarginLoss):
@@ -219,17 +178,13 @@ def head_slices(embedding_dim: int) -> list[slice]:
     return [slice(lo, hi) for lo, hi in zip(bounds, bounds[1:])]
 
 
-class DiVAFamily(BaseLossFamily):
-    name = "diva"
-    Params = DiVAParams
+class DiVAFamily(DiVARules, BaseLossFamily):
     num_views = 2  # the image and its augmentation, for DaNCE
 
-    @classmethod
-    def check_model(cls, params: DiVAParams, embedding_dim: int) -> None:
-        if embedding_dim < _MIN_HEAD_DIM * len(HEADS):
-            raise ValueError(
-                f"model.embedding_dim >= {_MIN_HEAD_DIM * len(HEADS)} must hold for DiVA's four heads, got {embedding_dim}"
-            )
+    # DaNCE's memory queue: buffers (checkpointed with the family), typed for the checker.
+    queue: torch.Tensor
+    queue_filled: torch.Tensor
+    queue_next: torch.Tensor
 
     def __init__(self, params: DiVAParams, ctx: FamilyContext) -> None:
         super().__init__(params, ctx)
@@ -287,8 +242,8 @@ class DiVAFamily(BaseLossFamily):
         online = self._online[0]
         for key, value in zip(self.key_encoder.parameters(), online.parameters()):
             key.mul_(mu).add_(value.detach(), alpha=1.0 - mu)
-        for key, value in zip(self.key_encoder.buffers(), online.buffers()):
-            key.copy_(value)
+        for key_buffer, buffer in zip(self.key_encoder.buffers(), online.buffers()):
+            key_buffer.copy_(buffer)
 
     @torch.no_grad()
     def _keys(self, inputs: torch.Tensor) -> torch.Tensor:

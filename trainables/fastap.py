@@ -7,28 +7,15 @@ soft bins over [0, 4]). A BSPML baseline with 10 bins.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pytorch_metric_learning import losses
 from torch import nn
 
 from trainables.base import PmlLossFamily
+from trainables.params.fastap import FastAPParams, FastAPRules
 
 __all__ = ["FastAPFamily", "FastAPParams"]
 
 
-@dataclass(frozen=True)
-class FastAPParams:
-    """Args:
-    num_bins: number of histogram bins of the distance quantisation (10 as in the BSPML baselines).
-    """
-
-    num_bins: int = 10
-
-
-class FastAPFamily(PmlLossFamily):
-    name = "fastap"
-    Params = FastAPParams
-
+class FastAPFamily(FastAPRules, PmlLossFamily):
     def build_criterion(self, params: FastAPParams) -> nn.Module:
         return losses.FastAPLoss(num_bins=params.num_bins)

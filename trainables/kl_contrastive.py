@@ -22,20 +22,17 @@ normalised output (:meth:`KLContrastiveFamily.test_embedding`). On paired data (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses
 
-from trainables.base import BaseLossFamily, Batch, FamilyContext, NonNegative, OpenUnit, Positive
+from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.debiased import debiased_neg_loss, debiased_pos_loss, hcl_loss
+from trainables.params.kl_contrastive import KLContrastiveParams, KLContrastiveRules
 
 __all__ = ["KLContrastiveFamily", "KLContrastiveParams", "kl_to_standard_normal", "KL_TERM"]
 
 KL_TERM = "kl_normal"
-ContrastiveLoss = Literal["npair", "debiased_neg", "debiased_pos", "hcl"]
 
 
 def kl_to_standard_normal(raw: torch.Tensor) -> torch.Tensor:
@@ -45,32 +42,7 @@ def kl_to_standard_normal(raw: torch.Tensor) -> torch.Tensor:
     return 0.5 * (var + mu * mu - 1.0 - torch.log(var)).sum()
 
 
-@dataclass(frozen=True)
-class KLContrastiveParams:
-    """Hyperparameters of the thesis' 2-D experiment loss (§4.1).
-
-    Args:
-        loss: the contrastive part: ``npair`` (Eq. 2, 12), ``debiased_neg`` (``L_Neg``, Eq. 15-16), ``debiased_pos``
-            (``L_Pos``, Eq. 22-24; the thesis' contribution, default) or ``hcl`` (Robinson et al. 2021, Sec. 3).
-        temperature: ``t`` of the contrastive part (0.5, SimCLR's value; the thesis gives none for §4.1).
-        tau_plus: ``τ⁺`` of ``debiased_neg``/``debiased_pos``/``hcl`` (0.1; the thesis gives none for §4.1).
-        beta: ``β`` of ``hcl`` (1.0, Robinson et al.'s official runs); read by ``hcl`` only.
-        kl_weight: weight of the KL term (1.0: the thesis adds it unweighted).
-        self_term: ``debiased_pos`` only: keep the anchor's own term in Eq. 23's ``P_emp`` (default, as written)
-            or drop it (``false``: over N + 1; see :func:`~trainables.debiased.debiased_pos_loss`).
-    """
-
-    loss: ContrastiveLoss = "debiased_pos"
-    temperature: Positive = 0.5
-    tau_plus: OpenUnit = 0.1
-    beta: NonNegative = 1.0
-    kl_weight: NonNegative = 1.0
-    self_term: bool = True
-
-
-class KLContrastiveFamily(BaseLossFamily):
-    name = "kl_contrastive"
-    Params = KLContrastiveParams
+class KLContrastiveFamily(KLContrastiveRules, BaseLossFamily):
     num_views = 2
     raw_embeddings = True
 

@@ -22,50 +22,20 @@ mapped piecewise linearly so that ``agreement`` sits at 0.5: ``score < 0.5`` is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import torch
-from pydantic import Field
 from pytorch_metric_learning import losses, miners
 
 from schema import metric_names as names
-from trainables.base import BaseLossFamily, Batch, FamilyContext, NonNegative, Positive, PositiveInt
+from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.noise_detectors import knn_score
+from trainables.params.knn_rejection import KnnRejectionParams, KnnRejectionRules
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = ["KnnRejectionParams", "KnnRejectionFamily", "agreement_score", "drop_rejected_pairs"]
-
-
-@dataclass(frozen=True)
-class KnnRejectionParams:
-    """Hyperparameters of kNN rejection on MS.
-
-    N2D2's own k and threshold were not available to us when this was written (we read its abstract only), so the
-    defaults are measured, and a study should search them (``search_spaces/knn_rejection_glyphs.yaml``): k = 10 as
-    the detectors use, and ``agreement`` = 0.1, keep a sample when at least one of its 10 neighbours shares its label.
-    A majority vote (0.5) rejects 95 % of glyphs' training set after the first epoch (20 % per-class noise; 12
-    samples per class, so a young embedding seldom puts 5 same-label samples among the 10 nearest) and 92 % after
-    the second; at 0.1 it rejects 42 % / 31 %, of which 38 % / 51 % are noisy, catching 95 % / 93 % of the noise
-    (docs/prism.md, "Label-free detectors").
-
-    Args:
-        k: neighbours of each sample in the previous epoch's training embeddings (itself excluded).
-        agreement: the least share of the ``k`` neighbours that must carry the sample's label for it to be kept.
-        ms_alpha: α of MS (Eq. 3), as in :class:`~trainables.ms.MSParams`.
-        ms_beta: β of MS.
-        ms_base: ρ of MS (the similarity offset).
-        ms_epsilon: ε of the MS mining rules (Eq. 4-5).
-    """
-
-    k: PositiveInt = 10
-    agreement: Annotated[float, Field(gt=0, le=1)] = 0.1
-    ms_alpha: Positive = 2.0
-    ms_beta: Positive = 50.0
-    ms_base: float = 1.0
-    ms_epsilon: NonNegative = 0.1
 
 
 def agreement_score(agree: torch.Tensor, agreement: float) -> torch.Tensor:
@@ -87,18 +57,8 @@ def drop_rejected_pairs(
     return a1[pos], p[pos], a2[neg], n[neg]
 
 
-class KnnRejectionFamily(BaseLossFamily):
+class KnnRejectionFamily(KnnRejectionRules, BaseLossFamily):
     """MS on the samples whose previous-epoch neighbours agree with their label."""
-
-    name = "knn_rejection"
-    Params = KnnRejectionParams
-    metric_names = (
-        names.KNN_REJECTED_SHARE,
-        names.EXCLUDED_SHARE,
-        names.NOISE_AUROC,
-        names.NOISE_PRECISION,
-        names.NOISE_RECALL,
-    )
 
     keep: torch.Tensor
     score: torch.Tensor

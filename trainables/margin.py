@@ -14,42 +14,19 @@ Eq. 2, β fixed at 1.4, α = 0.2, Sec. 6.1) with random semi-hard pair sampling,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pytorch_metric_learning import losses, miners
 from torch import nn
 
 from trainables.base import PmlLossFamily
+from trainables.params.margin import MarginalParams, MarginalRules, MarginParams, MarginRules
 from trainables.triplet import RandomSemiHardMiner
 
 __all__ = ["MarginFamily", "MarginParams", "MarginalFamily", "MarginalParams"]
 
 
-@dataclass(frozen=True)
-class MarginParams:
-    """Hyperparameters of Wu et al.'s margin loss (their Sec. 5 defaults).
-
-    Args:
-        margin: α of Eq. 3 (0.2).
-        beta_init: initial value of every class's learnable boundary β(i) (1.2).
-        beta_lr: β's own learning rate (5e-4; the value commonly used with Wu et al.'s loss, e.g. Roth et al.
-            2020, https://arxiv.org/abs/2002.08473 — Wu et al. do not state one).
-        cutoff: distance-weighted sampling clips distances below this before weighting (0.5).
-        nonzero_loss_cutoff: only negatives closer than this are sampled (1.4).
-    """
-
-    margin: float = 0.2
-    beta_init: float = 1.2
-    beta_lr: float = 5.0e-4
-    cutoff: float = 0.5
-    nonzero_loss_cutoff: float = 1.4
-
-
-class MarginFamily(PmlLossFamily):
-    name = "margin"
-    Params = MarginParams
-
+class MarginFamily(MarginRules, PmlLossFamily):
     def build_criterion(self, params: MarginParams) -> nn.Module:
         num_classes = int(self.ctx.train_labels.max()) + 1 if len(self.ctx.train_labels) else 1
         return losses.MarginLoss(
@@ -64,23 +41,7 @@ class MarginFamily(PmlLossFamily):
         return [{"params": list(self.parameters()), "lr": self.params.beta_lr}]
 
 
-@dataclass(frozen=True)
-class MarginalParams:
-    """Hyperparameters of the noise paper's marginal loss (Sec. 6.1 "Loss parameters").
-
-    Args:
-        beta: β, the fixed boundary between positive and negative distances (1.4).
-        alpha: α, the margin on both sides of β (0.2); also the random semi-hard window.
-    """
-
-    beta: float = 1.4
-    alpha: float = 0.2
-
-
-class MarginalFamily(PmlLossFamily):
-    name = "marginal"
-    Params = MarginalParams
-
+class MarginalFamily(MarginalRules, PmlLossFamily):
     def build_criterion(self, params: MarginalParams) -> nn.Module:
         return losses.MarginLoss(margin=params.alpha, nu=0.0, beta=params.beta, learn_beta=False)
 

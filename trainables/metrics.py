@@ -1,5 +1,8 @@
 """Retrieval metrics on faiss: Recall@k, MAP@R and R-precision over the test set (self excluded) and NMI of
-k-means clusters; the spectral decay of the test embeddings.
+k-means clusters; the spectral decay of the test embeddings; the paired and linear-probe metrics.
+
+Each metric function is registered under the names it returns (:func:`trainables.metric_registry.computes`); the
+spec layer reads that registry, not this module, so it knows what a trial reports without importing faiss or torch.
 
 Embeddings are L2-normalised, so inner product is cosine similarity and ranks like Euclidean distance.
 The GPU index is used only when faiss was built with GPU support and sees a GPU.
@@ -25,6 +28,7 @@ from schema.metric_names import (
     SPECTRAL_DECAY,
     recall_at,
 )
+from trainables.metric_registry import RECALL_AT_K, computes
 
 __all__ = [
     "linear_probe_accuracy",
@@ -50,7 +54,7 @@ def _gpu_resources() -> faiss.StandardGpuResources:
 
 
 def _flat_ip_index(dim: int) -> faiss.Index:
-    index = faiss.IndexFlatIP(dim)
+    index: faiss.Index = faiss.IndexFlatIP(dim)
     if use_faiss_gpu():
         index = faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
     return index
@@ -86,6 +90,7 @@ def knn_indices(embeddings: np.ndarray, k: int, chunk: int = 16384, gallery: np.
     return out
 
 
+@computes(RECALL_AT_K)
 def recall_at_k(
     embeddings: np.ndarray,
     labels: np.ndarray,
@@ -123,6 +128,7 @@ def _relevant_counts(labels: np.ndarray, base_labels: np.ndarray, exclude_self: 
     return np.where(classes[pos] == labels, counts[pos], 0) - int(exclude_self)
 
 
+@computes(MAP_AT_R, R_PRECISION)
 def map_at_r_and_r_precision(
     embeddings: np.ndarray,
     labels: np.ndarray,
@@ -164,6 +170,7 @@ def map_at_r_and_r_precision(
     }
 
 
+@computes(NMI)
 def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0, niter: int = 20, nredo: int | None = None) -> float:
     """NMI between the labels and k-means clusters (as many clusters as classes).
 
@@ -191,6 +198,7 @@ def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0, niter: int = 
     return float(normalized_mutual_info_score(labels, assignment.ravel()))
 
 
+@computes(SPECTRAL_DECAY)
 def spectral_decay(embeddings: np.ndarray) -> float:
     """KL divergence of the normalised singular-value spectrum from the uniform distribution (``rho``).
 
@@ -227,6 +235,7 @@ def retrieval_metrics(
     return {**recalls, NMI: nmi(embeddings, labels, seed=seed), SPECTRAL_DECAY: spectral_decay(embeddings)}
 
 
+@computes(PAIRED_MAE, PAIRED_COSINE)
 def paired_metrics(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
     """The debiased-contrastive thesis' §4.1 metrics between paired embeddings ``x_i``, ``y_i`` (the model outputs of
     the two modalities of test sample i): ``paired_mae = (1/n) Σ ||x_i − y_i||₂`` (its "MAE": the Euclidean norm of
@@ -238,6 +247,7 @@ def paired_metrics(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
     }
 
 
+@computes(ACC1, ACC5)
 def linear_probe_accuracy(
     train: torch.Tensor,
     train_labels: np.ndarray,

@@ -2,7 +2,7 @@
 
 A spec error (a typo, a bad ``--set``) must come back in a fraction of a second, so the driver checks names
 against this module; :mod:`trainables.data` and :mod:`trainables.models` (which import torch) take their name
-lists from here, and ``tests/trainables/test_names.py`` checks that their loader and builder tables match.
+lists from here, and ``tests/study/test_fast_errors.py`` checks that their loader and builder tables match.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ __all__ = [
     "EMBEDDED_DATASETS",
     "ON_DISK_DATASETS",
     "SAME_CLASS_TEST_DATASETS",
+    "PAIRED_DATASETS",
     "BACKBONE_NAMES",
     "PRETRAINABLE",
 ]
@@ -36,6 +37,9 @@ EMBEDDED_DATASETS: frozenset[str] = frozenset({"digits", "glyphs", "flows2d"})
 ON_DISK_DATASETS: frozenset[str] = frozenset(DATASET_NAMES) - EMBEDDED_DATASETS
 #: Datasets whose test split has the training classes (the contrastive protocol), so a linear probe fits.
 SAME_CLASS_TEST_DATASETS: frozenset[str] = frozenset({"cifar10"})
+#: Datasets whose test split pairs two views of each sample (two modalities made from one latent): their trials also
+#: report the paired metrics (:data:`trainables.metric_registry.EVALUATION_METRICS`, ``requires="paired_test"``).
+PAIRED_DATASETS: frozenset[str] = frozenset({"flows2d"})
 
 #: Backbones with ImageNet weights (``model.pretrained: true``): torchvision's.
 PRETRAINABLE: tuple[str, ...] = ("resnet18", "resnet34", "resnet50", "googlenet")

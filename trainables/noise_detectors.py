@@ -173,7 +173,7 @@ class NoiseDetectorTrace:
         self.every = every
 
     def due(self, epoch: int) -> bool:
-        return self.every > 0 and epoch % self.every == 0 and self.noisy.any() and not self.noisy.all()
+        return self.every > 0 and epoch % self.every == 0 and bool(self.noisy.any()) and not self.noisy.all()
 
     def metrics(self, embeddings: torch.Tensor) -> dict[str, float]:
         """``noise/<detector>_auroc`` and ``noise/<detector>_ap`` of each detector on ``embeddings`` (ctx order)."""

@@ -8,36 +8,18 @@ checkpoints them. As in the paper's code, the proxies learn ``proxy_lr_scale`` t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pytorch_metric_learning import losses
 from torch import nn
 
 from trainables.base import PmlLossFamily
+from trainables.params.proxy_anchor import ProxyAnchorParams, ProxyAnchorRules
 
 __all__ = ["ProxyAnchorFamily", "ProxyAnchorParams"]
 
 
-@dataclass(frozen=True)
-class ProxyAnchorParams:
-    """Hyperparameters of Proxy-Anchor; defaults from the BSPML baselines (Sec. 5) and Kim et al. Sec. 4.
-
-    Args:
-        alpha: α, the scale of Eq. 4 (32).
-        delta: δ, the margin of Eq. 4 (0.1).
-        proxy_lr_scale: the proxies' learning rate as a multiple of ``train.optimizer.lr`` (100 in Kim et al.).
-    """
-
-    alpha: float = 32.0
-    delta: float = 0.1
-    proxy_lr_scale: float = 100.0
-
-
-class ProxyAnchorFamily(PmlLossFamily):
-    name = "proxy_anchor"
-    Params = ProxyAnchorParams
-
+class ProxyAnchorFamily(ProxyAnchorRules, PmlLossFamily):
     def build_criterion(self, params: ProxyAnchorParams) -> nn.Module:
         # Labels index the proxies, so there is one per label value (class ids need not be 0..C-1).
         num_classes = int(self.ctx.train_labels.max()) + 1 if len(self.ctx.train_labels) else 1

@@ -19,11 +19,11 @@ original has no deep version.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
 from trainables.base import BaseLossFamily, Batch
+from trainables.params.rdml import RDMLParams, RDMLRules
 
 __all__ = ["RDMLFamily", "RDMLParams", "rescaled_hinge"]
 
@@ -33,25 +33,7 @@ def rescaled_hinge(h: torch.Tensor, eta: float) -> torch.Tensor:
     return -torch.expm1(-eta * h) / -math.expm1(-eta)
 
 
-@dataclass(frozen=True)
-class RDMLParams:
-    """Hyperparameters of the rescaled-hinge pair loss.
-
-    Args:
-        eta: η of the rescaled hinge (BSPML searches {0.5, 1, 2, 3, 4}); larger saturates earlier.
-        threshold: b, the squared distance separating similar from dissimilar pairs (2 = orthogonal).
-        margin: the constraint margin on ``d²``: positives want ``d² ≤ b − margin``, negatives ``d² ≥ b + margin``.
-    """
-
-    eta: float = 1.0
-    threshold: float = 2.0
-    margin: float = 0.5
-
-
-class RDMLFamily(BaseLossFamily):
-    name = "rdml"
-    Params = RDMLParams
-
+class RDMLFamily(RDMLRules, BaseLossFamily):
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         p: RDMLParams = self.params
         sq = (2.0 - 2.0 * embeddings @ embeddings.T).clamp(min=0.0)  # ‖x_i − x_j‖² of unit vectors

@@ -1,4 +1,9 @@
-"""Name → loss family. Adding a family is one module plus one line in ``_FAMILY_MODULES``."""
+"""Name → loss family. Adding a family is one module plus its rules (``trainables/params/<module>.py``) and one
+line in ``_FAMILY_MODULES``.
+
+:func:`get_rules` returns a family's torch-free rules (``Params``, ``metric_names``, ``check_spec``, ...) from
+``trainables.params.<module>`` without importing the family's torch module; :func:`get_family` imports it.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +12,34 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from trainables.base import BaseLossFamily
+    from trainables.params import FamilyRules
 
-__all__ = ["FAMILY_NAMES", "get_family", "family_param_names"]
+__all__ = ["FAMILY_NAMES", "get_family", "get_rules", "family_param_names"]
 
-# Imported lazily so that validating a spec loads only the family it names.
-_FAMILY_MODULES: dict[str, tuple[str, str]] = {
-    "ms": ("trainables.ms", "MultiSimilarityFamily"),
-    "bspml": ("trainables.bspml", "BSPMLFamily"),
-    "spms": ("trainables.bspml", "SelfPacedMSFamily"),
-    "spl": ("trainables.spl", "SPLFamily"),
-    "contrastive": ("trainables.contrastive", "ContrastiveFamily"),
-    "triplet": ("trainables.triplet", "TripletFamily"),
-    "triplet_smooth": ("trainables.triplet", "TripletSmoothFamily"),
-    "margin": ("trainables.margin", "MarginFamily"),
-    "marginal": ("trainables.margin", "MarginalFamily"),
-    "fastap": ("trainables.fastap", "FastAPFamily"),
-    "proxy_anchor": ("trainables.proxy_anchor", "ProxyAnchorFamily"),
-    "snr": ("trainables.snr", "SNRFamily"),
-    "rdml": ("trainables.rdml", "RDMLFamily"),
-    "npair": ("trainables.debiased", "NPairFamily"),
-    "debiased_neg": ("trainables.debiased", "DebiasedNegFamily"),
-    "debiased_pos": ("trainables.debiased", "DebiasedPosFamily"),
-    "hcl": ("trainables.debiased", "HCLFamily"),
-    "kl_contrastive": ("trainables.kl_contrastive", "KLContrastiveFamily"),
-    "diva": ("trainables.diva", "DiVAFamily"),
-    "prism": ("trainables.prism", "PrismFamily"),
-    "knn_rejection": ("trainables.knn_rejection", "KnnRejectionFamily"),
+# Imported lazily so that validating a spec loads only the rules of the family it names, and no torch.
+# name → (family module, family class, rules class in ``trainables.params.<same module>``).
+_FAMILY_MODULES: dict[str, tuple[str, str, str]] = {
+    "ms": ("ms", "MultiSimilarityFamily", "MSRules"),
+    "bspml": ("bspml", "BSPMLFamily", "BSPMLRules"),
+    "spms": ("bspml", "SelfPacedMSFamily", "SPMSRules"),
+    "spl": ("spl", "SPLFamily", "SPLRules"),
+    "contrastive": ("contrastive", "ContrastiveFamily", "ContrastiveRules"),
+    "triplet": ("triplet", "TripletFamily", "TripletRules"),
+    "triplet_smooth": ("triplet", "TripletSmoothFamily", "TripletSmoothRules"),
+    "margin": ("margin", "MarginFamily", "MarginRules"),
+    "marginal": ("margin", "MarginalFamily", "MarginalRules"),
+    "fastap": ("fastap", "FastAPFamily", "FastAPRules"),
+    "proxy_anchor": ("proxy_anchor", "ProxyAnchorFamily", "ProxyAnchorRules"),
+    "snr": ("snr", "SNRFamily", "SNRRules"),
+    "rdml": ("rdml", "RDMLFamily", "RDMLRules"),
+    "npair": ("debiased", "NPairFamily", "NPairRules"),
+    "debiased_neg": ("debiased", "DebiasedNegFamily", "DebiasedNegRules"),
+    "debiased_pos": ("debiased", "DebiasedPosFamily", "DebiasedPosRules"),
+    "hcl": ("debiased", "HCLFamily", "HCLRules"),
+    "kl_contrastive": ("kl_contrastive", "KLContrastiveFamily", "KLContrastiveRules"),
+    "diva": ("diva", "DiVAFamily", "DiVARules"),
+    "prism": ("prism", "PrismFamily", "PrismRules"),
+    "knn_rejection": ("knn_rejection", "KnnRejectionFamily", "KnnRejectionRules"),
 }
 
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILY_MODULES)
@@ -40,10 +47,17 @@ FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILY_MODULES)
 
 def get_family(name: str) -> type[BaseLossFamily]:
     """Return the family class registered as ``name``; ``KeyError`` if there is none."""
-    module_name, class_name = _FAMILY_MODULES[name]
-    return getattr(importlib.import_module(module_name), class_name)
+    module, class_name, _ = _FAMILY_MODULES[name]
+    return getattr(importlib.import_module(f"trainables.{module}"), class_name)
+
+
+def get_rules(name: str) -> type[FamilyRules]:
+    """The torch-free rules of family ``name`` (its ``Params``, ``metric_names``, ``check_spec``, ...); ``KeyError``
+    if there is none. The family class subclasses them (``tests/trainables/test_family_contract.py``)."""
+    module, _, rules_name = _FAMILY_MODULES[name]
+    return getattr(importlib.import_module(f"trainables.params.{module}"), rules_name)
 
 
 def family_param_names(name: str) -> tuple[str, ...] | None:
     """The parameter names of family ``name`` (``None`` for an unknown name; the spec layer reports it)."""
-    return get_family(name).param_names() if name in _FAMILY_MODULES else None
+    return get_rules(name).param_names() if name in _FAMILY_MODULES else None

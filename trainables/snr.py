@@ -8,32 +8,15 @@ The paper's regulariser on the embedding mean (λ = 0.001·mean |Σ h|) is left 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pytorch_metric_learning import losses
 from torch import nn
 
 from trainables.base import PmlLossFamily
+from trainables.params.snr import SNRParams, SNRRules
 
 __all__ = ["SNRFamily", "SNRParams"]
 
 
-@dataclass(frozen=True)
-class SNRParams:
-    """Margins on the SNR distance (PML defaults, the SNR paper's contrastive setting).
-
-    Args:
-        pos_margin: positive pairs are penalised while their SNR distance exceeds this.
-        neg_margin: negative pairs are penalised while their SNR distance is below this.
-    """
-
-    pos_margin: float = 0.0
-    neg_margin: float = 1.0
-
-
-class SNRFamily(PmlLossFamily):
-    name = "snr"
-    Params = SNRParams
-
+class SNRFamily(SNRRules, PmlLossFamily):
     def build_criterion(self, params: SNRParams) -> nn.Module:
         return losses.SignalToNoiseRatioContrastiveLoss(pos_margin=params.pos_margin, neg_margin=params.neg_margin)

@@ -14,50 +14,14 @@ loss is below the training set's mean; ``absolute`` is Kumar's λ in loss units.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
-
 import torch
-from pydantic import Field
 
 from schema import metric_names as names
-from trainables.base import NonNegative, Positive, PositiveInt
 from trainables.bspml import SelfPacedMSFamily
+from trainables.params.spl import SPLParams, SPLRules
 from trainables.self_paced import ms_terms
 
 __all__ = ["SPLParams", "SPLFamily", "spl_weights"]
-
-
-@dataclass(frozen=True)
-class SPLParams:
-    """Hyperparameters of SPL on the MS loss.
-
-    Args:
-        lambda0: initial age λ0 (capped at ``lambda_max``, as in BSPML).
-        lambda_growth: after each round λ ← min(c·λ, λ∞) (Kumar et al. divide K by μ > 1: the same schedule).
-        lambda_max: λ∞, the cap of the age.
-        lambda_scale: ``relative`` (λ in units of the epoch's mean ξ) or ``absolute`` (λ in loss units).
-        ms_alpha, ms_beta, ms_base, ms_epsilon: MS α, β, ρ (Eq. 3/7) and the mining margin ε (Eq. 4-5).
-        epochs_per_round: θ-step epochs per round (a w-step follows each round).
-        topk_negatives: ξ⁻ from the k most similar negatives only (null: all).
-        chunk_size: rows of the similarity matrix computed at once in the w-step.
-    """
-
-    lambda0: Positive = 1.0
-    lambda_growth: Annotated[float, Field(ge=1)] = 1.02
-    lambda_max: Positive = 1.1
-    lambda_scale: Literal["absolute", "relative"] = "relative"
-    ms_alpha: Positive = 2.0
-    ms_beta: Positive = 50.0
-    ms_base: float = 1.0
-    ms_epsilon: NonNegative = 0.1
-    epochs_per_round: PositiveInt = 1
-    topk_negatives: PositiveInt | None = None
-    chunk_size: PositiveInt = 1024
-
-    @property
-    def initial_lambda(self) -> float:
-        return min(self.lambda0, self.lambda_max)
 
 
 def spl_weights(loss: torch.Tensor, lam: float) -> torch.Tensor:
@@ -65,12 +29,8 @@ def spl_weights(loss: torch.Tensor, lam: float) -> torch.Tensor:
     return (loss <= lam).to(loss.dtype)
 
 
-class SPLFamily(SelfPacedMSFamily):
+class SPLFamily(SPLRules, SelfPacedMSFamily):
     """SPL: hard 0/1 weights from a threshold λ on ξ, λ growing each round; BSPML's θ-step."""
-
-    name = "spl"
-    Params = SPLParams  # type: ignore[assignment]
-    metric_names = (*(m for m in SelfPacedMSFamily.metric_names if not m.startswith("bspml/w_")),)
 
     def weight_step(self, embeddings: torch.Tensor) -> None:
         """w_i = [ξ_i ≤ λ] (Eq. 2), then λ ← min(c·λ, λ∞)."""

@@ -21,15 +21,13 @@ one per positive pair, so the two rules of the paper are written here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 from pytorch_metric_learning import losses, miners
 from pytorch_metric_learning.distances import LpDistance
 from torch import nn
 
 from trainables.base import PmlLossFamily
+from trainables.params.triplet import Mining, TripletParams, TripletRules, TripletSmoothParams, TripletSmoothRules
 
 __all__ = [
     "TripletFamily",
@@ -40,8 +38,6 @@ __all__ = [
     "FixedSemiHardMiner",
     "build_triplet_miner",
 ]
-
-Mining = Literal["random_semihard", "fixed_semihard", "hard", "all"]
 
 
 def _positive_pairs(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,24 +101,7 @@ def build_triplet_miner(mining: Mining, margin: float) -> nn.Module | None:
     return None
 
 
-@dataclass(frozen=True)
-class TripletParams:
-    """Hyperparameters of the triplet family; defaults are the noise paper's (Sec. 6.1 "Loss parameters").
-
-    Args:
-        margin: α of Eq. 3 (0.2 in the paper); also the semi-hard window of Eq. 28.
-        mining: ``random_semihard`` (Eq. 28, the paper's robust choice) | ``fixed_semihard`` (Eq. 29) |
-            ``hard`` (batch-hard) | ``all``.
-    """
-
-    margin: float = 0.2
-    mining: Mining = "random_semihard"
-
-
-class TripletFamily(PmlLossFamily):
-    name = "triplet"
-    Params = TripletParams
-
+class TripletFamily(TripletRules, PmlLossFamily):
     def build_criterion(self, params: TripletParams) -> nn.Module:
         return losses.TripletMarginLoss(margin=params.margin)
 
@@ -130,24 +109,8 @@ class TripletFamily(PmlLossFamily):
         return build_triplet_miner(params.mining, params.margin)
 
 
-@dataclass(frozen=True)
-class TripletSmoothParams:
-    """Hyperparameters of the soft-plus triplet loss (Hermans et al. 2017, Sec. 2 "soft-margin").
-
-    Args:
-        margin: α inside the soft-plus; 0 in Hermans et al. (the soft-plus replaces the margin).
-        mining: as for ``triplet``; batch-hard (``hard``) in Hermans et al.
-    """
-
-    margin: float = 0.0
-    mining: Mining = "hard"
-
-
-class TripletSmoothFamily(TripletFamily):
+class TripletSmoothFamily(TripletSmoothRules, TripletFamily):
     """The triplet family with the soft-plus loss (same miners)."""
 
-    name = "triplet_smooth"
-    Params = TripletSmoothParams
-
-    def build_criterion(self, params: TripletSmoothParams) -> nn.Module:
+    def build_criterion(self, params: TripletParams) -> nn.Module:
         return losses.TripletMarginLoss(margin=params.margin, smooth_loss=True)

@@ -60,6 +60,28 @@ def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(tmp_path, spe
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # nothing started, nothing written
 
 
+@pytest.mark.parametrize(
+    ("family", "overrides", "message"),
+    [
+        ("ms", ["--set", "params.ms_alpha=0"], "params.ms_alpha: Input should be greater than 0 (got 0)"),
+        ("bspml", ["--set", "params.lambda_growth=0.5"], "params.lambda_growth: Input should be greater than or equal"),
+        ("bspml", ["--set", "params.lambda0=5", "--set", "params.lambda_max=1"], "lambda0 <= lambda_max must hold"),
+        ("diva", ["--set", "params.ema_momentum=2"], "params.ema_momentum: Input should be less than or equal to 1"),
+        ("diva", ["--set", "model.embedding_dim=8"], "model.embedding_dim >= 16 must hold for DiVA's four heads"),
+        ("prism", ["--set", "params.rate=estimated", "--set", "params.noise_rate=0.2"], "noise_rate must be null"),
+        ("proxy_anchor", ["--set", "params.nosuch=1"], "unknown parameter params.nosuch for family 'proxy_anchor'"),
+    ],
+)
+def test_a_bad_family_param_imports_no_torch_ray_or_mlflow(tmp_path, spec_dict, write_spec, family, overrides, message):
+    """A family's own rules (``trainables/params``) are checked without its torch module."""
+    spec_dict["family"] = family
+    spec_dict["search"]["space"].pop("ms_alpha")
+    code, err, imported = _cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert "trainables" in imported and imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
 def test_an_unreadable_spec_imports_no_torch(tmp_path):
     (tmp_path / "bad.yaml").write_text("name: [unclosed\n")
     code, err, imported = _cli("study.run", ["bad.yaml"], tmp_path)
@@ -99,3 +121,35 @@ def test_the_light_name_lists_match_the_loaders_and_builders():
     assert tuple(_LOADERS) == names.DATASET_NAMES
     assert tuple(_BACKBONES) == names.BACKBONE_NAMES
     assert tuple(_TORCHVISION) == names.PRETRAINABLE
+
+
+def test_every_shipped_spec_validates_without_torch_ray_or_mlflow(tmp_path):
+    """All of validation (names, each family's rules, the metric registry) on every spec in search_spaces/."""
+    from tests.conftest import REPO
+
+    script = (
+        "import sys, pathlib\n"
+        "from study.loading import load_spec\n"
+        f"paths = sorted(pathlib.Path({str(REPO / 'search_spaces')!r}).rglob('*.yaml'))\n"
+        "for p in paths: load_spec(p)\n"
+        "print(len(paths), sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray', 'mlflow'}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    count, heavy = proc.stdout.split(" ", 1)
+    assert int(count) > 40 and heavy.strip() == "[]", proc.stdout
+
+
+def test_every_familys_rules_and_the_metric_registry_import_without_torch(tmp_path):
+    """``get_rules`` for every registered family (what validation reads), and the metric registry."""
+    script = (
+        "import sys\n"
+        "from trainables.registry import FAMILY_NAMES, get_rules\n"
+        "from trainables.metric_registry import EVALUATION_METRICS\n"
+        "rules = [get_rules(n) for n in FAMILY_NAMES]\n"
+        "assert [r.name for r in rules] == list(FAMILY_NAMES) and EVALUATION_METRICS\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray', 'mlflow', 'faiss', 'numpy'}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout

@@ -20,6 +20,7 @@ from harness.fake_data import (
 from schema.errors import DataError, SpecError
 from schema.spec import DatasetSpec
 from study.loading import load_spec, parse_spec
+from trainables import names
 from trainables.data import check_dataset, load_dataset
 from trainables.data._splits import IndexedDataset
 from trainables.data.sampler import BalancedMPerClassSampler, balanced_choice
@@ -250,3 +251,60 @@ def test_sampler_with_hundreds_per_class_draws_distinct_images():
         blocks = batch.reshape(3, 4)
         assert all(len(set(b)) == 4 and len(set(labels[b])) == 1 for b in blocks)
         assert len(set(labels[batch])) == 3
+
+
+# ------------------------------------------------------------------------------------------ the contract
+
+
+def _fake_root(name: str, tmp_path) -> dict:
+    """A spec's dataset keys for ``name`` on a fake tree (on-disk) or as it is (embedded)."""
+    from study.data._export import export_csv
+
+    writers = {
+        "cub200": write_cub,
+        "cars196": write_cars,
+        "sop": write_sop,
+        "inshop": write_inshop,
+        "flowers102": write_flowers,
+        "cifar10": write_cifar10,
+        "imagefolder": write_imagefolder,
+    }
+    if name in writers:
+        root, _ = writers[name](tmp_path)
+        return {"root": str(tmp_path if name == "sop" else root)}
+    if name == "csv":
+        write_cub(tmp_path, n_classes=6, per_class=3)
+        export_csv("cub200", tmp_path, tmp_path / "cub.csv")
+        return {"root": str(tmp_path), "annotations": "cub.csv"}
+    return {"root": str(tmp_path)} if name == "flows2d" else {}
+
+
+@pytest.mark.parametrize("name", names.DATASET_NAMES)
+def test_every_dataset_name_builds_or_names_how_to_get_it(name, tmp_path, monkeypatch):
+    """Every name a spec may use: an on-disk one without its data is one line naming the dataset, the directory and
+    (for the published ones) ``python -m study.data fetch``; on its layout (fake files) or embedded, it loads a
+    class-disjoint split (the same classes for ``SAME_CLASS_TEST_DATASETS`` and flows2d) whose items load, paired exactly for
+    ``PAIRED_DATASETS`` (whose trials report the paired metrics)."""
+    from tests.trainables.test_flows2d import TINY
+    from trainables.data import flows2d
+
+    monkeypatch.setattr(flows2d, "DEFAULT_FLOWS", TINY)
+    extra = {"annotations": "d.csv"} if name == "csv" else {}
+    if name in names.ON_DISK_DATASETS:
+        missing = tmp_path / "nowhere"
+        with pytest.raises(DataError) as err:
+            check_dataset(DatasetSpec(name=name, root=str(missing), **extra))
+        msg = str(err.value)
+        assert "\n" not in msg and f"dataset {name!r}" in msg and str(missing) in msg
+        assert (f"python -m study.data fetch {name}" in msg) == (name not in {"imagefolder", "csv"}), msg
+    keys = _fake_root(name, tmp_path / "data")
+    spec = DatasetSpec(name=name, image_size=16, **keys) if name not in names.EMBEDDED_DATASETS else None
+    data = load_dataset(spec or DatasetSpec(name=name, **keys), seed=0)
+    train, test = set(data.train.labels.tolist()), set(data.test.labels.tolist())
+    assert train and test and len(data.train) and len(data.test)
+    # flows2d's labels are the octants of the latent z in both splits (they drive the sampler and Recall@1 only).
+    same_classes = names.SAME_CLASS_TEST_DATASETS | {"flows2d"}
+    assert (train == test) if name in same_classes else not (train & test)
+    assert data.test.paired == (name in names.PAIRED_DATASETS)
+    x, label, index = IndexedDataset(data.test, data.eval_transform)[0]
+    assert int(label) == int(data.test.labels[0]) and int(index) == 0 and isinstance(x, torch.Tensor)

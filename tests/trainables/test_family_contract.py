@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
+from typing import Annotated, Any, Literal
 
+import annotated_types as at
 import pytest
 import torch
 
+from schema.errors import SpecError
 from study.loading import parse_spec
 from study.validation import family_params
 from trainables.base import Batch
 from trainables.diagnostics import MinedNegatives
 from trainables.loop import TrialRun
 from trainables.loop.member import Member
-from trainables.registry import FAMILY_NAMES, get_family
+from trainables.params import FamilyRules, Unbounded
+from trainables.registry import FAMILY_NAMES, get_family, get_rules
 
 #: Families whose loss mines pairs with a pytorch-metric-learning miner (the loop must see what they mine).
 _MINER_CLASSES = ("miner", "disc_miner")
@@ -48,6 +54,82 @@ def test_registry_key_is_the_family_name_and_its_defaults_validate(name):
     defaults = cls.Params()
     assert family_params(name, {}) == defaults and dataclasses.is_dataclass(defaults)
     assert cls.param_names() == tuple(f.name for f in dataclasses.fields(defaults))
+
+
+#: What the spec layer reads from a family: all of it must come from the torch-free rules.
+_RULE_ATTRIBUTES = ("name", "Params", "metric_names", "check_spec", "check_model", "parse_params", "param_names")
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_the_family_adds_no_rule_to_its_torch_free_rules(name):
+    """Validation reads ``get_rules``; a rule or metric declared on the torch class only would go unchecked."""
+    rules, family = get_rules(name), get_family(name)
+    assert issubclass(rules, FamilyRules) and issubclass(family, rules)
+    for attr in _RULE_ATTRIBUTES:
+        mine, theirs = getattr(family, attr), getattr(rules, attr)
+        assert getattr(mine, "__func__", mine) is getattr(theirs, "__func__", theirs), attr
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        return inner
+    return tp
+
+
+def _constraints(tp: Any) -> tuple[list[Any], list[Unbounded]]:
+    """The annotated-types bounds and the :class:`Unbounded` markers on one field's annotation."""
+    if typing.get_origin(tp) is not Annotated:
+        return [], []
+    bounds: list[Any] = []
+    for m in tp.__metadata__:
+        bounds += [c for c in getattr(m, "metadata", [m]) if isinstance(c, (at.Gt, at.Ge, at.Lt, at.Le))]
+    return bounds, [m for m in tp.__metadata__ if isinstance(m, Unbounded)]
+
+
+def _fields(name: str) -> list[tuple[str, Any]]:
+    hints = typing.get_type_hints(get_rules(name).Params, include_extras=True)
+    return [(f.name, _unwrap_optional(hints[f.name])) for f in dataclasses.fields(get_rules(name).Params)]
+
+
+def _outside(bound: Any, kind: type) -> Any:
+    """A value just outside one bound (of the field's type)."""
+    step = 1 if kind is int else 0.5
+    if isinstance(bound, at.Gt):
+        return bound.gt
+    if isinstance(bound, at.Ge):
+        return bound.ge - step
+    if isinstance(bound, at.Lt):
+        return bound.lt
+    return bound.le + step
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_every_params_field_is_bounded_or_says_why_not(name):
+    """Numbers carry their domain (``Positive``, ``Field(ge=...)``) or an :class:`Unbounded` reason; choices are
+    ``Literal`` or ``bool``."""
+    for field, tp in _fields(name):
+        if typing.get_origin(tp) is Literal or tp is bool:
+            continue
+        bounds, marks = _constraints(tp)
+        assert bounds or (marks and all(m.why.strip() for m in marks)), f"{name}: params.{field} is unbounded"
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_an_out_of_bounds_param_is_one_line_naming_it_before_anything_starts(name):
+    """Each bound of each field, at validation: a one-line ``SpecError`` naming ``params.<field>``."""
+    checked = 0
+    for field, tp in _fields(name):
+        bounds, _ = _constraints(tp)
+        kind = typing.get_args(tp)[0] if bounds else None
+        for bound in bounds:
+            raw = {"name": "bounds", "family": name, "params": {field: _outside(bound, kind)}}
+            with pytest.raises(SpecError) as err:
+                parse_spec(raw)
+            msg = str(err.value)
+            assert "\n" not in msg and f"params.{field}" in msg, msg
+            checked += 1
+    assert checked
 
 
 @pytest.mark.parametrize("name", FAMILY_NAMES)

@@ -180,7 +180,10 @@ class BoxedImageFile(ImageFile):
     def __call__(self, relpath: object) -> Image.Image:
         img = super().__call__(relpath)
         box = self.boxes.get(str(relpath))
-        return img if box is None else img.crop(tuple(round(v) for v in box))
+        if box is None:
+            return img
+        x1, y1, x2, y2 = (round(v) for v in box)
+        return img.crop((x1, y1, x2, y2))
 
 
 def image_splits(
@@ -215,7 +218,7 @@ def image_splits(
         if not mask.any():
             raise layout.error(f"the {name} split is empty", root)
         split = split_by_mask(items, labels, mask, load)
-        layout.require(root / split.items[0])
+        layout.require(root / str(split.items[0]))
         splits[name] = split
     common: dict[str, Any] = dict(
         name=spec.name,

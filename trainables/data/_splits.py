@@ -28,7 +28,8 @@ class LabeledSplit:
             a file path for image datasets).
         labels: observed labels (noisy for a noisy training split), ``int64``.
         true_labels: labels before noise injection (equal to ``labels`` for clean splits).
-        load_item: turns one item into an input tensor; ``None`` when items already are tensors.
+        load_item: turns one item into what the split's transform takes (a PIL image for image files and CIFAR-10's
+            arrays); ``None`` when items already are tensors.
         paired: each item already holds its views, stacked on dim 0 (paired multi-modal data such as
             ``flows2d``: the views are the sample's modalities, not random augmentations). A multi-view loader uses
             them as they are; the loop also reports ``paired_mae``/``paired_cosine`` on such a test split.
@@ -39,7 +40,7 @@ class LabeledSplit:
     items: torch.Tensor | list
     labels: np.ndarray
     true_labels: np.ndarray
-    load_item: Callable[[object], torch.Tensor] | None = None
+    load_item: Callable[[Any], Any] | None = None
     paired: bool = False
     latent: np.ndarray | None = None
 

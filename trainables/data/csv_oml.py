@@ -44,7 +44,7 @@ def _bool(value: str) -> bool | None:
     return True if v in _TRUE else False if v in _FALSE else None
 
 
-def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+def _rows(path: Path) -> list[tuple[int, dict[str, str | None]]]:
     """``(line number, row)`` of the file, header checked."""
     if not path.is_file():
         raise LAYOUT.error("no such annotations file", path)
@@ -59,7 +59,7 @@ def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
             raise LAYOUT.error(
                 f"boxes need all of {', '.join(BOX_COLUMNS)}, but the header has {', '.join(boxes)}", path
             )
-        rows = [(reader.line_num, dict(row)) for row in reader]
+        rows: list[tuple[int, dict[str, str | None]]] = [(reader.line_num, dict(row)) for row in reader]
     if not rows:
         raise LAYOUT.error("no rows", path)
     return rows
