@@ -32,6 +32,7 @@ import polars as pl
 from dashboards import stats
 from dashboards.load import METRIC, DashboardData, DashboardError
 from dashboards.select import final_runs
+from schema import record as R
 from schema.metric_names import OBJECTIVE, TEST_PREFIX
 
 __all__ = [
@@ -215,7 +216,9 @@ def cell_values(runs: pl.DataFrame, metric: str) -> _Cells:
     owner: dict[Cell, str] = {}
     if column not in runs.columns:
         return _Cells(values, configs)
-    final = runs.filter((pl.col("stage") == "final") & (pl.col("status") == "FINISHED") & pl.col(column).is_finite())
+    final = runs.filter(
+        (pl.col(R.STAGE) == R.STAGE_FINAL) & (pl.col("status") == "FINISHED") & pl.col(column).is_finite()
+    )
     for r in final.iter_rows(named=True):
         ratio = float(r["noise_ratio"])
         # At p = 0 the noise kind means nothing (the tag is whatever the spec's default kind was): one clean column.

@@ -3,7 +3,8 @@
 Selection follows the study's protocol: configurations are ranked by the search metric over **search-stage**
 runs only (``val/…`` with validation on, ``test/…`` with ``validation.kind: none``); the final stage's runs
 (the selected configuration retrained with several seeds, evaluated on the test classes) are summarised
-per final group with Student's t 95 % interval, the same numbers the study logs on its parent run.
+per final group with Student's t 95 % interval, the same numbers the study logs on its parent run. "Best" is
+:func:`study.best.pick_best`'s rule (best value, ties to the smallest trial id), the one the final stage retrains.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import math
 import polars as pl
 
 from dashboards.load import FINAL_STAGE, METRIC, PARAM, DashboardData
+from schema import record as R
 from schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
+from study.best import best_by_group
 
 # The final stage's own rule (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n), one definition for the study and every table.
-from study.final_stage import t_interval
+from study.intervals import t_interval
 
 __all__ = [
     "GROUP",
@@ -63,13 +66,13 @@ def as_test(data: DashboardData, metric: str) -> str:
 
 def search_runs(data: DashboardData) -> pl.DataFrame:
     """The search stage's runs (runs without a ``stage`` tag count as search runs)."""
-    return data.runs.filter(pl.col("stage") != FINAL_STAGE)
+    return data.runs.filter(pl.col(R.STAGE) != FINAL_STAGE)
 
 
 def final_runs(data: DashboardData) -> pl.DataFrame:
     """The final stage's runs that finished every epoch (a running or failed final run is left out: its test
     numbers would be of a model trained for fewer epochs than the others)."""
-    return data.runs.filter((pl.col("stage") == FINAL_STAGE) & (pl.col("status") == "FINISHED"))
+    return data.runs.filter((pl.col(R.STAGE) == FINAL_STAGE) & (pl.col("status") == "FINISHED"))
 
 
 def scored_runs(data: DashboardData, metric: str | None = None) -> pl.DataFrame:
@@ -117,7 +120,7 @@ def final_groups(data: DashboardData, metrics: tuple[str, ...]) -> pl.DataFrame:
     runs = final_runs(data)
     if runs.is_empty():
         return pl.DataFrame()
-    return summarise(runs, ["experiment", "group", "source_trial", *GROUP], metrics).sort("experiment", "group")
+    return summarise(runs, ["experiment", R.GROUP, R.SOURCE_TRIAL, *GROUP], metrics).sort("experiment", R.GROUP)
 
 
 def ci_text(mean: float | None, low: float | None, high: float | None, n: int) -> str:
@@ -143,12 +146,11 @@ def best_configs(
     if runs.is_empty():
         return pl.DataFrame()
     objective = METRIC + data.metric
-    descending = data.mode == "max"
     aggs = [
         pl.len().alias("n_runs"),
         pl.col("seed").unique().sort().alias("seeds"),
         pl.col("run_id").alias("run_ids"),
-        pl.col("trial_id").alias("trial_ids"),
+        pl.col(R.TRIAL_ID).alias("trial_ids"),
         pl.col("experiment").unique().alias("experiments"),
         pl.col(objective).mean().alias("mean"),
         pl.col(objective).std().alias("std"),
@@ -158,29 +160,28 @@ def best_configs(
             aggs += [pl.col(METRIC + m).mean().alias(f"mean_{m}"), pl.col(METRIC + m).std().alias(f"std_{m}")]
         else:
             aggs += [pl.lit(None, pl.Float64).alias(f"mean_{m}"), pl.lit(None, pl.Float64).alias(f"std_{m}")]
-    # Ties (a tiny study's Recall@1 often ties) go to what the final stage retrained, then to the earlier run.
-    retrained = set(final_runs(data)["source_trial"].to_list()) - {""}
-    runs = runs.with_columns(pl.col("trial_id").is_in(pl.Series(sorted(retrained), dtype=pl.Utf8)).alias("_retrained"))
-    aggs.append(pl.col("_retrained").any())
-    per_config = runs.group_by([*GROUP, "config"]).agg(*aggs, pl.col("start_time").min())
-    best_config = (
-        per_config.sort(["mean", "_retrained", "start_time"], descending=[descending, True, False], maintain_order=True)
-        .group_by(GROUP, maintain_order=True)
-        .first()
-        .drop("_retrained", "start_time")
-    )
-    best_run = (
-        runs.sort([objective, "_retrained", "start_time"], descending=[descending, True, False], maintain_order=True)
-        .group_by(GROUP, maintain_order=True)
-        .first()
-        .select(
-            *GROUP,
-            pl.col(objective).alias("best_value"),
-            pl.col("run_id").alias("best_run_id"),
-            pl.col("trial_id").alias("best_trial_id"),
-        )
+    per_config = runs.group_by([*GROUP, "config"]).agg(*aggs, pl.col(R.TRIAL_ID).min().alias("_first_trial"))
+    best_config = _best_per_group(per_config, "mean", "_first_trial", data.mode).drop("_first_trial")
+    best_run = _best_per_group(runs, objective, R.TRIAL_ID, data.mode).select(
+        *GROUP,
+        pl.col(objective).alias("best_value"),
+        pl.col("run_id").alias("best_run_id"),
+        pl.col(R.TRIAL_ID).alias("best_trial_id"),
     )
     return best_config.join(best_run, on=GROUP).sort("family", "dataset", "subset", "noise_ratio")
+
+
+def _best_per_group(frame: pl.DataFrame, value: str, trial_id: str, mode: str) -> pl.DataFrame:
+    """Per :data:`GROUP`, the row :func:`study.best.pick_best` picks: best ``value``, ties to the smallest
+    ``trial_id`` (the rule the final stage retrains by, so a page and its study agree)."""
+    picked = best_by_group(
+        frame.iter_rows(named=True),
+        lambda r: tuple(r[g] for g in GROUP),
+        lambda r: r[value],
+        lambda r: r[trial_id],
+        mode,
+    )
+    return pl.DataFrame(list(picked.values()), schema=frame.schema)
 
 
 def varying_params(data: DashboardData) -> list[str]:

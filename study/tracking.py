@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
+from schema import record as R
 from schema.metric_names import ARTIFACTS_DIR, EPOCH
 from study import tracking_peek
 
@@ -31,13 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TrackingStore", "MlflowTrialCallback", "RUN_TAGS", "error_line"]
 
-#: Tags every child run carries; dashboards group by them.
-RUN_TAGS = ("trial_id", "family", "dataset", "noise_ratio")
-_ROLE_TAG = tracking_peek.ROLE_TAG
-#: The experiment tag MLflow's UI reads to choose its view, and the value of its "Model training" view.
-_EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-_EXPERIMENT_KIND = "custom_model_development"
-_PARENT_TAG = "mlflow.parentRunId"
+RUN_TAGS = R.RUN_TAGS  # re-exported: the record's tags every child run carries
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_LENGTH = 6000
 # Keys Ray adds to every result; everything else numeric that a trial reports is a metric.
@@ -162,7 +157,7 @@ class TrackingStore:
                 client.restore_experiment(experiment.experiment_id)
             self.experiment_id = experiment.experiment_id
         # MLflow 3's UI opens an experiment without this tag in its GenAI (traces) view; ours are training runs.
-        client.set_experiment_tag(self.experiment_id, _EXPERIMENT_KIND_TAG, _EXPERIMENT_KIND)
+        client.set_experiment_tag(self.experiment_id, R.EXPERIMENT_KIND_TAG, R.EXPERIMENT_KIND)
         self.client = client
 
     @staticmethod
@@ -174,7 +169,7 @@ class TrackingStore:
         """The study's parent run, if one exists (the most recent, should there be several)."""
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{_ROLE_TAG}` = 'study'",
+            filter_string=f"tags.`{R.ROLE_TAG}` = '{R.ROLE_STUDY}'",
             order_by=["start_time DESC"],
             max_results=1,
         )
@@ -184,7 +179,7 @@ class TrackingStore:
         """Create the parent run, or reopen the existing one when the study is resumed."""
         run_id = self.parent_run_id()
         if run_id is None:
-            run = self.client.create_run(self.experiment_id, run_name=run_name, tags={_ROLE_TAG: "study", **tags})
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags={R.ROLE_TAG: R.ROLE_STUDY, **tags})
             run_id = run.info.run_id
             _log_params(self.client, run_id, params)
         else:
@@ -223,7 +218,7 @@ class TrackingStore:
         """End child runs still RUNNING (left by a killed driver); returns how many."""
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{_PARENT_TAG}` = '{parent_id}' and attributes.status = 'RUNNING'",
+            filter_string=f"tags.`{R.PARENT_TAG}` = '{parent_id}' and attributes.status = 'RUNNING'",
         )
         for run in runs:
             self.client.set_terminated(run.info.run_id, status=status)
@@ -251,7 +246,7 @@ class MlflowTrialCallback(Callback):
         parent_run_id: str,
         describe_trial: Any,
         total_epochs: int,
-        stage: str = "search",
+        stage: str = R.STAGE_SEARCH,
     ) -> None:
         self.uri = uri
         self.experiment_id = experiment_id
@@ -281,7 +276,7 @@ class MlflowTrialCallback(Callback):
     def _find_run(self, trial_id: str) -> str | None:
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.trial_id = '{trial_id}' and tags.`{_PARENT_TAG}` = '{self.parent_run_id}'",
+            filter_string=f"tags.{R.TRIAL_ID} = '{trial_id}' and tags.`{R.PARENT_TAG}` = '{self.parent_run_id}'",
             max_results=1,
         )
         return runs[0].info.run_id if runs else None
@@ -301,7 +296,7 @@ class MlflowTrialCallback(Callback):
             run = self.client.create_run(
                 self.experiment_id,
                 run_name=trial.trial_id,
-                tags={_PARENT_TAG: self.parent_run_id, _ROLE_TAG: "trial", "trial_id": trial.trial_id, **tags},
+                tags={R.PARENT_TAG: self.parent_run_id, R.ROLE_TAG: R.ROLE_TRIAL, R.TRIAL_ID: trial.trial_id, **tags},
             )
             run_id = run.info.run_id
             _log_params(self.client, run_id, params)
@@ -328,11 +323,11 @@ class MlflowTrialCallback(Callback):
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=(
-                f"tags.`{_PARENT_TAG}` = '{self.parent_run_id}' and tags.stage = '{self.stage}' "
+                f"tags.`{R.PARENT_TAG}` = '{self.parent_run_id}' and tags.{R.STAGE} = '{self.stage}' "
                 f"and attributes.start_time < {self._started_ms}"
             ),
         )
-        ghosts = [r.info.run_id for r in runs if r.data.tags.get("trial_id") not in restored]
+        ghosts = [r.info.run_id for r in runs if r.data.tags.get(R.TRIAL_ID) not in restored]
         for run_id in ghosts:
             self.client.delete_run(run_id)
         return ghosts
@@ -375,7 +370,7 @@ class MlflowTrialCallback(Callback):
         try:
             self._log_artifacts(trial, run_id)
         except Exception as e:  # noqa: BLE001 - a failed upload must not lose the run's status
-            tags = {**tags, "artifact_error": str(e)[:_MAX_PARAM_LENGTH]}
+            tags = {**tags, R.ARTIFACT_ERROR: str(e)[:_MAX_PARAM_LENGTH]}
         for key, value in tags.items():
             self.client.set_tag(run_id, key, value)
         self.client.set_terminated(run_id, status=status)
@@ -384,11 +379,11 @@ class MlflowTrialCallback(Callback):
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         epochs = int((trial.last_result or {}).get(EPOCH, 0))
         self._end(
-            trial, "FINISHED", {"stopped_early": str(epochs < self.total_epochs).lower(), "epochs_done": str(epochs)}
+            trial, "FINISHED", {R.STOPPED_EARLY: str(epochs < self.total_epochs).lower(), R.EPOCHS_DONE: str(epochs)}
         )
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._end(trial, "FAILED", {"failure_reason": _error_summary(trial)})
+        self._end(trial, "FAILED", {R.FAILURE_REASON: _error_summary(trial)})
 
     def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
         for trial_id, run_id in list(self._runs.items()):
