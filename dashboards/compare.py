@@ -20,6 +20,7 @@ import argparse
 import csv
 import io
 import math
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,7 @@ __all__ = [
     "CSV_COLUMNS",
     "CLAIMED_COLUMNS",
     "cell_values",
+    "study_labels",
     "compare",
     "claimed_vs_honest",
     "read_study",
@@ -89,17 +91,24 @@ CLEAN_SUBSET = "all"
 
 
 class Cell(NamedTuple):
-    """One row's entry of the table: a family trained on one noise setting and training subset."""
+    """One row's entry of the table: a family trained on one noise setting and training subset; ``study`` names the
+    study (shortened) only when several studies hold the family's cells, else it is empty."""
 
     family: str
     noise_kind: str
     noise_ratio: float
     subset: str
+    study: str = ""
+
+    @property
+    def name(self) -> str:
+        """The family as the tables name it: ``prism``, or ``prism [prism_given]`` for one of several studies."""
+        return f"{self.family} [{self.study}]" if self.study else self.family
 
     @property
     def row(self) -> str:
-        """The table row: the family, with its subset when it is not the full (noisy) training set."""
-        return self.family if self.subset == CLEAN_SUBSET else f"{self.family} ({self.subset})"
+        """The table row: the family's name, with its subset when it is not the full (noisy) training set."""
+        return self.name if self.subset == CLEAN_SUBSET else f"{self.name} ({self.subset})"
 
     @property
     def noise(self) -> tuple[str, float]:
@@ -125,7 +134,7 @@ class Row:
     def csv(self) -> list[str]:
         diff, share = self.diff, self.share
         return [
-            self.cell.family,
+            self.cell.name,
             self.cell.noise_kind,
             f"{self.cell.noise_ratio:g}",
             self.cell.subset,
@@ -164,7 +173,7 @@ class Claimed:
 
     def csv(self) -> list[str]:
         return [
-            self.cell.family,
+            self.cell.name,
             self.cell.noise_kind,
             f"{self.cell.noise_ratio:g}",
             self.cell.subset,
@@ -207,33 +216,50 @@ class _Cells:
     configs: dict[Cell, str]
 
 
+def study_labels(names: Sequence[str]) -> dict[str, str]:
+    """Each study's short label: its name without the prefix all ``names`` share, cut back to the last ``_``, ``-``
+    or ``.`` so no word is split (``noise_grid_prism_given``, ``noise_grid_ms`` → ``prism_given``, ``ms``)."""
+    prefix = os.path.commonprefix(list(names)) if len(names) > 1 else ""
+    cut = max(prefix.rfind(sep) for sep in "_-.") + 1 if prefix else 0
+    return {name: name[cut:] or name for name in names}
+
+
 def cell_values(runs: pl.DataFrame, metric: str) -> _Cells:
     """The final stage's FINISHED runs of ``runs`` (a ``DashboardData.runs`` frame, several studies allowed) per
-    cell and seed; a cell that several studies hold is taken from the first study (in the frame's order)."""
+    cell and seed. A family that two studies hold on the same noise cell gets one row per study: every cell of that
+    family carries its study's label (:func:`study_labels` over the frame's studies)."""
     column = METRIC + metric
     values: dict[Cell, dict[int, float]] = {}
     configs: dict[Cell, str] = {}
-    owner: dict[Cell, str] = {}
     if column not in runs.columns:
         return _Cells(values, configs)
     final = runs.filter(
         (pl.col(R.STAGE) == R.STAGE_FINAL) & (pl.col("status") == "FINISHED") & pl.col(column).is_finite()
     )
+    held: dict[tuple[Cell, str], dict[int, float]] = {}
+    held_configs: dict[tuple[Cell, str], str] = {}
     for r in final.iter_rows(named=True):
         ratio = float(r["noise_ratio"])
         # At p = 0 the noise kind means nothing (the tag is whatever the spec's default kind was): one clean column.
         kind = (r["noise_kind"] or "none") if ratio > 0.0 else "none"
-        cell = Cell(r["family"], kind, ratio, r["subset"] or CLEAN_SUBSET)
-        if owner.setdefault(cell, r["experiment"]) != r["experiment"]:
-            continue
-        values.setdefault(cell, {})[int(r["seed"])] = float(r[column])
-        configs[cell] = r["config"]
+        key = (Cell(r["family"], kind, ratio, r["subset"] or CLEAN_SUBSET), r["experiment"])
+        held.setdefault(key, {})[int(r["seed"])] = float(r[column])
+        held_configs[key] = r["config"]
+    studies_of: dict[Cell, set[str]] = {}
+    for cell, study in held:
+        studies_of.setdefault(cell, set()).add(study)
+    split = {cell.family for cell, studies in studies_of.items() if len(studies) > 1}
+    labels = study_labels(runs["experiment"].unique(maintain_order=True).to_list())
+    for (cell, study), vals in held.items():
+        labelled = cell._replace(study=labels[study]) if cell.family in split else cell
+        values[labelled] = vals
+        configs[labelled] = held_configs[(cell, study)]
     return _Cells(values, configs)
 
 
 def _clean_reference(values: dict[Cell, dict[int, float]], reference: str) -> Cell | None:
     """The reference family's clean cell (p = 0, full training set), whatever noise kind it was tagged with."""
-    clean = [c for c in values if c.family == reference and c.noise_ratio == 0.0 and c.subset == CLEAN_SUBSET]
+    clean = [c for c in values if c.name == reference and c.noise_ratio == 0.0 and c.subset == CLEAN_SUBSET]
     return sorted(clean)[0] if clean else None
 
 
@@ -242,8 +268,7 @@ def _reference_cell(values: dict[Cell, dict[int, float]], reference: str, cell: 
     the reference trained on the noisy labels)."""
     if cell.noise_ratio == 0.0:
         return _clean_reference(values, reference)
-    match = Cell(reference, cell.noise_kind, cell.noise_ratio, CLEAN_SUBSET)
-    return match if match in values else None
+    return next((c for c in values if c.name == reference and c.noise == cell.noise and c.subset == CLEAN_SUBSET), None)
 
 
 def compare(values: dict[Cell, dict[int, float]], reference: str, metric: str) -> tuple[list[Row], list[str]]:
@@ -252,7 +277,7 @@ def compare(values: dict[Cell, dict[int, float]], reference: str, metric: str) -
     seen: set[tuple[Cell, str]] = set()
     clean = _clean_reference(values, reference)
     rows: list[Row] = []
-    order = sorted(values, key=lambda c: (c.family != reference, c.row, c.noise_kind, c.noise_ratio))
+    order = sorted(values, key=lambda c: (c.name != reference, c.row, c.noise_kind, c.noise_ratio))
     for cell in order:
         vals = values[cell]
         mean, std, low, high = stats.t_interval(list(vals.values()))
@@ -289,7 +314,7 @@ def aggregates(values: dict[Cell, dict[int, float]], reference: str) -> list[Agg
         return []
     norm = float(np.mean(list(values[clean].values())))
     out = []
-    for row in dict.fromkeys(c.row for c in sorted(values, key=lambda c: (c.family != reference, c.row))):
+    for row in dict.fromkeys(c.row for c in sorted(values, key=lambda c: (c.name != reference, c.row))):
         cells = sorted(c for c in values if c.row == row)
         tasks = [np.array(list(values[c].values())) / norm for c in cells]
         value = stats.iqm(np.concatenate(tasks))
@@ -391,7 +416,7 @@ def build_comparison(
         logged = sorted(c.removeprefix(METRIC) for c in finals.columns if c.startswith(METRIC + TEST_PREFIX))
         raise DashboardError(f"--metric: no final run logged {metric!r}; logged: {', '.join(logged) or 'none'}")
     cells = cell_values(runs, metric)
-    families = sorted({c.family for c in cells.values})
+    families = sorted({c.name for c in cells.values})
     if reference not in families:
         raise DashboardError(
             f"--reference: unknown family {reference!r}; families with final runs: {', '.join(families)}"
@@ -419,7 +444,7 @@ def dashboard_comparison(data: DashboardData, metric: str) -> Comparison | None:
     twins = data.runs.filter(pl.col("experiment").is_in(sorted(test_selected)))
     if cell_values(honest, metric).values == {}:
         honest, twins = data.runs, data.runs.clear()
-    families = sorted({c.family for c in cell_values(honest, metric).values})
+    families = sorted({c.name for c in cell_values(honest, metric).values})
     if not families:
         return None
     reference = "ms" if "ms" in families else families[0]
