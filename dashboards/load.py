@@ -323,7 +323,8 @@ def _sample_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
 
 def _load_weight_tables(client: MlflowClient, run_ids: list[str], scratch: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-class weight trajectories and final per-sample weights from the runs' parquet artifacts."""
-    per_class, per_sample = [], []
+    per_class: list[pl.DataFrame] = []
+    per_sample: list[pl.DataFrame] = []
     for run_id in run_ids:
         for path in _find_parquets(client, run_id):
             (scratch / run_id).mkdir(parents=True, exist_ok=True)

@@ -91,8 +91,8 @@ def _t(values: list[float | None]) -> tuple[int, float | None, float | None, flo
     x = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not x:
         return 0, None, None, None, None
-    stats = t_interval(x)
-    return (len(x), *(v if math.isfinite(v) else None for v in stats))
+    mean, std, low, high = (v if math.isfinite(v) else None for v in t_interval(x))
+    return len(x), mean, std, low, high
 
 
 def summarise(runs: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl.DataFrame:
