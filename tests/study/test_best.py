@@ -112,3 +112,26 @@ def test_final_stage_status_and_dashboards_pick_the_same_trial_on_a_tie(tmp_path
     data = DashboardData("sqlite:///x", [info], runs, empty, empty, empty)
     table = best_configs(data, runs=runs)
     assert table["trial_ids"].to_list() == [["abc_00001"]] and table["best_trial_id"].to_list() == ["abc_00001"]
+
+
+def test_status_names_the_earliest_of_tied_trials(tmp_path, spec_dict, write_spec):
+    """``--status`` reads Optuna: two trials tie at the best value, the earlier (smaller number) is the best, as in
+    the final stage."""
+    import optuna
+    import yaml
+
+    from study.loading import load_spec
+    from study.status import study_status
+
+    spec_dict["storage"] = str(tmp_path / "runs")
+    spec_path = write_spec(spec_dict)
+    root = tmp_path / "runs" / spec_dict["name"]
+    root.mkdir(parents=True)
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec_dict))
+    study = optuna.create_study(study_name=spec_dict["name"], storage=f"sqlite:///{root}/optuna.db")
+    for value in (0.5, 0.75, 0.75, 0.25):
+        study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=value))
+    spec = load_spec(str(spec_path), [], family_rules=False)
+    best = study_status(spec)["best"]
+    expected = 1 if spec.search.mode == "max" else 3
+    assert best["number"] == expected
