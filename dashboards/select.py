@@ -166,7 +166,7 @@ def best_configs(
         *GROUP,
         pl.col(objective).alias("best_value"),
         pl.col("run_id").alias("best_run_id"),
-        pl.col(R.TRIAL_ID).alias("best_trial_id"),
+        pl.col(R.TRIAL_ID).alias(R.BEST_TRIAL_ID),
     )
     return best_config.join(best_run, on=GROUP).sort("family", "dataset", "subset", "noise_ratio")
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from schema.metric_names import SUMMARY_SUFFIXES
+
 __all__ = [
     "ROLE_TAG",
     "ROLE_STUDY",
@@ -183,12 +185,9 @@ SPEC_FILE: Final = "spec.yaml"
 #: ``<test metric><suffix>`` for every :data:`SUMMARY_SUFFIXES` (and ``fold_ensemble/`` values with k-fold).
 FINAL_SUMMARY_FILE: Final = "final_summary.csv"
 FINAL_SUMMARY_KEY_COLUMNS: Final = (GROUP, SOURCE_TRIAL, "seeds")
-#: Suffixes of a metric's summary over the final seeds: mean, sample std, Student's t 95 % interval.
-SUMMARY_MEAN: Final = "_mean"
-SUMMARY_STD: Final = "_std"
-SUMMARY_CI_LOW: Final = "_ci95_low"
-SUMMARY_CI_HIGH: Final = "_ci95_high"
-SUMMARY_SUFFIXES: Final = (SUMMARY_MEAN, SUMMARY_STD, SUMMARY_CI_LOW, SUMMARY_CI_HIGH)
+#: Suffixes of a metric's summary over the final seeds: mean, sample std, Student's t 95 % interval (defined with the
+#: metric names, which name them first).
+SUMMARY_MEAN, SUMMARY_STD, SUMMARY_CI_LOW, SUMMARY_CI_HIGH = SUMMARY_SUFFIXES
 
 #: Per epoch and observed class (``trainables/diagnostics.py``): the per-class weight trajectory.
 CLASS_WEIGHTS_FILE: Final = "class_weights.parquet"

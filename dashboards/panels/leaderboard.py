@@ -119,7 +119,7 @@ def build(data: DashboardData) -> Panel:
             "runs": str(r["n_runs"]),
             "seeds": ", ".join(r["seeds"]),
             "best run": repr(r["best_value"]),  # exact: it must equal the run's metric in MLflow
-            "best trial": r["best_trial_id"],
+            "best trial": r[R.BEST_TRIAL_ID],
             "params of the best configuration": params_text(r["config"], names),
         }
         if not finals.is_empty() and primary is not None:
