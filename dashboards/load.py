@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dashboards.artifacts import load_final_summary, load_paired, load_weight_tables
 from schema import record as R
 from schema.metric_names import (
     MAP_AT_R,
     NMI,
     OBJECTIVE,
-    PAIRED_EMBEDDINGS_FILE,
     R_PRECISION,
     TEST_PREFIX,
     VAL_PREFIX,
@@ -72,7 +72,6 @@ SEARCH_STAGE, FINAL_STAGE = R.STAGE_SEARCH, R.STAGE_FINAL
 # Params that only pick a seed: runs differing in these alone are repeats of one configuration.
 _SEED_PARAMS = (R.SEED,)
 _SEED_SUFFIX = ".seed"
-_MAX_ARTIFACT_DEPTH = 3
 
 
 class DashboardError(Exception):
@@ -118,6 +117,8 @@ class DashboardData:
     class_weights: pl.DataFrame
     sample_weights: pl.DataFrame
     paired: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The parent runs' stored final summaries (``experiment`` + :data:`schema.record.FINAL_SUMMARY_FILE`'s columns).
+    final_summary: pl.DataFrame = field(default_factory=pl.DataFrame)
     loaded_at: float = field(default_factory=time.time)
 
     @property
@@ -270,77 +271,6 @@ def _config_key(params: dict[str, str]) -> str:
     )
 
 
-def _find_artifacts(
-    client: MlflowClient, run_id: str, path: str | None = None, depth: int = 0, suffix: str = ".parquet"
-) -> list[str]:
-    found = []
-    for item in client.list_artifacts(run_id, path):
-        if item.is_dir and depth < _MAX_ARTIFACT_DEPTH:
-            found += _find_artifacts(client, run_id, item.path, depth + 1, suffix)
-        elif item.path.endswith(suffix):
-            found.append(item.path)
-    return found
-
-
-def _find_parquets(client: MlflowClient, run_id: str) -> list[str]:
-    """The run's weight tables (:data:`schema.record.CLASS_WEIGHTS_FILE`, :data:`~schema.record.SAMPLE_WEIGHTS_FILE`)."""
-    names = (R.CLASS_WEIGHTS_FILE, R.SAMPLE_WEIGHTS_FILE)
-    return [path for path in _find_artifacts(client, run_id) if Path(path).name in names]
-
-
-def _load_paired(client: MlflowClient, run_ids: list[str], scratch: Path) -> dict[str, dict[str, Any]]:
-    """Each run's paired-test arrays (``PAIRED_EMBEDDINGS_FILE``), for the runs that logged one."""
-    import numpy as np
-
-    paired = {}
-    for run_id in run_ids:
-        for path in _find_artifacts(client, run_id, suffix=PAIRED_EMBEDDINGS_FILE):
-            (scratch / run_id).mkdir(parents=True, exist_ok=True)
-            with np.load(client.download_artifacts(run_id, path, str(scratch / run_id))) as arrays:
-                paired[run_id] = {k: arrays[k] for k in arrays.files}
-    return paired
-
-
-def _class_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
-    """Normalise a per-class weight parquet to ``epoch, class, avg_weight``; None if it is something else."""
-    if not {R.WEIGHTS_EPOCH, R.WEIGHTS_CLASS, R.WEIGHTS_CLASS_MEAN} <= set(frame.columns):
-        return None
-    return frame.select(
-        pl.col(R.WEIGHTS_EPOCH).cast(pl.Int64).alias("epoch"),
-        pl.col(R.WEIGHTS_CLASS).cast(pl.Utf8).alias("class"),
-        pl.col(R.WEIGHTS_CLASS_MEAN).cast(pl.Float64).alias("avg_weight"),
-    )
-
-
-def _sample_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
-    """A per-sample table (:data:`schema.record.SAMPLE_WEIGHTS_COLUMNS`) → ``weight, noisy``."""
-    if not {R.SAMPLE_WEIGHT, R.SAMPLE_NOISY} <= set(frame.columns):
-        return None
-    return frame.select(
-        pl.col(R.SAMPLE_WEIGHT).cast(pl.Float64).alias("weight"), pl.col(R.SAMPLE_NOISY).cast(pl.Boolean).alias("noisy")
-    )
-
-
-def _load_weight_tables(client: MlflowClient, run_ids: list[str], scratch: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per-class weight trajectories and final per-sample weights from the runs' parquet artifacts."""
-    per_class: list[pl.DataFrame] = []
-    per_sample: list[pl.DataFrame] = []
-    for run_id in run_ids:
-        for path in _find_parquets(client, run_id):
-            (scratch / run_id).mkdir(parents=True, exist_ok=True)
-            table = pl.read_parquet(client.download_artifacts(run_id, path, str(scratch / run_id)))
-            for reader, found in ((_class_weight_table, per_class), (_sample_weight_table, per_sample)):
-                normalised = reader(table)
-                if normalised is not None:
-                    found.append(normalised.with_columns(pl.lit(run_id).alias("run_id")))
-    class_schema = {"epoch": pl.Int64, "class": pl.Utf8, "avg_weight": pl.Float64, "run_id": pl.Utf8}
-    sample_schema = {"weight": pl.Float64, "noisy": pl.Boolean, "run_id": pl.Utf8}
-    return (
-        pl.concat(per_class) if per_class else pl.DataFrame(schema=class_schema),
-        pl.concat(per_sample) if per_sample else pl.DataFrame(schema=sample_schema),
-    )
-
-
 def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: bool = True) -> DashboardData:
     """Read the parent and trial runs of ``experiments``; raise :class:`DashboardError` on bad input.
 
@@ -350,6 +280,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
 
     client = MlflowClient(tracking_uri=connection_url(tracking_uri))
     studies, rows, history = [], [], []
+    parent_ids: dict[str, str] = {}
     for name in experiments:
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
@@ -368,6 +299,8 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
         if not trials:
             raise DashboardError(f"--experiment: experiment {name!r} has no trial runs in {tracking_uri}")
         studies.append(_study_info(client, experiment, parent, trials))
+        if parent is not None:
+            parent_ids[name] = parent.info.run_id
         for run in trials:
             tags = run.data.tags
             row: dict[str, Any] = {
@@ -394,7 +327,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
         history, schema={"run_id": pl.Utf8, "key": pl.Utf8, "step": pl.Int64, "value": pl.Float64}, orient="row"
     )
     run_ids = frame["run_id"].to_list() if details else []
-    per_class, per_sample = _load_weight_tables(client, run_ids, scratch)
+    per_class, per_sample = load_weight_tables(client, run_ids, scratch)
     return DashboardData(
         tracking_uri=tracking_uri,
         studies=studies,
@@ -402,5 +335,6 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
         history=hist,
         class_weights=per_class,
         sample_weights=per_sample,
-        paired=_load_paired(client, run_ids, scratch),
+        paired=load_paired(client, run_ids, scratch),
+        final_summary=load_final_summary(client, parent_ids, scratch) if details else pl.DataFrame(),
     )

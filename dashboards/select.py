@@ -116,11 +116,43 @@ def summarise(runs: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl
 
 def final_groups(data: DashboardData, metrics: tuple[str, ...]) -> pl.DataFrame:
     """The final stage per study and final group (``group`` tag) and ``source_trial``: the :data:`GROUP`
-    columns of its runs, and :func:`summarise`'s columns over its finished runs (one per final seed)."""
+    columns of its runs, and :func:`summarise`'s columns over its finished runs (one per final seed).
+
+    Where the parent run stored the group's summary (``final_summary.csv``, written when the final stage ended),
+    mean, std and interval are the stored ones (``stored`` is true): the page shows what the study decided, and a
+    store without the file (a study still in its final stage, an older store) is summarised from its runs."""
     runs = final_runs(data)
     if runs.is_empty():
         return pl.DataFrame()
-    return summarise(runs, ["experiment", R.GROUP, R.SOURCE_TRIAL, *GROUP], metrics).sort("experiment", R.GROUP)
+    table = summarise(runs, ["experiment", R.GROUP, R.SOURCE_TRIAL, *GROUP], metrics).sort("experiment", R.GROUP)
+    return _with_stored(table, data.final_summary, metrics)
+
+
+#: ``summarise``'s column prefix for each summary suffix of ``final_summary.csv``.
+_STORED = {R.SUMMARY_MEAN: "mean_", R.SUMMARY_STD: "std_", R.SUMMARY_CI_LOW: "lo_", R.SUMMARY_CI_HIGH: "hi_"}
+
+
+def _with_stored(table: pl.DataFrame, stored: pl.DataFrame, metrics: tuple[str, ...]) -> pl.DataFrame:
+    """``table`` with each group's stored summary values in place of the computed ones, where stored."""
+    keys = ["experiment", R.GROUP]
+    columns = {
+        f"{m}{suffix}": f"{prefix}{m}"
+        for m in metrics
+        for suffix, prefix in _STORED.items()
+        if f"{m}{suffix}" in stored
+    }
+    if stored.is_empty() or not set(keys) <= set(stored.columns) or not columns:
+        return table.with_columns(pl.lit(False).alias("stored"))
+    picked = stored.select(
+        *(pl.col(k).cast(pl.Utf8) for k in keys),
+        *(pl.col(c).cast(pl.Float64).fill_nan(None).alias("_s_" + c) for c in columns),
+        pl.lit(True).alias("stored"),
+    ).unique(keys, keep="last")
+    joined = table.join(picked, on=keys, how="left")
+    return joined.with_columns(
+        *(pl.coalesce("_s_" + c, target).alias(target) for c, target in columns.items()),
+        pl.col("stored").fill_null(False),
+    ).drop(["_s_" + c for c in columns])
 
 
 def ci_text(mean: float | None, low: float | None, high: float | None, n: int) -> str:

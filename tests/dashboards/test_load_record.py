@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 import yaml
 
-from dashboards.load import _class_weight_table, _params_space, _sample_weight_table, _spec_space
+from dashboards.artifacts import class_weight_table, sample_weight_table
+from dashboards.load import _params_space, _spec_space
 from schema import record as R
 from schema.trial import flatten
 from study.credentials import redacted_spec
@@ -34,12 +36,52 @@ def test_spec_yaml_space_matches_the_parent_params_and_falls_back(tmp_path):
 
 def test_weight_tables_by_the_record_columns():
     history = pl.DataFrame({c: [1, 2] for c in R.CLASS_WEIGHTS_COLUMNS})
-    table = _class_weight_table(history)
+    table = class_weight_table(history)
     assert table is not None and table.columns == ["epoch", "class", "avg_weight"]
     assert table["avg_weight"].to_list() == [1.0, 2.0]
     samples = pl.DataFrame(
         {R.SAMPLE_INDEX: [0, 1], R.SAMPLE_LABEL: [3, 3], R.SAMPLE_NOISY: [True, False], R.SAMPLE_WEIGHT: [0.1, 0.9]}
     )
-    assert _sample_weight_table(samples).rows() == [(0.1, True), (0.9, False)]
+    assert sample_weight_table(samples).rows() == [(0.1, True), (0.9, False)]
     # A per-sample table is not a class history, nor the other way round.
-    assert _class_weight_table(samples) is None and _sample_weight_table(history) is None
+    assert class_weight_table(samples) is None and sample_weight_table(history) is None
+
+
+def test_final_groups_show_the_parent_runs_stored_summary_else_compute_it(tmp_path):
+    """A store whose parent run holds ``final_summary.csv`` (written with ``study.final_stage.summary_csv``): the
+    leaderboard's final groups carry the stored numbers; the same store without the file is summarised from its
+    final runs with the t-interval. The stored mean is set apart from the runs' mean so the source is visible."""
+    from mlflow import MlflowClient
+
+    from dashboards.load import load
+    from dashboards.select import final_groups
+    from study.final_stage import FinalGroup, summary_csv
+    from study.intervals import t_interval
+    from tests.dashboards.test_compare import make_study
+
+    finals = {("ms", 0.2, "all"): {0: 0.60, 1: 0.58, 2: 0.53}}
+    study_dir = make_study(tmp_path, "stored", finals)
+    uri = f"sqlite:///{study_dir / 'mlflow.db'}"
+    metric = "test/recall_at_1"
+
+    computed = final_groups(load(uri, ["stored"], tmp_path / "a"), (metric,))
+    mean, std, low, high = t_interval([0.60, 0.58, 0.53])
+    assert computed["stored"].to_list() == [False]
+    assert computed[f"mean_{metric}"].to_list() == [mean] and computed[f"hi_{metric}"].to_list() == [high]
+
+    group = FinalGroup("ms 0.2 all", "ms_search", {metric: [0.70, 0.71, 0.72]})  # not the runs' values
+    client = MlflowClient(uri)
+    parent = client.search_runs(
+        [client.get_experiment_by_name("stored").experiment_id], "tags.`dmlstudy.role` = 'study'"
+    )
+    client.log_text(parent[0].info.run_id, summary_csv([group]), R.FINAL_SUMMARY_FILE)
+    data = load(uri, ["stored"], tmp_path / "b")
+    assert data.final_summary["group"].to_list() == ["ms 0.2 all"]
+    shown = final_groups(data, (metric,))
+    s_mean, s_std, s_low, s_high = t_interval([0.70, 0.71, 0.72])
+    assert shown["stored"].to_list() == [True]
+    for prefix, value in (("mean_", s_mean), ("std_", s_std), ("lo_", s_low), ("hi_", s_high)):
+        assert shown[prefix + metric].to_list() == [pytest.approx(value, rel=1e-5)]  # the CSV holds 6 digits
+    assert (
+        shown[f"n_{metric}"].to_list() == [3] and shown["source_trial"].to_list() == computed["source_trial"].to_list()
+    )
