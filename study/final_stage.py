@@ -166,14 +166,17 @@ def summarize_final(spec: StudySpec, results: ResultGrid, best: dict[str, Result
 
 
 def summary_csv(groups: list[FinalGroup]) -> str:
-    """One row per group and column per summary value, for the parent run's :data:`~schema.record.FINAL_SUMMARY_FILE`."""
+    """One row per group and column per summary value, for the parent run's :data:`~schema.record.FINAL_SUMMARY_FILE`.
+
+    Values are written exactly (shortest round-trip text): the dashboards show this file, so a 4-decimal cell must
+    round the same number the study computed, not a 6-digit copy of it."""
     columns = sorted({k for g in groups for k in g.summary()})
     lines = [",".join([*R.FINAL_SUMMARY_KEY_COLUMNS, *columns])]
     for g in groups:
         s = g.summary()
         lines.append(
             ",".join(
-                [f'"{g.label}"', g.source_trial, str(g.num_seeds), *(f"{s.get(c, math.nan):.6g}" for c in columns)]
+                [f'"{g.label}"', g.source_trial, str(g.num_seeds), *(repr(float(s.get(c, math.nan))) for c in columns)]
             )
         )
     return "\n".join(lines) + "\n"
