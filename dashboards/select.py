@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 #: One leaderboard row per group: a family on a dataset under one noise setting and training subset.
-GROUP = ["family", "dataset", "noise_kind", "noise_ratio", "subset"]
+GROUP = [R.FAMILY, R.DATASET, R.NOISE_KIND, R.NOISE_RATIO, R.SUBSET]
 # Params shown in the leaderboard only through the group columns, or that just pick seeds.
 _SHOWN_ELSEWHERE = {"family", "dataset.name", "dataset.noise.kind", "dataset.noise.ratio", "dataset.subset"}
 
