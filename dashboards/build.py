@@ -15,7 +15,7 @@ import tempfile
 import traceback
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from dashboards.load import DashboardData, DashboardError, load, resolve_tracking_uri
 from dashboards.panels import PANEL_MODULES, Panel
@@ -103,7 +103,7 @@ def build_after_study(spec: StudySpec) -> Path | None:
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

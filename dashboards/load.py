@@ -11,11 +11,15 @@ One :class:`DashboardData` holds every experiment asked for:
   ``m/<metric>`` (the metric's last value, as MLflow keeps it: the value at the highest step; retrieval
   metrics carry their split, ``val/recall_at_1``, ``test/recall_at_1``);
 - ``history``: every logged metric value, long format ``run_id, key, step, value``;
-- ``class_weights``: ``run_id, epoch, class, avg_weight`` from the runs' parquet artifacts, when present
-  (BSPML's ``class_weights.parquet``: epoch, class, mean_weight, ...);
+- ``class_weights``: ``run_id, epoch, class, avg_weight`` from the runs' ``class_weights.parquet`` artifacts, when
+  present (columns: :data:`schema.record.CLASS_WEIGHTS_COLUMNS`);
 - ``sample_weights``: ``run_id, weight, noisy``, each sample's last weight and recorded noise flag
-  (BSPML's ``sample_weights.parquet``: index, label, noisy, weight);
+  (``sample_weights.parquet``: :data:`schema.record.SAMPLE_WEIGHTS_COLUMNS`);
 - ``paired``: run id → the arrays of its paired-test artifact (``flows2d``: ``view0``, ``view1``, ``latent``).
+
+Every tag, value, param key and file name is read through :mod:`schema.record`, which the tracker writes with. The
+searched parameters come from the study's ``spec.yaml`` (in the ``study_dir`` the parent run names), falling back to
+the parent's flattened ``search.space.*`` params when that file is gone (a store copied without its directory).
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dashboards.artifacts import load_final_summary, load_paired, load_weight_tables
+from schema import record as R
 from schema.metric_names import (
     MAP_AT_R,
     NMI,
     OBJECTIVE,
-    PAIRED_EMBEDDINGS_FILE,
     R_PRECISION,
     TEST_PREFIX,
     VAL_PREFIX,
@@ -62,16 +67,11 @@ __all__ = [
 #: Column prefixes of params and last metric values in ``DashboardData.runs``.
 PARAM = "p/"
 METRIC = "m/"
-ROLE_TAG = "dmlstudy.role"
-PARENT_TAG = "mlflow.parentRunId"
-GROUP_TAGS = ("family", "dataset", "noise_kind", "subset", "seed", "trial_id")
-#: Tags of the selection protocol (study/tuner.py ``describe_trial``); empty strings when absent.
-SELECTION_TAGS = ("stage", "validation", "selection", "group", "source_trial")
-SEARCH_STAGE, FINAL_STAGE = "search", "final"
+GROUP_TAGS = (R.FAMILY, R.DATASET, R.NOISE_KIND, R.SUBSET, R.SEED, R.TRIAL_ID)
+SEARCH_STAGE, FINAL_STAGE = R.STAGE_SEARCH, R.STAGE_FINAL
 # Params that only pick a seed: runs differing in these alone are repeats of one configuration.
-_SEED_PARAMS = ("seed",)
+_SEED_PARAMS = (R.SEED,)
 _SEED_SUFFIX = ".seed"
-_MAX_ARTIFACT_DEPTH = 3
 
 
 class DashboardError(Exception):
@@ -97,7 +97,7 @@ class StudyInfo:
     selection: str | None = None
     #: ``validation.kind`` of the study (kfold, holdout, none), when recorded.
     validation: str | None = None
-    #: The parent run's ``stage`` tag: search, final or done.
+    #: The parent run's ``stage`` tag: search, final or done (:data:`schema.record.STAGE`).
     stage: str | None = None
 
     @property
@@ -117,6 +117,8 @@ class DashboardData:
     class_weights: pl.DataFrame
     sample_weights: pl.DataFrame
     paired: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The parent runs' stored final summaries (``experiment`` + :data:`schema.record.FINAL_SUMMARY_FILE`'s columns).
+    final_summary: pl.DataFrame = field(default_factory=pl.DataFrame)
     loaded_at: float = field(default_factory=time.time)
 
     @property
@@ -152,7 +154,7 @@ class DashboardData:
             live = runs.filter(pl.col("status") == "RUNNING").height
             if s.status == "RUNNING" or live:
                 planned = f" of {s.num_trials_planned} planned" if s.num_trials_planned else ""
-                search = runs.filter(pl.col("stage") != FINAL_STAGE).height
+                search = runs.filter(pl.col(R.STAGE) != FINAL_STAGE).height
                 final = runs.height - search
                 stage = f", {final} final-stage runs" if final or s.stage == FINAL_STAGE else ""
                 notes.append(
@@ -194,15 +196,15 @@ _LEGACY_TEST = (NMI, MAP_AT_R, R_PRECISION, "recall_at_")
 
 def _selection(tags: dict[str, str], trials: list[Run], metric: str) -> str | None:
     """The parent's ``selection`` tag, else the trials' one, else inferred from the search metric's split."""
-    found = tags.get("selection") or next(
-        (t.data.tags["selection"] for t in trials if t.data.tags.get("selection")), ""
+    found = tags.get(R.SELECTION) or next(
+        (t.data.tags[R.SELECTION] for t in trials if t.data.tags.get(R.SELECTION)), ""
     )
     if found:
         return found
     if metric.startswith(VAL_PREFIX):
-        return "validation"
+        return R.SELECTION_VALIDATION
     if metric.startswith(TEST_PREFIX) or metric.startswith(_LEGACY_TEST):
-        return "test"
+        return R.SELECTION_TEST
     return None
 
 
@@ -214,106 +216,58 @@ def _default_metric(trials: list[Run]) -> str:
     return OBJECTIVE
 
 
+def _spec_space(study_dir: str | None) -> dict[str, bool] | None:
+    """``search.space`` of the study's ``spec.yaml`` as name → log scale; None when the file cannot be read."""
+    import yaml
+
+    if not study_dir:
+        return None
+    try:
+        spec = yaml.safe_load((Path(study_dir) / R.SPEC_FILE).read_text(encoding="utf-8"))
+        space = spec["search"]["space"] or {}
+        return {str(name): bool((dim or {}).get("log", False)) for name, dim in space.items()}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _params_space(params: dict[str, str]) -> dict[str, bool]:
+    """The searched names and log flags from the parent's flattened ``search.space.<name>.type``/``.log`` params."""
+    space: dict[str, bool] = {}
+    for key in params:
+        if key.startswith(R.PARAM_SEARCH_SPACE) and key.endswith(".type"):
+            name = key.removeprefix(R.PARAM_SEARCH_SPACE).removesuffix(".type")
+            space[name] = params.get(f"{R.PARAM_SEARCH_SPACE}{name}.log") == "True"
+    return space
+
+
 def _study_info(client: MlflowClient, experiment: Any, parent: Run | None, trials: list[Run]) -> StudyInfo:
     params = parent.data.params if parent else {}
     tags = parent.data.tags if parent else {}
-    metric = params.get("search.metric") or _default_metric(trials)
-    space: dict[str, bool] = {}
-    for key in params:
-        if key.startswith("search.space.") and key.endswith(".type"):
-            name = key.removeprefix("search.space.").removesuffix(".type")
-            space[name] = params.get(f"search.space.{name}.log") == "True"
-    planned = _float(params.get("search.num_trials"))
+    metric = params.get(R.PARAM_SEARCH_METRIC) or _default_metric(trials)
+    space = _spec_space(tags.get(R.STUDY_DIR))
+    if space is None:
+        space = _params_space(params)
+    planned = _float(params.get(R.PARAM_SEARCH_NUM_TRIALS))
     return StudyInfo(
         experiment=experiment.name,
         experiment_id=experiment.experiment_id,
         parent_run_id=parent.info.run_id if parent else None,
         status=parent.info.status if parent else None,
-        study_dir=tags.get("study_dir"),
+        study_dir=tags.get(R.STUDY_DIR),
         metric=metric,
-        mode=params.get("search.mode", "max"),
+        mode=params.get(R.PARAM_SEARCH_MODE, "max"),
         num_trials_planned=int(planned) if planned is not None else None,
         space=space,
-        best_trial_id=tags.get("best_trial_id") or None,
+        best_trial_id=tags.get(R.BEST_TRIAL_ID) or None,
         selection=_selection(tags, trials, metric),
-        validation=tags.get("validation") or params.get("validation.kind") or None,
-        stage=tags.get("stage") or None,
+        validation=tags.get(R.VALIDATION) or params.get(R.PARAM_VALIDATION_KIND) or None,
+        stage=tags.get(R.STAGE) or None,
     )
 
 
 def _config_key(params: dict[str, str]) -> str:
     return json.dumps(
         {k: v for k, v in sorted(params.items()) if k not in _SEED_PARAMS and not k.endswith(_SEED_SUFFIX)}
-    )
-
-
-def _find_artifacts(
-    client: MlflowClient, run_id: str, path: str | None = None, depth: int = 0, suffix: str = ".parquet"
-) -> list[str]:
-    found = []
-    for item in client.list_artifacts(run_id, path):
-        if item.is_dir and depth < _MAX_ARTIFACT_DEPTH:
-            found += _find_artifacts(client, run_id, item.path, depth + 1, suffix)
-        elif item.path.endswith(suffix):
-            found.append(item.path)
-    return found
-
-
-def _find_parquets(client: MlflowClient, run_id: str) -> list[str]:
-    return _find_artifacts(client, run_id)
-
-
-def _load_paired(client: MlflowClient, run_ids: list[str], scratch: Path) -> dict[str, dict[str, Any]]:
-    """Each run's paired-test arrays (``PAIRED_EMBEDDINGS_FILE``), for the runs that logged one."""
-    import numpy as np
-
-    paired = {}
-    for run_id in run_ids:
-        for path in _find_artifacts(client, run_id, suffix=PAIRED_EMBEDDINGS_FILE):
-            (scratch / run_id).mkdir(parents=True, exist_ok=True)
-            with np.load(client.download_artifacts(run_id, path, str(scratch / run_id))) as arrays:
-                paired[run_id] = {k: arrays[k] for k in arrays.files}
-    return paired
-
-
-def _class_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
-    """Normalise a per-class weight parquet to ``epoch, class, avg_weight``; None if it is something else."""
-    names = {c.lower(): c for c in frame.columns}
-    epoch = names.get("epoch") or names.get("step")
-    cls = names.get("class") or names.get("label") or names.get("class_id")
-    weight = names.get("avg_weight") or next((names[c] for c in names if "weight" in c), None)
-    if not (epoch and cls and weight):
-        return None
-    return frame.select(
-        pl.col(epoch).cast(pl.Int64).alias("epoch"),
-        pl.col(cls).cast(pl.Utf8).alias("class"),
-        pl.col(weight).cast(pl.Float64).alias("avg_weight"),
-    )
-
-
-def _sample_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
-    """A per-sample table with a ``weight`` and a recorded ``noisy`` flag (no epoch) → ``weight, noisy``."""
-    if "epoch" in frame.columns or not {"weight", "noisy"} <= set(frame.columns):
-        return None
-    return frame.select(pl.col("weight").cast(pl.Float64), pl.col("noisy").cast(pl.Boolean))
-
-
-def _load_weight_tables(client: MlflowClient, run_ids: list[str], scratch: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per-class weight trajectories and final per-sample weights from the runs' parquet artifacts."""
-    per_class, per_sample = [], []
-    for run_id in run_ids:
-        for path in _find_parquets(client, run_id):
-            (scratch / run_id).mkdir(parents=True, exist_ok=True)
-            table = pl.read_parquet(client.download_artifacts(run_id, path, str(scratch / run_id)))
-            for reader, found in ((_class_weight_table, per_class), (_sample_weight_table, per_sample)):
-                normalised = reader(table)
-                if normalised is not None:
-                    found.append(normalised.with_columns(pl.lit(run_id).alias("run_id")))
-    class_schema = {"epoch": pl.Int64, "class": pl.Utf8, "avg_weight": pl.Float64, "run_id": pl.Utf8}
-    sample_schema = {"weight": pl.Float64, "noisy": pl.Boolean, "run_id": pl.Utf8}
-    return (
-        pl.concat(per_class) if per_class else pl.DataFrame(schema=class_schema),
-        pl.concat(per_sample) if per_sample else pl.DataFrame(schema=sample_schema),
     )
 
 
@@ -326,6 +280,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
 
     client = MlflowClient(tracking_uri=connection_url(tracking_uri))
     studies, rows, history = [], [], []
+    parent_ids: dict[str, str] = {}
     for name in experiments:
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
@@ -334,14 +289,18 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
                 f"--experiment: unknown experiment {name!r} in {tracking_uri}; known: {', '.join(known) or 'none'}"
             )
         runs = client.search_runs([experiment.experiment_id], max_results=50000)
-        parents = sorted((r for r in runs if r.data.tags.get(ROLE_TAG) == "study"), key=lambda r: r.info.start_time)
+        parents = sorted(
+            (r for r in runs if r.data.tags.get(R.ROLE_TAG) == R.ROLE_STUDY), key=lambda r: r.info.start_time
+        )
         parent = parents[-1] if parents else None
-        trials = [r for r in runs if r.data.tags.get(ROLE_TAG) == "trial"]
+        trials = [r for r in runs if r.data.tags.get(R.ROLE_TAG) == R.ROLE_TRIAL]
         if parent is not None:
-            trials = [r for r in trials if r.data.tags.get(PARENT_TAG) == parent.info.run_id]
+            trials = [r for r in trials if r.data.tags.get(R.PARENT_TAG) == parent.info.run_id]
         if not trials:
             raise DashboardError(f"--experiment: experiment {name!r} has no trial runs in {tracking_uri}")
         studies.append(_study_info(client, experiment, parent, trials))
+        if parent is not None:
+            parent_ids[name] = parent.info.run_id
         for run in trials:
             tags = run.data.tags
             row: dict[str, Any] = {
@@ -349,13 +308,13 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
                 "experiment": name,
                 "status": run.info.status,
                 "start_time": run.info.start_time,
-                "noise_ratio": _float(tags.get("noise_ratio")) or 0.0,
+                "noise_ratio": _float(tags.get(R.NOISE_RATIO)) or 0.0,
                 "config": _config_key(run.data.params),
             }
             row.update({t: tags.get(t, "") for t in GROUP_TAGS})
-            row.update({t: tags.get(t, "") for t in SELECTION_TAGS})
-            row["stage"] = row["stage"] or SEARCH_STAGE
-            row["trial_id"] = row["trial_id"] or run.info.run_name
+            row.update({t: tags.get(t, "") for t in R.SELECTION_TAGS})
+            row[R.STAGE] = row[R.STAGE] or SEARCH_STAGE
+            row[R.TRIAL_ID] = row[R.TRIAL_ID] or run.info.run_name
             row.update({PARAM + k: v for k, v in run.data.params.items()})
             row.update({METRIC + k: float(v) for k, v in run.data.metrics.items()})
             rows.append(row)
@@ -368,7 +327,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
         history, schema={"run_id": pl.Utf8, "key": pl.Utf8, "step": pl.Int64, "value": pl.Float64}, orient="row"
     )
     run_ids = frame["run_id"].to_list() if details else []
-    per_class, per_sample = _load_weight_tables(client, run_ids, scratch)
+    per_class, per_sample = load_weight_tables(client, run_ids, scratch)
     return DashboardData(
         tracking_uri=tracking_uri,
         studies=studies,
@@ -376,5 +335,6 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
         history=hist,
         class_weights=per_class,
         sample_weights=per_sample,
-        paired=_load_paired(client, run_ids, scratch),
+        paired=load_paired(client, run_ids, scratch),
+        final_summary=load_final_summary(client, parent_ids, scratch) if details else pl.DataFrame(),
     )

@@ -11,6 +11,7 @@ from string import Template
 from dashboards.load import FINAL_STAGE, DashboardData, StudyInfo
 from dashboards.panels import FigureBlock, Panel, TableBlock
 from dashboards.template import PAGE
+from schema import record as R
 
 __all__ = ["render_page", "write_figures"]
 
@@ -67,12 +68,12 @@ def write_figures(panels: list[Panel], directory: Path) -> list[Path]:
 
 def _run_counts(data: DashboardData, experiment: str) -> str:
     runs = data.runs.filter(data.runs["experiment"] == experiment)
-    final = runs.filter(runs["stage"] == FINAL_STAGE).height
+    final = runs.filter(runs[R.STAGE] == FINAL_STAGE).height
     return f"{runs.height - final} search runs" + (f" + {final} final-stage runs" if final else "")
 
 
 def _selection_text(study: StudyInfo) -> str:
-    if study.selection == "validation":
+    if study.selection == R.SELECTION_VALIDATION:
         return f"hyperparameters selected on validation classes ({study.validation or 'validation'})"
     if study.selection == "test":
         return "hyperparameters selected on the test classes"

@@ -3,7 +3,8 @@
 Selection follows the study's protocol: configurations are ranked by the search metric over **search-stage**
 runs only (``val/…`` with validation on, ``test/…`` with ``validation.kind: none``); the final stage's runs
 (the selected configuration retrained with several seeds, evaluated on the test classes) are summarised
-per final group with Student's t 95 % interval, the same numbers the study logs on its parent run.
+per final group with Student's t 95 % interval, the same numbers the study logs on its parent run. "Best" is
+:func:`study.best.pick_best`'s rule (best value, ties to the smallest trial id), the one the final stage retrains.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import math
 import polars as pl
 
 from dashboards.load import FINAL_STAGE, METRIC, PARAM, DashboardData
+from schema import record as R
 from schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
+from study.best import best_by_group
 
 # The final stage's own rule (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n), one definition for the study and every table.
-from study.final_stage import t_interval
+from study.intervals import t_interval
 
 __all__ = [
     "GROUP",
@@ -37,7 +40,7 @@ __all__ = [
 ]
 
 #: One leaderboard row per group: a family on a dataset under one noise setting and training subset.
-GROUP = ["family", "dataset", "noise_kind", "noise_ratio", "subset"]
+GROUP = [R.FAMILY, R.DATASET, R.NOISE_KIND, R.NOISE_RATIO, R.SUBSET]
 # Params shown in the leaderboard only through the group columns, or that just pick seeds.
 _SHOWN_ELSEWHERE = {"family", "dataset.name", "dataset.noise.kind", "dataset.noise.ratio", "dataset.subset"}
 
@@ -63,13 +66,13 @@ def as_test(data: DashboardData, metric: str) -> str:
 
 def search_runs(data: DashboardData) -> pl.DataFrame:
     """The search stage's runs (runs without a ``stage`` tag count as search runs)."""
-    return data.runs.filter(pl.col("stage") != FINAL_STAGE)
+    return data.runs.filter(pl.col(R.STAGE) != FINAL_STAGE)
 
 
 def final_runs(data: DashboardData) -> pl.DataFrame:
     """The final stage's runs that finished every epoch (a running or failed final run is left out: its test
     numbers would be of a model trained for fewer epochs than the others)."""
-    return data.runs.filter((pl.col("stage") == FINAL_STAGE) & (pl.col("status") == "FINISHED"))
+    return data.runs.filter((pl.col(R.STAGE) == FINAL_STAGE) & (pl.col("status") == "FINISHED"))
 
 
 def scored_runs(data: DashboardData, metric: str | None = None) -> pl.DataFrame:
@@ -88,8 +91,8 @@ def _t(values: list[float | None]) -> tuple[int, float | None, float | None, flo
     x = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not x:
         return 0, None, None, None, None
-    stats = t_interval(x)
-    return (len(x), *(v if math.isfinite(v) else None for v in stats))
+    mean, std, low, high = (v if math.isfinite(v) else None for v in t_interval(x))
+    return len(x), mean, std, low, high
 
 
 def summarise(runs: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl.DataFrame:
@@ -113,11 +116,43 @@ def summarise(runs: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl
 
 def final_groups(data: DashboardData, metrics: tuple[str, ...]) -> pl.DataFrame:
     """The final stage per study and final group (``group`` tag) and ``source_trial``: the :data:`GROUP`
-    columns of its runs, and :func:`summarise`'s columns over its finished runs (one per final seed)."""
+    columns of its runs, and :func:`summarise`'s columns over its finished runs (one per final seed).
+
+    Where the parent run stored the group's summary (``final_summary.csv``, written when the final stage ended),
+    mean, std and interval are the stored ones (``stored`` is true): the page shows what the study decided, and a
+    store without the file (a study still in its final stage, an older store) is summarised from its runs."""
     runs = final_runs(data)
     if runs.is_empty():
         return pl.DataFrame()
-    return summarise(runs, ["experiment", "group", "source_trial", *GROUP], metrics).sort("experiment", "group")
+    table = summarise(runs, ["experiment", R.GROUP, R.SOURCE_TRIAL, *GROUP], metrics).sort("experiment", R.GROUP)
+    return _with_stored(table, data.final_summary, metrics)
+
+
+#: ``summarise``'s column prefix for each summary suffix of ``final_summary.csv``.
+_STORED = {R.SUMMARY_MEAN: "mean_", R.SUMMARY_STD: "std_", R.SUMMARY_CI_LOW: "lo_", R.SUMMARY_CI_HIGH: "hi_"}
+
+
+def _with_stored(table: pl.DataFrame, stored: pl.DataFrame, metrics: tuple[str, ...]) -> pl.DataFrame:
+    """``table`` with each group's stored summary values in place of the computed ones, where stored."""
+    keys = ["experiment", R.GROUP]
+    columns = {
+        f"{m}{suffix}": f"{prefix}{m}"
+        for m in metrics
+        for suffix, prefix in _STORED.items()
+        if f"{m}{suffix}" in stored
+    }
+    if stored.is_empty() or not set(keys) <= set(stored.columns) or not columns:
+        return table.with_columns(pl.lit(False).alias("stored"))
+    picked = stored.select(
+        *(pl.col(k).cast(pl.Utf8) for k in keys),
+        *(pl.col(c).cast(pl.Float64).fill_nan(None).alias("_s_" + c) for c in columns),
+        pl.lit(True).alias("stored"),
+    ).unique(keys, keep="last")
+    joined = table.join(picked, on=keys, how="left")
+    return joined.with_columns(
+        *(pl.coalesce("_s_" + c, target).alias(target) for c, target in columns.items()),
+        pl.col("stored").fill_null(False),
+    ).drop(["_s_" + c for c in columns])
 
 
 def ci_text(mean: float | None, low: float | None, high: float | None, n: int) -> str:
@@ -143,12 +178,11 @@ def best_configs(
     if runs.is_empty():
         return pl.DataFrame()
     objective = METRIC + data.metric
-    descending = data.mode == "max"
     aggs = [
         pl.len().alias("n_runs"),
         pl.col("seed").unique().sort().alias("seeds"),
         pl.col("run_id").alias("run_ids"),
-        pl.col("trial_id").alias("trial_ids"),
+        pl.col(R.TRIAL_ID).alias("trial_ids"),
         pl.col("experiment").unique().alias("experiments"),
         pl.col(objective).mean().alias("mean"),
         pl.col(objective).std().alias("std"),
@@ -158,29 +192,28 @@ def best_configs(
             aggs += [pl.col(METRIC + m).mean().alias(f"mean_{m}"), pl.col(METRIC + m).std().alias(f"std_{m}")]
         else:
             aggs += [pl.lit(None, pl.Float64).alias(f"mean_{m}"), pl.lit(None, pl.Float64).alias(f"std_{m}")]
-    # Ties (a tiny study's Recall@1 often ties) go to what the final stage retrained, then to the earlier run.
-    retrained = set(final_runs(data)["source_trial"].to_list()) - {""}
-    runs = runs.with_columns(pl.col("trial_id").is_in(pl.Series(sorted(retrained), dtype=pl.Utf8)).alias("_retrained"))
-    aggs.append(pl.col("_retrained").any())
-    per_config = runs.group_by([*GROUP, "config"]).agg(*aggs, pl.col("start_time").min())
-    best_config = (
-        per_config.sort(["mean", "_retrained", "start_time"], descending=[descending, True, False], maintain_order=True)
-        .group_by(GROUP, maintain_order=True)
-        .first()
-        .drop("_retrained", "start_time")
-    )
-    best_run = (
-        runs.sort([objective, "_retrained", "start_time"], descending=[descending, True, False], maintain_order=True)
-        .group_by(GROUP, maintain_order=True)
-        .first()
-        .select(
-            *GROUP,
-            pl.col(objective).alias("best_value"),
-            pl.col("run_id").alias("best_run_id"),
-            pl.col("trial_id").alias("best_trial_id"),
-        )
+    per_config = runs.group_by([*GROUP, "config"]).agg(*aggs, pl.col(R.TRIAL_ID).min().alias("_first_trial"))
+    best_config = _best_per_group(per_config, "mean", "_first_trial", data.mode).drop("_first_trial")
+    best_run = _best_per_group(runs, objective, R.TRIAL_ID, data.mode).select(
+        *GROUP,
+        pl.col(objective).alias("best_value"),
+        pl.col("run_id").alias("best_run_id"),
+        pl.col(R.TRIAL_ID).alias(R.BEST_TRIAL_ID),
     )
     return best_config.join(best_run, on=GROUP).sort("family", "dataset", "subset", "noise_ratio")
+
+
+def _best_per_group(frame: pl.DataFrame, value: str, trial_id: str, mode: str) -> pl.DataFrame:
+    """Per :data:`GROUP`, the row :func:`study.best.pick_best` picks: best ``value``, ties to the smallest
+    ``trial_id`` (the rule the final stage retrains by, so a page and its study agree)."""
+    picked = best_by_group(
+        frame.iter_rows(named=True),
+        lambda r: tuple(r[g] for g in GROUP),
+        lambda r: r[value],
+        lambda r: r[trial_id],
+        mode,
+    )
+    return pl.DataFrame(list(picked.values()), schema=frame.schema)
 
 
 def varying_params(data: DashboardData) -> list[str]:

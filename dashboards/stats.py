@@ -5,7 +5,8 @@ Why hand-written: the aggregates are a few lines each (Agarwal et al., "Deep Rei
 the Statistical Precipice", Sec. 4 and App. A), and ``rliable`` would add a dependency (and JAX-era pins) for them;
 the paired and Welch intervals are scipy's t quantiles around textbook formulas written out so that the tests can
 check each against an independent scipy call. The Student's t interval of one cell is the final stage's own
-(:func:`study.final_stage.t_interval`), re-exported here, not restated.
+(:func:`study.intervals.t_interval`), re-exported here, not restated; the paired difference is that interval of the
+per-seed differences.
 
 Why these intervals: the final stage runs every cell with the same seeds 0 … n−1 (and, with ``final.reseed_noise``,
 the same noise draw per seed), so two cells' values pair by seed and their difference's t-interval is much narrower
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from study.final_stage import t_interval
+from study.intervals import t_interval
 
 __all__ = [
     "t_interval",
@@ -72,15 +73,14 @@ def paired_difference(x: Sequence[float], y: Sequence[float]) -> Difference:
 
     d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
     n = d.size
-    mean = float(d.mean())
+    mean, std, low, high = t_interval(d.tolist())
     if n < 2:
         return _nan_difference(mean, n, True)
-    se = float(d.std(ddof=1)) / math.sqrt(n)
+    se = std / math.sqrt(n)
     if se == 0.0:
         return Difference(mean, mean, mean, 1.0 if mean == 0.0 else 0.0, n, True)
-    t = float(stats.t.ppf(0.975, df=n - 1))
     p = 2.0 * float(stats.t.sf(abs(mean) / se, df=n - 1))
-    return Difference(mean, mean - t * se, mean + t * se, p, n, True)
+    return Difference(mean, low, high, p, n, True)
 
 
 def welch_difference(x: Sequence[float], y: Sequence[float]) -> Difference:

@@ -7,22 +7,25 @@ are used once, here. With ``final.group_by`` the best configuration is chosen, a
 combination of the named *condition* values (family, noise ratio, subset, ...), which is how a comparison grid
 gets one honest number per cell.
 
-The interval is Student's t over the seeds (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n): with 3–10 seeds a bootstrap interval is
-too narrow (it cannot extrapolate beyond the observed spread), the t-interval is the textbook choice.
+The best configuration is :func:`study.best.pick_best`'s (ties to the smallest trial id); the interval is
+:func:`study.intervals.t_interval` (Student's t over the seeds). The summary's columns are named by
+:mod:`schema.record`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from schema import record as R
 from schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX
 from schema.spec import StudySpec
 from schema.trial import FINAL_KEY, sampled_values
+from study.best import best_by_group, pick_best
+from study.intervals import t_interval
 
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
@@ -32,6 +35,7 @@ __all__ = [
     "results_of",
     "result_trial_id",
     "best_per_group",
+    "best_result",
     "final_points",
     "summarize_final",
     "t_interval",
@@ -42,19 +46,6 @@ __all__ = [
 NOISE_SEED = "dataset.noise.seed"
 #: Label of the only group when ``final.group_by`` is empty.
 ALL = "all"
-
-
-def t_interval(values: list[float]) -> tuple[float, float, float, float]:
-    """``(mean, std, ci95_low, ci95_high)`` of ``values`` (sample std; the interval is NaN for one value)."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=float)
-    mean = float(x.mean())
-    if x.size < 2:
-        return mean, math.nan, math.nan, math.nan
-    std = float(x.std(ddof=1))
-    half = float(stats.t.ppf(0.975, df=x.size - 1)) * std / math.sqrt(x.size)
-    return mean, std, mean - half, mean + half
 
 
 def result_trial_id(result: Result) -> str:
@@ -83,29 +74,29 @@ def _metrics(result: Result) -> dict[str, Any]:
     return result.metrics or {}
 
 
-def _finished(spec: StudySpec, results: ResultGrid) -> list[Result]:
+def _finished(results: Iterable[Result]) -> list[Result]:
+    return [r for r in results if r.error is None and r.metrics]
+
+
+def best_result(spec: StudySpec, results: ResultGrid) -> Result | None:
+    """The search's best trial over every group (:func:`study.best.pick_best` on the search metric's last value)."""
     metric = spec.search.metric
-    return [
-        r
-        for r in results_of(results)
-        if r.error is None
-        and r.metrics
-        and isinstance(r.metrics.get(metric), (int, float))
-        and math.isfinite(r.metrics[metric])
-    ]
+    return pick_best(
+        _finished(results_of(results)), lambda r: _metrics(r).get(metric), result_trial_id, spec.search.mode
+    )
 
 
 def best_per_group(spec: StudySpec, results: ResultGrid) -> dict[str, Result]:
-    """Per group, the search trial with the best last value of the search metric (the study's best trial is the
-    best of these)."""
-    metric, sign = spec.search.metric, (1.0 if spec.search.mode == "max" else -1.0)
-    best: dict[str, Result] = {}
-    # Ties go to the smallest trial id, so a resumed driver (whose ResultGrid order may differ) picks the same.
-    for r in sorted(_finished(spec, results), key=result_trial_id):
-        label = group_label(spec, sampled_values(_config(r)))
-        if label not in best or sign * _metrics(r)[metric] > sign * _metrics(best[label])[metric]:
-            best[label] = r
-    return best
+    """Per group, the search trial with the best last value of the search metric (:func:`study.best.pick_best`:
+    ties to the smallest trial id, so a resumed driver, whose ResultGrid order may differ, picks the same)."""
+    metric = spec.search.metric
+    return best_by_group(
+        _finished(results_of(results)),
+        lambda r: group_label(spec, sampled_values(_config(r))),
+        lambda r: _metrics(r).get(metric),
+        result_trial_id,
+        spec.search.mode,
+    )
 
 
 def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any]]:
@@ -119,7 +110,7 @@ def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any
             params = {**sampled, "seed": seed}
             if spec.final.reseed_noise:
                 params[NOISE_SEED] = seed
-            points.append({"group": label, "source_trial": result_trial_id(best[label]), "params": params})
+            points.append({R.GROUP: label, R.SOURCE_TRIAL: result_trial_id(best[label]), "params": params})
     return points
 
 
@@ -137,10 +128,11 @@ class FinalGroup:
         return max((len(v) for v in self.values.values()), default=0)
 
     def summary(self) -> dict[str, float]:
-        """``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high`` for every test metric."""
+        """``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high`` (:data:`~schema.record.
+        SUMMARY_SUFFIXES`) for every test metric."""
         out: dict[str, float] = {}
         for name, vals in sorted(self.values.items()):
-            for suffix, value in zip(("_mean", "_std", "_ci95_low", "_ci95_high"), t_interval(vals)):
+            for suffix, value in zip(R.SUMMARY_SUFFIXES, t_interval(vals)):
                 out[name + suffix] = value
         out.update({FOLD_ENSEMBLE_PREFIX + k: v for k, v in sorted(self.fold_ensemble.items())})
         return out
@@ -164,7 +156,7 @@ def summarize_final(spec: StudySpec, results: ResultGrid, best: dict[str, Result
     for r in results_of(results):
         if r.error is not None or int(_metrics(r).get(EPOCH, 0)) < spec.train.epochs:
             continue
-        group = groups.get(_config(r)[FINAL_KEY]["group"])
+        group = groups.get(_config(r)[FINAL_KEY][R.GROUP])
         if group is None:
             continue
         for key, value in _metrics(r).items():
@@ -174,14 +166,17 @@ def summarize_final(spec: StudySpec, results: ResultGrid, best: dict[str, Result
 
 
 def summary_csv(groups: list[FinalGroup]) -> str:
-    """One row per group and column per summary value, for the parent run's ``final_summary.csv``."""
+    """One row per group and column per summary value, for the parent run's :data:`~schema.record.FINAL_SUMMARY_FILE`.
+
+    Values are written exactly (shortest round-trip text): the dashboards show this file, so a 4-decimal cell must
+    round the same number the study computed, not a 6-digit copy of it."""
     columns = sorted({k for g in groups for k in g.summary()})
-    lines = [",".join(["group", "source_trial", "seeds", *columns])]
+    lines = [",".join([*R.FINAL_SUMMARY_KEY_COLUMNS, *columns])]
     for g in groups:
         s = g.summary()
         lines.append(
             ",".join(
-                [f'"{g.label}"', g.source_trial, str(g.num_seeds), *(f"{s.get(c, math.nan):.6g}" for c in columns)]
+                [f'"{g.label}"', g.source_trial, str(g.num_seeds), *(repr(float(s.get(c, math.nan))) for c in columns)]
             )
         )
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ray.tune import Callback
 
 from schema.metric_names import EPOCH
+from study.best import pick_best
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -78,8 +79,7 @@ class ProgressTable(Callback):
                     self.metric: result.get(self.metric, ""),
                 }
             )
-        scored = [r for r in rows if isinstance(r[self.metric], (int, float))]
-        best = (max if self.mode == "max" else min)(scored, key=lambda r: r[self.metric]) if scored else None
+        best = pick_best(rows, lambda r: r[self.metric], lambda r: r["trial"], self.mode)
         done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
         header = f"== trials {done}/{self.total_trials} done"
         if best is not None:

@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections import Counter
 
+from schema import record as R
 from schema.errors import StudyError
 from schema.spec import StudySpec
 
@@ -25,6 +26,7 @@ def study_status(spec: StudySpec) -> dict:
     """
     import optuna
 
+    from study.best import pick_best
     from study.credentials import connection_url
     from study.layout import StudyLayout
     from study.storage import read_bytes
@@ -36,19 +38,17 @@ def study_status(spec: StudySpec) -> dict:
     study = optuna.load_study(study_name=spec.name, storage=connection_url(layout.optuna_url, "tracking.optuna_uri"))
     trials = study.get_trials(deepcopy=False)
     counts = Counter(t.state.name for t in trials)
-    finished = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
-    best = None
-    if finished:
-        pick = max if spec.search.mode == "max" else min
-        best = pick(finished, key=lambda t: float(t.value or 0.0))  # finished: value is not None
+    # study.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.
+    finished = [t for t in trials if t.state.name == "COMPLETE"]
+    best = pick_best(finished, lambda t: t.value, lambda t: t.number, spec.search.mode)
     from study import tracking_peek  # not study.tracking: that imports Ray
 
     driver = tracking_peek.parent_status(layout.tracking_uri, spec.name)
     tags = tracking_peek.parent_tags(layout.tracking_uri, spec.name)
     return {
-        "stage": tags.get("stage", "search"),
-        "final_planned": int(tags.get("final_planned", 0)),
-        "selection": tags.get("selection", "validation" if spec.validation.enabled else "test"),
+        "stage": tags.get(R.STAGE, R.STAGE_SEARCH),
+        "final_planned": int(tags.get(R.FINAL_PLANNED, 0)),
+        "selection": tags.get(R.SELECTION, R.SELECTION_VALIDATION if spec.validation.enabled else R.SELECTION_TEST),
         "name": spec.name,
         "root": layout.root,
         "tracking_uri": layout.tracking_uri,
@@ -78,7 +78,7 @@ def print_status(spec: StudySpec) -> int:
     for trial_id, stage_name, reason in st["failures"]:
         print(f"    failed ({stage_name}): trial {trial_id}: {reason}")
     stage = st["stage"]
-    if stage == "final":
+    if stage == R.STAGE_FINAL:
         stage += f" (retraining the best configuration: {st['final_planned']} runs planned)"
     print(f"  stage: {stage}; hyperparameters selected on the {st['selection']} classes")
     if st["best"] is not None:

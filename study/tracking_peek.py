@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from schema import record as R
 from study.credentials import connection_url
 
 if TYPE_CHECKING:
@@ -16,8 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ROLE_TAG", "client", "missing_sqlite", "parent_status", "parent_tags", "failures"]
 
-#: The tag that tells a study's parent run (``study``) from its trial runs (``trial``).
-ROLE_TAG = "dmlstudy.role"
+ROLE_TAG = R.ROLE_TAG  # re-exported for older callers; the record defines it
 
 
 def client(uri: str) -> MlflowClient:
@@ -44,7 +44,9 @@ def _runs(uri: str, experiment_name: str, filter_string: str, **kwargs: object) 
 
 
 def _parent(uri: str, experiment_name: str) -> object | None:
-    runs = _runs(uri, experiment_name, f"tags.`{ROLE_TAG}` = 'study'", order_by=["start_time DESC"], max_results=1)
+    runs = _runs(
+        uri, experiment_name, f"tags.`{R.ROLE_TAG}` = '{R.ROLE_STUDY}'", order_by=["start_time DESC"], max_results=1
+    )
     return runs[0] if runs else None
 
 
@@ -65,8 +67,8 @@ def failures(uri: str, experiment_name: str) -> list[tuple[str, str, str]]:
     runs = _runs(
         uri,
         experiment_name,
-        f"tags.`{ROLE_TAG}` = 'trial' and attributes.status = 'FAILED'",
+        f"tags.`{R.ROLE_TAG}` = '{R.ROLE_TRIAL}' and attributes.status = 'FAILED'",
         order_by=["start_time ASC"],
     )
     tags = [r.data.tags for r in runs or []]
-    return [(t.get("trial_id", "?"), t.get("stage", "search"), t.get("failure_reason", "unknown")) for t in tags]
+    return [(t.get(R.TRIAL_ID, "?"), t.get(R.STAGE, R.STAGE_SEARCH), t.get(R.FAILURE_REASON, "unknown")) for t in tags]

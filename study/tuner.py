@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from schema import record as R
 from schema.errors import SpecError
 from schema.metric_names import EPOCH
-from schema.spec import FinalSpec, StudySpec
+from schema.spec import StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
 from study.cluster_connect import check_storage_reachable, connect_ray
 from study.credentials import check_tracking_env, redacted_spec
@@ -31,6 +32,7 @@ from study.data import ensure_pretrained
 from study.final_stage import (
     FinalGroup,
     best_per_group,
+    best_result,
     final_points,
     result_trial_id,
     results_of,
@@ -94,14 +96,14 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
         "noise_ratio": str(noise.ratio if noise.kind != "none" else 0.0),
         "subset": spec.dataset.subset,
         "seed": str(spec.seed),
-        "stage": stage,
+        R.STAGE: stage,
         "validation": spec.validation.kind if stage == "search" else "none",
         "val_labels": spec.validation.labels,
         "selection": selection_tag(spec),
     }
-    if stage == "final":
-        tags["group"] = config[FINAL_KEY]["group"]
-        tags["source_trial"] = config[FINAL_KEY]["source_trial"]
+    if stage == R.STAGE_FINAL:
+        tags[R.GROUP] = config[FINAL_KEY][R.GROUP]
+        tags[R.SOURCE_TRIAL] = config[FINAL_KEY][R.SOURCE_TRIAL]
     return trial_params(spec), tags
 
 
@@ -150,7 +152,7 @@ def _run_final_stage(
     points = final_points(spec, best)
     if not points:
         return [], False
-    store.set_tags(parent, {"stage": "final", "final_planned": str(len(points))})
+    store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
     callback = _trial_callback(spec, layout, store, parent, stage="final")
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
     tuner = final_tuner(spec, layout, param_space, callback, len(points), max_failures, pending_timeout_s)
@@ -163,14 +165,13 @@ def _run_final_stage(
     failures.extend(failures_of(results))
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
-    store.log_text(parent, summary_csv(groups), "final_summary.csv")
+    store.log_text(parent, summary_csv(groups), R.FINAL_SUMMARY_FILE)
     return groups, interrupted
 
 
 def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float) -> StudyOutcome:
     s = spec.search
-    # The final stage's rule with a single group: best last value, ties to the smallest trial id.
-    best = next(iter(best_per_group(spec.model_copy(update={"final": FinalSpec(seeds=0)}), results).values()), None)
+    best = best_result(spec, results)  # study.best's rule: best last value, ties to the smallest trial id
     sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
@@ -270,7 +271,7 @@ def _run_validated(
         tags={
             "family": spec.family,
             "dataset": spec.dataset.name,
-            "study_dir": layout.root,
+            R.STUDY_DIR: layout.root,
             "selection": selection_tag(spec),
             "validation": spec.validation.kind,
             "val_labels": spec.validation.labels,
@@ -280,7 +281,7 @@ def _run_validated(
     callback = _trial_callback(spec, layout, store, parent, stage="search")
     started = time.perf_counter()
     try:
-        store.set_tags(parent, {"stage": "search"} if not resuming else {})
+        store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not resuming else {})
         param_space = {SPEC_KEY: trial_spec_data(spec)}
         tuner = search_tuner(spec, layout, param_space, callback, resuming, max_failures, pending_timeout_s)
         results = tuner.fit()
@@ -309,10 +310,10 @@ def _run_validated(
     store.close_orphans(parent, status="KILLED")
     metrics = {"num_trials": float(outcome.num_trials), "num_failed": float(outcome.num_failed)}
     if outcome.best_value is not None:
-        metrics[f"best_{spec.search.metric}"] = outcome.best_value
-    tags = {"best_trial_id": outcome.best_trial_id or ""}
+        metrics[R.best_metric(spec.search.metric)] = outcome.best_value
+    tags = {R.BEST_TRIAL_ID: outcome.best_trial_id or ""}
     if outcome.succeeded:
-        tags["stage"] = "done"
+        tags[R.STAGE] = R.STAGE_DONE
     store.end_parent(parent, status, metrics, tags)
     return outcome
 

@@ -24,6 +24,7 @@ import torch
 from pytorch_metric_learning.miners import BaseMiner
 from sklearn.metrics import roc_auc_score
 
+from schema import record as R
 from schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
@@ -252,7 +253,7 @@ class SampleScoreTrace:
     def write(self, directory: Path) -> None:
         if self.last is None:
             return
-        pl.DataFrame(self.history).write_parquet(directory / "class_weights.parquet")
+        pl.DataFrame(self.history).write_parquet(directory / R.CLASS_WEIGHTS_FILE)
         pl.DataFrame(
             {
                 "index": np.arange(self.labels.size),
@@ -260,7 +261,7 @@ class SampleScoreTrace:
                 "noisy": self.noisy,
                 "weight": self.last,
             }
-        ).write_parquet(directory / "sample_weights.parquet")
+        ).write_parquet(directory / R.SAMPLE_WEIGHTS_FILE)
 
     def state(self) -> dict[str, Any]:
         return {"history": list(self.history), "last": self.last}

@@ -17,6 +17,7 @@ from dashboards.select import (
     split_of,
     varying_params,
 )
+from schema import record as R
 from schema.metric_names import MAP_AT_R, NMI, OBJECTIVE
 
 __all__ = ["build", "mean_std", "final_metrics"]
@@ -53,13 +54,13 @@ def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metric
     several = finals["experiment"].n_unique() > 1
     rows = []
     for r in finals.iter_rows(named=True):
-        source = search.filter((pl.col("experiment") == r["experiment"]) & (pl.col("trial_id") == r["source_trial"]))
+        source = search.filter((pl.col("experiment") == r["experiment"]) & (pl.col(R.TRIAL_ID) == r[R.SOURCE_TRIAL]))
         src = source.row(0, named=True) if source.height else {}
         row = {"study": r["experiment"]} if several else {}
         row.update(
             {
                 "group": r["group"] or "—",
-                "source trial": r["source_trial"] or "—",
+                "source trial": r[R.SOURCE_TRIAL] or "—",
                 f"{data.metric} of the source trial": repr(src[METRIC + data.metric])
                 if src.get(METRIC + data.metric) is not None
                 else "—",
@@ -118,12 +119,12 @@ def build(data: DashboardData) -> Panel:
             "runs": str(r["n_runs"]),
             "seeds": ", ".join(r["seeds"]),
             "best run": repr(r["best_value"]),  # exact: it must equal the run's metric in MLflow
-            "best trial": r["best_trial_id"],
+            "best trial": r[R.BEST_TRIAL_ID],
             "params of the best configuration": params_text(r["config"], names),
         }
         if not finals.is_empty() and primary is not None:
             match = finals.filter(
-                pl.col("experiment").is_in(r["experiments"]) & pl.col("source_trial").is_in(r["trial_ids"])
+                pl.col("experiment").is_in(r["experiments"]) & pl.col(R.SOURCE_TRIAL).is_in(r["trial_ids"])
             )
             if match.height:
                 f = match.row(0, named=True)

@@ -32,6 +32,12 @@ _INTRO = (
 _THEORY = (Q_POS, Q_POS_OBS, Q_NEG, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET)
 
 
+def _max(column: pl.Series) -> float:
+    """The largest value of a numeric column, 0 when it has none (polars types ``max()`` as any scalar)."""
+    top = column.max()
+    return float(top) if isinstance(top, (int, float)) else 0.0
+
+
 def theory_table(data: DashboardData) -> pl.DataFrame:
     """Mean last-epoch values per mining rule × noise ratio over the search runs that logged them."""
     recall = as_test(data, recall_at(1))
@@ -66,7 +72,7 @@ def _scatter(panel: Panel, table: pl.DataFrame) -> None:
             ax.scatter(part[expected], part[observed], color=f"C{i}", label=rule)
             for x, y, p in zip(part[expected], part[observed], part["noise_ratio"]):
                 ax.annotate(f"p={p:g}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-        top = max(table[expected].max() or 0, table[observed].max() or 0) * 1.1 or 1.0
+        top = max(_max(table[expected]), _max(table[observed])) * 1.1 or 1.0
         ax.plot([0, top], [0, top], color="grey", lw=0.8)
         ax.set_xlabel(f"{expected} (Eq. {7 if expected == Q_POS else 8})")
         ax.set_ylabel(observed)
@@ -101,7 +107,7 @@ def _vs_noise(panel: Panel, table: pl.DataFrame) -> None:
                 ax.plot(p, part[P_BOUND_TRIPLET], "-o", color=f"C{i}", label=rule)
                 ax.set_ylabel("noise bound of Eq. 27")
         if kind == "bound":
-            top = max(table["noise_ratio"].max(), table[P_BOUND_TRIPLET].max() or 0)
+            top = max(_max(table["noise_ratio"]), _max(table[P_BOUND_TRIPLET]))
             ax.plot([0, top], [0, top], color="grey", lw=0.8, label="p = bound")
         ax.set_xlabel("noise ratio p")
         ax.grid(alpha=0.3)

@@ -118,7 +118,7 @@ def build(data: DashboardData) -> Panel:
         fig,
     )
 
-    ratios = []
+    ratios = pl.DataFrame()
     if not topline.is_empty():
         joined = noisy.join(topline, on=["series", "noise_ratio"], suffix="_top")
         for m in metrics:

@@ -16,6 +16,7 @@ import polars as pl
 from dashboards.load import METRIC, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import base_name, final_runs, search_runs, split_of
+from schema import record as R
 from schema.metric_names import MAP_AT_R, NMI, OBJECTIVE, TEST_PREFIX, VAL_PREFIX
 
 __all__ = ["build", "pairs", "MIN_TRIALS"]
@@ -68,7 +69,7 @@ def build(data: DashboardData) -> Panel:
         "Spearman's rank correlation ρ. Trials whose configuration the final stage retrained are ringed.",
     )
     primary = base_name(data.metric) if split_of(data.metric) else OBJECTIVE
-    sources = set(final_runs(data)["source_trial"].to_list()) - {""}
+    sources = set(final_runs(data)[R.SOURCE_TRIAL].to_list()) - {""}
     rows = []
     counts = {}
     for base in dict.fromkeys((primary, MAP_AT_R, NMI)):
@@ -87,7 +88,7 @@ def build(data: DashboardData) -> Panel:
         for i, label in enumerate(dict.fromkeys(labels)):
             mask = np.array([lab == label for lab in labels])
             ax.scatter(x[mask], y[mask], s=22, alpha=0.8, color=f"C{i % 10}", label=label)
-        ringed = np.array([t in sources for t in found["trial_id"]])
+        ringed = np.array([t in sources for t in found[R.TRIAL_ID]])
         if ringed.any():
             ax.scatter(
                 x[ringed], y[ringed], s=90, facecolors="none", edgecolors="k", label="retrained in the final stage"

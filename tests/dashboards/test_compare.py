@@ -229,3 +229,47 @@ def test_a_reference_that_did_not_drop_is_noted():
     assert notes == ["ms did not drop from p=0 to per_class p=0.2 (-0.040): the recovered share there has no meaning"]
     # (0.51 − 0.54) / (0.50 − 0.54) = 0.75, printed but flagged.
     assert rows[-1].share is not None and rows[-1].share[0] == pytest.approx(0.75)
+
+
+def test_study_labels_drop_the_common_prefix_at_a_word_boundary():
+    names = ["noise_grid_glyphs_ms", "noise_grid_glyphs_prism_given", "noise_grid_glyphs_prism_estimated"]
+    assert compare.study_labels(names) == {n: n.removeprefix("noise_grid_glyphs_") for n in names}
+    # The shared "prism_g" of the two PRISM arms is cut back to "prism_", never inside a word.
+    assert compare.study_labels(["grid_prism_given", "grid_prism_grid"]) == {
+        "grid_prism_given": "given",
+        "grid_prism_grid": "grid",
+    }
+    assert compare.study_labels(["only"]) == {"only": "only"}
+
+
+def test_two_studies_of_one_family_keep_a_row_each(tmp_path, capsys):
+    """PRISM run twice (rate given / estimated) as two studies beside an ms study: both PRISM rows are kept, each
+    labelled by its study and compared with the one ms reference; a family only one study holds keeps its name."""
+    ms = {("ms", 0.0, "all"): {0: 0.70, 1: 0.72}, ("ms", 0.2, "all"): {0: 0.60, 1: 0.58}}
+    given = {("prism", 0.0, "all"): {0: 0.71, 1: 0.69}, ("prism", 0.2, "all"): {0: 0.66, 1: 0.65}}
+    estimated = {("prism", 0.2, "all"): {0: 0.63, 1: 0.61}, ("bspml", 0.2, "all"): {0: 0.62, 1: 0.60}}
+    dirs = [
+        make_study(tmp_path, f"grid_{name}", finals)
+        for name, finals in (("ms", ms), ("prism_given", given), ("prism_estimated", estimated))
+    ]
+    capsys.readouterr()
+    out = tmp_path / "table.csv"
+    assert compare.main([*map(str, dirs), "--reference", "ms", "--format", "csv", "--out", str(out)]) == 0
+    rows = _csv(out.read_text())
+    assert sorted((r["family"], r["noise_ratio"]) for r in rows) == [
+        ("bspml", "0.2"),
+        ("ms", "0"),
+        ("ms", "0.2"),
+        ("prism [prism_estimated]", "0.2"),
+        ("prism [prism_given]", "0"),
+        ("prism [prism_given]", "0.2"),
+    ]
+    # Each row holds its own study's seeds: Δ against ms at p = 0.2, by hand.
+    assert float(_row(rows, "prism [prism_given]", "0.2")["delta"]) == pytest.approx(0.065)
+    assert float(_row(rows, "prism [prism_estimated]", "0.2")["delta"]) == pytest.approx(0.03)
+    assert float(_row(rows, "bspml", "0.2")["delta"]) == pytest.approx(0.02)
+    # Markdown: one table row per study's PRISM.
+    text = compare.render_markdown(
+        compare.build_comparison(compare._runs(map(compare.read_study, map(str, dirs))), "ms", "test/recall_at_1")
+    )
+    assert "| prism [prism_given] |" in text and "| prism [prism_estimated] |" in text

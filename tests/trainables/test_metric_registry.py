@@ -78,7 +78,9 @@ def test_a_trials_evaluation_reports_exactly_the_registered_names():
             "train": {"epochs": 1, "classes_per_batch": 4, "samples_per_class": 4, "recall_at": [1, 2]},
         }
     )
-    assert set(TrialRun.single(spec).member.evaluate()) == evaluated_names((1, 2), paired_test=False, linear_probe=False)
+    assert set(TrialRun.single(spec).member.evaluate()) == evaluated_names(
+        (1, 2), paired_test=False, linear_probe=False
+    )
 
 
 def test_a_paired_trial_also_reports_the_paired_metrics(tmp_path, monkeypatch):

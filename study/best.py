@@ -1,0 +1,53 @@
+"""The one definition of "the best configuration" that the final stage, the study's outcome, ``--status`` and the
+dashboards share.
+
+The rule: among the candidates whose value of the search metric is a finite number, the one with the best value
+(largest for ``mode: max``, smallest for ``mode: min``); **ties go to the smallest trial id**. Ray numbers a Tuner's
+trials in creation order (``<experiment>_00000``, ``_00001``, ...) and Optuna numbers its trials the same way, so the
+tie-break is "the earliest trial", and it does not depend on the order a store or a restored ``ResultGrid`` returns
+the candidates in: a resumed driver, ``--status`` and a dashboard built later pick the same trial. Ties are common
+on tiny studies (Recall@1 over a few hundred queries takes few values).
+
+A configuration repeated over seeds is ranked by its mean (the dashboards' ``best_configs``); its trial id for the
+tie-break is then its smallest one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
+
+__all__ = ["pick_best", "best_by_group", "is_finite_number"]
+
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+
+
+def is_finite_number(value: Any) -> bool:
+    """A real number that is neither NaN nor infinite (``bool`` is not one)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def pick_best(candidates: Iterable[T], value: Callable[[T], Any], trial_id: Callable[[T], Any], mode: str) -> T | None:
+    """The candidate with the best finite ``value`` under ``mode`` (``max``/``min``), ties to the smallest
+    ``trial_id``; ``None`` when no candidate has a finite value."""
+    sign = 1.0 if mode == "max" else -1.0
+    best: T | None = None
+    best_value = -math.inf
+    for candidate in sorted((c for c in candidates if is_finite_number(value(c))), key=trial_id):
+        v = sign * float(value(candidate))
+        if best is None or v > best_value:  # strictly better: an equal value keeps the smaller trial id
+            best, best_value = candidate, v
+    return best
+
+
+def best_by_group(
+    candidates: Iterable[T], group: Callable[[T], K], value: Callable[[T], Any], trial_id: Callable[[T], Any], mode: str
+) -> dict[K, T]:
+    """:func:`pick_best` within each ``group`` (groups without a finite value are left out)."""
+    groups: dict[K, list[T]] = {}
+    for candidate in candidates:
+        groups.setdefault(group(candidate), []).append(candidate)
+    picked = {key: pick_best(members, value, trial_id, mode) for key, members in groups.items()}
+    return {key: best for key, best in picked.items() if best is not None}
