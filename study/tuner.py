@@ -89,17 +89,17 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
     noise = spec.dataset.noise
     stage = trial_stage(config)
     tags = {
-        "study": spec.name,
-        "family": spec.family,
-        "dataset": spec.dataset.name,
-        "noise_kind": noise.kind,
-        "noise_ratio": str(noise.ratio if noise.kind != "none" else 0.0),
-        "subset": spec.dataset.subset,
-        "seed": str(spec.seed),
+        R.STUDY: spec.name,
+        R.FAMILY: spec.family,
+        R.DATASET: spec.dataset.name,
+        R.NOISE_KIND: noise.kind,
+        R.NOISE_RATIO: str(noise.ratio if noise.kind != "none" else 0.0),
+        R.SUBSET: spec.dataset.subset,
+        R.SEED: str(spec.seed),
         R.STAGE: stage,
-        "validation": spec.validation.kind if stage == "search" else "none",
-        "val_labels": spec.validation.labels,
-        "selection": selection_tag(spec),
+        R.VALIDATION: spec.validation.kind if stage == R.STAGE_SEARCH else "none",
+        R.VAL_LABELS: spec.validation.labels,
+        R.SELECTION: selection_tag(spec),
     }
     if stage == R.STAGE_FINAL:
         tags[R.GROUP] = config[FINAL_KEY][R.GROUP]
@@ -269,12 +269,12 @@ def _run_validated(
             spec.model_dump(mode="json", include={"family", "search", "validation", "final", "resources", "storage"})
         ),
         tags={
-            "family": spec.family,
-            "dataset": spec.dataset.name,
+            R.FAMILY: spec.family,
+            R.DATASET: spec.dataset.name,
             R.STUDY_DIR: layout.root,
-            "selection": selection_tag(spec),
-            "validation": spec.validation.kind,
-            "val_labels": spec.validation.labels,
+            R.SELECTION: selection_tag(spec),
+            R.VALIDATION: spec.validation.kind,
+            R.VAL_LABELS: spec.validation.labels,
         },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING

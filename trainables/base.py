@@ -8,16 +8,14 @@ the hooks below and never checks which family it runs.
 from __future__ import annotations
 
 import abc
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
-from pydantic import TypeAdapter, ValidationError
 from torch import nn
 
 # The Params bounds moved to the torch-free rules (trainables/params); re-exported for existing imports.
-from trainables.params import NonNegative, OpenUnit, Positive, PositiveInt
+from trainables.params import FamilyRules, NonNegative, OpenUnit, Positive, PositiveInt
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,7 +67,7 @@ class Batch:
     indices: torch.Tensor
 
 
-class BaseLossFamily(nn.Module, abc.ABC):
+class BaseLossFamily(FamilyRules, nn.Module, abc.ABC):
     """A loss family: the criterion of one trainable, plus any state it carries between epochs.
 
     Lifecycle (all calls come from the loop, :mod:`trainables.loop`):
@@ -82,13 +80,10 @@ class BaseLossFamily(nn.Module, abc.ABC):
     2. ``compute_loss(embeddings, batch)`` once per batch, in training mode.
     3. ``on_epoch_end(epoch, embed_train)`` once per epoch after the θ-step, before evaluation.
 
-    Subclasses set ``name`` (the spec's ``family:`` value) and ``Params``.
+    The spec-side half (``name``, ``Params``, ``metric_names``, ``check_spec``/``check_model``, parsing) is the
+    family's torch-free rules class (:class:`trainables.params.FamilyRules`), which the family subclasses first.
     """
 
-    name: ClassVar[str]
-    Params: ClassVar[type]
-    #: Per-epoch metrics this family reports beyond the shared ones (so specs may optimise them).
-    metric_names: ClassVar[tuple[str, ...]] = ()
     #: Views of each image the loader must produce (2 for the contrastive families).
     num_views: ClassVar[int] = 1
     #: True: the model's output is *not* L2-normalised; :meth:`compute_loss` gets it raw (a family with a term
@@ -151,45 +146,6 @@ class BaseLossFamily(nn.Module, abc.ABC):
         Mining needs no such hook: the loop observes every pytorch-metric-learning miner the family holds.
         """
         return None
-
-    @classmethod
-    def check_spec(cls, params: Any, extremes: dict[str, list[Any]]) -> None:
-        """Cross-parameter rules, checked when a spec loads (default: none). Per-value bounds belong on the
-        ``Params`` fields (:data:`Positive`, ...), which every parse and every probed range end checks.
-
-        ``params`` are the fixed values (defaults filled in); ``extremes`` maps every parameter name to the values
-        it can reach at its extremes: ``[fixed value]``, or a searched range's ``[low, high]`` (a categorical's
-        choices). Raise ``ValueError`` with one line naming the rule and the values.
-        """
-        del params, extremes
-
-    @classmethod
-    def check_model(cls, params: Any, embedding_dim: int) -> None:
-        """Rules on the model the family needs (DiVA: room for four heads); ``ValueError`` as in check_spec."""
-        del params, embedding_dim
-
-    @classmethod
-    def parse_params(cls, values: dict[str, Any]) -> Any:
-        """The frozen ``Params`` from a spec's ``params`` mapping: names, types and per-value bounds checked.
-
-        Raises ``ValueError`` with one line naming the parameter (``params.tau_plus: ... (got 1.0)``).
-        """
-        names = cls.param_names()
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            raise ValueError(
-                f"unknown parameter params.{unknown[0]} for family {cls.name!r}; known: {', '.join(names)}"
-            )
-        try:
-            return TypeAdapter(cls.Params).validate_python(dict(values))
-        except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise ValueError(f"params.{loc}: {err['msg']} (got {err.get('input')!r})") from None
-
-    @classmethod
-    def param_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls.Params))
 
 
 class PmlLossFamily(BaseLossFamily):

@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from schema.metric_names import EPOCH_TIME, LR, PAIRED_EMBEDDINGS_FILE, TRAIN_LOSS, TRAIN_LOSS_PREFIX
+from schema.record import TRAIN_LABELS_FILE
 from schema.spec import StudySpec
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits
@@ -134,7 +135,7 @@ class Member:
         artifacts.mkdir()
         if self.data.train.noisy_mask.any():
             np.savez_compressed(
-                artifacts / "train_labels.npz",
+                artifacts / TRAIN_LABELS_FILE,
                 labels=self.data.train.labels,
                 true_labels=self.data.train.true_labels,
                 noisy=self.data.train.noisy_mask,
