@@ -96,6 +96,10 @@ class Cell(NamedTuple):
     def noise(self) -> tuple[str, float]:
         return self.noise_kind, self.noise_ratio
 
+    def csv(self, metric: str, n_seeds: int) -> list[str]:
+        """The cell's leading CSV columns (``_CELL_COLUMNS``), shared by both tables."""
+        return [self.name, self.noise_kind, f"{self.noise_ratio:g}", self.subset, metric, str(n_seeds)]
+
 
 @dataclass(frozen=True)
 class Row:
@@ -116,12 +120,7 @@ class Row:
     def csv(self) -> list[str]:
         diff, share = self.diff, self.share
         return [
-            self.cell.name,
-            self.cell.noise_kind,
-            f"{self.cell.noise_ratio:g}",
-            self.cell.subset,
-            self.metric,
-            str(len(self.values)),
+            *self.cell.csv(self.metric, len(self.values)),
             *(num(v) for v in (self.mean, self.std, self.low, self.high)),
             *((num(diff.delta), num(diff.low), num(diff.high)) if diff else ("", "", "")),
             "" if self.significant is None else str(self.significant).lower(),
@@ -155,12 +154,7 @@ class Claimed:
 
     def csv(self) -> list[str]:
         return [
-            self.cell.name,
-            self.cell.noise_kind,
-            f"{self.cell.noise_ratio:g}",
-            self.cell.subset,
-            self.metric,
-            str(self.diff.n),
+            *self.cell.csv(self.metric, self.diff.n),
             num(float(np.mean(list(self.honest.values())))),
             num(float(np.mean(list(self.claimed.values())))),
             num(self.diff.delta),
