@@ -56,13 +56,27 @@ def _serves(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _hangup_by_default() -> None:
+    """Run in the child before exec: these tests are about an attached server, so SIGHUP must not arrive ignored
+    from whatever started pytest (``nohup`` makes the CLI a detached server that ignores hangups and outlives its
+    parent, by design)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _start(directory: Path, port: int, via_parent: bool = False) -> tuple[subprocess.Popen, int]:
     """The CLI (``via_parent``: under an intermediate ``sh`` that waits for it); returns (top process, CLI pid)
     once the CLI says it serves."""
     cmd = [sys.executable, "-m", "study.mlflow_server", str(directory), "--port", str(port)]
     if via_parent:
         cmd = ["sh", "-c", '"$@" & echo "cli $!"; wait', "sh", *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_hangup_by_default,  # noqa: PLW1509 - a single-threaded test process
+    )
     cli = proc.pid
     deadline = time.monotonic() + 180
     assert proc.stdout is not None
