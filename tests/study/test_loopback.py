@@ -5,6 +5,7 @@ took 127.0.0.1 as the node's address. Before ``study.compat.loopback_local_insta
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 
@@ -14,7 +15,10 @@ import yaml
 from harness.driver import driver_env, kill_driver, start_driver, tiny_spec
 from harness.sockets import host_addresses, is_loopback, process_tree, sockets_of
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) not found: it lists the study's sockets"),
+]
 
 
 def test_a_local_study_listens_and_talks_on_loopback_only(tmp_path):
