@@ -1,5 +1,6 @@
 """Multi-node: a simulated Ray cluster (``ray.cluster_utils.Cluster``: a head and two workers on this
-machine), a worker lost mid-trial, the local-storage refusal, and tracking through a real MLflow server."""
+machine, every node on 127.0.0.1), a worker lost mid-trial, the local-storage refusal, and tracking through a real MLflow
+server."""
 
 from __future__ import annotations
 
@@ -18,36 +19,46 @@ import pytest
 import yaml
 
 from harness.driver import driver_env, mlflow_children, optuna_trials, start_driver, tiny_spec
+from study.compat import loopback_local_instance
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
 def cluster(monkeypatch):
-    """A head (no CPUs, so trials land on workers) and two one-CPU worker nodes, torn down afterwards."""
+    """A head (no CPUs, so trials land on workers) and two one-CPU worker nodes, torn down afterwards.
+
+    Every node takes 127.0.0.1 and listens on loopback only: the nodes start inside this (pytest's) process, which a
+    private network namespace would have to move as a whole, so Ray's local-only switch stays on for the cluster's
+    life instead (``study.compat.loopback_local_instance``; the drivers inherit its environment variable, so Ray does
+    not rewrite their ``127.0.0.1:port`` to the machine's address either). ``test_ray_cli_cluster.py`` runs
+    ``ray start`` nodes, which refuse that switch, in a namespace."""
     import ray
     from ray.cluster_utils import Cluster
 
     ray_tmp = tempfile.mkdtemp(prefix="rc", dir="/tmp")
     monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 0,
-            "include_dashboard": False,
-            # Declare a lost node dead within a few seconds instead of Ray's ~30 s.
-            "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3},
-        },
-    )
-    workers = [c.add_node(num_cpus=1) for _ in range(2)]
-    c.wait_for_nodes()
-    try:
-        yield c, workers, ray_tmp
-    finally:
-        ray.shutdown()
-        c.shutdown()
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+    with loopback_local_instance():
+        c = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 0,
+                "include_dashboard": False,
+                # Declare a lost node dead within a few seconds instead of Ray's ~30 s.
+                "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3},
+            },
+        )
+        try:
+            workers = [c.add_node(num_cpus=1) for _ in range(2)]
+            c.wait_for_nodes()
+            assert [n.node_ip_address for n in c.list_all_nodes()] == ["127.0.0.1"] * 3
+            assert c.address.startswith("127.0.0.1:"), c.address
+            yield c, workers, ray_tmp
+        finally:
+            ray.shutdown()
+            c.shutdown()
+            shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def _spec(name: str, epochs: int, **extra: object) -> dict:
