@@ -154,7 +154,7 @@ def _bare_main(trials: int, epochs: int) -> None:
             for name, d in spec.search.space.items()
         }
         trial_spec = spec.model_copy(update={"seed": i})
-        from schema.trial import resolve_trial_spec
+        from trainables.schema.trial import resolve_trial_spec
 
         run = TrialRun.build(resolve_trial_spec(trial_spec, sampled))
         while run.epoch < epochs:

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, NoReturn
 from dashboards.load import DashboardData, DashboardError, load, resolve_tracking_uri
 from dashboards.panels import PANEL_MODULES, Panel
 from dashboards.render import render_page, write_figures
-from study.credentials import connection_url, remember
+from study.tracking.credentials import connection_url, remember
 
 if TYPE_CHECKING:
-    from schema.spec import StudySpec
+    from trainables.schema.spec import StudySpec
 
 __all__ = ["build_dashboard", "build_panels", "build_after_study", "main", "ARTIFACT_PATH"]
 

@@ -68,9 +68,9 @@ __all__ = [
 
 def _locate(study: str) -> tuple[str, str]:
     """``(tracking URI, experiment name)`` of a spec file or a study directory."""
-    from schema.errors import StudyError
     from study.layout import StudyLayout
     from study.loading import load_spec
+    from trainables.schema.errors import StudyError
 
     path = Path(study)
     if not path.exists():
@@ -94,7 +94,7 @@ def read_study(study: str) -> DashboardData:
     import tempfile
 
     from dashboards.load import load, resolve_tracking_uri
-    from study.credentials import remember
+    from study.tracking.credentials import remember
 
     uri, name = _locate(study)
     try:

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from schema.errors import SpecError
-from study.credentials import remember
-from study.storage import make_dirs
+from study.runtime.storage import make_dirs
+from study.tracking.credentials import remember
+from trainables.schema.errors import SpecError
 
 if TYPE_CHECKING:
-    from schema.spec import StudySpec
+    from trainables.schema.spec import StudySpec
 
 __all__ = ["StudyLayout", "FINAL_EXPERIMENT", "default_tracking_uri"]
 
@@ -39,7 +39,7 @@ def default_tracking_uri(study_dir: str) -> str:
 class StudyLayout:
     """Where a study's files live: ``root`` is a local directory or a pyarrow filesystem URI.
 
-    ``tracking_uri`` and ``optuna_url`` are redacted (:func:`study.credentials.redact`): safe to print or store.
+    ``tracking_uri`` and ``optuna_url`` are redacted (:func:`study.tracking.credentials.redact`): safe to print or store.
     """
 
     root: str
@@ -59,7 +59,7 @@ class StudyLayout:
             root = f"{spec.storage.rstrip('/')}/{spec.name}"
         else:
             root = str((Path(spec.storage).expanduser() / spec.name).resolve())
-        # URLs are kept redacted (no password); connections go through study.credentials.connection_url.
+        # URLs are kept redacted (no password); connections go through study.tracking.credentials.connection_url.
         optuna_url = remember(spec.tracking.optuna_uri) if spec.tracking.optuna_uri else f"sqlite:///{root}/optuna.db"
         tracking_uri = remember(spec.tracking.uri) if spec.tracking.uri else default_tracking_uri(root)
         # A tracking server keeps artifacts in its own artifact root; any other store (sqlite, a database URL) would

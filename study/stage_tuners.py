@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from schema.metric_names import TEST_PREFIX, VAL_PREFIX
-from schema.spec import StudySpec
 from study.bookkeeping import PersistentASHA, StudySearch
-from study.compat import restored_run_config
-from study.credentials import RedactedRDBStorage
 from study.layout import FINAL_EXPERIMENT, StudyLayout
 from study.progress import ProgressTable
+from study.runtime.compat import restored_run_config
+from study.runtime.watchdog import PendingTimeout
 from study.search_space import make_sampler, to_optuna
-from study.tracking import MlflowTrialCallback
-from study.watchdog import PendingTimeout
+from study.tracking.callback import MlflowTrialCallback
+from study.tracking.credentials import RedactedRDBStorage
+from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
+from trainables.schema.spec import StudySpec
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from pytorch_metric_learning import miners
 
-from schema import metric_names as names
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.params.bspml import BSPMLParams, BSPMLRules, SPMSParams, SPMSRules
+from trainables.schema import metric_names as names
 from trainables.self_paced import (
     ClassIndex,
     SolveReport,

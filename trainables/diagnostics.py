@@ -24,8 +24,8 @@ import torch
 from pytorch_metric_learning.miners import BaseMiner
 from sklearn.metrics import roc_auc_score
 
-from schema import record as R
-from schema.metric_names import (
+from trainables.schema import record as R
+from trainables.schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
     NOISE_AUROC,

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 import torch
 from pytorch_metric_learning import losses, miners
 
-from schema import metric_names as names
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.noise_detectors import knn_score
 from trainables.params.knn_rejection import KnnRejectionParams, KnnRejectionRules
+from trainables.schema import metric_names as names
 
 if TYPE_CHECKING:
     from collections.abc import Callable

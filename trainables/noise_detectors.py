@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from schema.metric_names import NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
 from trainables.bspml import SPMSParams
 from trainables.metrics import knn_indices
+from trainables.schema.metric_names import NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
 from trainables.self_paced import ms_terms
 
 __all__ = [

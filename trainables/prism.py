@@ -41,10 +41,10 @@ import numpy as np
 import torch
 from pytorch_metric_learning import distances, losses, reducers
 
-from schema import metric_names as names
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.noise_detectors import knn_noise_rate
 from trainables.params.prism import PrismParams, PrismRules
+from trainables.schema import metric_names as names
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import torch
 
-from schema import metric_names as names
 from trainables.bspml import SelfPacedMSFamily
 from trainables.params.spl import SPLParams, SPLRules
+from trainables.schema import metric_names as names
 from trainables.self_paced import ms_terms
 
 __all__ = ["SPLParams", "SPLFamily", "spl_weights"]

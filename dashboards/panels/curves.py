@@ -9,7 +9,7 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import as_test, base_name, best_configs, final_runs, split_of
-from schema.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY, TRAIN_LOSS
+from trainables.schema.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY, TRAIN_LOSS
 
 __all__ = ["build", "search_keys"]
 

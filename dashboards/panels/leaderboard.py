@@ -17,8 +17,8 @@ from dashboards.select import (
     split_of,
     varying_params,
 )
-from schema import record as R
-from schema.metric_names import MAP_AT_R, NMI, OBJECTIVE
+from trainables.schema import record as R
+from trainables.schema.metric_names import MAP_AT_R, NMI, OBJECTIVE
 
 __all__ = ["build", "mean_std", "final_metrics"]
 

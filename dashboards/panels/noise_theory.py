@@ -9,7 +9,7 @@ import polars as pl
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import as_test, fmt, search_runs
-from schema.metric_names import (
+from trainables.schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
     P_BOUND_TRIPLET,

@@ -12,7 +12,7 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import best_configs, fmt, search_runs
-from schema.metric_names import (
+from trainables.schema.metric_names import (
     EXCLUDED_SHARE,
     LAMBDA,
     MAW,

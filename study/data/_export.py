@@ -13,9 +13,9 @@ import importlib
 import os
 from pathlib import Path
 
-from schema.errors import DataError
-from schema.spec import DatasetSpec
 from study.data._download import FetchError, os_error
+from trainables.schema.errors import DataError
+from trainables.schema.spec import DatasetSpec
 
 __all__ = ["export_csv"]
 

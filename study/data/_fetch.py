@@ -21,10 +21,10 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from schema.errors import DataError
-from schema.spec import DatasetSpec
 from study.data._catalog import CATALOG, DatasetEntry, Source
 from study.data._download import FetchError, download, file_digest, os_error
+from trainables.schema.errors import DataError
+from trainables.schema.spec import DatasetSpec
 
 __all__ = ["MARKER", "FetchResult", "fetch"]
 

@@ -151,7 +151,7 @@ def test_worker_lost_mid_trial_resumes_from_checkpoint_on_another_node(cluster, 
 def test_tracking_through_a_local_mlflow_server(tmp_path, run_cli):
     from mlflow import MlflowClient
 
-    from study.mlflow_server import serve
+    from study.tracking.server import serve
 
     with serve(tmp_path / "mlflow_server") as server:
         assert server.uri.startswith("http://127.0.0.1:")

@@ -18,11 +18,11 @@ import pytest
 from harness import fake_archives
 from harness.fake_data import write_cars_mirror, write_cifar10, write_cub, write_flowers, write_sop
 from harness.http_server import FileServer
-from schema.spec import DatasetSpec
 from study.data import MARKER
 from study.data.__main__ import main
 from study.data._download import FetchError, download
 from trainables.data import load_dataset
+from trainables.schema.spec import DatasetSpec
 
 _FOLDER = {
     "cub200": "CUB_200_2011",

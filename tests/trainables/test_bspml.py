@@ -13,12 +13,12 @@ import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 
 from harness.wstep_reference import lbfgsb_weights
-from schema.errors import SpecError
 from study.loading import parse_spec
 from trainables.base import Batch, FamilyContext
 from trainables.bspml import BSPMLFamily, BSPMLParams, SelfPacedMSFamily, SPMSParams, weighted_ms_loss
 from trainables.diagnostics import SampleScoreTrace
 from trainables.registry import get_family
+from trainables.schema.errors import SpecError
 from trainables.self_paced import (
     ClassIndex,
     WeightProblem,
@@ -290,8 +290,8 @@ def test_spms_rejects_mu():
 
 
 def test_lambda0_above_lambda_max_is_a_spec_error_unless_a_search_can_order_them():
-    from schema.errors import SpecError
     from study.loading import parse_spec
+    from trainables.schema.errors import SpecError
 
     base = {"name": "l", "family": "bspml", "train": {"classes_per_batch": 5, "samples_per_class": 4}}
     with pytest.raises(SpecError, match="lambda0 <= lambda_max must hold"):

@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses
 
-from schema.errors import SpecError
-from schema.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY, on_test
 from study.loading import parse_spec
 from trainables.debiased import debiased_neg_loss, debiased_pos_loss
 from trainables.loop import TrialRun
+from trainables.schema.errors import SpecError
+from trainables.schema.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY, on_test
 
 FAMILIES = ["npair", "debiased_neg", "debiased_pos"]
 

@@ -9,8 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from schema.errors import SpecError
-from schema.metric_names import OBJECTIVE, on_test
 from study.loading import parse_spec
 from trainables.diva import (
     DiVAParams,
@@ -23,6 +21,8 @@ from trainables.diva import (
     shared_triplets,
 )
 from trainables.loop import TrialRun
+from trainables.schema.errors import SpecError
+from trainables.schema.metric_names import OBJECTIVE, on_test
 
 
 def _unit(n: int, d: int, seed: int = 0) -> torch.Tensor:

@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from schema.errors import SpecError
 from study.loading import parse_spec
 from trainables.base import Batch, FamilyContext
 from trainables.registry import get_family
+from trainables.schema.errors import SpecError
 from trainables.spl import SPLFamily, SPLParams
 
 

@@ -16,7 +16,7 @@ from trainables.data._splits import DatasetSplits, LabeledSplit
 from trainables.names import DATASET_NAMES, EMBEDDED_DATASETS, ON_DISK_DATASETS, SAME_CLASS_TEST_DATASETS
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = [
     "DATASET_NAMES",

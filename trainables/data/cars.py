@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schema.errors import DataError
 from trainables.data._files import Layout, first_half_classes, image_splits, parse_int, read_mat
+from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "MIRROR_LAYOUT", "load"]
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from PIL import Image
 
-    from schema.spec import DatasetSpec
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "NUM_TRAIN_CLASSES", "load", "check"]
 

@@ -16,9 +16,6 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from schema.metric_names import EPOCH_TIME, LR, PAIRED_EMBEDDINGS_FILE, TRAIN_LOSS, TRAIN_LOSS_PREFIX
-from schema.record import TRAIN_LABELS_FILE
-from schema.spec import StudySpec
 from trainables.base import BaseLossFamily, Batch, FamilyContext
 from trainables.data import DatasetSplits
 from trainables.data._splits import IndexedDataset, LabeledSplit
@@ -32,6 +29,9 @@ from trainables.metrics import linear_probe_accuracy, paired_metrics, retrieval_
 from trainables.models import EmbeddingNet, build_model
 from trainables.noise_detectors import NoiseDetectorTrace
 from trainables.registry import get_family
+from trainables.schema.metric_names import EPOCH_TIME, LR, PAIRED_EMBEDDINGS_FILE, TRAIN_LOSS, TRAIN_LOSS_PREFIX
+from trainables.schema.record import TRAIN_LABELS_FILE
+from trainables.schema.spec import StudySpec
 
 __all__ = ["Member", "NonFiniteLossError"]
 

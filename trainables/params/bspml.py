@@ -8,9 +8,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from schema import metric_names as names
 from trainables.params._rules import FamilyRules, NonNegative, Positive, PositiveInt
 from trainables.params.ms import MSParams
+from trainables.schema import metric_names as names
 
 __all__ = ["SPMSParams", "BSPMLParams", "SPMSRules", "BSPMLRules"]
 

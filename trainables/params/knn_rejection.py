@@ -8,9 +8,9 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from schema import metric_names as names
 from trainables.params._rules import FamilyRules, PositiveInt
 from trainables.params.ms import MSParams
+from trainables.schema import metric_names as names
 
 __all__ = ["KnnRejectionParams", "KnnRejectionRules"]
 

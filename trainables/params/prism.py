@@ -8,8 +8,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from schema import metric_names as names
 from trainables.params._rules import FamilyRules, NonNegative, PositiveInt
+from trainables.schema import metric_names as names
 
 __all__ = ["PrismParams", "PrismRules"]
 

@@ -2,5 +2,5 @@
 
 It sits below everything else and imports nothing of ours: ``schema`` ← ``trainables`` (families, data, models,
 loop) ← ``study`` (validation against the registries, tuning, tracking, CLI) ← ``dashboards``. Check with
-``python -m study.layering``.
+``python -m harness.layering``.
 """

@@ -1,6 +1,6 @@
 """Start a local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
 
-    python -m study.mlflow_server DIR [--host 127.0.0.1] [--port 5000]
+    python -m study.tracking.server DIR [--host 127.0.0.1] [--port 5000]
 
 prints the ``tracking.uri`` to put in the spec (``http://HOST:PORT``) and serves until interrupted. SIGTERM,
 SIGINT and SIGHUP end the whole server (``mlflow server`` and the uvicorn and job-runner processes it forks, one
@@ -190,7 +190,7 @@ def serve(directory: str | Path, host: str = "127.0.0.1", port: int = 0) -> Iter
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m study.mlflow_server", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m study.tracking.server", description=__doc__.splitlines()[0])
     p.add_argument("directory", help="where mlflow.db and artifacts/ live")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=5000)

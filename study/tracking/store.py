@@ -1,7 +1,7 @@
 """The study's MLflow experiment and parent run (:class:`TrackingStore`), and the writes every run shares.
 
-Split from :mod:`study.tracking` (the Ray Tune callback) so that the store can be read without importing Ray; both
-write only what :mod:`schema.record` names.
+Split from :mod:`study.tracking.callback` (the Ray Tune callback) so that the store can be read without importing Ray; both
+write only what :mod:`trainables.schema.record` names.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schema import record as R
-from study import tracking_peek
+from study.tracking import peek as tracking_peek
+from trainables.schema import record as R
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

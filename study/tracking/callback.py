@@ -1,6 +1,6 @@
-"""MLflow wiring: the Ray Tune callback that writes the trial runs. With :mod:`study.tracking_store` (the study's
-experiment and parent run) and :mod:`study.tracking_peek` (the read-only half that ``--status`` imports without Ray),
-the only modules that import ``mlflow``; every tag and value they write is named in :mod:`schema.record`.
+"""MLflow wiring: the Ray Tune callback that writes the trial runs. With :mod:`study.tracking.store` (the study's
+experiment and parent run) and :mod:`study.tracking.peek` (the read-only half that ``--status`` imports without Ray),
+the only modules that import ``mlflow``; every tag and value they write is named in :mod:`trainables.schema.record`.
 
 One experiment per study (named after it), one parent run per study, one child run per Ray trial. All
 writes happen in the driver: :class:`MlflowTrialCallback` turns each trial's ``tune.report`` into MLflow
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
-from schema import record as R
-from schema.metric_names import ARTIFACTS_DIR, EPOCH
-from study import tracking_peek
-from study.tracking_store import MAX_PARAM_LENGTH, TrackingStore, log_params, preload_in_background
+from study.tracking import peek as tracking_peek
+from study.tracking.store import MAX_PARAM_LENGTH, TrackingStore, log_params, preload_in_background
+from trainables.schema import record as R
+from trainables.schema.metric_names import ARTIFACTS_DIR, EPOCH
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

@@ -1,4 +1,4 @@
-"""``python -m study.layering``: check that dependencies run one way, and print the import graph's evidence.
+"""``python -m harness.layering``: check that dependencies run one way, and print the import graph's evidence.
 
 Layers, lowest first: ``schema`` (spec models, errors, metric names) ← ``trainables`` (families, data, models,
 loop) ← ``study`` (validation against the registries, tuning, tracking) ← ``dashboards`` ← ``study.run`` (the
@@ -15,17 +15,16 @@ from pathlib import Path
 
 __all__ = ["LAYERS", "import_graph", "upward_imports", "cycles", "main"]
 
-#: Top-level packages (and the one module that sits above them all), lowest layer first.
-LAYERS: tuple[str, ...] = ("schema", "trainables", "study", "dashboards", "study.run")
+#: Packages (a sub-package may be a layer of its own below its parent: the torch-free ``trainables.schema``; and the
+#: one module that sits above them all), lowest layer first.
+LAYERS: tuple[str, ...] = ("trainables.schema", "trainables", "study", "dashboards", "study.run")
 _ROOT = Path(__file__).resolve().parents[1]
 
 
 def _layer(module: str) -> int | None:
-    best = None
-    for rank, prefix in enumerate(LAYERS):
-        if module == prefix or module.startswith(prefix + "."):
-            best = rank  # later (more specific, higher) prefixes win: study.run over study
-    return best
+    matches = [rank for rank, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
+    # the longest (most specific) prefix wins: study.run over study, trainables.schema over trainables
+    return max(matches, key=lambda rank: len(LAYERS[rank])) if matches else None
 
 
 def _module_name(path: Path, root: Path) -> str:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
-from schema.errors import SpecError, StudyStalledError
+from trainables.schema.errors import SpecError, StudyStalledError
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
-    from schema.spec import StudySpec
+    from trainables.schema.spec import StudySpec
 
 __all__ = ["PendingTimeout", "check_local_resources", "check_cluster_resources"]
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from schema.errors import SpecError, StudyLockedError
+from trainables.schema.errors import SpecError, StudyLockedError
 
 __all__ = ["study_lock"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schema.errors import SpecError
-from schema.spec import StudySpec
+from trainables.schema.errors import SpecError
+from trainables.schema.spec import StudySpec
 
 __all__ = [
     "SPEC_KEY",

@@ -1,6 +1,6 @@
 """The search space of a spec (``search:``): its parameters (float, int, categorical, each with an optional ``when:``
 condition), the sampler, the scheduler, and the rules Optuna's distributions need checked before a study starts.
-Re-exported by :mod:`schema.spec`."""
+Re-exported by :mod:`trainables.schema.spec`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from schema._strict import Seed, _Strict
-from schema.metric_names import VAL_PREFIX, recall_at
+from trainables.schema._strict import Seed, _Strict
+from trainables.schema.metric_names import VAL_PREFIX, recall_at
 
 __all__ = [
     "FloatParam",

@@ -1,10 +1,10 @@
 """The MLflow record of a study, defined once: run tags and their values, the parent run's params the dashboards
 read, artifact file names and their columns, and the suffixes of the final stage's summary values.
 
-The tracker (``study/tracking.py``, ``study/tuner.py``, ``study/final_stage.py``) writes the record and
+The tracker (``study/tracking/callback.py``, ``study/tuner.py``, ``study/final_stage.py``) writes the record and
 ``study/status.py`` and the dashboards read it; both sides name every tag, value and file through this module, so a
 rename is one edit and a typo is an ``AttributeError`` rather than a silently empty column. Metric names are in
-:mod:`schema.metric_names`.
+:mod:`trainables.schema.metric_names`.
 
 Layout of one study's experiment:
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from schema.metric_names import SUMMARY_SUFFIXES
+from trainables.schema.metric_names import SUMMARY_SUFFIXES
 
 __all__ = [
     "ROLE_TAG",

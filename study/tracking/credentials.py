@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from optuna.storages import RDBStorage
 
-from schema.errors import SpecError
+from trainables.schema.errors import SpecError
 
 if TYPE_CHECKING:
-    from schema.spec import StudySpec
+    from trainables.schema.spec import StudySpec
 
 __all__ = [
     "redact",

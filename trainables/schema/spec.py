@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from schema._strict import Seed, _Strict
-from schema.metric_names import TEST_PREFIX, VAL_PREFIX, recall_at
-from schema.space import (
+from trainables.schema._strict import Seed, _Strict
+from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX, recall_at
+from trainables.schema.space import (
     CategoricalParam,
     FloatParam,
     IntParam,

@@ -1,7 +1,7 @@
 """Read-only views of a study's MLflow store, for ``--status``: no Ray, no torch, nothing created.
 
-:mod:`study.tracking` holds the Ray Tune callback, so importing it imports Ray (seconds on a busy machine); a
-status query needs only MLflow's client. :class:`~study.tracking.TrackingStore`'s ``peek_*`` methods are these.
+:mod:`study.tracking.callback` holds the Ray Tune callback, so importing it imports Ray (seconds on a busy machine); a
+status query needs only MLflow's client. :class:`~study.tracking.callback.TrackingStore`'s ``peek_*`` methods are these.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from schema import record as R
-from study.credentials import connection_url
+from study.tracking.credentials import connection_url
+from trainables.schema import record as R
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

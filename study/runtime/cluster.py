@@ -6,7 +6,7 @@ Left to ``ray.init``, a head that wants a token (Ray ≥ 2.59 turns token authen
 chained tracebacks; a wrong address costs the same minute. So before ``ray.init`` the driver probes a ``host:port``
 address once: a TCP connect, then one GCS client built with the driver's own authentication settings (the same
 environment ``ray.init`` reads; with an explicit address Ray never falls back to ``~/.ray/auth_token``). The probe's
-C++ warnings go to /dev/null; its verdict becomes a :class:`~schema.errors.StudyError` (exit 2) naming the fix.
+C++ warnings go to /dev/null; its verdict becomes a :class:`~trainables.schema.errors.StudyError` (exit 2) naming the fix.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from schema.errors import SpecError, StudyError
 from study.layout import StudyLayout
-from study.storage import is_shared_path
+from study.runtime.storage import is_shared_path
+from trainables.schema.errors import SpecError, StudyError
 
 __all__ = [
     "probe_cluster",
@@ -88,7 +88,7 @@ def probe_cluster(address: str, timeout: float = 10.0) -> None:
         raise StudyError(_unreachable_line(address, e.strerror or type(e).__name__)) from None
     from ray.exceptions import AuthenticationError
 
-    from study.compat import gcs_client
+    from study.runtime.compat import gcs_client
 
     try:
         with _quiet_fd2():
