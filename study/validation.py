@@ -2,8 +2,8 @@
 own parameter rules, the metrics a study can optimise, and every search-space name (resolved at the ends of its
 range). The schema (:mod:`trainables.schema.spec`) knows none of these; this module is where the two layers meet.
 
-Names are checked against :mod:`trainables.names` and :mod:`trainables.registry`, and a family's own rules come
-from :func:`trainables.registry.get_rules` (``trainables/params``): none of them imports torch, so no spec error,
+Names are checked against :mod:`trainables.names` and :mod:`trainables.families.registry`, and a family's own rules come
+from :func:`trainables.families.registry.get_rules` (each family folder's ``params.py``): none of them imports torch, so no spec error,
 and no valid spec's validation, costs a torch import.
 
 Errors are :class:`~trainables.schema.errors.SpecError` built from the offending key and a message; the loader adds where
@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+from trainables.families.registry import FAMILY_NAMES, family_param_names, get_rules
 from trainables.metric_registry import evaluated_names
 from trainables.names import (
     BACKBONE_NAMES,
@@ -26,7 +27,6 @@ from trainables.names import (
     PRETRAINABLE,
     SAME_CLASS_TEST_DATASETS,
 )
-from trainables.registry import FAMILY_NAMES, family_param_names, get_rules
 from trainables.schema.errors import SpecError
 from trainables.schema.metric_names import EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, VAL_PREFIX
 from trainables.schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes

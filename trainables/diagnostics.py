@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from torch import nn
 
-    from trainables.base import Batch
+    from trainables.families.base import Batch
 
 __all__ = [
     "NoiseDiagnostics",
@@ -217,7 +217,7 @@ def noise_detection(scores: np.ndarray, noisy: np.ndarray) -> dict[str, float]:
 class SampleScoreTrace:
     """The loop's view of a family's per-sample clean scores (BSPML's weights) against the recorded noise.
 
-    Families never see the true labels; they expose :meth:`~trainables.base.BaseLossFamily.sample_scores` and
+    Families never see the true labels; they expose :meth:`~trainables.families.base.BaseLossFamily.sample_scores` and
     the loop, which holds the noisy mask, reports ``noise_auroc``/``noise_precision``/``noise_recall`` each epoch
     and writes ``class_weights.parquet`` (per epoch and observed class: ``n``, ``mean_weight``, ``noisy_share``)
     and ``sample_weights.parquet`` (per sample: ``index``, ``label``, ``noisy``, ``weight``) for MLflow.

@@ -73,7 +73,7 @@ def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(tmp_path, spe
     ],
 )
 def test_a_bad_family_param_imports_no_torch_ray_or_mlflow(tmp_path, spec_dict, write_spec, family, overrides, message):
-    """A family's own rules (``trainables/params``) are checked without its torch module."""
+    """A family's own rules (its folder's ``params.py``) are checked without its torch module."""
     spec_dict["family"] = family
     spec_dict["search"]["space"].pop("ms_alpha")
     code, err, imported = _cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
@@ -144,7 +144,7 @@ def test_every_familys_rules_and_the_metric_registry_import_without_torch(tmp_pa
     """``get_rules`` for every registered family (what validation reads), and the metric registry."""
     script = (
         "import sys\n"
-        "from trainables.registry import FAMILY_NAMES, get_rules\n"
+        "from trainables.families.registry import FAMILY_NAMES, get_rules\n"
         "from trainables.metric_registry import EVALUATION_METRICS\n"
         "rules = [get_rules(n) for n in FAMILY_NAMES]\n"
         "assert [r.name for r in rules] == list(FAMILY_NAMES) and EVALUATION_METRICS\n"

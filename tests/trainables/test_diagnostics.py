@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from study.loading import parse_spec
-from trainables.base import Batch
 from trainables.data.noise import uniform_noise
 from trainables.diagnostics import NoiseDiagnostics, p_bound_triplet, pair_corruption_counts, q_neg, q_pos
+from trainables.families.base import Batch
 from trainables.loop import TrialRun
 from trainables.schema.metric_names import (
     ETA_HAT,

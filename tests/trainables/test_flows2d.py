@@ -12,7 +12,7 @@ import torch
 from study.loading import parse_spec
 from trainables.data import flows2d
 from trainables.data._splits import IndexedDataset
-from trainables.kl_contrastive import KL_TERM, kl_to_standard_normal
+from trainables.families.kl_contrastive.loss import KL_TERM, kl_to_standard_normal
 from trainables.loop import TrialRun
 from trainables.metrics import paired_metrics
 from trainables.models import PairedMLP

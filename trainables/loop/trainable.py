@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from ray import tune
 
+from trainables.families.registry import family_param_names
 from trainables.loop.member import NonFiniteLossError
 from trainables.loop.run import TrialRun
-from trainables.registry import family_param_names
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
 
