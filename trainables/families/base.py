@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import torch
 from torch import nn
@@ -24,7 +24,12 @@ __all__ = [
     "FamilyContext",
     "PmlLossFamily",
     "Batch",
+    "ParamsT",
 ]
+
+#: The family's frozen ``Params`` dataclass: a family class names it (``PmlLossFamily[MSParams]``), so
+#: ``self.params.<field>`` is typed.
+ParamsT = TypeVar("ParamsT")
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class Batch:
     indices: torch.Tensor
 
 
-class BaseLossFamily(FamilyRules, nn.Module, abc.ABC):
+class BaseLossFamily(FamilyRules, nn.Module, abc.ABC, Generic[ParamsT]):
     """A loss family: the criterion of one trainable, plus any state it carries between epochs.
 
     Lifecycle (all calls come from the loop, :mod:`trainables.loop`):
@@ -86,9 +91,9 @@ class BaseLossFamily(FamilyRules, nn.Module, abc.ABC):
     #: what the retrieval metrics see.
     raw_embeddings: ClassVar[bool] = False
 
-    def __init__(self, params: Any, ctx: FamilyContext) -> None:
+    def __init__(self, params: ParamsT, ctx: FamilyContext) -> None:
         super().__init__()
-        self.params = params
+        self.params: ParamsT = params
         self.ctx = ctx
 
     @abc.abstractmethod
@@ -143,7 +148,7 @@ class BaseLossFamily(FamilyRules, nn.Module, abc.ABC):
         return None
 
 
-class PmlLossFamily(BaseLossFamily):
+class PmlLossFamily(BaseLossFamily[ParamsT]):
     """A family served by a pytorch-metric-learning loss and optional miner.
 
     Subclasses write only :meth:`build_criterion` and, when they mine, :meth:`build_miner`; the loss term is

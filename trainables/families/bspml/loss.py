@@ -18,7 +18,7 @@ recorded noise (``noise_auroc``, ...) and writes ``class_weights.parquet`` / ``s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = ["SPMSParams", "BSPMLParams", "SelfPacedMSFamily", "BSPMLFamily", "weighted_ms_loss"]
+
+#: SPMS and BSPML, whose ``Params`` extends SPMS's.
+_SelfPacedParams = TypeVar("_SelfPacedParams", bound=SPMSParams)
 
 #: Weights below this count as "excluded" (and as a prediction of "mislabeled").
 EXCLUDED_BELOW = 0.5
@@ -77,7 +80,7 @@ def weighted_ms_loss(
     return (w * (mean_wp * xi_pos + mean_wn * xi_neg)).sum() / b
 
 
-class SelfPacedMSFamily(SPMSRules, BaseLossFamily):
+class SelfPacedMSFamily(SPMSRules, BaseLossFamily[_SelfPacedParams]):
     """SPMS: self-paced sample weights on the MS loss, no balance term."""
 
     # Buffers registered in __init__ (checkpointed with the family), typed for mypy (nn.Module's __getattr__ is not).
@@ -86,7 +89,7 @@ class SelfPacedMSFamily(SPMSRules, BaseLossFamily):
     rounds: torch.Tensor
     lam_used: torch.Tensor
 
-    def __init__(self, params: SPMSParams, ctx: FamilyContext) -> None:
+    def __init__(self, params: _SelfPacedParams, ctx: FamilyContext) -> None:
         super().__init__(params, ctx)
         self.miner = miners.MultiSimilarityMiner(epsilon=params.ms_epsilon)
         # Observed labels → contiguous ids 0..C-1 for the per-class solver bookkeeping.
@@ -206,5 +209,5 @@ class SelfPacedMSFamily(SPMSRules, BaseLossFamily):
             self.generator.set_state(state["generator"].cpu())  # torch.load may have mapped it to the GPU
 
 
-class BSPMLFamily(BSPMLRules, SelfPacedMSFamily):
+class BSPMLFamily(BSPMLRules, SelfPacedMSFamily[BSPMLParams]):
     """BSPML: SPMS plus the class-balance regulariser (μ); the solver reads it from ``BSPMLParams.balance``."""

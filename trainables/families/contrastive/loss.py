@@ -22,7 +22,7 @@ from trainables.families.contrastive.params import ContrastiveParams, Contrastiv
 __all__ = ["ContrastiveFamily", "ContrastiveParams"]
 
 
-class ContrastiveFamily(ContrastiveRules, PmlLossFamily):
+class ContrastiveFamily(ContrastiveRules, PmlLossFamily[ContrastiveParams]):
     def build_criterion(self, params: ContrastiveParams) -> nn.Module:
         return losses.ContrastiveLoss(
             pos_margin=params.pos_margin, neg_margin=params.neg_margin, distance=CosineSimilarity()

@@ -38,12 +38,12 @@ temperatures down to about 0.003.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from pytorch_metric_learning import losses
 
-from trainables.families.base import BaseLossFamily, Batch
+from trainables.families.base import BaseLossFamily, Batch, ParamsT
 from trainables.families.debiased.params import (
     DebiasedNegRules,
     DebiasedParams,
@@ -68,6 +68,8 @@ __all__ = [
     "HCLParams",
     "hcl_loss",
 ]
+
+_DebiasedParamsT = TypeVar("_DebiasedParamsT", bound=DebiasedParams)
 
 
 def _view_ids(num_embeddings: int, device: torch.device) -> torch.Tensor:
@@ -145,11 +147,11 @@ def hcl_loss(embeddings: torch.Tensor, temperature: float, tau_plus: float, beta
     return (torch.log(pos + n_g) - torch.log(pos)).mean().to(embeddings.dtype)
 
 
-class _TwoViewFamily(BaseLossFamily):
+class _TwoViewFamily(BaseLossFamily[ParamsT]):
     num_views = 2
 
 
-class NPairFamily(NPairRules, _TwoViewFamily):
+class NPairFamily(NPairRules, _TwoViewFamily[NPairParams]):
     def __init__(self, params: NPairParams, ctx: Any) -> None:
         super().__init__(params, ctx)
         self.criterion = losses.NTXentLoss(temperature=params.temperature)
@@ -158,7 +160,7 @@ class NPairFamily(NPairRules, _TwoViewFamily):
         return {self.name: self.criterion(embeddings, _view_ids(len(embeddings), embeddings.device))}
 
 
-class _DebiasedFamily(_TwoViewFamily):
+class _DebiasedFamily(_TwoViewFamily[_DebiasedParamsT]):
     #: ``(embeddings, temperature, tau_plus) -> loss``
     loss_fn: ClassVar[staticmethod[[torch.Tensor, float, float], torch.Tensor]]
 
@@ -167,11 +169,11 @@ class _DebiasedFamily(_TwoViewFamily):
         return {self.name: type(self).loss_fn(embeddings, p.temperature, p.tau_plus)}
 
 
-class DebiasedNegFamily(DebiasedNegRules, _DebiasedFamily):
+class DebiasedNegFamily(DebiasedNegRules, _DebiasedFamily[DebiasedParams]):
     loss_fn = staticmethod(debiased_neg_loss)
 
 
-class DebiasedPosFamily(DebiasedPosRules, _DebiasedFamily):
+class DebiasedPosFamily(DebiasedPosRules, _DebiasedFamily[DebiasedPosParams]):
     loss_fn = staticmethod(debiased_pos_loss)
 
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
@@ -179,7 +181,7 @@ class DebiasedPosFamily(DebiasedPosRules, _DebiasedFamily):
         return {self.name: debiased_pos_loss(embeddings, p.temperature, p.tau_plus, p.self_term)}
 
 
-class HCLFamily(HCLRules, _TwoViewFamily):
+class HCLFamily(HCLRules, _TwoViewFamily[HCLParams]):
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         p: HCLParams = self.params
         return {self.name: hcl_loss(embeddings, p.temperature, p.tau_plus, p.beta)}

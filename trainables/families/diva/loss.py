@@ -178,7 +178,7 @@ def head_slices(embedding_dim: int) -> list[slice]:
     return [slice(lo, hi) for lo, hi in zip(bounds, bounds[1:])]
 
 
-class DiVAFamily(DiVARules, BaseLossFamily):
+class DiVAFamily(DiVARules, BaseLossFamily[DiVAParams]):
     num_views = 2  # the image and its augmentation, for DaNCE
 
     # DaNCE's memory queue: buffers (checkpointed with the family), typed for the checker.

@@ -16,6 +16,6 @@ from trainables.families.fastap.params import FastAPParams, FastAPRules
 __all__ = ["FastAPFamily", "FastAPParams"]
 
 
-class FastAPFamily(FastAPRules, PmlLossFamily):
+class FastAPFamily(FastAPRules, PmlLossFamily[FastAPParams]):
     def build_criterion(self, params: FastAPParams) -> nn.Module:
         return losses.FastAPLoss(num_bins=params.num_bins)

@@ -42,7 +42,7 @@ def kl_to_standard_normal(raw: torch.Tensor) -> torch.Tensor:
     return 0.5 * (var + mu * mu - 1.0 - torch.log(var)).sum()
 
 
-class KLContrastiveFamily(KLContrastiveRules, BaseLossFamily):
+class KLContrastiveFamily(KLContrastiveRules, BaseLossFamily[KLContrastiveParams]):
     num_views = 2
     raw_embeddings = True
 

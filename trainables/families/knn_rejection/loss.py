@@ -57,7 +57,7 @@ def drop_rejected_pairs(
     return a1[pos], p[pos], a2[neg], n[neg]
 
 
-class KnnRejectionFamily(KnnRejectionRules, BaseLossFamily):
+class KnnRejectionFamily(KnnRejectionRules, BaseLossFamily[KnnRejectionParams]):
     """MS on the samples whose previous-epoch neighbours agree with their label."""
 
     keep: torch.Tensor

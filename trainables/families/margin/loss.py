@@ -26,7 +26,7 @@ from trainables.families.triplet.loss import RandomSemiHardMiner
 __all__ = ["MarginFamily", "MarginParams", "MarginalFamily", "MarginalParams"]
 
 
-class MarginFamily(MarginRules, PmlLossFamily):
+class MarginFamily(MarginRules, PmlLossFamily[MarginParams]):
     def build_criterion(self, params: MarginParams) -> nn.Module:
         num_classes = int(self.ctx.train_labels.max()) + 1 if len(self.ctx.train_labels) else 1
         return losses.MarginLoss(
@@ -41,7 +41,7 @@ class MarginFamily(MarginRules, PmlLossFamily):
         return [{"params": list(self.parameters()), "lr": self.params.beta_lr}]
 
 
-class MarginalFamily(MarginalRules, PmlLossFamily):
+class MarginalFamily(MarginalRules, PmlLossFamily[MarginalParams]):
     def build_criterion(self, params: MarginalParams) -> nn.Module:
         return losses.MarginLoss(margin=params.alpha, nu=0.0, beta=params.beta, learn_beta=False)
 

@@ -16,7 +16,7 @@ from trainables.families.ms.params import MSParams, MSRules
 __all__ = ["MultiSimilarityFamily", "MSParams"]
 
 
-class MultiSimilarityFamily(MSRules, PmlLossFamily):
+class MultiSimilarityFamily(MSRules, PmlLossFamily[MSParams]):
     def build_criterion(self, params: MSParams) -> nn.Module:
         return losses.MultiSimilarityLoss(alpha=params.ms_alpha, beta=params.ms_beta, base=params.ms_base)
 

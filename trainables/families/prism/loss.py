@@ -96,7 +96,7 @@ def calibrated_score(prob: torch.Tensor, threshold: float, keep: torch.Tensor) -
     return torch.where(keep, score.clamp(min=0.5), score.clamp(max=float(below)))
 
 
-class PrismFamily(PrismRules, BaseLossFamily):
+class PrismFamily(PrismRules, BaseLossFamily[PrismParams]):
     """PRISM: ranking-based instance selection against a cross-batch memory, trained with the memory contrastive
     loss."""
 

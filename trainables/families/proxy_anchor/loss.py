@@ -19,7 +19,7 @@ from trainables.families.proxy_anchor.params import ProxyAnchorParams, ProxyAnch
 __all__ = ["ProxyAnchorFamily", "ProxyAnchorParams"]
 
 
-class ProxyAnchorFamily(ProxyAnchorRules, PmlLossFamily):
+class ProxyAnchorFamily(ProxyAnchorRules, PmlLossFamily[ProxyAnchorParams]):
     def build_criterion(self, params: ProxyAnchorParams) -> nn.Module:
         # Labels index the proxies, so there is one per label value (class ids need not be 0..C-1).
         num_classes = int(self.ctx.train_labels.max()) + 1 if len(self.ctx.train_labels) else 1

@@ -33,7 +33,7 @@ def rescaled_hinge(h: torch.Tensor, eta: float) -> torch.Tensor:
     return -torch.expm1(-eta * h) / -math.expm1(-eta)
 
 
-class RDMLFamily(RDMLRules, BaseLossFamily):
+class RDMLFamily(RDMLRules, BaseLossFamily[RDMLParams]):
     def compute_loss(self, embeddings: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         p: RDMLParams = self.params
         sq = (2.0 - 2.0 * embeddings @ embeddings.T).clamp(min=0.0)  # ‖x_i − x_j‖² of unit vectors

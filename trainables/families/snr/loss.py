@@ -17,6 +17,6 @@ from trainables.families.snr.params import SNRParams, SNRRules
 __all__ = ["SNRFamily", "SNRParams"]
 
 
-class SNRFamily(SNRRules, PmlLossFamily):
+class SNRFamily(SNRRules, PmlLossFamily[SNRParams]):
     def build_criterion(self, params: SNRParams) -> nn.Module:
         return losses.SignalToNoiseRatioContrastiveLoss(pos_margin=params.pos_margin, neg_margin=params.neg_margin)

@@ -21,6 +21,8 @@ one per positive pair, so the two rules of the paper are written here.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import torch
 from pytorch_metric_learning import losses, miners
 from pytorch_metric_learning.distances import LpDistance
@@ -44,6 +46,8 @@ __all__ = [
     "FixedSemiHardMiner",
     "build_triplet_miner",
 ]
+
+_TripletParamsT = TypeVar("_TripletParamsT", bound=TripletParams)
 
 
 def _positive_pairs(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,7 +111,7 @@ def build_triplet_miner(mining: Mining, margin: float) -> nn.Module | None:
     return None
 
 
-class TripletFamily(TripletRules, PmlLossFamily):
+class TripletFamily(TripletRules, PmlLossFamily[_TripletParamsT]):
     def build_criterion(self, params: TripletParams) -> nn.Module:
         return losses.TripletMarginLoss(margin=params.margin)
 
@@ -115,7 +119,7 @@ class TripletFamily(TripletRules, PmlLossFamily):
         return build_triplet_miner(params.mining, params.margin)
 
 
-class TripletSmoothFamily(TripletSmoothRules, TripletFamily):
+class TripletSmoothFamily(TripletSmoothRules, TripletFamily[TripletSmoothParams]):
     """The triplet family with the soft-plus loss (same miners)."""
 
     def build_criterion(self, params: TripletParams) -> nn.Module:
