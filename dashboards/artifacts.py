@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from trainables.schema import record as R
-from trainables.schema.metric_names import PAIRED_EMBEDDINGS_FILE
+from trainables.schema.record import PAIRED_EMBEDDINGS_FILE
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

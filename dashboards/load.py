@@ -104,7 +104,7 @@ class StudyInfo:
     def optuna_db(self) -> Path | None:
         if not self.study_dir:
             return None
-        path = Path(self.study_dir) / "optuna.db"
+        path = Path(self.study_dir) / R.OPTUNA_DB
         return path if path.is_file() else None
 
 
@@ -171,7 +171,7 @@ def resolve_tracking_uri(uri: str | None, experiments: list[str]) -> str:
     """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else ``runs/<experiment>/mlflow.db`` if it exists."""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
-        guess = Path("runs") / experiments[0] / "mlflow.db"
+        guess = Path(R.DEFAULT_STORAGE) / experiments[0] / R.MLFLOW_DB
         if not guess.is_file():
             raise DashboardError(f"--tracking-uri: not given, $MLFLOW_TRACKING_URI unset and no {guess}")
         uri = f"sqlite:///{guess.resolve()}"

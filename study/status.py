@@ -47,7 +47,7 @@ def study_status(spec: StudySpec) -> dict:
     tags = tracking_peek.parent_tags(layout.tracking_uri, spec.name)
     return {
         "stage": tags.get(R.STAGE, R.STAGE_SEARCH),
-        "final_planned": int(tags.get(R.FINAL_PLANNED, 0)),
+        R.FINAL_PLANNED: int(tags.get(R.FINAL_PLANNED, 0)),
         "selection": tags.get(R.SELECTION, R.SELECTION_VALIDATION if spec.validation.enabled else R.SELECTION_TEST),
         "name": spec.name,
         "root": layout.root,
@@ -79,7 +79,7 @@ def print_status(spec: StudySpec) -> int:
         print(f"    failed ({stage_name}): trial {trial_id}: {reason}")
     stage = st["stage"]
     if stage == R.STAGE_FINAL:
-        stage += f" (retraining the best configuration: {st['final_planned']} runs planned)"
+        stage += f" (retraining the best configuration: {st[R.FINAL_PLANNED]} runs planned)"
     print(f"  stage: {stage}; hyperparameters selected on the {st['selection']} classes")
     if st["best"] is not None:
         b = st["best"]

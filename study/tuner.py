@@ -109,7 +109,7 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
 
 def selection_tag(spec: StudySpec) -> str:
     """Where the study's hyperparameters are selected: ``validation`` classes, or (``kind: none``) ``test``."""
-    return "validation" if spec.validation.enabled else "test"
+    return R.SELECTION_VALIDATION if spec.validation.enabled else R.SELECTION_TEST
 
 
 def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
@@ -153,7 +153,7 @@ def _run_final_stage(
     if not points:
         return [], False
     store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
-    callback = _trial_callback(spec, layout, store, parent, stage="final")
+    callback = _trial_callback(spec, layout, store, parent, stage=R.STAGE_FINAL)
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
     tuner = final_tuner(spec, layout, param_space, callback, len(points), max_failures, pending_timeout_s)
     results = tuner.fit()
@@ -278,7 +278,7 @@ def _run_validated(
         },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
-    callback = _trial_callback(spec, layout, store, parent, stage="search")
+    callback = _trial_callback(spec, layout, store, parent, stage=R.STAGE_SEARCH)
     started = time.perf_counter()
     try:
         store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not resuming else {})

@@ -240,11 +240,11 @@ class SampleScoreTrace:
         means = np.bincount(self.inverse, weights=w, minlength=self.classes.size) / np.maximum(self.counts, 1)
         self.history += [
             {
-                "epoch": epoch,
-                "class": int(label),
-                "n": int(self.counts[c]),
-                "mean_weight": float(means[c]),
-                "noisy_share": float(self.noisy_share[c]),
+                R.WEIGHTS_EPOCH: epoch,
+                R.WEIGHTS_CLASS: int(label),
+                R.WEIGHTS_COUNT: int(self.counts[c]),
+                R.WEIGHTS_CLASS_MEAN: float(means[c]),
+                R.WEIGHTS_NOISY_SHARE: float(self.noisy_share[c]),
             }
             for c, label in enumerate(self.classes)
         ]
@@ -256,10 +256,10 @@ class SampleScoreTrace:
         pl.DataFrame(self.history).write_parquet(directory / R.CLASS_WEIGHTS_FILE)
         pl.DataFrame(
             {
-                "index": np.arange(self.labels.size),
-                "label": self.labels,
-                "noisy": self.noisy,
-                "weight": self.last,
+                R.SAMPLE_INDEX: np.arange(self.labels.size),
+                R.SAMPLE_LABEL: self.labels,
+                R.SAMPLE_NOISY: self.noisy,
+                R.SAMPLE_WEIGHT: self.last,
             }
         ).write_parquet(directory / R.SAMPLE_WEIGHTS_FILE)
 

@@ -23,7 +23,8 @@ from ray.tune import Callback
 from study.tracking import peek as tracking_peek
 from study.tracking.store import MAX_PARAM_LENGTH, TrackingStore, log_params, preload_in_background
 from trainables.schema import record as R
-from trainables.schema.metric_names import ARTIFACTS_DIR, EPOCH
+from trainables.schema.metric_names import EPOCH
+from trainables.schema.record import ARTIFACTS_DIR
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

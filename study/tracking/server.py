@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from trainables.schema import record as R
+
 __all__ = ["MlflowServer", "start_server", "serve", "main"]
 
 
@@ -131,18 +133,18 @@ def start_server(
             included): a small reaper process waits for this one's end of a pipe to close. The command line sets it.
     """
     directory = Path(directory).expanduser().resolve()
-    (directory / "artifacts").mkdir(parents=True, exist_ok=True)
+    (directory / R.SERVER_ARTIFACTS_DIR).mkdir(parents=True, exist_ok=True)
     port = port or _free_port(host)
-    log = open(directory / "server.log", "ab")  # noqa: SIM115 - the server process owns it from here
+    log = open(directory / R.SERVER_LOG, "ab")  # noqa: SIM115 - the server process owns it from here
     cmd = [
         sys.executable,
         "-m",
         "mlflow",
         "server",
         "--backend-store-uri",
-        f"sqlite:///{directory / 'mlflow.db'}",
+        R.sqlite_uri(directory / R.MLFLOW_DB),
         "--artifacts-destination",
-        str(directory / "artifacts"),
+        str(directory / R.SERVER_ARTIFACTS_DIR),
         "--serve-artifacts",
         "--host",
         host,
@@ -164,7 +166,7 @@ def start_server(
     try:
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RuntimeError(f"mlflow server exited with {process.returncode}; see {directory / 'server.log'}")
+                raise RuntimeError(f"mlflow server exited with {process.returncode}; see {directory / R.SERVER_LOG}")
             try:
                 with urllib.request.urlopen(f"{server.uri}/health", timeout=2) as response:
                     if response.status == 200:

@@ -29,8 +29,8 @@ from trainables.loop.rng import rng_state, seed_everything, set_rng_state
 from trainables.metrics import linear_probe_accuracy, paired_metrics, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.noise_detectors import NoiseDetectorTrace
-from trainables.schema.metric_names import EPOCH_TIME, LR, PAIRED_EMBEDDINGS_FILE, TRAIN_LOSS, TRAIN_LOSS_PREFIX
-from trainables.schema.record import TRAIN_LABELS_FILE
+from trainables.schema.metric_names import EPOCH_TIME, LR, TRAIN_LOSS, TRAIN_LOSS_PREFIX
+from trainables.schema.record import PAIRED_EMBEDDINGS_FILE, TRAIN_LABELS_FILE
 from trainables.schema.spec import StudySpec
 
 __all__ = ["Member", "NonFiniteLossError"]

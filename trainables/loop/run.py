@@ -16,7 +16,6 @@ from trainables.loop.member import Member
 from trainables.metrics import retrieval_metrics
 from trainables.models import input_dataset
 from trainables.schema.metric_names import (
-    ARTIFACTS_DIR,
     EPOCH,
     EPOCH_TIME,
     EVAL_TIME,
@@ -25,6 +24,7 @@ from trainables.schema.metric_names import (
     on_fold,
     on_test,
 )
+from trainables.schema.record import ARTIFACTS_DIR
 from trainables.schema.spec import StudySpec
 
 __all__ = ["TrialRun", "CHECKPOINT_FILE"]

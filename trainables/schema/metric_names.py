@@ -20,8 +20,6 @@ __all__ = [
     "ACC1",
     "ACC5",
     "recall_at",
-    "ARTIFACTS_DIR",
-    "PAIRED_EMBEDDINGS_FILE",
     "Q_POS",
     "Q_NEG",
     "Q_POS_OBS",
@@ -39,12 +37,6 @@ __all__ = [
     "KNN_REJECTED_SHARE",
     "PRISM_ESTIMATED_RATE",
 ]
-
-#: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
-ARTIFACTS_DIR = "artifacts"
-#: Artifact of a paired test split (``flows2d``): ``view0``, ``view1`` (each view's raw model output, (n, D)) and
-#: ``latent`` (the z each test pair was made from); written by the loop, drawn by ``dashboards/panels/paired.py``.
-PAIRED_EMBEDDINGS_FILE = "paired_test_embeddings.npz"
 
 EPOCH = "epoch"
 NMI = "nmi"
@@ -71,7 +63,8 @@ Q_NEG_OBS = "q_neg_obs"
 MINER_CORRUPT_NEG_SHARE = "miner_corrupt_neg_share"
 ETA_HAT = "eta_hat"
 P_BOUND_TRIPLET = "p_bound_triplet"
-NOISE_DIAGNOSTICS = (Q_POS, Q_NEG, Q_POS_OBS, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET)
+#: The label-noise diagnostics, each expected rate beside what the batches held (the noise-theory panel's order).
+NOISE_DIAGNOSTICS = (Q_POS, Q_POS_OBS, Q_NEG, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET)
 
 
 def recall_at(k: int) -> str:

@@ -177,10 +177,42 @@ def best_metric(metric: str) -> str:
     return f"best_{metric}"
 
 
-# ---------------------------------------------------------------------------------------------------- artifacts
+# ---------------------------------------------------------------------------------------------- study directory
+# ``storage/<name>/``: :class:`study.layout.StudyLayout` builds every path from these; readers use it or these names.
 
-#: The validated spec the study was started with, in the study directory.
+#: Where studies live when the spec names no ``storage``.
+DEFAULT_STORAGE: Final = "runs"
+#: The validated spec the study was started with (resume refuses a different one).
 SPEC_FILE: Final = "spec.yaml"
+#: Optuna's RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names a server.
+OPTUNA_DB: Final = "optuna.db"
+#: MLflow's sqlite store, unless ``tracking.uri`` names a server; also the local tracking server's backend.
+MLFLOW_DB: Final = "mlflow.db"
+#: The artifact root of a non-served MLflow store.
+MLFLOW_ARTIFACTS_DIR: Final = "mlflow-artifacts"
+#: Ray Tune's experiment of the search, and of the final test stage.
+SEARCH_EXPERIMENT: Final = "tune"
+FINAL_EXPERIMENT: Final = "tune_final"
+#: The ASHA scheduler's rungs (Ray does not restore a scheduler; the study does).
+ASHA_STATE_FILE: Final = "asha_state.pkl"
+#: The comparison dashboard: the folder (also the parent run's artifact path), its page and its figures.
+DASHBOARD_DIR: Final = "dashboard"
+DASHBOARD_PAGE: Final = "index.html"
+DASHBOARD_FIGURES_DIR: Final = "figures"
+
+
+#: The local tracking server's folder (``python -m study.tracking.server DIR``): :data:`MLFLOW_DB`, the artifacts it
+#: serves and its log.
+SERVER_ARTIFACTS_DIR: Final = "artifacts"
+SERVER_LOG: Final = "server.log"
+
+
+def sqlite_uri(path: object) -> str:
+    """The SQLAlchemy URL of a sqlite file (``path`` absolute, or relative to the current directory)."""
+    return f"sqlite:///{path}"
+
+
+# ---------------------------------------------------------------------------------------------------- artifacts
 #: The parent run's table of the final stage: one row per group, :data:`FINAL_SUMMARY_KEY_COLUMNS` then
 #: ``<test metric><suffix>`` for every :data:`SUMMARY_SUFFIXES` (and ``fold_ensemble/`` values with k-fold).
 FINAL_SUMMARY_FILE: Final = "final_summary.csv"
@@ -204,5 +236,10 @@ SAMPLE_LABEL: Final = "label"
 SAMPLE_NOISY: Final = "noisy"
 SAMPLE_WEIGHT: Final = "weight"
 SAMPLE_WEIGHTS_COLUMNS: Final = (SAMPLE_INDEX, SAMPLE_LABEL, SAMPLE_NOISY, SAMPLE_WEIGHT)
+#: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
+ARTIFACTS_DIR: Final = "artifacts"
+#: Artifact of a paired test split (``flows2d``): ``view0``, ``view1`` (each view's raw model output, (n, D)) and
+#: ``latent`` (the z each test pair was made from); written by the loop, drawn by ``dashboards/panels/paired.py``.
+PAIRED_EMBEDDINGS_FILE: Final = "paired_test_embeddings.npz"
 #: The trial's observed and true training labels (``trainables/loop.py``).
 TRAIN_LABELS_FILE: Final = "train_labels.npz"

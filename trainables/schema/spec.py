@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from trainables.schema import record as R
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX, recall_at
 from trainables.schema.space import (
@@ -324,7 +325,7 @@ class StudySpec(_Strict):
     final: FinalSpec = FinalSpec()
     diagnostics: DiagnosticsSpec = DiagnosticsSpec()
     resources: ResourcesSpec = ResourcesSpec()
-    storage: str = "runs"
+    storage: str = R.DEFAULT_STORAGE
     tracking: TrackingSpec = TrackingSpec()
 
     @field_validator("storage")

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 
@@ -100,8 +101,8 @@ def sampled_values(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def trial_stage(config: dict[str, Any]) -> str:
-    """``"final"`` for a final-stage trial's config, else ``"search"``."""
-    return "final" if FINAL_KEY in config else "search"
+    """:data:`~trainables.schema.record.STAGE_FINAL` for a final-stage trial's config, else ``STAGE_SEARCH``."""
+    return R.STAGE_FINAL if FINAL_KEY in config else R.STAGE_SEARCH
 
 
 def resolve_trial_spec(
