@@ -22,15 +22,10 @@ from study.data import MARKER
 from study.data.__main__ import main
 from study.data._download import FetchError, download
 from trainables.data import load_dataset
+from trainables.datasets import DATASETS
 from trainables.schema.spec import DatasetSpec
 
-_FOLDER = {
-    "cub200": "CUB_200_2011",
-    "sop": "Stanford_Online_Products",
-    "cars196": "cars196",
-    "flowers102": "flowers102",
-    "cifar10": "cifar-10-batches-py",
-}
+_FOLDER = {d.name: d.folder for d in DATASETS if d.sources}
 
 
 def _sha(data: bytes) -> str:

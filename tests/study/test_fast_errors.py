@@ -115,10 +115,12 @@ def test_status_reads_the_stores_without_torch_or_ray(tmp_path, spec_dict, write
 
 def test_the_light_name_lists_match_the_loaders_and_builders():
     """:mod:`trainables.names` is what a spec is checked against; the torch modules must build exactly those."""
-    from trainables.data import _LOADERS
+    from trainables.data import loader_module
+    from trainables.datasets import DATASETS
     from trainables.models import _BACKBONES, _TORCHVISION
 
-    assert tuple(_LOADERS) == names.DATASET_NAMES
+    assert tuple(d.name for d in DATASETS) == names.DATASET_NAMES
+    assert all(callable(getattr(loader_module(d.name), d.loader.split(":")[1])) for d in DATASETS)
     assert tuple(_BACKBONES) == names.BACKBONE_NAMES
     assert tuple(_TORCHVISION) == names.PRETRAINABLE
 
