@@ -16,7 +16,9 @@ from typing import Any
 
 import torch
 
-from schema.metric_names import (
+from study.loading import parse_spec
+from trainables.loop import TrialRun
+from trainables.schema.metric_names import (
     EPOCH_TIME,
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
@@ -26,8 +28,6 @@ from schema.metric_names import (
     SPECTRAL_DECAY,
     on_test,
 )
-from study.loading import parse_spec
-from trainables.loop import TrialRun
 
 FAMILIES = [
     "ms",

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from trainables.bspml import BSPMLFamily, BSPMLParams
-from trainables.self_paced import ClassIndex, WeightProblem, ms_terms, solve_weights
+from trainables.families.bspml.loss import BSPMLFamily, BSPMLParams
+from trainables.families.self_paced import ClassIndex, WeightProblem, ms_terms, solve_weights
 
 
 def _sync(device: torch.device) -> None:
@@ -110,7 +110,7 @@ def sop_scale(sizes: list[int], classes: int, dim: int, rows: int, device: torch
 
 def _rows_against_all(emb: torch.Tensor, labels: torch.Tensor, rows: int, chunk: int) -> None:
     """The work ``ms_terms`` does for ``rows`` anchors: their similarities to all N samples, both ξ."""
-    from trainables.self_paced import log1p_sum_exp
+    from trainables.families.self_paced import log1p_sum_exp
 
     for lo in range(0, rows, chunk):
         hi = min(lo + chunk, rows)

@@ -12,9 +12,9 @@ import argparse
 
 import torch
 
-from schema.metric_names import MAW, NOISE_AUROC, OBJECTIVE, SDAW, on_test
 from study.loading import parse_spec
 from trainables.loop import TrialRun
+from trainables.schema.metric_names import MAW, NOISE_AUROC, OBJECTIVE, SDAW, on_test
 
 
 def final_metrics(lam: float, mu: float, ratio: float, epochs: int, seed: int) -> dict[str, float]:

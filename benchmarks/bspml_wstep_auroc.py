@@ -21,9 +21,9 @@ from sklearn.metrics import roc_auc_score
 
 from harness.wstep_reference import lbfgsb_weights
 from study.loading import load_spec
-from trainables.bspml import BSPMLFamily
+from trainables.families.bspml.loss import BSPMLFamily
+from trainables.families.self_paced import WeightProblem, denoising_objective, ms_terms
 from trainables.loop import TrialRun
-from trainables.self_paced import WeightProblem, denoising_objective, ms_terms
 
 
 def run(spec_path: str, overrides: list[str], seed: int, epochs: int) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from trainables.schema import record as R
+
 
 def trial_time(epochs: int, every: int) -> tuple[float, float]:
     """(trial seconds, seconds inside tune.report/checkpointing estimated as total − Σ epoch/eval time)."""
@@ -29,20 +31,20 @@ def trial_time(epochs: int, every: int) -> tuple[float, float]:
         "train": {"epochs": epochs, "classes_per_batch": 5, "samples_per_class": 4, "checkpoint_every": every},
         "search": {"num_trials": 1, "space": {"ms_alpha": {"type": "float", "low": 2.0, "high": 2.0001}}},
     }
-    (work / "spec.yaml").write_text(yaml.safe_dump(spec))
+    (work / R.SPEC_FILE).write_text(yaml.safe_dump(spec))
     env = {**os.environ, "RAY_TMPDIR": str(work / "r")}
     env.pop("RAY_ADDRESS", None)
     (work / "r").mkdir()
     try:
         subprocess.run(
-            [sys.executable, "-m", "study.run", "spec.yaml"],
+            [sys.executable, "-m", "study.run", R.SPEC_FILE],
             cwd=work,
             env=env,
             check=True,
             capture_output=True,
             text=True,
         )
-        (trial_dir,) = (work / "runs" / "ckpt" / "tune").glob("trial_*")
+        (trial_dir,) = (work / R.DEFAULT_STORAGE / "ckpt" / R.SEARCH_EXPERIMENT).glob("trial_*")
         rows = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line]
         total = rows[-1]["time_total_s"]
         compute = sum(r["epoch_time_s"] + r["eval_time_s"] for r in rows)

@@ -1,6 +1,6 @@
 """Component costs, each against its reference: evaluation vs the faiss floor and vs pytorch-metric-learning's
 ``AccuracyCalculator``; every loss family's forward+backward vs its PML counterpart; the BSPML w-step as a share
-of a θ-epoch and its growth in N (the real :func:`trainables.self_paced.ms_terms`).
+of a θ-epoch and its growth in N (the real :func:`trainables.families.self_paced.ms_terms`).
 
 Every figure is the median [min-max] of ``repeats`` timings after one warm-up, with the torch threads a trial
 gets (``--threads``, default 1). Functions return rows; :mod:`benchmarks.__main__` prints them.
@@ -103,7 +103,7 @@ def _pml_counterpart(name: str, family: Any) -> tuple[Any, Any] | None:
     from pytorch_metric_learning import losses as pml_losses
     from pytorch_metric_learning import miners as pml_miners
 
-    from trainables.base import PmlLossFamily
+    from trainables.families.base import PmlLossFamily
 
     if isinstance(family, PmlLossFamily):
         return family.build_criterion(family.params), family.build_miner(family.params)
@@ -118,8 +118,8 @@ def _pml_counterpart(name: str, family: Any) -> tuple[Any, Any] | None:
 
 def losses(batch: int, dim: int, classes_per_batch: int, repeats: int, names: list[str] | None = None) -> list[Row]:
     """Forward+backward of each family's ``compute_loss`` on one P x K batch of ``dim``-d embeddings, vs PML."""
-    from trainables.base import Batch, FamilyContext
-    from trainables.registry import FAMILY_NAMES, get_family
+    from trainables.families.base import Batch, FamilyContext
+    from trainables.families.registry import FAMILY_NAMES, get_family
 
     rows: list[Row] = []
     g = torch.Generator().manual_seed(0)
@@ -209,8 +209,8 @@ def bspml_share(repeats: int, batches_per_epoch: int | None = None) -> list[Row]
 
 def bspml_growth(sizes: list[int], dim: int, classes: int, repeats: int) -> list[Row]:
     """The real ``ms_terms`` (Eq. 3's ξ⁺/ξ⁻, one chunked N x N pass) at growing N; O(N²) expected."""
-    from trainables.bspml import BSPMLParams
-    from trainables.self_paced import ms_terms
+    from trainables.families.bspml.loss import BSPMLParams
+    from trainables.families.self_paced import ms_terms
 
     prm = BSPMLParams()
     rows: list[Row] = []

@@ -56,7 +56,7 @@ def _child(argv: list[str], out: str) -> int:
     _mark("child:imports:begin")
     import study.loading
     import study.run as run_module
-    import study.tracking as tracking
+    import study.tracking.callback as tracking
     import study.tuner as tuner
 
     _mark("child:imports:end")

@@ -26,10 +26,10 @@ from typing import Any
 import torch
 import yaml
 
-from schema.metric_names import OBJECTIVE, on_test
 from study.loading import parse_spec
 from trainables.data import glyphs
 from trainables.loop import TrialRun
+from trainables.schema.metric_names import OBJECTIVE, on_test
 
 #: The training setup the numbers are for (the shipped glyphs specs should use the same).
 TRAIN: dict[str, Any] = {

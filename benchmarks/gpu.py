@@ -56,8 +56,8 @@ def trial_step(batch: int, steps: int, backbone: str = "resnet50") -> float:
     import torch
 
     from study.loading import parse_spec
-    from trainables.base import Batch
     from trainables.data._splits import DatasetSplits, in_memory_split
+    from trainables.families.base import Batch
     from trainables.loop import TrialRun
 
     classes = batch // 4
@@ -157,8 +157,8 @@ def w_step(n: int, classes: int, dim: int = 512) -> float:
     import torch
     import torch.nn.functional as F
 
-    from trainables.bspml import BSPMLParams
-    from trainables.self_paced import ClassIndex, WeightProblem, ms_terms, solve_weights
+    from trainables.families.bspml.loss import BSPMLParams
+    from trainables.families.self_paced import ClassIndex, WeightProblem, ms_terms, solve_weights
 
     prm = BSPMLParams()
     g = torch.Generator(device="cuda").manual_seed(0)

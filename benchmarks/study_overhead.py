@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainables.schema import record as R
+
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "search_spaces" / "ms_digits.yaml"
 
@@ -91,7 +93,7 @@ def run_study(trials: int, epochs: int, concurrent: int = 1, repo: Path = REPO) 
         t1 = time.time()
         if proc.returncode != 0:
             raise RuntimeError(f"study failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        times = _study_times(work / "ms_digits" / "mlflow.db")
+        times = _study_times(work / "ms_digits" / R.MLFLOW_DB)
         if len(times["starts"]) != trials:
             raise RuntimeError(f"expected {trials} trial runs, found {len(times['starts'])}")
         first, last = min(times["starts"]), max(times["ends"])
@@ -154,7 +156,7 @@ def _bare_main(trials: int, epochs: int) -> None:
             for name, d in spec.search.space.items()
         }
         trial_spec = spec.model_copy(update={"seed": i})
-        from schema.trial import resolve_trial_spec
+        from trainables.schema.trial import resolve_trial_spec
 
         run = TrialRun.build(resolve_trial_spec(trial_spec, sampled))
         while run.epoch < epochs:

@@ -1,4 +1,4 @@
-"""The artifacts a dashboard reads, by the names and columns :mod:`schema.record` gives them: the runs' weight tables
+"""The artifacts a dashboard reads, by the names and columns :mod:`trainables.schema.record` gives them: the runs' weight tables
 (``class_weights.parquet``, ``sample_weights.parquet``), their paired-test arrays, and the parent run's
 ``final_summary.csv`` (the final stage's stored summary, which the tables show instead of recomputing it).
 """
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from schema import record as R
-from schema.metric_names import PAIRED_EMBEDDINGS_FILE
+from trainables.schema import record as R
+from trainables.schema.record import PAIRED_EMBEDDINGS_FILE
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -34,7 +34,7 @@ def _find_artifacts(
 
 
 def _find_parquets(client: MlflowClient, run_id: str) -> list[str]:
-    """The run's weight tables (:data:`schema.record.CLASS_WEIGHTS_FILE`, :data:`~schema.record.SAMPLE_WEIGHTS_FILE`)."""
+    """The run's weight tables (:data:`trainables.schema.record.CLASS_WEIGHTS_FILE`, :data:`~trainables.schema.record.SAMPLE_WEIGHTS_FILE`)."""
     names = (R.CLASS_WEIGHTS_FILE, R.SAMPLE_WEIGHTS_FILE)
     return [path for path in _find_artifacts(client, run_id) if Path(path).name in names]
 
@@ -64,7 +64,7 @@ def class_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
 
 
 def sample_weight_table(frame: pl.DataFrame) -> pl.DataFrame | None:
-    """A per-sample table (:data:`schema.record.SAMPLE_WEIGHTS_COLUMNS`) → ``weight, noisy``."""
+    """A per-sample table (:data:`trainables.schema.record.SAMPLE_WEIGHTS_COLUMNS`) → ``weight, noisy``."""
     if not {R.SAMPLE_WEIGHT, R.SAMPLE_NOISY} <= set(frame.columns):
         return None
     return frame.select(
@@ -93,7 +93,7 @@ def load_weight_tables(client: MlflowClient, run_ids: list[str], scratch: Path) 
 
 
 def load_final_summary(client: MlflowClient, parents: dict[str, str], scratch: Path) -> pl.DataFrame:
-    """``experiment`` and the columns of each parent run's :data:`~schema.record.FINAL_SUMMARY_FILE` (empty when no
+    """``experiment`` and the columns of each parent run's :data:`~trainables.schema.record.FINAL_SUMMARY_FILE` (empty when no
     study stored one: no final stage, a study still in it, or a store written before the file existed)."""
     frames = []
     for experiment, run_id in parents.items():

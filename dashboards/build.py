@@ -20,15 +20,16 @@ from typing import TYPE_CHECKING, NoReturn
 from dashboards.load import DashboardData, DashboardError, load, resolve_tracking_uri
 from dashboards.panels import PANEL_MODULES, Panel
 from dashboards.render import render_page, write_figures
-from study.credentials import connection_url, remember
+from study.tracking.credentials import connection_url, remember
+from trainables.schema import record as R
 
 if TYPE_CHECKING:
-    from schema.spec import StudySpec
+    from trainables.schema.spec import StudySpec
 
 __all__ = ["build_dashboard", "build_panels", "build_after_study", "main", "ARTIFACT_PATH"]
 
 #: Where the page goes among the parent run's artifacts.
-ARTIFACT_PATH = "dashboard"
+ARTIFACT_PATH = R.DASHBOARD_DIR
 
 
 def build_panels(data: DashboardData) -> list[Panel]:
@@ -75,8 +76,8 @@ def build_dashboard(
     panels = build_panels(data)
     out = Path(out_dir) if out_dir is not None else _default_out(data)
     out.mkdir(parents=True, exist_ok=True)
-    write_figures(panels, out / "figures")
-    page = out / "index.html"
+    write_figures(panels, out / R.DASHBOARD_FIGURES_DIR)
+    page = out / R.DASHBOARD_PAGE
     page.write_text(render_page(data, panels), encoding="utf-8")
     if log_artifact:
         from mlflow import MlflowClient

@@ -40,6 +40,8 @@ from dashboards.compare_render import legend, render_claimed_csv, render_csv, re
 from dashboards.compare_rows import build_comparison, claimed_vs_honest, compare, dashboard_comparison
 from dashboards.load import DashboardData, DashboardError
 from dashboards.select import final_runs
+from study.layout import default_tracking_uri
+from trainables.schema import record as R
 
 __all__ = [
     "Cell",
@@ -68,20 +70,20 @@ __all__ = [
 
 def _locate(study: str) -> tuple[str, str]:
     """``(tracking URI, experiment name)`` of a spec file or a study directory."""
-    from schema.errors import StudyError
     from study.layout import StudyLayout
     from study.loading import load_spec
+    from trainables.schema.errors import StudyError
 
     path = Path(study)
     if not path.exists():
         raise DashboardError(f"STUDY: {study}: no such spec file or study directory")
     try:
         if path.is_dir():
-            spec_file = path / "spec.yaml"
+            spec_file = path / R.SPEC_FILE
             if not spec_file.is_file():
-                raise DashboardError(f"STUDY: {study}: a study directory holds spec.yaml, this one does not")
+                raise DashboardError(f"STUDY: {study}: a study directory holds {R.SPEC_FILE}, this one does not")
             spec = load_spec(str(spec_file), [])
-            uri = spec.tracking.uri or f"sqlite:///{(path / 'mlflow.db').resolve()}"
+            uri = spec.tracking.uri or default_tracking_uri(str(path.resolve()))
             return uri, spec.name
         spec = load_spec(str(path), [])
     except StudyError as e:
@@ -94,7 +96,7 @@ def read_study(study: str) -> DashboardData:
     import tempfile
 
     from dashboards.load import load, resolve_tracking_uri
-    from study.credentials import remember
+    from study.tracking.credentials import remember
 
     uri, name = _locate(study)
     try:

@@ -18,8 +18,8 @@ import polars as pl
 
 from dashboards import stats
 from dashboards.load import METRIC
-from schema import record as R
-from schema.metric_names import OBJECTIVE, TEST_PREFIX
+from trainables.schema import record as R
+from trainables.schema.metric_names import OBJECTIVE, TEST_PREFIX
 
 __all__ = [
     "Cell",

@@ -28,7 +28,7 @@ from dashboards.compare_cells import (
 )
 from dashboards.load import METRIC, DashboardData, DashboardError
 from dashboards.select import final_runs
-from schema.metric_names import TEST_PREFIX
+from trainables.schema.metric_names import TEST_PREFIX
 
 __all__ = ["compare", "aggregates", "claimed_vs_honest", "build_comparison", "dashboard_comparison"]
 

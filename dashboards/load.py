@@ -12,12 +12,12 @@ One :class:`DashboardData` holds every experiment asked for:
   metrics carry their split, ``val/recall_at_1``, ``test/recall_at_1``);
 - ``history``: every logged metric value, long format ``run_id, key, step, value``;
 - ``class_weights``: ``run_id, epoch, class, avg_weight`` from the runs' ``class_weights.parquet`` artifacts, when
-  present (columns: :data:`schema.record.CLASS_WEIGHTS_COLUMNS`);
+  present (columns: :data:`trainables.schema.record.CLASS_WEIGHTS_COLUMNS`);
 - ``sample_weights``: ``run_id, weight, noisy``, each sample's last weight and recorded noise flag
-  (``sample_weights.parquet``: :data:`schema.record.SAMPLE_WEIGHTS_COLUMNS`);
+  (``sample_weights.parquet``: :data:`trainables.schema.record.SAMPLE_WEIGHTS_COLUMNS`);
 - ``paired``: run id → the arrays of its paired-test artifact (``flows2d``: ``view0``, ``view1``, ``latent``).
 
-Every tag, value, param key and file name is read through :mod:`schema.record`, which the tracker writes with. The
+Every tag, value, param key and file name is read through :mod:`trainables.schema.record`, which the tracker writes with. The
 searched parameters come from the study's ``spec.yaml`` (in the ``study_dir`` the parent run names), falling back to
 the parent's flattened ``search.space.*`` params when that file is gone (a store copied without its directory).
 """
@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dashboards.artifacts import load_final_summary, load_paired, load_weight_tables
-from schema import record as R
-from schema.metric_names import (
+from study.tracking.credentials import connection_url
+from trainables.schema import record as R
+from trainables.schema.metric_names import (
     MAP_AT_R,
     NMI,
     OBJECTIVE,
@@ -43,7 +44,6 @@ from schema.metric_names import (
     TEST_PREFIX,
     VAL_PREFIX,
 )
-from study.credentials import connection_url
 
 # One tqdm bar per downloaded parquet file would flood the end of every study's output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -97,14 +97,14 @@ class StudyInfo:
     selection: str | None = None
     #: ``validation.kind`` of the study (kfold, holdout, none), when recorded.
     validation: str | None = None
-    #: The parent run's ``stage`` tag: search, final or done (:data:`schema.record.STAGE`).
+    #: The parent run's ``stage`` tag: search, final or done (:data:`trainables.schema.record.STAGE`).
     stage: str | None = None
 
     @property
     def optuna_db(self) -> Path | None:
         if not self.study_dir:
             return None
-        path = Path(self.study_dir) / "optuna.db"
+        path = Path(self.study_dir) / R.OPTUNA_DB
         return path if path.is_file() else None
 
 
@@ -117,7 +117,7 @@ class DashboardData:
     class_weights: pl.DataFrame
     sample_weights: pl.DataFrame
     paired: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: The parent runs' stored final summaries (``experiment`` + :data:`schema.record.FINAL_SUMMARY_FILE`'s columns).
+    #: The parent runs' stored final summaries (``experiment`` + :data:`trainables.schema.record.FINAL_SUMMARY_FILE`'s columns).
     final_summary: pl.DataFrame = field(default_factory=pl.DataFrame)
     loaded_at: float = field(default_factory=time.time)
 
@@ -171,7 +171,7 @@ def resolve_tracking_uri(uri: str | None, experiments: list[str]) -> str:
     """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else ``runs/<experiment>/mlflow.db`` if it exists."""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
-        guess = Path("runs") / experiments[0] / "mlflow.db"
+        guess = Path(R.DEFAULT_STORAGE) / experiments[0] / R.MLFLOW_DB
         if not guess.is_file():
             raise DashboardError(f"--tracking-uri: not given, $MLFLOW_TRACKING_URI unset and no {guess}")
         uri = f"sqlite:///{guess.resolve()}"

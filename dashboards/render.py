@@ -11,7 +11,7 @@ from string import Template
 from dashboards.load import FINAL_STAGE, DashboardData, StudyInfo
 from dashboards.panels import FigureBlock, Panel, TableBlock
 from dashboards.template import PAGE
-from schema import record as R
+from trainables.schema import record as R
 
 __all__ = ["render_page", "write_figures"]
 

@@ -15,12 +15,12 @@ import math
 import polars as pl
 
 from dashboards.load import FINAL_STAGE, METRIC, PARAM, DashboardData
-from schema import record as R
-from schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
 from study.best import best_by_group
 
 # The final stage's own rule (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n), one definition for the study and every table.
 from study.intervals import t_interval
+from trainables.schema import record as R
+from trainables.schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
 
 __all__ = [
     "GROUP",

@@ -14,6 +14,8 @@ from pathlib import Path
 import optuna
 from mlflow import MlflowClient
 
+from trainables.schema import record as R
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -96,11 +98,11 @@ def kill_driver(proc: subprocess.Popen) -> None:
 
 
 def mlflow_children(study_dir: Path, name: str) -> tuple[MlflowClient, list, list]:
-    client = MlflowClient(f"sqlite:///{study_dir / 'mlflow.db'}")
+    client = MlflowClient(R.sqlite_uri(study_dir / R.MLFLOW_DB))
     experiment = client.get_experiment_by_name(name)
     runs = client.search_runs([experiment.experiment_id]) if experiment else []
-    parents = [r for r in runs if r.data.tags.get("dmlstudy.role") == "study"]
-    children = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
+    parents = [r for r in runs if r.data.tags.get(R.ROLE_TAG) == R.ROLE_STUDY]
+    children = [r for r in runs if r.data.tags.get(R.ROLE_TAG) == R.ROLE_TRIAL]
     return client, parents, children
 
 
@@ -109,7 +111,7 @@ def count_in_mlflow(study_dir: Path, query: str, params: tuple = ()) -> int:
 
     Reads the store directly: polling through an MlflowClient would run its schema checks each time.
     """
-    db = study_dir / "mlflow.db"
+    db = study_dir / R.MLFLOW_DB
     if not db.exists():
         return 0
     try:
@@ -141,4 +143,4 @@ def final_runs_finished(study_dir: Path) -> int:
 
 
 def optuna_trials(study_dir: Path, name: str) -> list[optuna.trial.FrozenTrial]:
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{study_dir / 'optuna.db'}").get_trials()
+    return optuna.load_study(study_name=name, storage=R.sqlite_uri(study_dir / R.OPTUNA_DB)).get_trials()

@@ -15,8 +15,14 @@ import zipfile
 from pathlib import Path
 
 from harness import fake_data
+from trainables.datasets import entry, folder_of
 
 __all__ = ["build", "pack_tar", "pack_zip"]
+
+
+def _archive(dataset: str) -> str:
+    """The file name ``dataset``'s (first) published source is saved under."""
+    return entry(dataset).sources[0].filename
 
 
 def pack_tar(base: Path, names: list[str]) -> bytes:
@@ -43,21 +49,22 @@ def build(dataset: str, work: Path) -> tuple[dict[str, bytes], int]:
     if dataset == "cub200":
         _, expected = fake_data.write_cub(work)
         (work / "attributes.txt").write_text("1 has_bill_shape::curved\n")
-        return {"CUB_200_2011.tgz": pack_tar(work, ["CUB_200_2011", "attributes.txt"])}, len(expected)
+        return {_archive("cub200"): pack_tar(work, [folder_of("cub200"), "attributes.txt"])}, len(expected)
     if dataset == "sop":
         _, expected = fake_data.write_sop(work)
-        return {"Stanford_Online_Products.zip": pack_zip(work, ["Stanford_Online_Products"])}, len(expected)
+        return {_archive("sop"): pack_zip(work, [folder_of("sop")])}, len(expected)
     if dataset == "cars196":
         _, expected = fake_data.write_cars_mirror(work)
         names = ["names.csv", "anno_train.csv", "anno_test.csv", "car_data"]
-        return {"stanford-car-dataset-by-classes-folder.zip": pack_zip(work, names)}, len(expected)
+        return {_archive("cars196"): pack_zip(work, names)}, len(expected)
     if dataset == "flowers102":
         root, expected = fake_data.write_flowers(work)
-        files = {"102flowers.tgz": pack_tar(root, ["jpg"]), "imagelabels.mat": (root / "imagelabels.mat").read_bytes()}
+        archive, labels = (s.filename for s in entry("flowers102").sources)
+        files = {archive: pack_tar(root, ["jpg"]), labels: (root / labels).read_bytes()}
         return files, len(expected)
     if dataset == "cifar10":
         _, written = fake_data.write_cifar10(work)
-        return {"cifar-10-python.tar.gz": pack_tar(work, ["cifar-10-batches-py"])}, len(written["train_y"]) + len(
+        return {_archive("cifar10"): pack_tar(work, [folder_of("cifar10")])}, len(written["train_y"]) + len(
             written["test_y"]
         )
     raise ValueError(f"no fake archive for {dataset!r}")

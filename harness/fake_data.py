@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from trainables.datasets import folder_of as _folder
+
 __all__ = [
     "write_cub",
     "write_cars",
@@ -36,7 +38,7 @@ def write_cub(
 ) -> tuple[Path, dict[str, int]]:
     """``base/CUB_200_2011/{images/, images.txt, image_class_labels.txt, classes.txt, train_test_split.txt}``."""
     rng = np.random.default_rng(seed)
-    root = base / "CUB_200_2011"
+    root = base / _folder("cub200")
     lines, labels, classes, split, expected = [], [], [], [], {}
     image_id = 0
     for c in range(1, n_classes + 1):
@@ -65,7 +67,7 @@ def write_cars(base: Path, n_classes: int = 6, per_class: int = 3, seed: int = 0
     from scipy.io import savemat
 
     rng = np.random.default_rng(seed)
-    root = base / "cars196"
+    root = base / _folder("cars196")
     fields = ["relative_im_path", "bbox_x1", "bbox_y1", "bbox_x2", "bbox_y2", "class", "test"]
     labels = rng.permutation(np.repeat(np.arange(1, n_classes + 1), per_class))  # real files are not sorted by class
     annotations = np.zeros((1, labels.size), dtype=[(f, "O") for f in fields])
@@ -109,7 +111,7 @@ def write_sop(
 ) -> tuple[Path, dict[str, int]]:
     """``base/Stanford_Online_Products/{Ebay_train.txt, Ebay_test.txt, <category>_final/*.JPG}``."""
     rng = np.random.default_rng(seed)
-    root = base / "Stanford_Online_Products"
+    root = base / _folder("sop")
     expected = {}
     image_id = 0
     for name, classes in (
@@ -135,7 +137,7 @@ def write_inshop(
     """``base/In-shop Clothes Retrieval Benchmark/{img/..., Eval/list_eval_partition.txt}``; test items
     split their images between query and gallery as in the official file."""
     rng = np.random.default_rng(seed)
-    root = base / "In-shop Clothes Retrieval Benchmark"
+    root = base / _folder("inshop")
     rows, expected = [], {}
     for item in range(1, n_train + n_test + 1):
         for j in range(per_item):
@@ -155,7 +157,7 @@ def write_flowers(base: Path, n_classes: int = 6, per_class: int = 3, seed: int 
     from scipy.io import savemat
 
     rng = np.random.default_rng(seed)
-    root = base / "flowers102"
+    root = base / _folder("flowers102")
     labels = rng.permutation(np.repeat(np.arange(1, n_classes + 1), per_class))
     expected = {}
     for i, c in enumerate(labels, start=1):
@@ -171,7 +173,7 @@ def write_cifar10(
 ) -> tuple[Path, dict[str, np.ndarray]]:
     """``base/cifar-10-batches-py/{data_batch_1..5, test_batch, batches.meta}`` as python pickles."""
     rng = np.random.default_rng(seed)
-    root = base / "cifar-10-batches-py"
+    root = base / _folder("cifar10")
     root.mkdir(parents=True)
     written: dict[str, list[np.ndarray]] = {"train_x": [], "train_y": [], "test_x": [], "test_y": []}
     for name, n in [*((f"data_batch_{i}", per_batch) for i in range(1, 6)), ("test_batch", n_test)]:

@@ -26,6 +26,7 @@ from harness.driver import (
     start_driver,
     tiny_spec,
 )
+from trainables.schema import record as R
 
 NUM_TRIALS, EPOCHS = 3, 3
 
@@ -39,7 +40,7 @@ def kill_spec(batches_per_epoch: int, name: str = "t_kill") -> dict:
 def restarted_rows(study_dir: Path) -> list[tuple[str, int]]:
     """(trial, epoch) of every result a trial reported as the first after a restart past epoch 1."""
     rows = []
-    for path in (study_dir / "tune").glob("trial_*/result.json"):
+    for path in (study_dir / R.SEARCH_EXPERIMENT).glob("trial_*/result.json"):
         for line in path.read_text().splitlines():
             r = json.loads(line)
             if r["iterations_since_restore"] == 1 and r["training_iteration"] > 1:
@@ -49,7 +50,7 @@ def restarted_rows(study_dir: Path) -> list[tuple[str, int]]:
 
 def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
     """Whether Ray's latest experiment snapshot holds a RUNNING trial past epoch 1 but not finished."""
-    states = sorted((study_dir / "tune").glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    states = sorted((study_dir / R.SEARCH_EXPERIMENT).glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
     try:
         trials = json.loads(states[-1].read_text())["trial_data"] if states else []
     except (OSError, ValueError):  # being rewritten
@@ -72,9 +73,9 @@ def kill_then_resume(
 ) -> dict:
     """Start ``spec``'s study, SIGKILL its driver (and its Ray) once ``kill_when(study_dir)`` holds (plus a delay),
     run ``study.status``, then ``--resume`` it; return what a checker needs."""
-    path = workdir / "spec.yaml"
+    path = workdir / R.SPEC_FILE
     path.write_text(yaml.safe_dump(spec))
-    study_dir = workdir / "runs" / spec["name"]
+    study_dir = workdir / R.DEFAULT_STORAGE / spec["name"]
     ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
     try:
         env = driver_env(ray_tmp)

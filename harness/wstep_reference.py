@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from trainables.self_paced import WeightProblem, denoising_objective, full_gradient
+from trainables.families.self_paced import WeightProblem, denoising_objective, full_gradient
 
 __all__ = ["lbfgsb_weights"]
 

@@ -9,8 +9,7 @@ from typing import Any
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from schema.metric_names import EPOCH
-from study.compat import (
+from study.runtime.compat import (
     asha_trial_info,
     completed_trials_of,
     optuna_study_of,
@@ -18,7 +17,8 @@ from study.compat import (
     storage_trial_id,
     study_storage,
 )
-from study.storage import read_bytes, write_bytes
+from study.runtime.storage import read_bytes, write_bytes
+from trainables.schema.metric_names import EPOCH
 
 __all__ = ["StudySearch", "PersistentASHA"]
 

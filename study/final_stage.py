@@ -9,7 +9,7 @@ gets one honest number per cell.
 
 The best configuration is :func:`study.best.pick_best`'s (ties to the smallest trial id); the interval is
 :func:`study.intervals.t_interval` (Student's t over the seeds). The summary's columns are named by
-:mod:`schema.record`.
+:mod:`trainables.schema.record`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schema import record as R
-from schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX
-from schema.spec import StudySpec
-from schema.trial import FINAL_KEY, sampled_values
 from study.best import best_by_group, pick_best
 from study.intervals import t_interval
+from trainables.schema import record as R
+from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX
+from trainables.schema.spec import StudySpec
+from trainables.schema.trial import FINAL_KEY, sampled_values
 
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
@@ -100,7 +100,7 @@ def best_per_group(spec: StudySpec, results: ResultGrid) -> dict[str, Result]:
 
 
 def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any]]:
-    """The final stage's Ray configs (values of :data:`~schema.trial.FINAL_KEY`): each group's best sampled values
+    """The final stage's Ray configs (values of :data:`~trainables.schema.trial.FINAL_KEY`): each group's best sampled values
     with ``seed`` (and, with ``final.reseed_noise``, ``dataset.noise.seed``) set to 0 … ``final.seeds``-1, in a stable
     order (so a resumed driver plans the same points)."""
     points = []
@@ -128,7 +128,7 @@ class FinalGroup:
         return max((len(v) for v in self.values.values()), default=0)
 
     def summary(self) -> dict[str, float]:
-        """``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high`` (:data:`~schema.record.
+        """``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high`` (:data:`~trainables.schema.record.
         SUMMARY_SUFFIXES`) for every test metric."""
         out: dict[str, float] = {}
         for name, vals in sorted(self.values.items()):
@@ -166,7 +166,7 @@ def summarize_final(spec: StudySpec, results: ResultGrid, best: dict[str, Result
 
 
 def summary_csv(groups: list[FinalGroup]) -> str:
-    """One row per group and column per summary value, for the parent run's :data:`~schema.record.FINAL_SUMMARY_FILE`.
+    """One row per group and column per summary value, for the parent run's :data:`~trainables.schema.record.FINAL_SUMMARY_FILE`.
 
     Values are written exactly (shortest round-trip text): the dashboards show this file, so a 4-decimal cell must
     round the same number the study computed, not a 6-digit copy of it."""

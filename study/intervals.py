@@ -1,7 +1,7 @@
 """The one 95 % confidence interval of a mean over seeds: Student's t (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n).
 
 With 3–10 seeds a bootstrap interval is too narrow (it cannot extrapolate beyond the observed spread); the
-t-interval is the textbook choice. The final stage's summary (:data:`schema.record.FINAL_SUMMARY_FILE`, the parent
+t-interval is the textbook choice. The final stage's summary (:data:`trainables.schema.record.FINAL_SUMMARY_FILE`, the parent
 run's metrics), the dashboards' tables and the comparison's paired differences all use this function.
 """
 

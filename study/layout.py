@@ -18,28 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from schema.errors import SpecError
-from study.credentials import remember
-from study.storage import make_dirs
+from study.runtime.storage import make_dirs
+from study.tracking.credentials import remember
+from trainables.schema import record as R
+from trainables.schema.errors import SpecError
 
 if TYPE_CHECKING:
-    from schema.spec import StudySpec
+    from trainables.schema.spec import StudySpec
 
-__all__ = ["StudyLayout", "FINAL_EXPERIMENT", "default_tracking_uri"]
-
-#: Ray Tune experiment name of the final test stage (the search is ``tune``).
-FINAL_EXPERIMENT = "tune_final"
+__all__ = ["StudyLayout", "default_tracking_uri"]
 
 
 def default_tracking_uri(study_dir: str) -> str:
-    return f"sqlite:///{study_dir}/mlflow.db"
+    return R.sqlite_uri(f"{study_dir}/{R.MLFLOW_DB}")
 
 
 @dataclass(frozen=True)
 class StudyLayout:
     """Where a study's files live: ``root`` is a local directory or a pyarrow filesystem URI.
 
-    ``tracking_uri`` and ``optuna_url`` are redacted (:func:`study.credentials.redact`): safe to print or store.
+    ``tracking_uri`` and ``optuna_url`` are redacted (:func:`study.tracking.credentials.redact`): safe to print or store.
     """
 
     root: str
@@ -59,13 +57,17 @@ class StudyLayout:
             root = f"{spec.storage.rstrip('/')}/{spec.name}"
         else:
             root = str((Path(spec.storage).expanduser() / spec.name).resolve())
-        # URLs are kept redacted (no password); connections go through study.credentials.connection_url.
-        optuna_url = remember(spec.tracking.optuna_uri) if spec.tracking.optuna_uri else f"sqlite:///{root}/optuna.db"
+        # URLs are kept redacted (no password); connections go through study.tracking.credentials.connection_url.
+        optuna_url = (
+            remember(spec.tracking.optuna_uri) if spec.tracking.optuna_uri else R.sqlite_uri(f"{root}/{R.OPTUNA_DB}")
+        )
         tracking_uri = remember(spec.tracking.uri) if spec.tracking.uri else default_tracking_uri(root)
         # A tracking server keeps artifacts in its own artifact root; any other store (sqlite, a database URL) would
         # put them under the *current directory*'s ./mlruns, so they go with the study instead.
         served = tracking_uri.startswith(("http://", "https://", "databricks"))
-        artifacts = f"{root}/mlflow-artifacts" if "://" in root else (Path(root) / "mlflow-artifacts").as_uri()
+        artifacts = (
+            f"{root}/{R.MLFLOW_ARTIFACTS_DIR}" if "://" in root else (Path(root) / R.MLFLOW_ARTIFACTS_DIR).as_uri()
+        )
         artifact_location = None if served else artifacts
         return cls(root=root, tracking_uri=tracking_uri, artifact_location=artifact_location, optuna_url=optuna_url)
 
@@ -75,20 +77,20 @@ class StudyLayout:
 
     @property
     def spec_file(self) -> str:
-        return f"{self.root}/spec.yaml"
+        return f"{self.root}/{R.SPEC_FILE}"
 
     @property
     def tune_dir(self) -> str:
-        return f"{self.root}/tune"
+        return f"{self.root}/{R.SEARCH_EXPERIMENT}"
 
     @property
     def final_dir(self) -> str:
         """Ray Tune's experiment of the final test stage."""
-        return f"{self.root}/{FINAL_EXPERIMENT}"
+        return f"{self.root}/{R.FINAL_EXPERIMENT}"
 
     @property
     def asha_state(self) -> str:
-        return f"{self.root}/asha_state.pkl"
+        return f"{self.root}/{R.ASHA_STATE_FILE}"
 
     def mkdir(self) -> None:
         make_dirs(self.root)

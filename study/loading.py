@@ -1,4 +1,4 @@
-"""YAML and ``--set`` overrides → a validated :class:`~schema.spec.StudySpec`: the schema's own rules first,
+"""YAML and ``--set`` overrides → a validated :class:`~trainables.schema.spec.StudySpec`: the schema's own rules first,
 then :mod:`study.validation`'s registry-backed ones. Every error is one line naming its source and key."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from schema.errors import SpecError
-from schema.spec import StudySpec
-from schema.trial import set_path, spec_error
 from study.validation import validate_spec
+from trainables.schema.errors import SpecError
+from trainables.schema.spec import StudySpec
+from trainables.schema.trial import set_path, spec_error
 
 __all__ = ["load_spec", "parse_spec", "apply_overrides"]
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ray.tune import Callback
 
-from schema.metric_names import EPOCH
 from study.best import pick_best
+from trainables.schema.metric_names import EPOCH
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial

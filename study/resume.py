@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import yaml
 
-from schema.errors import StudyExistsError
-from schema.spec import StudySpec
-from schema.trial import flatten
-from study.credentials import redacted_spec
 from study.layout import StudyLayout
-from study.storage import read_bytes
+from study.runtime.storage import read_bytes
+from study.tracking.credentials import redacted_spec
+from trainables.schema.errors import StudyExistsError
+from trainables.schema.spec import StudySpec
+from trainables.schema.trial import flatten
 
 __all__ = ["check_resume"]
 

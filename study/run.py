@@ -13,10 +13,10 @@ import re
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-from schema.errors import StudyError, StudyStalledError
+from trainables.schema.errors import StudyError, StudyStalledError
 
 if TYPE_CHECKING:
-    from schema.spec import StudySpec
+    from trainables.schema.spec import StudySpec
 
 __all__ = ["main"]
 
@@ -130,9 +130,9 @@ def _print_error(e: BaseException) -> None:
 
 
 def _store_failure(e: Exception, spec: StudySpec) -> str | None:
-    """The one line for a disk-full / read-only / permission failure of a store (see :mod:`study.store_errors`)."""
+    """The one line for a disk-full / read-only / permission failure of a store (see :mod:`study.runtime.store_errors`)."""
     from study.layout import StudyLayout
-    from study.store_errors import store_failure
+    from study.runtime.store_errors import store_failure
 
     layout = StudyLayout.for_spec(spec)
     return store_failure(e, {"mlflow": layout.tracking_uri, "optuna": layout.optuna_url, "storage": layout.root})

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import optuna
 
-from study.compat import storage_trial_id, study_storage
+from study.runtime.compat import storage_trial_id, study_storage
 
 if TYPE_CHECKING:
-    from schema.spec import ParamSpec, SamplerSpec
+    from trainables.schema.spec import ParamSpec, SamplerSpec
 
 __all__ = ["ConditionalGridSampler", "DefineByRun", "condition_holds", "grid_points", "make_sampler", "to_optuna"]
 

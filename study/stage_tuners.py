@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from schema.metric_names import TEST_PREFIX, VAL_PREFIX
-from schema.spec import StudySpec
 from study.bookkeeping import PersistentASHA, StudySearch
-from study.compat import restored_run_config
-from study.credentials import RedactedRDBStorage
-from study.layout import FINAL_EXPERIMENT, StudyLayout
+from study.layout import StudyLayout
 from study.progress import ProgressTable
+from study.runtime.compat import restored_run_config
+from study.runtime.watchdog import PendingTimeout
 from study.search_space import make_sampler, to_optuna
-from study.tracking import MlflowTrialCallback
-from study.watchdog import PendingTimeout
+from study.tracking.callback import MlflowTrialCallback
+from study.tracking.credentials import RedactedRDBStorage
+from trainables.schema import record as R
+from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
+from trainables.schema.spec import StudySpec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -135,7 +136,9 @@ def search_tuner(
             "num_samples": s.num_trials,
         }
 
-    return stage_tuner(spec, layout, "tune", param_space, callbacks, max_failures, None if resuming else search_config)
+    return stage_tuner(
+        spec, layout, R.SEARCH_EXPERIMENT, param_space, callbacks, max_failures, None if resuming else search_config
+    )
 
 
 def final_metric(spec: StudySpec) -> str:
@@ -163,4 +166,6 @@ def final_tuner(
         PendingTimeout(pending_timeout_s),
     ]
     restore = Tuner.can_restore(layout.final_dir)
-    return stage_tuner(spec, layout, FINAL_EXPERIMENT, param_space, callbacks, max_failures, None if restore else dict)
+    return stage_tuner(
+        spec, layout, R.FINAL_EXPERIMENT, param_space, callbacks, max_failures, None if restore else dict
+    )

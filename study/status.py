@@ -10,9 +10,9 @@ import argparse
 import sys
 from collections import Counter
 
-from schema import record as R
-from schema.errors import StudyError
-from schema.spec import StudySpec
+from trainables.schema import record as R
+from trainables.schema.errors import StudyError
+from trainables.schema.spec import StudySpec
 
 __all__ = ["study_status", "print_status", "main"]
 
@@ -27,9 +27,9 @@ def study_status(spec: StudySpec) -> dict:
     import optuna
 
     from study.best import pick_best
-    from study.credentials import connection_url
     from study.layout import StudyLayout
-    from study.storage import read_bytes
+    from study.runtime.storage import read_bytes
+    from study.tracking.credentials import connection_url
 
     layout = StudyLayout.for_spec(spec)
     if read_bytes(layout.spec_file) is None:
@@ -41,13 +41,13 @@ def study_status(spec: StudySpec) -> dict:
     # study.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.
     finished = [t for t in trials if t.state.name == "COMPLETE"]
     best = pick_best(finished, lambda t: t.value, lambda t: t.number, spec.search.mode)
-    from study import tracking_peek  # not study.tracking: that imports Ray
+    from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
 
     driver = tracking_peek.parent_status(layout.tracking_uri, spec.name)
     tags = tracking_peek.parent_tags(layout.tracking_uri, spec.name)
     return {
         "stage": tags.get(R.STAGE, R.STAGE_SEARCH),
-        "final_planned": int(tags.get(R.FINAL_PLANNED, 0)),
+        R.FINAL_PLANNED: int(tags.get(R.FINAL_PLANNED, 0)),
         "selection": tags.get(R.SELECTION, R.SELECTION_VALIDATION if spec.validation.enabled else R.SELECTION_TEST),
         "name": spec.name,
         "root": layout.root,
@@ -79,7 +79,7 @@ def print_status(spec: StudySpec) -> int:
         print(f"    failed ({stage_name}): trial {trial_id}: {reason}")
     stage = st["stage"]
     if stage == R.STAGE_FINAL:
-        stage += f" (retraining the best configuration: {st['final_planned']} runs planned)"
+        stage += f" (retraining the best configuration: {st[R.FINAL_PLANNED]} runs planned)"
     print(f"  stage: {stage}; hyperparameters selected on the {st['selection']} classes")
     if st["best"] is not None:
         b = st["best"]

@@ -1,6 +1,6 @@
 """Ray Tune orchestration: one study = a search Tuner driven by OptunaSearch, then a final-stage Tuner that
 retrains the best configuration with several seeds (:mod:`study.final_stage`), both tracked in MLflow. The two
-Tuners are wired in :mod:`study.stage_tuners`, Ray is connected by :mod:`study.cluster_connect`, a resume is checked by
+Tuners are wired in :mod:`study.stage_tuners`, Ray is connected by :mod:`study.runtime.cluster`, a resume is checked by
 :mod:`study.resume`; where the study's files live is :mod:`study.layout`.
 
 ``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
@@ -21,13 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from schema import record as R
-from schema.errors import SpecError
-from schema.metric_names import EPOCH
-from schema.spec import StudySpec
-from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
-from study.cluster_connect import check_storage_reachable, connect_ray
-from study.credentials import check_tracking_env, redacted_spec
 from study.data import ensure_pretrained
 from study.final_stage import (
     FinalGroup,
@@ -40,14 +33,21 @@ from study.final_stage import (
     summary_csv,
 )
 from study.layout import StudyLayout
-from study.lock import study_lock
 from study.resume import check_resume
+from study.runtime.cluster import check_storage_reachable, connect_ray
+from study.runtime.lock import study_lock
+from study.runtime.storage import write_bytes
+from study.runtime.store_errors import quiet_store_failures
+from study.runtime.watchdog import check_cluster_resources, check_local_resources
 from study.stage_tuners import final_tuner, search_tuner
-from study.storage import write_bytes
-from study.store_errors import quiet_store_failures
-from study.tracking import MlflowTrialCallback, TrackingStore, error_line, preload_in_background
+from study.tracking.callback import MlflowTrialCallback, TrackingStore, error_line, preload_in_background
+from study.tracking.credentials import check_tracking_env, redacted_spec
 from study.validation import spec_from_tune_config, trial_params
-from study.watchdog import check_cluster_resources, check_local_resources
+from trainables.schema import record as R
+from trainables.schema.errors import SpecError
+from trainables.schema.metric_names import EPOCH
+from trainables.schema.spec import StudySpec
+from trainables.schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -109,7 +109,7 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
 
 def selection_tag(spec: StudySpec) -> str:
     """Where the study's hyperparameters are selected: ``validation`` classes, or (``kind: none``) ``test``."""
-    return "validation" if spec.validation.enabled else "test"
+    return R.SELECTION_VALIDATION if spec.validation.enabled else R.SELECTION_TEST
 
 
 def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
@@ -153,7 +153,7 @@ def _run_final_stage(
     if not points:
         return [], False
     store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
-    callback = _trial_callback(spec, layout, store, parent, stage="final")
+    callback = _trial_callback(spec, layout, store, parent, stage=R.STAGE_FINAL)
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
     tuner = final_tuner(spec, layout, param_space, callback, len(points), max_failures, pending_timeout_s)
     results = tuner.fit()
@@ -278,7 +278,7 @@ def _run_validated(
         },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
-    callback = _trial_callback(spec, layout, store, parent, stage="search")
+    callback = _trial_callback(spec, layout, store, parent, stage=R.STAGE_SEARCH)
     started = time.perf_counter()
     try:
         store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not resuming else {})

@@ -1,12 +1,12 @@
 """A parsed spec checked against what ``trainables`` provides: family, dataset and backbone names, each family's
 own parameter rules, the metrics a study can optimise, and every search-space name (resolved at the ends of its
-range). The schema (:mod:`schema.spec`) knows none of these; this module is where the two layers meet.
+range). The schema (:mod:`trainables.schema.spec`) knows none of these; this module is where the two layers meet.
 
-Names are checked against :mod:`trainables.names` and :mod:`trainables.registry`, and a family's own rules come
-from :func:`trainables.registry.get_rules` (``trainables/params``): none of them imports torch, so no spec error,
+Names are checked against :mod:`trainables.names` and :mod:`trainables.families.registry`, and a family's own rules come
+from :func:`trainables.families.registry.get_rules` (each family folder's ``params.py``): none of them imports torch, so no spec error,
 and no valid spec's validation, costs a torch import.
 
-Errors are :class:`~schema.errors.SpecError` built from the offending key and a message; the loader adds where
+Errors are :class:`~trainables.schema.errors.SpecError` built from the offending key and a message; the loader adds where
 the spec came from.
 """
 
@@ -17,10 +17,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from schema.errors import SpecError
-from schema.metric_names import EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, VAL_PREFIX
-from schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes
-from schema.trial import SPEC_KEY, flatten, resolve_trial_spec, sampled_values
+from trainables.families.registry import FAMILY_NAMES, family_param_names, get_rules
 from trainables.metric_registry import evaluated_names
 from trainables.names import (
     BACKBONE_NAMES,
@@ -30,7 +27,10 @@ from trainables.names import (
     PRETRAINABLE,
     SAME_CLASS_TEST_DATASETS,
 )
-from trainables.registry import FAMILY_NAMES, family_param_names, get_rules
+from trainables.schema.errors import SpecError
+from trainables.schema.metric_names import EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, VAL_PREFIX
+from trainables.schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes
+from trainables.schema.trial import SPEC_KEY, flatten, resolve_trial_spec, sampled_values
 
 __all__ = [
     "validate_spec",
@@ -238,5 +238,5 @@ def _check_grid(search: SearchSpec) -> None:
 
 
 def spec_from_tune_config(config: dict[str, Any]) -> StudySpec:
-    """A trial's spec from its Ray Tune config (search or final stage; see :mod:`schema.trial`)."""
+    """A trial's spec from its Ray Tune config (search or final stage; see :mod:`trainables.schema.trial`)."""
     return resolve_trial(config[SPEC_KEY], sampled_values(config))

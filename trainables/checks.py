@@ -5,15 +5,15 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from schema.errors import DataError
-from schema.spec import param_extremes
-from schema.trial import param_path
 from trainables.data import check_dataset, train_class_count
 from trainables.data.folds import check_batch_classes, check_validation
 from trainables.models import check_pretrained
+from trainables.schema.errors import DataError
+from trainables.schema.spec import param_extremes
+from trainables.schema.trial import param_path
 
 if TYPE_CHECKING:
-    from schema.spec import StudySpec
+    from trainables.schema.spec import StudySpec
 
 __all__ = ["check_inputs", "check_class_counts"]
 

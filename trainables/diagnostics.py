@@ -24,8 +24,8 @@ import torch
 from pytorch_metric_learning.miners import BaseMiner
 from sklearn.metrics import roc_auc_score
 
-from schema import record as R
-from schema.metric_names import (
+from trainables.schema import record as R
+from trainables.schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
     NOISE_AUROC,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from torch import nn
 
-    from trainables.base import Batch
+    from trainables.families.base import Batch
 
 __all__ = [
     "NoiseDiagnostics",
@@ -217,7 +217,7 @@ def noise_detection(scores: np.ndarray, noisy: np.ndarray) -> dict[str, float]:
 class SampleScoreTrace:
     """The loop's view of a family's per-sample clean scores (BSPML's weights) against the recorded noise.
 
-    Families never see the true labels; they expose :meth:`~trainables.base.BaseLossFamily.sample_scores` and
+    Families never see the true labels; they expose :meth:`~trainables.families.base.BaseLossFamily.sample_scores` and
     the loop, which holds the noisy mask, reports ``noise_auroc``/``noise_precision``/``noise_recall`` each epoch
     and writes ``class_weights.parquet`` (per epoch and observed class: ``n``, ``mean_weight``, ``noisy_share``)
     and ``sample_weights.parquet`` (per sample: ``index``, ``label``, ``noisy``, ``weight``) for MLflow.
@@ -240,11 +240,11 @@ class SampleScoreTrace:
         means = np.bincount(self.inverse, weights=w, minlength=self.classes.size) / np.maximum(self.counts, 1)
         self.history += [
             {
-                "epoch": epoch,
-                "class": int(label),
-                "n": int(self.counts[c]),
-                "mean_weight": float(means[c]),
-                "noisy_share": float(self.noisy_share[c]),
+                R.WEIGHTS_EPOCH: epoch,
+                R.WEIGHTS_CLASS: int(label),
+                R.WEIGHTS_COUNT: int(self.counts[c]),
+                R.WEIGHTS_CLASS_MEAN: float(means[c]),
+                R.WEIGHTS_NOISY_SHARE: float(self.noisy_share[c]),
             }
             for c, label in enumerate(self.classes)
         ]
@@ -256,10 +256,10 @@ class SampleScoreTrace:
         pl.DataFrame(self.history).write_parquet(directory / R.CLASS_WEIGHTS_FILE)
         pl.DataFrame(
             {
-                "index": np.arange(self.labels.size),
-                "label": self.labels,
-                "noisy": self.noisy,
-                "weight": self.last,
+                R.SAMPLE_INDEX: np.arange(self.labels.size),
+                R.SAMPLE_LABEL: self.labels,
+                R.SAMPLE_NOISY: self.noisy,
+                R.SAMPLE_WEIGHT: self.last,
             }
         ).write_parquet(directory / R.SAMPLE_WEIGHTS_FILE)
 

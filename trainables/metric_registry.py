@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from schema.metric_names import (
+from trainables.schema.metric_names import (
     ACC1,
     ACC5,
     MAP_AT_R,

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from sklearn.metrics import normalized_mutual_info_score
 
-from schema.metric_names import (
+from trainables.metric_registry import RECALL_AT_K, computes
+from trainables.schema.metric_names import (
     ACC1,
     ACC5,
     MAP_AT_R,
@@ -28,7 +29,6 @@ from schema.metric_names import (
     SPECTRAL_DECAY,
     recall_at,
 )
-from trainables.metric_registry import RECALL_AT_K, computes
 
 __all__ = [
     "linear_probe_accuracy",

@@ -18,11 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from schema.errors import DataError
 from trainables.names import BACKBONE_NAMES, PRETRAINABLE
+from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec, ModelSpec, StudySpec
+    from trainables.schema.spec import DatasetSpec, ModelSpec, StudySpec
 
 __all__ = [
     "BACKBONE_NAMES",

@@ -6,8 +6,8 @@ noisy mask) scores each one against the noise every ``diagnostics.every`` epochs
 the noise and whether a family's own selection (BSPML's weights, PRISM's clean probability) uses it:
 
 - :func:`xi_score`: BSPML's per-sample loss ξ = ξ⁺ + ξ⁻ of Eq. 3 (Zhang et al., AAAI 2023,
-  https://arxiv.org/abs/2212.01848), computed by BSPML's own :func:`~trainables.self_paced.ms_terms` with the
-  paper's MS constants (α = 2, β = 50, ρ = 1; :class:`~trainables.bspml.SPMSParams` defaults), whatever the family.
+  https://arxiv.org/abs/2212.01848), computed by BSPML's own :func:`~trainables.families.self_paced.ms_terms` with the
+  paper's MS constants (α = 2, β = 50, ρ = 1; :class:`~trainables.families.bspml.loss.SPMSParams` defaults), whatever the family.
 - :func:`centroid_score`: PRISM's class-centre clean probability (Liu et al., CVPR 2021, Sec. 3.3,
   https://arxiv.org/abs/2103.16047): ``p = softmax_k(cos(f, c_k) / T)`` at the sample's own label, score ``1 − p``.
   The centres are the class means of the L2-normalised embeddings, the sample included (PRISM's centres come
@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from schema.metric_names import NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
-from trainables.bspml import SPMSParams
+from trainables.families.bspml.loss import SPMSParams
+from trainables.families.self_paced import ms_terms
 from trainables.metrics import knn_indices
-from trainables.self_paced import ms_terms
+from trainables.schema.metric_names import NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
 
 __all__ = [
     "xi_score",

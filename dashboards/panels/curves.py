@@ -9,7 +9,8 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import as_test, base_name, best_configs, final_runs, split_of
-from schema.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY, TRAIN_LOSS
+from trainables.schema import record as R
+from trainables.schema.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY, TRAIN_LOSS
 
 __all__ = ["build", "search_keys"]
 
@@ -61,7 +62,7 @@ def build(data: DashboardData) -> Panel:
     lines = []
     for r in best.head(_MAX_RUNS).iter_rows(named=True):
         noise = f"p={r['noise_ratio']:g}" + (" topline" if r["subset"] == "clean_only" else "")
-        lines.append((r["best_run_id"], f"{r['family']} {r['dataset']} {noise} ({r['best_trial_id']})"))
+        lines.append((r["best_run_id"], f"{r['family']} {r['dataset']} {noise} ({r[R.BEST_TRIAL_ID]})"))
     drawn = _draw(panel, data, "best", "Best search run of each group, per epoch", lines, search_keys(data))
 
     final = final_runs(data).sort("group", "start_time").head(_MAX_RUNS)

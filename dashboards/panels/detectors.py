@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import fmt, search_runs
-from schema.metric_names import NOISE_AUROC, NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
+from trainables.schema.metric_names import NOISE_AUROC, NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
 
 __all__ = ["build", "detector_history", "detector_table"]
 

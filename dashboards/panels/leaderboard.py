@@ -17,8 +17,8 @@ from dashboards.select import (
     split_of,
     varying_params,
 )
-from schema import record as R
-from schema.metric_names import MAP_AT_R, NMI, OBJECTIVE
+from trainables.schema import record as R
+from trainables.schema.metric_names import MAP_AT_R, NMI, OBJECTIVE
 
 __all__ = ["build", "mean_std", "final_metrics"]
 
@@ -143,7 +143,7 @@ def build(data: DashboardData) -> Panel:
     failed = data.runs.filter(pl.col("status") == "FAILED").height
     top = best.sort("best_value", descending=data.mode == "max").row(0, named=True)
     panel.note(
-        f"{runs.height} scored search runs, {failed} failed. Best run overall: trial {top['best_trial_id']} "
+        f"{runs.height} scored search runs, {failed} failed. Best run overall: trial {top[R.BEST_TRIAL_ID]} "
         f"({top['family']}, {top['dataset']}) with {metric} = {top['best_value']!r}."
     )
     on_test = [s.experiment for s in data.studies if s.selection == "test"]

@@ -9,9 +9,10 @@ import polars as pl
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import as_test, fmt, search_runs
-from schema.metric_names import (
+from trainables.schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
+    NOISE_DIAGNOSTICS,
     P_BOUND_TRIPLET,
     Q_NEG,
     Q_NEG_OBS,
@@ -29,7 +30,7 @@ _INTRO = (
     "(for a k-fold search run, its fold ensemble's). Search-stage runs only: the final stage's retrains of one "
     "configuration would weigh it twice."
 )
-_THEORY = (Q_POS, Q_POS_OBS, Q_NEG, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET)
+_THEORY = NOISE_DIAGNOSTICS
 
 
 def _max(column: pl.Series) -> float:

@@ -12,7 +12,7 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import METRIC, PARAM, DashboardData, StudyInfo
 from dashboards.panels import Panel, new_figure
 from dashboards.select import scored_runs, varying_params
-from schema.trial import param_path
+from trainables.schema.trial import param_path
 
 __all__ = ["build", "importances"]
 

@@ -16,7 +16,7 @@ import polars as pl
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import ci_text, final_runs, search_runs
-from schema.metric_names import PAIRED_COSINE, PAIRED_MAE, TEST_PREFIX
+from trainables.schema.metric_names import PAIRED_COSINE, PAIRED_MAE, TEST_PREFIX
 
 __all__ = ["build", "latent_colours"]
 

@@ -18,7 +18,7 @@ from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.panels.leaderboard import mean_std
 from dashboards.select import GROUP, as_test, best_configs, final_runs, scored_runs, summarise
-from schema.metric_names import NMI, recall_at
+from trainables.schema.metric_names import NMI, recall_at
 
 __all__ = ["build", "robustness_table", "robustness_metrics"]
 

@@ -16,8 +16,8 @@ import polars as pl
 from dashboards.load import METRIC, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import base_name, final_runs, search_runs, split_of
-from schema import record as R
-from schema.metric_names import MAP_AT_R, NMI, OBJECTIVE, TEST_PREFIX, VAL_PREFIX
+from trainables.schema import record as R
+from trainables.schema.metric_names import MAP_AT_R, NMI, OBJECTIVE, TEST_PREFIX, VAL_PREFIX
 
 __all__ = ["build", "pairs", "MIN_TRIALS"]
 

@@ -12,7 +12,8 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import best_configs, fmt, search_runs
-from schema.metric_names import (
+from trainables.schema import record as R
+from trainables.schema.metric_names import (
     EXCLUDED_SHARE,
     LAMBDA,
     MAW,
@@ -126,7 +127,7 @@ def _best_runs(data: DashboardData, needs: str) -> list[tuple[str, str]]:
         if r["best_run_id"] in have:
             noise = f"{r['noise_kind']} {r['noise_ratio']:g}" if r["noise_kind"] not in ("", "none") else "clean"
             top = " topline" if r["subset"] == "clean_only" else ""
-            out.append((r["best_run_id"], f"{r['family']} {r['dataset']} {noise}{top} ({r['best_trial_id']})"))
+            out.append((r["best_run_id"], f"{r['family']} {r['dataset']} {noise}{top} ({r[R.BEST_TRIAL_ID]})"))
     return out[:_MAX_RUNS]
 
 

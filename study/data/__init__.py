@@ -6,14 +6,11 @@ published archives, verifies them and lays them out as the loaders read them.
 
 from __future__ import annotations
 
-from study.data._catalog import CATALOG, INSHOP_STEPS
 from study.data._download import FetchError
 from study.data._fetch import MARKER, FetchResult, fetch
 from study.data._weights import ensure_pretrained, fetch_weights, weights_target
 
 __all__ = [
-    "CATALOG",
-    "INSHOP_STEPS",
     "MARKER",
     "FetchError",
     "FetchResult",

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from study.data._catalog import CATALOG, INSHOP_STEPS
 from study.data._download import FetchError
 from study.data._export import export_csv
 from study.data._fetch import fetch
 from study.data._weights import fetch_weights
+from trainables.datasets import DATASETS, entry
 
 __all__ = ["main"]
 
@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(prog="python -m study.data", description="Fetch benchmark datasets.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
     f = sub.add_parser("fetch", help="download, verify and extract a dataset so dataset.root: DIR trains")
-    f.add_argument("dataset", choices=[*CATALOG, "inshop"])
+    f.add_argument("dataset", choices=[d.name for d in DATASETS if d.sources or d.manual_steps])
     f.add_argument("--root", required=True, type=Path, help="the directory to give as dataset.root")
     f.add_argument("--url", default=None, help="a mirror of the archive (flowers102: the base URL of its files)")
     f.add_argument(
@@ -77,9 +77,10 @@ def _weights(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    if args.dataset == "inshop":
-        print(INSHOP_STEPS.format(root=args.root))
-        print("error: inshop: its host needs a login; follow the steps above", file=sys.stderr)
+    steps = entry(args.dataset).manual_steps
+    if steps:
+        print(steps.format(root=args.root))
+        print(f"error: {args.dataset}: its host needs a login; follow the steps above", file=sys.stderr)
         return 2
     try:
         result = fetch(args.dataset, args.root, url=args.url, sha256=args.sha256)

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING
 
-from schema.errors import StudyError
+from trainables.schema.errors import StudyError
 
 if TYPE_CHECKING:
     from pathlib import Path

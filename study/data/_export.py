@@ -9,13 +9,12 @@ searched among the others), except In-Shop's, whose query and gallery rows keep 
 from __future__ import annotations
 
 import csv
-import importlib
 import os
 from pathlib import Path
 
-from schema.errors import DataError
-from schema.spec import DatasetSpec
 from study.data._download import FetchError, os_error
+from trainables.schema.errors import DataError
+from trainables.schema.spec import DatasetSpec
 
 __all__ = ["export_csv"]
 
@@ -24,9 +23,9 @@ _NOT_FILES = {"cifar10": "CIFAR-10 keeps its images inside pickles; there are no
 
 def _found_root(name: str, root: Path, first_item: str) -> Path:
     """The directory the loader's items are relative to: ``root`` or one of the layout's standard subfolders."""
-    from trainables.data import _LOADERS
+    from trainables.data import loader_module
 
-    layout = importlib.import_module(_LOADERS[name][0]).LAYOUT
+    layout = loader_module(name).LAYOUT
     for candidate in (root, *(root / s for s in layout.subdirs)):
         if (candidate / first_item).exists():
             return candidate

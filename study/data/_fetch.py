@@ -21,10 +21,11 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from schema.errors import DataError
-from schema.spec import DatasetSpec
-from study.data._catalog import CATALOG, DatasetEntry, Source
 from study.data._download import FetchError, download, file_digest, os_error
+from trainables.datasets import DatasetEntry, Source, folder_of
+from trainables.datasets import entry as dataset_entry
+from trainables.schema.errors import DataError
+from trainables.schema.spec import DatasetSpec
 
 __all__ = ["MARKER", "FetchResult", "fetch"]
 
@@ -120,7 +121,7 @@ def _check(name: str, folder: Path) -> None:
 
 def _complete(entry: DatasetEntry, root: Path) -> Path | None:
     """The finished folder when a previous fetch (marker) or a hand-made tree the loader reads is already there."""
-    folder = root / entry.folder
+    folder = root / folder_of(entry.name)
     if (folder / MARKER).exists():
         return folder
     if folder.exists():
@@ -138,7 +139,7 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
     One fetch of a dataset per root at a time: a second one (another shell, another node on a shared root) is
     refused while ``.download/<dataset>.lock`` is held (``flock``: released by the kernel if the fetch dies)."""
     start = time.monotonic()
-    entry = CATALOG[name]
+    entry = dataset_entry(name)
     sums, urls = _checksums(entry, sha256 or []), _urls(entry, url)
     root = root.expanduser().absolute()
     done = _complete(entry, root)
@@ -195,8 +196,8 @@ def _fetch_locked(
         raise os_error(e, root) from None
     try:
         for source in entry.sources:
-            _extract(source, paths[source.filename], tmp / source.into, root / entry.folder)
-        built = tmp / entry.folder
+            _extract(source, paths[source.filename], tmp / source.into, root / folder_of(entry.name))
+        built = tmp / folder_of(entry.name)
         try:
             _check(name, built)
         except DataError as e:
@@ -207,11 +208,11 @@ def _fetch_locked(
         record = {"dataset": name, "files": [{"url": urls[f], "checksum": sums[f]} for f in urls]}
         try:
             (built / MARKER).write_text(json.dumps(record, indent=1) + "\n")
-            built.rename(root / entry.folder)
+            built.rename(root / folder_of(entry.name))
         except OSError as e:
-            raise os_error(e, root / entry.folder) from None
+            raise os_error(e, root / folder_of(entry.name)) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for path in paths.values():
         path.unlink(missing_ok=True)
-    return FetchResult(root / entry.folder, fetched, time.monotonic() - start, download_seconds, already=False)
+    return FetchResult(root / folder_of(entry.name), fetched, time.monotonic() - start, download_seconds, already=False)

@@ -19,7 +19,7 @@ from study.data._download import FetchError, os_error
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from schema.spec import ModelSpec
+    from trainables.schema.spec import ModelSpec
 
 __all__ = ["ensure_pretrained", "fetch_weights", "weights_target"]
 

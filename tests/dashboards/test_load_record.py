@@ -1,4 +1,4 @@
-"""The loader reads the study through ``schema.record``: the search space from ``spec.yaml`` (as the tuner writes it)
+"""The loader reads the study through ``trainables.schema.record``: the search space from ``spec.yaml`` (as the tuner writes it)
 agrees with the one the parent run's flattened params give, and a store without its directory falls back to them;
 the weight tables are read by the record's file names and columns."""
 
@@ -11,10 +11,10 @@ import yaml
 
 from dashboards.artifacts import class_weight_table, sample_weight_table
 from dashboards.load import _params_space, _spec_space
-from schema import record as R
-from schema.trial import flatten
-from study.credentials import redacted_spec
 from study.loading import load_spec
+from study.tracking.credentials import redacted_spec
+from trainables.schema import record as R
+from trainables.schema.trial import flatten
 
 REPO = Path(__file__).resolve().parents[2]
 

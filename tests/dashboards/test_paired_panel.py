@@ -7,7 +7,8 @@ import polars as pl
 
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import FigureBlock, TableBlock, paired
-from schema.metric_names import PAIRED_COSINE, PAIRED_EMBEDDINGS_FILE, PAIRED_MAE
+from trainables.schema.metric_names import PAIRED_COSINE, PAIRED_MAE
+from trainables.schema.record import PAIRED_EMBEDDINGS_FILE
 
 
 def test_the_dashboard_panel_draws_the_recovered_distribution():

@@ -6,8 +6,8 @@ import polars as pl
 import pytest
 from mlflow import MlflowClient
 
-from schema import metric_names as names
-from trainables.bspml import BSPMLFamily
+from trainables.families.bspml.loss import BSPMLFamily
+from trainables.schema import metric_names as names
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""The driver's checks before ``ray.init`` (:mod:`study.cluster_connect`); the token case against a real head is
+"""The driver's checks before ``ray.init`` (:mod:`study.runtime.cluster`); the token case against a real head is
 ``tests/study/test_ray_cli_cluster.py``."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from schema.errors import StudyError
-from study.cluster_connect import connect_error, private_instance_token, probe_cluster
+from study.runtime.cluster import connect_error, private_instance_token, probe_cluster
+from trainables.schema.errors import StudyError
 
 
 def test_an_address_nothing_listens_on_is_one_line():

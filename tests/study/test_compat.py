@@ -1,4 +1,4 @@
-"""One fast test per private Ray/Optuna attribute that study/compat.py reads: an upgrade that renames one fails
+"""One fast test per private Ray/Optuna attribute that study/runtime/compat.py reads: an upgrade that renames one fails
 here, not in the middle of a resumed study."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from study import compat
+from study.runtime import compat
 
 
 @pytest.fixture

@@ -18,19 +18,14 @@ import pytest
 from harness import fake_archives
 from harness.fake_data import write_cars_mirror, write_cifar10, write_cub, write_flowers, write_sop
 from harness.http_server import FileServer
-from schema.spec import DatasetSpec
 from study.data import MARKER
 from study.data.__main__ import main
 from study.data._download import FetchError, download
 from trainables.data import load_dataset
+from trainables.datasets import DATASETS
+from trainables.schema.spec import DatasetSpec
 
-_FOLDER = {
-    "cub200": "CUB_200_2011",
-    "sop": "Stanford_Online_Products",
-    "cars196": "cars196",
-    "flowers102": "flowers102",
-    "cifar10": "cifar-10-batches-py",
-}
+_FOLDER = {d.name: d.folder for d in DATASETS if d.sources}
 
 
 def _sha(data: bytes) -> str:

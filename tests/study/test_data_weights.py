@@ -16,9 +16,9 @@ import torch
 import torchvision.models as tvm
 
 from harness.http_server import FileServer
-from schema.spec import ModelSpec
 from study.data import FetchError, ensure_pretrained
 from study.data.__main__ import main
+from trainables.schema.spec import ModelSpec
 
 
 @pytest.fixture

@@ -55,7 +55,7 @@ def _cli(module: str, args: list[str], cwd: Path) -> tuple[int, list[str], set[s
 def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(tmp_path, spec_dict, write_spec, overrides, message):
     code, err, imported = _cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
     assert code == 2 and len(err) == 1 and message in err[0], err
-    assert "schema" in imported  # the probe sees this interpreter's imports
+    assert "trainables" in imported  # the probe sees this interpreter's imports
     assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # nothing started, nothing written
 
@@ -73,7 +73,7 @@ def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(tmp_path, spe
     ],
 )
 def test_a_bad_family_param_imports_no_torch_ray_or_mlflow(tmp_path, spec_dict, write_spec, family, overrides, message):
-    """A family's own rules (``trainables/params``) are checked without its torch module."""
+    """A family's own rules (its folder's ``params.py``) are checked without its torch module."""
     spec_dict["family"] = family
     spec_dict["search"]["space"].pop("ms_alpha")
     code, err, imported = _cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
@@ -115,10 +115,12 @@ def test_status_reads_the_stores_without_torch_or_ray(tmp_path, spec_dict, write
 
 def test_the_light_name_lists_match_the_loaders_and_builders():
     """:mod:`trainables.names` is what a spec is checked against; the torch modules must build exactly those."""
-    from trainables.data import _LOADERS
+    from trainables.data import loader_module
+    from trainables.datasets import DATASETS
     from trainables.models import _BACKBONES, _TORCHVISION
 
-    assert tuple(_LOADERS) == names.DATASET_NAMES
+    assert tuple(d.name for d in DATASETS) == names.DATASET_NAMES
+    assert all(callable(getattr(loader_module(d.name), d.loader.split(":")[1])) for d in DATASETS)
     assert tuple(_BACKBONES) == names.BACKBONE_NAMES
     assert tuple(_TORCHVISION) == names.PRETRAINABLE
 
@@ -144,7 +146,7 @@ def test_every_familys_rules_and_the_metric_registry_import_without_torch(tmp_pa
     """``get_rules`` for every registered family (what validation reads), and the metric registry."""
     script = (
         "import sys\n"
-        "from trainables.registry import FAMILY_NAMES, get_rules\n"
+        "from trainables.families.registry import FAMILY_NAMES, get_rules\n"
         "from trainables.metric_registry import EVALUATION_METRICS\n"
         "rules = [get_rules(n) for n in FAMILY_NAMES]\n"
         "assert [r.name for r in rules] == list(FAMILY_NAMES) and EVALUATION_METRICS\n"

@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from harness.driver import mlflow_children, tiny_spec
-from schema.errors import SpecError, StudyStalledError
-from schema.spec import StudySpec
-from study.credentials import MASK, RedactedRDBStorage, connection_url, redact, redacted_spec, remember
-from study.lock import study_lock
 from study.run import main
-from study.watchdog import PendingTimeout, check_cluster_resources
+from study.runtime.lock import study_lock
+from study.runtime.watchdog import PendingTimeout, check_cluster_resources
+from study.tracking.credentials import MASK, RedactedRDBStorage, connection_url, redact, redacted_spec, remember
+from trainables.schema.errors import SpecError, StudyStalledError
+from trainables.schema.spec import StudySpec
 
 LITERAL = "LITSENTINEL7f3a"  # a password written in the spec
 FROM_ENV = "ENVSENTINEL91c2"  # a password the URL names as ${DMLS_TEST_SECRET}
@@ -156,7 +156,7 @@ def test_unwritable_storage_is_one_line(tmp_path, write_spec, spec_dict, capsys,
 
 
 def test_lock_is_exclusive_and_leaves_no_trace(tmp_path):
-    from schema.errors import StudyLockedError
+    from trainables.schema.errors import StudyLockedError
 
     root = str(tmp_path / "runs" / "s")
     with study_lock(root):
@@ -231,7 +231,7 @@ def test_tracking_server_restart_mid_study_loses_nothing(tmp_path):
     study goes on (MLflow's client retries), every trial has every epoch's metrics, and no run stays RUNNING."""
     from mlflow import MlflowClient
 
-    from study.mlflow_server import start_server
+    from study.tracking.server import start_server
 
     epochs, num_trials = 3, 3
     spec = tiny_spec("t_restart", epochs=epochs, num_trials=num_trials)
@@ -279,7 +279,7 @@ def test_tracking_server_restart_mid_study_loses_nothing(tmp_path):
 def test_seeded_mlflow_store_is_opt_in_and_equivalent(tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from study.tracking import TrackingStore
+    from study.tracking.callback import TrackingStore
 
     monkeypatch.delenv("DMLSTUDY_CACHE_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

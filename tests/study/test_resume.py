@@ -95,9 +95,9 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
     """What a kill between Optuna's ask and Ray's snapshot leaves behind is reconciled on restore."""
     import optuna
 
-    from schema.spec import FloatParam
     from study.bookkeeping import StudySearch
     from study.search_space import to_optuna
+    from trainables.schema.spec import FloatParam
 
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
 
@@ -132,7 +132,7 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
 
 
 def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
-    from study.tracking import MlflowTrialCallback, TrackingStore
+    from study.tracking.callback import MlflowTrialCallback, TrackingStore
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     store = TrackingStore(uri, "s")

@@ -6,8 +6,8 @@ import pickle
 import optuna
 import pytest
 
-from schema.spec import SamplerSpec, SearchSpec
 from study.search_space import make_sampler, to_optuna
+from trainables.schema.spec import SamplerSpec, SearchSpec
 
 SPACE = {
     "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},

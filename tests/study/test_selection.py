@@ -23,13 +23,13 @@ from harness.driver import (
     optuna_trials,
 )
 from harness.kill_resume import kill_then_resume
-from schema.errors import DataError, SpecError
-from schema.spec import ValidationSpec
 from study.final_stage import t_interval
 from study.loading import parse_spec
 from trainables.data import load_dataset
 from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.loop import TrialRun
+from trainables.schema.errors import DataError, SpecError
+from trainables.schema.spec import ValidationSpec
 
 DIGITS_TEST_CLASSES = {5, 6, 7, 8, 9}
 

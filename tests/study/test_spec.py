@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from schema.errors import SpecError
-from schema.trial import param_path
 from study.loading import apply_overrides, load_spec, parse_spec
 from study.validation import family_params, trial_params
 from study.validation import resolve_trial as resolve_trial_spec
+from trainables.schema.errors import SpecError
+from trainables.schema.trial import param_path
 
 
 def _mutate(spec: dict, path: str, value) -> dict:

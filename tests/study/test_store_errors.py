@@ -1,4 +1,4 @@
-"""Which failures become the one store line (:mod:`study.store_errors`) and which stay tracebacks."""
+"""Which failures become the one store line (:mod:`study.runtime.store_errors`) and which stay tracebacks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import errno
 import logging
 import sqlite3
 
-from study.store_errors import quiet_store_failures, store_failure
+from study.runtime.store_errors import quiet_store_failures, store_failure
 
 STORES = {"mlflow": "sqlite:////s/mlflow.db", "optuna": "sqlite:////s/optuna.db", "storage": "/s"}
 

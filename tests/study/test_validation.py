@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from schema.errors import SpecError
 from study.loading import load_spec
 from tests.conftest import REPO
+from trainables.schema.errors import SpecError
 
 THESIS = REPO / "search_spaces" / "thesis_2d.yaml"
 

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from schema.metric_names import ETA_HAT, NMI, OBJECTIVE, Q_NEG, Q_POS, on_test
 from study.loading import parse_spec
 from trainables.loop import TrialRun
+from trainables.schema.metric_names import ETA_HAT, NMI, OBJECTIVE, Q_NEG, Q_POS, on_test
 
 BASELINES = ["contrastive", "triplet", "triplet_smooth", "margin", "marginal", "fastap", "proxy_anchor", "snr", "rdml"]
 MINING = {"triplet", "triplet_smooth", "margin", "marginal"}

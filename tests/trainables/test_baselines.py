@@ -10,14 +10,14 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 
-from trainables.base import Batch, FamilyContext
-from trainables.contrastive import ContrastiveFamily, ContrastiveParams
-from trainables.fastap import FastAPFamily, FastAPParams
-from trainables.margin import MarginalFamily, MarginalParams, MarginFamily, MarginParams
-from trainables.proxy_anchor import ProxyAnchorFamily, ProxyAnchorParams
-from trainables.rdml import RDMLFamily, RDMLParams
-from trainables.snr import SNRFamily, SNRParams
-from trainables.triplet import (
+from trainables.families.base import Batch, FamilyContext
+from trainables.families.contrastive.loss import ContrastiveFamily, ContrastiveParams
+from trainables.families.fastap.loss import FastAPFamily, FastAPParams
+from trainables.families.margin.loss import MarginalFamily, MarginalParams, MarginFamily, MarginParams
+from trainables.families.proxy_anchor.loss import ProxyAnchorFamily, ProxyAnchorParams
+from trainables.families.rdml.loss import RDMLFamily, RDMLParams
+from trainables.families.snr.loss import SNRFamily, SNRParams
+from trainables.families.triplet.loss import (
     FixedSemiHardMiner,
     RandomSemiHardMiner,
     TripletFamily,

@@ -13,13 +13,12 @@ import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 
 from harness.wstep_reference import lbfgsb_weights
-from schema.errors import SpecError
 from study.loading import parse_spec
-from trainables.base import Batch, FamilyContext
-from trainables.bspml import BSPMLFamily, BSPMLParams, SelfPacedMSFamily, SPMSParams, weighted_ms_loss
 from trainables.diagnostics import SampleScoreTrace
-from trainables.registry import get_family
-from trainables.self_paced import (
+from trainables.families.base import Batch, FamilyContext
+from trainables.families.bspml.loss import BSPMLFamily, BSPMLParams, SelfPacedMSFamily, SPMSParams, weighted_ms_loss
+from trainables.families.registry import get_family
+from trainables.families.self_paced import (
     ClassIndex,
     WeightProblem,
     denoising_objective,
@@ -28,6 +27,7 @@ from trainables.self_paced import (
     sampled_gradient,
     solve_weights,
 )
+from trainables.schema.errors import SpecError
 
 
 def _batch(seed: int = 0, p: int = 4, k: int = 4, d: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
@@ -290,8 +290,8 @@ def test_spms_rejects_mu():
 
 
 def test_lambda0_above_lambda_max_is_a_spec_error_unless_a_search_can_order_them():
-    from schema.errors import SpecError
     from study.loading import parse_spec
+    from trainables.schema.errors import SpecError
 
     base = {"name": "l", "family": "bspml", "train": {"classes_per_batch": 5, "samples_per_class": 4}}
     with pytest.raises(SpecError, match="lambda0 <= lambda_max must hold"):
@@ -323,7 +323,7 @@ def _omniglot_like(seed: int, classes: int = 40, per_class: int = 12, noise: flo
 
 @pytest.mark.parametrize(("seed", "mu", "lam"), [(0, 0.0, 1.0), (1, 3.0, 1.0), (2, 3.0, 2.5), (3, 8.0, 0.5)])
 def test_converged_solver_reaches_an_independent_optimum_and_its_kkt_conditions(seed, mu, lam):
-    from trainables.self_paced import class_scale, converge_weights, projected_residual
+    from trainables.families.self_paced import class_scale, converge_weights, projected_residual
 
     emb, labels, _ = _omniglot_like(seed, classes=10)
     xp, xn = (t.double() for t in ms_terms(emb, labels, 2.0, 50.0, 1.0))
@@ -385,7 +385,7 @@ def test_relative_lambda_is_lambda_times_the_epochs_mean_xi():
     torch.testing.assert_close(rel.weights, absolute.weights, rtol=0, atol=1e-5)
     # Units of ξ: the same relative schedule on ξ scaled ×3 (α, β ÷ 3 scale log(1 + Σ e^·)/α only roughly,
     # so scale the problem directly) gives the same minimiser.
-    from trainables.self_paced import converge_weights
+    from trainables.families.self_paced import converge_weights
 
     ones = torch.ones(n, dtype=torch.float64)
     index = ClassIndex.build(labels)

@@ -15,10 +15,10 @@ import torch
 from PIL import Image
 
 from harness.fake_data import write_cub
-from schema.spec import DatasetSpec
 from trainables.data import decoded_cache, load_dataset
 from trainables.data._splits import IndexedDataset
 from trainables.data.decoded_cache import BLOCK, HEADER
+from trainables.schema.spec import DatasetSpec
 
 
 @pytest.fixture
@@ -165,7 +165,7 @@ _BUILDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from schema.spec import DatasetSpec
+    from trainables.schema.spec import DatasetSpec
     from trainables.data import load_dataset
     from trainables.data import decoded_cache
 
@@ -203,7 +203,7 @@ def test_concurrent_builders_build_one_file(cub, tmp_path):
 
 
 def test_unreadable_image_fails_the_build_with_its_path(cub, tmp_path):
-    from schema.errors import DataError
+    from trainables.schema.errors import DataError
 
     _, cached = _pair(cub, tmp_path / "cache")
     (cub / cached.test.items[0]).write_bytes(b"garbage")
@@ -270,7 +270,7 @@ def test_a_trial_trains_and_evaluates_from_the_cache(cub, tmp_path, family):
 
 
 def test_unwritable_cache_dir_is_one_line_naming_the_key(cub, tmp_path):
-    from schema.errors import DataError
+    from trainables.schema.errors import DataError
 
     blocker = tmp_path / "not_a_dir"
     blocker.write_text("a file where the cache directory should be")

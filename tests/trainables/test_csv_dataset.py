@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from harness.fake_data import write_cifar10, write_cub, write_inshop
-from schema.errors import DataError
-from schema.spec import DatasetSpec
 from study.data import FetchError
 from study.data._export import export_csv
 from study.loading import parse_spec
 from trainables.data import check_dataset, load_dataset
+from trainables.schema.errors import DataError
+from trainables.schema.spec import DatasetSpec
 
 
 def _csv_splits(root, annotations):
@@ -127,7 +127,7 @@ def test_a_box_crops_its_image(tmp_path):
 
 
 def test_spec_keys(tmp_path):
-    from schema.errors import SpecError
+    from trainables.schema.errors import SpecError
 
     with pytest.raises(SpecError, match="dataset.annotations is required by csv and applies to csv only"):
         parse_spec({"name": "s", "family": "ms", "dataset": {"name": "csv", "root": str(tmp_path)}})

@@ -17,13 +17,13 @@ from harness.fake_data import (
     write_inshop,
     write_sop,
 )
-from schema.errors import DataError, SpecError
-from schema.spec import DatasetSpec
 from study.loading import load_spec, parse_spec
 from trainables import names
 from trainables.data import check_dataset, load_dataset
 from trainables.data._splits import IndexedDataset
 from trainables.data.sampler import BalancedMPerClassSampler, balanced_choice
+from trainables.schema.errors import DataError, SpecError
+from trainables.schema.spec import DatasetSpec
 
 
 def _load(name: str, root, **kw):

@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses
 
-from schema.errors import SpecError
-from schema.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY, on_test
 from study.loading import parse_spec
-from trainables.debiased import debiased_neg_loss, debiased_pos_loss
+from trainables.families.debiased.loss import debiased_neg_loss, debiased_pos_loss
 from trainables.loop import TrialRun
+from trainables.schema.errors import SpecError
+from trainables.schema.metric_names import NMI, OBJECTIVE, SPECTRAL_DECAY, on_test
 
 FAMILIES = ["npair", "debiased_neg", "debiased_pos"]
 
@@ -227,7 +227,7 @@ def _hcl_official(z: torch.Tensor, t: float, tau_plus: float, beta: float) -> fl
 @pytest.mark.parametrize("beta", [0.0, 0.5, 1.0, 3.0])
 @pytest.mark.parametrize("tau_plus", [0.02, 0.1, 0.3])
 def test_hcl_matches_a_loop_reference_and_the_official_code(beta, tau_plus):
-    from trainables.debiased import hcl_loss
+    from trainables.families.debiased.loss import hcl_loss
 
     for seed, t in ((0, 0.5), (1, 0.2)):
         z = _two_views(seed=seed)
@@ -238,7 +238,7 @@ def test_hcl_matches_a_loop_reference_and_the_official_code(beta, tau_plus):
 
 @pytest.mark.parametrize("tau_plus", [0.05, 0.1, 0.9])
 def test_hcl_at_beta_zero_is_l_neg(tau_plus):
-    from trainables.debiased import hcl_loss
+    from trainables.families.debiased.loss import hcl_loss
 
     for seed, spread in ((0, 1.0), (2, 0.01)):  # spread 0.01 with τ⁺ 0.9 puts anchors on the floor
         z = _two_views(b=10, seed=seed, spread=spread)
@@ -248,7 +248,7 @@ def test_hcl_at_beta_zero_is_l_neg(tau_plus):
 
 
 def test_hcl_weights_hard_negatives_up_and_stays_finite_at_small_temperatures():
-    from trainables.debiased import hcl_loss
+    from trainables.families.debiased.loss import hcl_loss
 
     z = _two_views(b=16, seed=4)
     # β > 0 moves weight to the negatives most similar to the anchor: the reweighted negative term grows.
@@ -305,9 +305,9 @@ def test_l_pos_without_self_term_at_tau_plus_one_over_n_plus_one_is_infonce(b):
 
 def test_self_term_reaches_the_losses_from_the_spec():
     from study.validation import family_params
-    from trainables.base import FamilyContext
-    from trainables.debiased import DebiasedPosFamily
-    from trainables.kl_contrastive import KLContrastiveFamily
+    from trainables.families.base import FamilyContext
+    from trainables.families.debiased.loss import DebiasedPosFamily
+    from trainables.families.kl_contrastive.loss import KLContrastiveFamily
 
     assert parse_spec({"name": "s", "family": "debiased_pos", "params": {"self_term": False}}).params == {
         "self_term": False

@@ -9,12 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from schema.metric_names import ETA_HAT, MINER_CORRUPT_NEG_SHARE, P_BOUND_TRIPLET, Q_NEG, Q_NEG_OBS, Q_POS, Q_POS_OBS
 from study.loading import parse_spec
-from trainables.base import Batch
 from trainables.data.noise import uniform_noise
 from trainables.diagnostics import NoiseDiagnostics, p_bound_triplet, pair_corruption_counts, q_neg, q_pos
+from trainables.families.base import Batch
 from trainables.loop import TrialRun
+from trainables.schema.metric_names import (
+    ETA_HAT,
+    MINER_CORRUPT_NEG_SHARE,
+    P_BOUND_TRIPLET,
+    Q_NEG,
+    Q_NEG_OBS,
+    Q_POS,
+    Q_POS_OBS,
+)
 
 
 def _exact_pair_flip(p: float, k: int, same: bool) -> float:

@@ -9,10 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from schema.errors import SpecError
-from schema.metric_names import OBJECTIVE, on_test
 from study.loading import parse_spec
-from trainables.diva import (
+from trainables.families.diva.loss import (
     DiVAParams,
     dance_loss,
     decorrelation,
@@ -23,6 +21,8 @@ from trainables.diva import (
     shared_triplets,
 )
 from trainables.loop import TrialRun
+from trainables.schema.errors import SpecError
+from trainables.schema.metric_names import OBJECTIVE, on_test
 
 
 def _unit(n: int, d: int, seed: int = 0) -> torch.Tensor:
@@ -204,7 +204,7 @@ def _circle(*degrees: float) -> torch.Tensor:
 def test_margin_divisor_per_triplet_is_the_official_code_per_term_is_pml(triplets, per_triplet, per_term):
     from pytorch_metric_learning import losses
 
-    from trainables.diva import DiVAMarginLoss
+    from trainables.families.diva.loss import DiVAMarginLoss
 
     points = _circle(0, 90, 60, 180)
     labels = torch.tensor([0, 0, 1, 2])
@@ -225,7 +225,7 @@ def test_margin_divisor_is_a_param_used_by_every_margin_term():
     with pytest.raises(SpecError, match="params.margin_divisor"):
         parse_spec(_spec(margin_divisor="per_pair"))
     # Nothing violated: an attached zero, as PML's.
-    from trainables.diva import DiVAMarginLoss
+    from trainables.families.diva.loss import DiVAMarginLoss
 
     points = _circle(0, 60, 180).requires_grad_()
     loss = DiVAMarginLoss(margin=0.2, nu=0.0, beta=1.2)(

@@ -11,15 +11,15 @@ import annotated_types as at
 import pytest
 import torch
 
-from schema.errors import SpecError
 from study.loading import parse_spec
 from study.validation import family_params
-from trainables.base import Batch
 from trainables.diagnostics import MinedNegatives
+from trainables.families.base import Batch
+from trainables.families.registry import FAMILY_NAMES, get_family, get_rules
+from trainables.families.rules import FamilyRules, Unbounded
 from trainables.loop import TrialRun
 from trainables.loop.member import Member
-from trainables.params import FamilyRules, Unbounded
-from trainables.registry import FAMILY_NAMES, get_family, get_rules
+from trainables.schema.errors import SpecError
 
 #: Families whose loss mines pairs with a pytorch-metric-learning miner (the loop must see what they mine).
 _MINER_CLASSES = ("miner", "disc_miner")

@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from schema.metric_names import PAIRED_COSINE, PAIRED_EMBEDDINGS_FILE, PAIRED_MAE, on_test
 from study.loading import parse_spec
 from trainables.data import flows2d
 from trainables.data._splits import IndexedDataset
-from trainables.kl_contrastive import KL_TERM, kl_to_standard_normal
+from trainables.families.kl_contrastive.loss import KL_TERM, kl_to_standard_normal
 from trainables.loop import TrialRun
 from trainables.metrics import paired_metrics
 from trainables.models import PairedMLP
+from trainables.schema.metric_names import PAIRED_COSINE, PAIRED_MAE, on_test
+from trainables.schema.record import PAIRED_EMBEDDINGS_FILE
 
 #: A flow fit small enough for a unit test (the default fits in seconds, not milliseconds).
 TINY = flows2d.FlowConfig(steps=30, batch=64, hidden=8, layers=2, samples=500)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from schema.spec import DatasetSpec, ModelSpec
 from trainables.data import ON_DISK_DATASETS, check_dataset, load_dataset
 from trainables.data.glyphs import DEFAULT_CONFIG, make_glyphs
 from trainables.models import build_model
+from trainables.schema.spec import DatasetSpec, ModelSpec
 
 CFG = DEFAULT_CONFIG
 #: Summary of the default build (see test_fingerprint_is_pinned).

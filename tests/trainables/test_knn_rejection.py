@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from study.loading import load_spec, parse_spec
-from trainables.base import Batch, FamilyContext
-from trainables.knn_rejection import KnnRejectionFamily, KnnRejectionParams, agreement_score
+from trainables.families.base import Batch, FamilyContext
+from trainables.families.knn_rejection.loss import KnnRejectionFamily, KnnRejectionParams, agreement_score
 from trainables.loop import TrialRun
 
 ALPHA, BETA, BASE, EPS = 2.0, 10.0, 0.5, 0.1

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from schema.errors import DataError
-from schema.metric_names import on_test
 from study.loading import parse_spec
 from trainables.loop import NonFiniteLossError, TrialRun
+from trainables.schema.errors import DataError
+from trainables.schema.metric_names import on_test
 
 
 def _spec(**train):
@@ -118,16 +118,16 @@ def test_cosine_schedule_anneals_to_its_floor_and_none_keeps_the_lr():
 
 
 def test_step_schedule_without_milestones_is_a_spec_error():
-    from schema.errors import SpecError
+    from trainables.schema.errors import SpecError
 
     with pytest.raises(SpecError, match="train.lr_schedule: .*needs milestones"):
         _scheduled(type="step")
 
 
 def test_the_dataset_cache_is_keyed_on_the_dataset_spec_alone():
-    from schema.spec import DatasetSpec
     from trainables.data import load_dataset
     from trainables.loop.dataset_cache import cached_dataset
+    from trainables.schema.spec import DatasetSpec
 
     spec = _spec()
     shared = TrialRun.single(spec).full

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from schema.metric_names import recall_at
 from study.loading import parse_spec
 from trainables import metric_registry, metrics
 from trainables.loop import TrialRun
 from trainables.metric_registry import EVALUATION_METRICS, RECALL_AT_K, evaluated_names, registered
+from trainables.schema.metric_names import recall_at
 
 #: Functions of trainables.metrics that compute no metric of their own: a kNN search, a device probe, and the
 #: composite the loop calls (checked against the registry below).

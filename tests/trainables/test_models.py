@@ -6,10 +6,10 @@ import pytest
 import torch
 import torchvision
 
-from schema.errors import DataError, SpecError
-from schema.spec import ModelSpec
 from study.loading import parse_spec
 from trainables.models import build_model, check_pretrained
+from trainables.schema.errors import DataError, SpecError
+from trainables.schema.spec import ModelSpec
 
 
 def _spec(**kw) -> ModelSpec:

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 
-from trainables.base import Batch, FamilyContext
-from trainables.ms import MSParams, MultiSimilarityFamily
+from trainables.families.base import Batch, FamilyContext
+from trainables.families.ms.loss import MSParams, MultiSimilarityFamily
 
 
 def _reference_ms(x: np.ndarray, labels: np.ndarray, alpha: float, beta: float, base: float, eps: float) -> float:

@@ -3,8 +3,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schema.errors import DataError
-from schema.spec import DatasetSpec
 from trainables.data import load_dataset
 from trainables.data.noise import (
     clean_list_of,
@@ -13,6 +11,8 @@ from trainables.data.noise import (
     small_cluster_noise,
     uniform_noise,
 )
+from trainables.schema.errors import DataError
+from trainables.schema.spec import DatasetSpec
 
 
 def _labels(classes: int = 10, per_class: int = 50) -> np.ndarray:

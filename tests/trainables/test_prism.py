@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from study.loading import parse_spec
-from trainables.base import Batch, FamilyContext
+from trainables.families.base import Batch, FamilyContext
+from trainables.families.prism.loss import PrismFamily, PrismParams, clean_probability, select_clean
 from trainables.loop import TrialRun
-from trainables.prism import PrismFamily, PrismParams, clean_probability, select_clean
 
 # ----------------------------------------------------------------------------------- loop references
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from schema.errors import SpecError
 from study.loading import parse_spec
-from trainables.base import Batch, FamilyContext
-from trainables.registry import get_family
-from trainables.spl import SPLFamily, SPLParams
+from trainables.families.base import Batch, FamilyContext
+from trainables.families.registry import get_family
+from trainables.families.spl.loss import SPLFamily, SPLParams
+from trainables.schema.errors import SpecError
 
 
 def _data(seed: int = 0, classes: int = 5, per_class: int = 6, d: int = 8):

@@ -13,10 +13,13 @@ import importlib
 from typing import TYPE_CHECKING
 
 from trainables.data._splits import DatasetSplits, LabeledSplit
+from trainables.datasets import entry
 from trainables.names import DATASET_NAMES, EMBEDDED_DATASETS, ON_DISK_DATASETS, SAME_CLASS_TEST_DATASETS
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
+    from types import ModuleType
+
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = [
     "DATASET_NAMES",
@@ -27,23 +30,20 @@ __all__ = [
     "LabeledSplit",
     "check_dataset",
     "load_dataset",
+    "loader_module",
     "train_class_count",
 ]
 
-# name → (module, loader function); imported lazily so a spec check loads nothing heavy.
-_LOADERS: dict[str, tuple[str, str]] = {
-    "digits": ("trainables.data.digits", "load_digits_splits"),
-    "glyphs": ("trainables.data.glyphs", "load_glyphs_splits"),
-    "flows2d": ("trainables.data.flows2d", "load_flows2d_splits"),
-    "cub200": ("trainables.data.cub", "load"),
-    "cars196": ("trainables.data.cars", "load"),
-    "sop": ("trainables.data.sop", "load"),
-    "inshop": ("trainables.data.inshop", "load"),
-    "flowers102": ("trainables.data.flowers", "load"),
-    "cifar10": ("trainables.data.cifar10", "load"),
-    "imagefolder": ("trainables.data.imagefolder", "load"),
-    "csv": ("trainables.data.csv_oml", "load"),
-}
+
+def loader_module(name: str) -> ModuleType:
+    """The loader module of dataset ``name`` (its catalogue row's ``loader``), imported now."""
+    return importlib.import_module(entry(name).loader.split(":")[0])
+
+
+def _load_splits(spec: DatasetSpec) -> DatasetSplits:
+    module, function = entry(spec.name).loader.split(":")
+    splits: DatasetSplits = getattr(importlib.import_module(module), function)(spec)
+    return splits
 
 
 def check_dataset(spec: DatasetSpec) -> None:
@@ -54,9 +54,8 @@ def check_dataset(spec: DatasetSpec) -> None:
     """
     if spec.name not in ON_DISK_DATASETS:
         return
-    module_name, fn_name = _LOADERS[spec.name]
-    module = importlib.import_module(module_name)
-    getattr(module, "check", getattr(module, fn_name))(spec)
+    module = loader_module(spec.name)
+    getattr(module, "check", getattr(module, entry(spec.name).loader.split(":")[1]))(spec)
 
 
 def train_class_count(spec: DatasetSpec) -> int:
@@ -66,7 +65,7 @@ def train_class_count(spec: DatasetSpec) -> int:
     ``NUM_TRAIN_CLASSES`` (CIFAR-10, whose pickles hold the pixels); else the split is loaded as the trials load it
     (image datasets read their annotation files and load pixels lazily, per item; the embedded ones are small).
     """
-    fixed = getattr(importlib.import_module(_LOADERS[spec.name][0]), "NUM_TRAIN_CLASSES", None)
+    fixed = getattr(loader_module(spec.name), "NUM_TRAIN_CLASSES", None)
     if fixed is not None and spec.subset == "all" and spec.noise.kind != "file":  # a list is read and mapped
         return int(fixed)
     return load_dataset(spec, 0).train.num_classes
@@ -76,8 +75,7 @@ def load_dataset(spec: DatasetSpec, seed: int) -> DatasetSplits:
     """Load ``spec.name``, then apply the spec's label noise and subset to the training split only."""
     from trainables.data.noise import apply_label_noise
 
-    module_name, fn_name = _LOADERS[spec.name]
-    splits: DatasetSplits = getattr(importlib.import_module(module_name), fn_name)(spec)
+    splits = _load_splits(spec)
     train = apply_label_noise(splits.train, spec.noise, spec.name)
     if spec.subset == "clean_only":
         train = train.subset(~train.noisy_mask)

@@ -1,7 +1,7 @@
 """Helpers shared by the on-disk loaders: layout errors, annotation parsing, class-disjoint splits, images.
 
 Every loader describes its official layout once (:class:`Layout`); every problem with a root becomes one
-:class:`~schema.errors.DataError` line naming the dataset, the path tried, the expected layout and where the
+:class:`~trainables.schema.errors.DataError` line naming the dataset, the path tried, the expected layout and where the
 dataset is published and the ``python -m study.data fetch`` command that puts it there. Loaders never download.
 """
 
@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from schema.errors import DataError
 from trainables.data._splits import DatasetSplits, LabeledSplit
+from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from PIL import Image
 
-    from schema.spec import DatasetSpec
     from trainables.data.decoded_cache import DecodedImages
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = [
     "Layout",

@@ -14,24 +14,27 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schema.errors import DataError
 from trainables.data._files import Layout, first_half_classes, image_splits, parse_int, read_mat
+from trainables.datasets import folder_of
+from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "MIRROR_LAYOUT", "load"]
 
+#: Its folder under ``dataset.root`` (the catalogue row: :mod:`trainables.datasets`).
+_FOLDER = folder_of("cars196")
 LAYOUT = Layout(
     dataset="cars196",
     expected="<root>/{car_ims/<image>.jpg, cars_annos.mat with annotations.relative_im_path and annotations.class} "
     "or the class-folder mirror <root>/{names.csv, anno_train.csv, anno_test.csv, car_data/car_data/}",
     url="https://ai.stanford.edu/~jkrause/cars/car_dataset.html",
     markers=("car_ims", "cars_annos.mat"),
-    subdirs=("cars196", "CARS196", "stanford_cars"),
+    subdirs=(_FOLDER, "CARS196", "stanford_cars"),
 )
 MIRROR_LAYOUT = Layout(
     dataset="cars196",

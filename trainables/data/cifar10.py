@@ -16,22 +16,25 @@ import torch
 
 from trainables.data._files import Layout
 from trainables.data._splits import DatasetSplits, LabeledSplit
+from trainables.datasets import folder_of
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from PIL import Image
 
-    from schema.spec import DatasetSpec
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "NUM_TRAIN_CLASSES", "load", "check"]
 
+#: Its folder under ``dataset.root`` (the catalogue row: :mod:`trainables.datasets`).
+_FOLDER = folder_of("cifar10")
 LAYOUT = Layout(
     dataset="cifar10",
-    expected="cifar-10-batches-py/{data_batch_1 ... data_batch_5, test_batch} (python pickles with data, labels)",
+    expected=f"{_FOLDER}/{{data_batch_1 ... data_batch_5, test_batch}} (python pickles with data, labels)",
     url="https://www.cs.toronto.edu/~kriz/cifar.html",
     markers=(*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"),
-    subdirs=("cifar-10-batches-py",),
+    subdirs=(_FOLDER,),
 )
 #: Every official training batch holds all 10 classes (read by the driver's class-count check).
 NUM_TRAIN_CLASSES = 10

@@ -21,8 +21,8 @@ import numpy as np
 from trainables.data._files import Layout, image_splits
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "REQUIRED_COLUMNS", "BOX_COLUMNS", "load"]
 

@@ -10,19 +10,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trainables.data._files import Layout, first_half_classes, image_splits, parse_int, read_rows
+from trainables.datasets import folder_of
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "load"]
 
+#: Its folder under ``dataset.root`` (the catalogue row: :mod:`trainables.datasets`).
+_FOLDER = folder_of("cub200")
 LAYOUT = Layout(
     dataset="cub200",
-    expected="CUB_200_2011/{images/<class>/<image>.jpg, images.txt, image_class_labels.txt, classes.txt}",
+    expected=f"{_FOLDER}/{{images/<class>/<image>.jpg, images.txt, image_class_labels.txt, classes.txt}}",
     url="https://www.vision.caltech.edu/datasets/cub_200_2011/",
     markers=("images", "images.txt", "image_class_labels.txt", "classes.txt"),
-    subdirs=("CUB_200_2011",),
+    subdirs=(_FOLDER,),
 )
 
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schema.errors import DataError
+from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

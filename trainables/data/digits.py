@@ -10,7 +10,7 @@ import torch
 from trainables.data._splits import AffineView, DatasetSplits, in_memory_split
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["load_digits_splits"]
 

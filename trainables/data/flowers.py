@@ -9,19 +9,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trainables.data._files import Layout, first_half_classes, image_splits, read_mat
+from trainables.datasets import folder_of
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "load"]
 
+#: Its folder under ``dataset.root`` (the catalogue row: :mod:`trainables.datasets`).
+_FOLDER = folder_of("flowers102")
 LAYOUT = Layout(
     dataset="flowers102",
     expected="<root>/{jpg/image_00001.jpg ..., imagelabels.mat with labels[i-1] the class of image i}",
     url="https://www.robots.ox.ac.uk/~vgg/data/flowers/102/",
     markers=("jpg", "imagelabels.mat"),
-    subdirs=("flowers102", "102flowers", "flowers-102"),
+    subdirs=(_FOLDER, "102flowers", "flowers-102"),
 )
 
 

@@ -46,7 +46,7 @@ from torch import nn
 from trainables.data._splits import DatasetSplits, LabeledSplit
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = [
     "load_flows2d_splits",

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from schema.errors import DataError
+from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:
-    from schema.spec import ValidationSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import ValidationSpec
 
 __all__ = ["validation_groups", "check_batch_classes", "check_validation", "fold_splits"]
 

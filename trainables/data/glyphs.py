@@ -40,7 +40,7 @@ import torch
 from trainables.data._splits import AffineView, DatasetSplits, in_memory_split
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["GlyphsConfig", "DEFAULT_CONFIG", "make_glyphs", "load_glyphs_splits", "view_transform"]
 

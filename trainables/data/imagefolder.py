@@ -15,8 +15,8 @@ import numpy as np
 from trainables.data._files import Layout, first_half_classes, image_splits
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "IMAGE_EXTENSIONS", "load"]
 

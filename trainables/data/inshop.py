@@ -9,20 +9,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trainables.data._files import Layout, image_splits, read_rows
+from trainables.datasets import folder_of
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "load"]
 
+#: Its folder under ``dataset.root`` (the catalogue row: :mod:`trainables.datasets`).
+_FOLDER = folder_of("inshop")
 LAYOUT = Layout(
     dataset="inshop",
-    expected="In-shop Clothes Retrieval Benchmark/{img/<...>.jpg, Eval/list_eval_partition.txt} "
+    expected=f"{_FOLDER}/{{img/<...>.jpg, Eval/list_eval_partition.txt}} "
     "(rows: image_name item_id train|query|gallery after a count line and a header line)",
     url="https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html",
     markers=("img",),
-    subdirs=("In-shop Clothes Retrieval Benchmark", "InShop", "inshop"),
+    subdirs=(_FOLDER, "InShop", "inshop"),
 )
 
 _STATUSES = ("train", "query", "gallery")

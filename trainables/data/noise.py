@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from schema.errors import DataError
+from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:
-    from schema.spec import NoiseSpec
     from trainables.data._splits import LabeledSplit
+    from trainables.schema.spec import NoiseSpec
 
 __all__ = [
     "apply_label_noise",

@@ -9,20 +9,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trainables.data._files import Layout, image_splits, parse_int, read_rows
+from trainables.datasets import folder_of
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
     from trainables.data._splits import DatasetSplits
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["LAYOUT", "load"]
 
+#: Its folder under ``dataset.root`` (the catalogue row: :mod:`trainables.datasets`).
+_FOLDER = folder_of("sop")
 LAYOUT = Layout(
     dataset="sop",
-    expected="Stanford_Online_Products/{Ebay_train.txt, Ebay_test.txt, <category>_final/<image>.JPG} "
+    expected=f"{_FOLDER}/{{Ebay_train.txt, Ebay_test.txt, <category>_final/<image>.JPG}} "
     "(rows: image_id class_id super_class_id path, one header line)",
     url="https://cvgl.stanford.edu/projects/lifted_struct/",
     markers=("Ebay_train.txt", "Ebay_test.txt"),
-    subdirs=("Stanford_Online_Products",),
+    subdirs=(_FOLDER,),
 )
 
 

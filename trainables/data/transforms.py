@@ -13,7 +13,7 @@ import torch
 from torchvision.transforms import v2
 
 if TYPE_CHECKING:
-    from schema.spec import DatasetSpec
+    from trainables.schema.spec import DatasetSpec
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "image_sizes", "train_transform", "eval_transform", "view_transform"]
 

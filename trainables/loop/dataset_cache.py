@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from schema.spec import DatasetSpec
 from trainables.data import DatasetSplits, load_dataset
+from trainables.schema.spec import DatasetSpec
 
 __all__ = ["cached_dataset"]
 

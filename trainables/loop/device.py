@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from schema.spec import StudySpec
+from trainables.schema.spec import StudySpec
 
 __all__ = ["pick_device", "autocast_dtype", "channels_last"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from schema.spec import LrScheduleSpec, StudySpec
+from trainables.schema.spec import LrScheduleSpec, StudySpec
 
 __all__ = ["build_optimizer", "build_lr_schedule", "LrFactor"]
 

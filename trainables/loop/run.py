@@ -9,14 +9,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from schema.metric_names import ARTIFACTS_DIR, EPOCH, EPOCH_TIME, EVAL_TIME, TEST_PREFIX, VAL_PREFIX, on_fold, on_test
-from schema.spec import StudySpec
 from trainables.data import DatasetSplits
 from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.loop.dataset_cache import cached_dataset
 from trainables.loop.member import Member
 from trainables.metrics import retrieval_metrics
 from trainables.models import input_dataset
+from trainables.schema.metric_names import (
+    EPOCH,
+    EPOCH_TIME,
+    EVAL_TIME,
+    TEST_PREFIX,
+    VAL_PREFIX,
+    on_fold,
+    on_test,
+)
+from trainables.schema.record import ARTIFACTS_DIR
+from trainables.schema.spec import StudySpec
 
 __all__ = ["TrialRun", "CHECKPOINT_FILE"]
 

@@ -18,11 +18,12 @@ from typing import Any
 import torch
 from ray import tune
 
-from schema.spec import StudySpec
-from schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
+from trainables.families.registry import family_param_names
 from trainables.loop.member import NonFiniteLossError
 from trainables.loop.run import TrialRun
-from trainables.registry import family_param_names
+from trainables.schema import record as R
+from trainables.schema.spec import StudySpec
+from trainables.schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
 
 __all__ = ["train_fn", "trial_spec"]
 
@@ -77,7 +78,7 @@ def train_fn(config: dict[str, Any]) -> None:
     # A reused worker (study.tuner sets reuse_actors) ran another trial just before: free what that one left in
     # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
     gc.collect()
-    trial = TrialRun.build(spec, final=trial_stage(config) == "final")
+    trial = TrialRun.build(spec, final=trial_stage(config) == R.STAGE_FINAL)
     # A NaN is deterministic: a retry (``--max-failures``) would replay the same batches into the same NaN.
     # The marker in the trial's directory makes the retry fail at once instead of retraining.
     marker = _NonFiniteMarker.of_this_trial()

@@ -1,0 +1,126 @@
+"""``python -m harness.layering``: check that dependencies run one way, and print the import graph's evidence.
+
+Layers, lowest first: ``schema`` (spec models, errors, metric names) ← ``trainables`` (families, data, models,
+loop) ← ``study`` (validation against the registries, tuning, tracking) ← ``dashboards`` ← ``study.run`` (the
+command line, which composes a study and its dashboard). A module may import its own layer and the layers below
+it, never above — function-local and ``TYPE_CHECKING`` imports included. Module-level imports must also be free of
+cycles within a layer. Exit 0 when both hold, 1 with one line per violation otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+__all__ = ["LAYERS", "import_graph", "upward_imports", "cycles", "main"]
+
+#: Packages (a sub-package may be a layer of its own below its parent: the torch-free ``trainables.schema``; and the
+#: one module that sits above them all), lowest layer first.
+LAYERS: tuple[str, ...] = ("trainables.schema", "trainables", "study", "dashboards", "study.run")
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _layer(module: str) -> int | None:
+    matches = [rank for rank, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
+    # the longest (most specific) prefix wins: study.run over study, trainables.schema over trainables
+    return max(matches, key=lambda rank: len(LAYERS[rank])) if matches else None
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = _ROOT) -> dict[str, list[tuple[str, bool]]]:
+    """``module → [(imported module, at module level?)]`` for every module of the layered packages."""
+    graph: dict[str, list[tuple[str, bool]]] = {}
+    for package in {p.split(".")[0] for p in LAYERS}:
+        for path in sorted((root / package).rglob("*.py")):
+            module = _module_name(path, root)
+            tree = ast.parse(path.read_text(), str(path))
+            top_level = {id(node) for node in tree.body}
+            edges = graph.setdefault(module, [])
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                else:
+                    continue
+                for name in names:
+                    if _layer(name) is not None and (
+                        name in graph
+                        or (root / name.replace(".", "/")).exists()
+                        or (root / (name.replace(".", "/") + ".py")).exists()
+                    ):
+                        edges.append((name, id(node) in top_level))
+    return graph
+
+
+def upward_imports(graph: dict[str, list[tuple[str, bool]]]) -> list[str]:
+    """``a imports b`` lines where ``b`` sits in a higher layer than ``a``."""
+    out = []
+    for module, edges in sorted(graph.items()):
+        for target, _ in edges:
+            low, high = _layer(module), _layer(target)
+            if low is not None and high is not None and high > low:
+                out.append(f"{module} ({LAYERS[low]}) imports {target} ({LAYERS[high]})")
+    return sorted(set(out))
+
+
+def cycles(graph: dict[str, list[tuple[str, bool]]]) -> list[list[str]]:
+    """Strongly connected components of more than one module among module-level imports (Tarjan)."""
+    adjacency = {m: sorted({t for t, top in edges if top and t in graph and t != m}) for m, edges in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in adjacency[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(1000, 10 * len(adjacency)))
+    for v in adjacency:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def main() -> int:
+    graph = import_graph()
+    upward = upward_imports(graph)
+    loops = cycles(graph)
+    edges = sum(len(e) for e in graph.values())
+    for line in upward:
+        print(f"upward import: {line}")
+    for component in loops:
+        print(f"import cycle: {' -> '.join(component)}")
+    print(
+        f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join(LAYERS)}; "
+        f"{len(upward)} upward imports, {len(loops)} cycles"
+    )
+    return 1 if upward or loops else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Connecting the driver to Ray (:func:`connect_ray`): a cluster it cannot reach or authenticate to is one line, and
+a node-local storage path on a multi-node cluster is refused (:func:`check_storage_reachable`).
+
+Left to ``ray.init``, a head that wants a token (Ray ≥ 2.59 turns token authentication on for ``ray start`` unless
+``RAY_AUTH_MODE=disabled``) and a driver without it cost a minute of retries, one C++ warning per retry and three
+chained tracebacks; a wrong address costs the same minute. So before ``ray.init`` the driver probes a ``host:port``
+address once: a TCP connect, then one GCS client built with the driver's own authentication settings (the same
+environment ``ray.init`` reads; with an explicit address Ray never falls back to ``~/.ray/auth_token``). The probe's
+C++ warnings go to /dev/null; its verdict becomes a :class:`~trainables.schema.errors.StudyError` (exit 2) naming the fix.
+
+Without an address the study starts a private instance that nothing on another host needs to reach, so it binds
+loopback: node address 127.0.0.1 and every listener (GCS, raylet, agents, workers, the driver) on 127.0.0.1
+(:func:`study.runtime.compat.loopback_local_instance`). Left to itself Ray takes the machine's network address and listens on
+every interface. With an address (a real cluster) Ray's own choice stands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import secrets
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+from study.layout import StudyLayout
+from study.runtime.compat import loopback_local_instance
+from study.runtime.storage import is_shared_path
+from trainables.schema.errors import SpecError, StudyError
+
+__all__ = [
+    "probe_cluster",
+    "connect_error",
+    "auth_hint",
+    "private_instance_token",
+    "connect_ray",
+    "check_storage_reachable",
+]
+
+_HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
+
+
+def auth_hint() -> str:
+    """What to set, phrased for the driver's current authentication settings."""
+    mode = os.environ.get("RAY_AUTH_MODE") or "unset"
+    has_token = bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"))
+    have = f"RAY_AUTH_MODE is {mode}" + (", and the token given is not the cluster's" if has_token else "")
+    return (
+        f"({have}): export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the cluster's token> (`ray get-auth-token` on the "
+        "head prints it; or copy the head's ~/.ray/auth_token and set RAY_AUTH_TOKEN_PATH), as on every node; "
+        "see docs/cluster.md"
+    )
+
+
+def _auth_line(address: str) -> str:
+    return f"cannot authenticate to the Ray cluster at {address}: it requires its token {auth_hint()}"
+
+
+def _unreachable_line(address: str, why: str) -> str:
+    port = address.rsplit(":", 1)[-1]
+    return (
+        f"cannot reach the Ray cluster at {address} ({why}): start its head (`ray start --head --port {port}`) or "
+        "point --address / RAY_ADDRESS at a running one"
+    )
+
+
+@contextlib.contextmanager
+def _quiet_fd2() -> Iterator[None]:
+    """Silence file descriptor 2 (Ray's C++ client logs each failed attempt there), restoring it afterwards."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def probe_cluster(address: str, timeout: float = 10.0) -> None:
+    """Raise :class:`StudyError` when the GCS at ``host:port`` is unreachable or refuses this driver's token.
+
+    Other address forms (``auto``, ``ray://``) are left to ``ray.init``; so is any other failure of the probe.
+    """
+    match = _HOST_PORT.match(address)
+    if match is None:
+        return
+    try:
+        with socket.create_connection((match["host"].strip("[]"), int(match["port"])), timeout=timeout):
+            pass
+    except OSError as e:
+        raise StudyError(_unreachable_line(address, e.strerror or type(e).__name__)) from None
+    from ray.exceptions import AuthenticationError
+
+    from study.runtime.compat import gcs_client
+
+    try:
+        with _quiet_fd2():
+            gcs_client(address)
+    except AuthenticationError:
+        raise StudyError(_auth_line(address)) from None
+    except Exception:  # noqa: BLE001, S110 - ray.init reports whatever else is wrong, with its own words
+        pass
+
+
+def connect_error(e: BaseException, address: str) -> str | None:
+    """The one line for a failed ``ray.init(address)``, or ``None`` when it is not a connection failure."""
+    from ray.exceptions import AuthenticationError
+
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, AuthenticationError) or "InvalidAuthToken" in str(seen):
+            return _auth_line(address)
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(e, ConnectionError):
+        return _unreachable_line(address, "no answer")
+    return None
+
+
+def private_instance_token() -> None:
+    """Give the study's private local Ray a token in the environment, so that Ray does not write one to
+    ``~/.ray/auth_token`` (outside the study's storage) when token authentication is on and no token exists.
+
+    Ray ≥ 2.59 enables tokens for a local instance when ``RAY_AUTH_MODE`` is unset and generates the file when it
+    finds no token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``). Ray's processes inherit
+    this environment; the token lives as long as the instance. A token the user configured is left alone.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if (Path.home() / ".ray" / "auth_token").exists():
+        return
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(16)
+
+
+def connect_ray(address: str | None) -> bool:
+    """Connect to ``address`` / ``RAY_ADDRESS``, or start a private local instance. True if we called init."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    # Every epoch checkpoints by design; Ray warns about frequent experiment snapshots otherwise.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Snapshot the experiment (trials + searcher) every second instead of Ray's ≥ 10 s, so a killed driver
+    # forgets as little as possible; what it still forgets is reconciled on resume (StudySearch.restore,
+    # MlflowTrialCallback's ghost runs).
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    # A reused worker (reuse_actors) first waits for the previous trial's thread to end, 2 s by default, and fails
+    # the next trial if it has not: an early-stopped trial tearing down its DataLoader workers on a busy node can
+    # take longer. Workers of a local instance inherit this; on a cluster, set it where Ray starts.
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
+    if address != "local":
+        probe_cluster(address)  # unreachable or a missing token: one line now, not a minute of retries
+    else:
+        private_instance_token()
+    try:
+        with contextlib.nullcontext() if address != "local" else loopback_local_instance():
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    except Exception as e:
+        if address == "local" or (line := connect_error(e, address)) is None:
+            raise
+        raise StudyError(line) from None
+    return True
+
+
+def check_storage_reachable(layout: StudyLayout, shared_storage: bool) -> None:
+    """Refuse a node-local storage path when the cluster has more than one node."""
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len(nodes) <= 1 or layout.remote or shared_storage or is_shared_path(Path(layout.root).parent):
+        return
+    raise SpecError(
+        f"storage: {layout.root} is on a local disk but the Ray cluster has {len(nodes)} nodes, whose trials "
+        "could not write their checkpoints there; use a shared mount (NFS) or an s3:// / gs:// URI, or pass "
+        "--shared-storage if this path is shared"
+    )

@@ -1,0 +1,243 @@
+"""MLflow wiring: the Ray Tune callback that writes the trial runs. With :mod:`study.tracking.store` (the study's
+experiment and parent run) and :mod:`study.tracking.peek` (the read-only half that ``--status`` imports without Ray),
+the only modules that import ``mlflow``; every tag and value they write is named in :mod:`trainables.schema.record`.
+
+One experiment per study (named after it), one parent run per study, one child run per Ray trial. All
+writes happen in the driver: :class:`MlflowTrialCallback` turns each trial's ``tune.report`` into MLflow
+metrics (``step`` = epoch). A single writer keeps a sqlite store safe under concurrent trials and lets
+trials on remote nodes run without any access to the tracking store; trials ship files to MLflow through
+their checkpoints instead.
+
+The callback is restore-aware: a trial that already has a child run (found by its ``trial_id`` tag under
+the study's parent run) keeps logging into it, and epochs already logged are not logged twice.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ray.tune import Callback
+
+from study.tracking import peek as tracking_peek
+from study.tracking.store import MAX_PARAM_LENGTH, TrackingStore, log_params, preload_in_background
+from trainables.schema import record as R
+from trainables.schema.metric_names import EPOCH
+from trainables.schema.record import ARTIFACTS_DIR
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from ray.tune.experiment import Trial
+
+__all__ = ["TrackingStore", "MlflowTrialCallback", "RUN_TAGS", "error_line", "preload_in_background"]
+
+RUN_TAGS = R.RUN_TAGS  # re-exported: the record's tags every child run carries
+# Keys Ray adds to every result; everything else numeric that a trial reports is a metric.
+_RAY_RESULT_KEYS = frozenset(
+    {
+        "training_iteration",
+        "time_this_iter_s",
+        "time_total_s",
+        "timestamp",
+        "pid",
+        "time_since_restore",
+        "iterations_since_restore",
+        "done",
+        "date",
+        "hostname",
+        "node_ip",
+        "trial_id",
+        "experiment_tag",
+        "checkpoint_dir_name",
+        "should_checkpoint",
+        "config",
+        EPOCH,
+    }
+)
+
+
+class MlflowTrialCallback(Callback):
+    """Ray Tune callback: one MLflow child run per trial, per-epoch metrics, FINISHED / FAILED at the end.
+
+    Args:
+        uri: tracking URI.
+        experiment_id: the study's experiment.
+        parent_run_id: the study's parent run; children are nested under it.
+        describe_trial: ``config → (params, tags)`` for a trial's child run (params = the trial's full
+            flattened config; tags at least :data:`RUN_TAGS` minus ``trial_id``, and ``stage``).
+        total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
+        stage: the study stage this callback's Tuner runs (``search`` or ``final``); the child runs it creates
+            carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        experiment_id: str,
+        parent_run_id: str,
+        describe_trial: Any,
+        total_epochs: int,
+        stage: str = R.STAGE_SEARCH,
+    ) -> None:
+        self.uri = uri
+        self.experiment_id = experiment_id
+        self.parent_run_id = parent_run_id
+        self.describe_trial = describe_trial
+        self.total_epochs = total_epochs
+        self.stage = stage
+        self._client: MlflowClient | None = None
+        self._runs: dict[str, str] = {}
+        self._last_step: dict[str, int] = {}
+        self._checkpoints: dict[str, Any] = {}
+        self._started_ms = int(time.time() * 1000)
+        self._reconciled = False
+
+    # Ray pickles callbacks into the experiment state; the client holds connections, so drop it.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        return state
+
+    @property
+    def client(self) -> MlflowClient:
+        if self._client is None:
+            self._client = tracking_peek.client(self.uri)
+        return self._client
+
+    def _find_run(self, trial_id: str) -> str | None:
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.{R.TRIAL_ID} = '{trial_id}' and tags.`{R.PARENT_TAG}` = '{self.parent_run_id}'",
+            max_results=1,
+        )
+        return runs[0].info.run_id if runs else None
+
+    def _logged_epochs(self, run_id: str) -> int:
+        run = self.client.get_run(run_id)
+        steps = [m.step for key in run.data.metrics for m in self.client.get_metric_history(run_id, key)]
+        return max(steps, default=0)
+
+    def run_id(self, trial: Trial) -> str:
+        """The child run of ``trial``, created on first sight and reopened after a restart."""
+        if trial.trial_id in self._runs:
+            return self._runs[trial.trial_id]
+        run_id = self._find_run(trial.trial_id)
+        if run_id is None:
+            params, tags = self.describe_trial(trial.config)
+            run = self.client.create_run(
+                self.experiment_id,
+                run_name=trial.trial_id,
+                tags={R.PARENT_TAG: self.parent_run_id, R.ROLE_TAG: R.ROLE_TRIAL, R.TRIAL_ID: trial.trial_id, **tags},
+            )
+            run_id = run.info.run_id
+            log_params(self.client, run_id, params)
+            self._last_step[trial.trial_id] = 0
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+            if not self.client.get_run(run_id).data.params:  # the driver died between create and params
+                log_params(self.client, run_id, self.describe_trial(trial.config)[0])
+            self._last_step[trial.trial_id] = self._logged_epochs(run_id)
+        self._runs[trial.trial_id] = run_id
+        return run_id
+
+    def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        if not self._reconciled:
+            self._reconciled = True
+            self.delete_ghost_runs({t.trial_id for t in trials})
+
+    def delete_ghost_runs(self, restored: set[str]) -> list[str]:
+        """Delete child runs of trials that a killed driver started after Ray's last experiment snapshot.
+
+        Ray forgets such trials on restore and samples new ones in their place, so their runs would be
+        extra children that match no trial. Only runs created before this driver started are candidates.
+        """
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=(
+                f"tags.`{R.PARENT_TAG}` = '{self.parent_run_id}' and tags.{R.STAGE} = '{self.stage}' "
+                f"and attributes.start_time < {self._started_ms}"
+            ),
+        )
+        ghosts = [r.info.run_id for r in runs if r.data.tags.get(R.TRIAL_ID) not in restored]
+        for run_id in ghosts:
+            self.client.delete_run(run_id)
+        return ghosts
+
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self.run_id(trial)
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        from mlflow.entities import Metric
+
+        run_id = self.run_id(trial)
+        step = int(result.get(EPOCH, result.get("training_iteration", 0)))
+        if step <= self._last_step.get(trial.trial_id, 0):
+            return  # already logged before a restart
+        now = int(time.time() * 1000)
+        metrics = [
+            Metric(key, float(value), now, step)
+            for key, value in result.items()
+            if key not in _RAY_RESULT_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool)
+        ]
+        if metrics:
+            self.client.log_batch(run_id, metrics=metrics)
+        self._last_step[trial.trial_id] = step
+
+    def on_checkpoint(self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: Any, **info: Any) -> None:
+        self._checkpoints[trial.trial_id] = checkpoint
+
+    def _log_artifacts(self, trial: Trial, run_id: str) -> None:
+        """Upload the ``artifacts/`` folder of the trial's last checkpoint (works for remote storage too)."""
+        checkpoint = self._checkpoints.pop(trial.trial_id, None) or trial.checkpoint
+        if checkpoint is None:
+            return
+        with checkpoint.as_directory() as directory:
+            folder = Path(directory) / ARTIFACTS_DIR
+            if folder.is_dir() and any(folder.iterdir()):
+                self.client.log_artifacts(run_id, str(folder))
+
+    def _end(self, trial: Trial, status: str, tags: dict[str, str]) -> None:
+        run_id = self.run_id(trial)
+        try:
+            self._log_artifacts(trial, run_id)
+        except Exception as e:  # noqa: BLE001 - a failed upload must not lose the run's status
+            tags = {**tags, R.ARTIFACT_ERROR: str(e)[:MAX_PARAM_LENGTH]}
+        for key, value in tags.items():
+            self.client.set_tag(run_id, key, value)
+        self.client.set_terminated(run_id, status=status)
+        self._runs.pop(trial.trial_id, None)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        epochs = int((trial.last_result or {}).get(EPOCH, 0))
+        self._end(
+            trial, "FINISHED", {R.STOPPED_EARLY: str(epochs < self.total_epochs).lower(), R.EPOCHS_DONE: str(epochs)}
+        )
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._end(trial, "FAILED", {R.FAILURE_REASON: _error_summary(trial)})
+
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        for trial_id, run_id in list(self._runs.items()):
+            self.client.set_terminated(run_id, status="KILLED")
+            self._runs.pop(trial_id)
+
+
+def _error_summary(trial: Trial) -> str:
+    """The last line of the trial's exception (its type and message), for a tag."""
+    # Ray writes the trace to the trial's local error file before it calls on_trial_error; the copy in
+    # the storage path (``get_error``) may not be synced yet.
+    text = "unknown error"
+    try:
+        if trial.error_file:
+            with open(trial.error_file) as f:
+                text = f.read()
+    except OSError:
+        pass
+    return error_line(text)[:MAX_PARAM_LENGTH]
+
+
+def error_line(text: str) -> str:
+    """The line of a traceback that names the exception (its last line): ``DataError: ...``."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "unknown error"

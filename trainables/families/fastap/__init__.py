@@ -1,0 +1,1 @@
+"""The `fastap` loss family: its torch-free ``params`` (Params and spec rules) and its ``loss`` (the torch module)."""

@@ -1,0 +1,1 @@
+"""The `kl_contrastive` loss family: its torch-free ``params`` (Params and spec rules) and its ``loss`` (the torch module)."""

@@ -1,0 +1,1 @@
+"""The `proxy_anchor` loss family: its torch-free ``params`` (Params and spec rules) and its ``loss`` (the torch module)."""

@@ -1,0 +1,150 @@
+"""Names of the metrics the trainables report, the tuner optimises and the dashboards read.
+
+MLflow accepts alphanumerics, ``_ - . /`` and spaces in metric names, so there is no ``@`` anywhere.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EPOCH",
+    "NMI",
+    "SPECTRAL_DECAY",
+    "OBJECTIVE",
+    "TRAIN_LOSS",
+    "TRAIN_LOSS_PREFIX",
+    "EPOCH_TIME",
+    "EVAL_TIME",
+    "LR",
+    "MAP_AT_R",
+    "R_PRECISION",
+    "ACC1",
+    "ACC5",
+    "recall_at",
+    "Q_POS",
+    "Q_NEG",
+    "Q_POS_OBS",
+    "Q_NEG_OBS",
+    "MINER_CORRUPT_NEG_SHARE",
+    "ETA_HAT",
+    "P_BOUND_TRIPLET",
+    "NOISE_DIAGNOSTICS",
+    "PAIRED_MAE",
+    "PAIRED_COSINE",
+    "NOISE_DETECTOR_PREFIX",
+    "NOISE_DETECTORS",
+    "noise_detector_auroc",
+    "noise_detector_ap",
+    "KNN_REJECTED_SHARE",
+    "PRISM_ESTIMATED_RATE",
+]
+
+EPOCH = "epoch"
+NMI = "nmi"
+SPECTRAL_DECAY = "spectral_decay"  # KL(normalised singular-value spectrum || uniform); lower = less compressed
+TRAIN_LOSS = "train/loss"
+TRAIN_LOSS_PREFIX = "train/loss/"
+EPOCH_TIME = "epoch_time_s"
+EVAL_TIME = "eval_time_s"
+ACC1 = "acc1"  # linear-probe top-1 accuracy on the test set (train.linear_probe)
+ACC5 = "acc5"  # linear-probe top-5 accuracy
+LR = "lr"  # the learning rate the epoch trained with (train.lr_schedule)
+MAP_AT_R = "map_at_r"  # MAP@R (Musgrave et al. 2020, "A Metric Learning Reality Check")
+R_PRECISION = "r_precision"  # R-precision (same paper): same-class share of the R nearest neighbours
+# Paired (two-modality) test data, the debiased-contrastive thesis §4.1 Table 1: between the model outputs x_i, y_i
+# of the two views of each test sample, mean ||x_i − y_i||₂ ("MAE" as its formula writes it) and mean cosine.
+PAIRED_MAE = "paired_mae"
+PAIRED_COSINE = "paired_cosine"
+
+# Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.
+Q_POS = "q_pos"  # noise paper Eq. 8: a true positive pair observed as negative
+Q_NEG = "q_neg"  # noise paper Eq. 7: a true negative pair observed as positive
+Q_POS_OBS = "q_pos_obs"
+Q_NEG_OBS = "q_neg_obs"
+MINER_CORRUPT_NEG_SHARE = "miner_corrupt_neg_share"
+ETA_HAT = "eta_hat"
+P_BOUND_TRIPLET = "p_bound_triplet"
+#: The label-noise diagnostics, each expected rate beside what the batches held (the noise-theory panel's order).
+NOISE_DIAGNOSTICS = (Q_POS, Q_POS_OBS, Q_NEG, Q_NEG_OBS, MINER_CORRUPT_NEG_SHARE, ETA_HAT, P_BOUND_TRIPLET)
+
+
+def recall_at(k: int) -> str:
+    """Name of Recall@k: a test sample scores 1 if one of its k nearest neighbours shares its class."""
+    return f"recall_at_{k}"
+
+
+OBJECTIVE = recall_at(1)
+
+
+# Self-paced sample-weight traces (families bspml, spms; BSPML Eq. 14 and our noise-detection scores).
+LAMBDA = "lambda"
+MAW = "maw"
+SDAW = "sdaw"
+W_Q10 = "w_q10"
+W_Q50 = "w_q50"
+W_Q90 = "w_q90"
+EXCLUDED_SHARE = "excluded_share"
+NOISE_AUROC = "noise_auroc"
+NOISE_PRECISION = "noise_precision"
+NOISE_RECALL = "noise_recall"
+# The BSPML w-step (Eq. 6 subproblem): its objective before/after, projected-gradient residual, sweeps used, and
+# the λ it used in ξ units (= lambda unless lambda_scale is relative).
+W_OBJECTIVE_BEFORE = "bspml/w_objective_before"
+W_OBJECTIVE_AFTER = "bspml/w_objective_after"
+W_RESIDUAL = "bspml/w_residual"
+W_SWEEPS = "bspml/w_sweeps"
+LAMBDA_ABSOLUTE = "bspml/lambda_absolute"
+
+# PRISM's selection trace (family prism): the mean threshold its sliding window applied, and the share of batch
+# samples it kept (its ``PRISM_threshold`` and ``PRISM_remove_ratio`` logs).
+PRISM_THRESHOLD = "prism_threshold"
+PRISM_KEPT_SHARE = "prism_kept_share"
+
+# Label-free noise detectors (trainables/noise_detectors.py), scored by the loop against the recorded noise every
+# ``diagnostics.every`` epochs: ``noise/<detector>_auroc`` and ``noise/<detector>_ap`` (average precision).
+NOISE_DETECTOR_PREFIX = "noise/"
+NOISE_DETECTORS = ("xi", "centroid", "knn")
+
+
+def noise_detector_auroc(detector: str) -> str:
+    """``xi`` → ``noise/xi_auroc``."""
+    return f"{NOISE_DETECTOR_PREFIX}{detector}_auroc"
+
+
+def noise_detector_ap(detector: str) -> str:
+    """``xi`` → ``noise/xi_ap``."""
+    return f"{NOISE_DETECTOR_PREFIX}{detector}_ap"
+
+
+# knn_rejection's trace: the share of training samples its last kNN vote rejected.
+KNN_REJECTED_SHARE = "knn_rejected_share"
+# PRISM with ``rate: estimated``: the noise rate its kNN estimate gives (used for the next epoch).
+PRISM_ESTIMATED_RATE = "prism_estimated_rate"
+
+
+# Split prefixes (the model-selection protocol, "A Metric Learning Reality Check"): the searcher and the scheduler
+# see ``val/`` metrics only, computed on classes carved from the training classes; ``test/`` metrics come from the
+# unseen test classes. Retrieval metrics (Recall@k, NMI, MAP@R, ...) are reported under exactly one of them.
+VAL_PREFIX = "val/"
+TEST_PREFIX = "test/"
+SPLIT_PREFIXES = (VAL_PREFIX, TEST_PREFIX)
+
+
+def on_val(name: str) -> str:
+    """``recall_at_1`` → ``val/recall_at_1``."""
+    return VAL_PREFIX + name
+
+
+def on_test(name: str) -> str:
+    """``recall_at_1`` → ``test/recall_at_1``."""
+    return TEST_PREFIX + name
+
+
+def on_fold(fold: int, name: str) -> str:
+    """A validation metric of one fold model: ``val/fold0/recall_at_1``."""
+    return f"{VAL_PREFIX}fold{fold}/{name}"
+
+
+# Final-stage summaries on the parent run: ``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high``
+# over the final seeds; the k-fold ensemble's test metrics as ``fold_ensemble/test/recall_at_1``.
+SUMMARY_SUFFIXES = ("_mean", "_std", "_ci95_low", "_ci95_high")
+FOLD_ENSEMBLE_PREFIX = "fold_ensemble/"

@@ -1,0 +1,245 @@
+"""The MLflow record of a study, defined once: run tags and their values, the parent run's params the dashboards
+read, artifact file names and their columns, and the suffixes of the final stage's summary values.
+
+The tracker (``study/tracking/callback.py``, ``study/tuner.py``, ``study/final_stage.py``) writes the record and
+``study/status.py`` and the dashboards read it; both sides name every tag, value and file through this module, so a
+rename is one edit and a typo is an ``AttributeError`` rather than a silently empty column. Metric names are in
+:mod:`trainables.schema.metric_names`.
+
+Layout of one study's experiment:
+
+- one *parent* run (``ROLE_TAG = ROLE_STUDY``) with the spec's params (``search.*``, ``validation.*``, ...), the
+  :data:`PARENT_TAGS`, summary metrics (:data:`SUMMARY_SUFFIXES` with one final group) and :data:`FINAL_SUMMARY_FILE`;
+- one *child* run per Ray trial (``ROLE_TAG = ROLE_TRIAL``, ``PARENT_TAG`` = the parent's run id) with the trial's
+  flattened config as params, the :data:`TRIAL_TAGS`, per-epoch metrics and the trial's artifacts.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from trainables.schema.metric_names import SUMMARY_SUFFIXES
+
+__all__ = [
+    "ROLE_TAG",
+    "ROLE_STUDY",
+    "ROLE_TRIAL",
+    "PARENT_TAG",
+    "EXPERIMENT_KIND_TAG",
+    "EXPERIMENT_KIND",
+    "TRIAL_ID",
+    "STUDY",
+    "FAMILY",
+    "DATASET",
+    "NOISE_KIND",
+    "NOISE_RATIO",
+    "SUBSET",
+    "SEED",
+    "STAGE",
+    "STAGE_SEARCH",
+    "STAGE_FINAL",
+    "STAGE_DONE",
+    "VALIDATION",
+    "VAL_LABELS",
+    "SELECTION",
+    "SELECTION_VALIDATION",
+    "SELECTION_TEST",
+    "GROUP",
+    "SOURCE_TRIAL",
+    "STOPPED_EARLY",
+    "EPOCHS_DONE",
+    "FAILURE_REASON",
+    "ARTIFACT_ERROR",
+    "STUDY_DIR",
+    "FINAL_PLANNED",
+    "BEST_TRIAL_ID",
+    "RUN_TAGS",
+    "TRIAL_TAGS",
+    "PARENT_TAGS",
+    "SELECTION_TAGS",
+    "PARAM_SEARCH_METRIC",
+    "PARAM_SEARCH_MODE",
+    "PARAM_SEARCH_NUM_TRIALS",
+    "PARAM_SEARCH_SPACE",
+    "PARAM_VALIDATION_KIND",
+    "SPEC_FILE",
+    "FINAL_SUMMARY_FILE",
+    "FINAL_SUMMARY_KEY_COLUMNS",
+    "SUMMARY_MEAN",
+    "SUMMARY_STD",
+    "SUMMARY_CI_LOW",
+    "SUMMARY_CI_HIGH",
+    "SUMMARY_SUFFIXES",
+    "CLASS_WEIGHTS_FILE",
+    "WEIGHTS_EPOCH",
+    "WEIGHTS_CLASS",
+    "WEIGHTS_COUNT",
+    "WEIGHTS_CLASS_MEAN",
+    "WEIGHTS_NOISY_SHARE",
+    "CLASS_WEIGHTS_COLUMNS",
+    "SAMPLE_WEIGHTS_FILE",
+    "SAMPLE_INDEX",
+    "SAMPLE_LABEL",
+    "SAMPLE_NOISY",
+    "SAMPLE_WEIGHT",
+    "SAMPLE_WEIGHTS_COLUMNS",
+    "TRAIN_LABELS_FILE",
+    "best_metric",
+]
+
+# ---------------------------------------------------------------------------------------------------- run roles
+
+#: The tag that tells a study's parent run from its trial runs, and its two values.
+ROLE_TAG: Final = "dmlstudy.role"
+ROLE_STUDY: Final = "study"
+ROLE_TRIAL: Final = "trial"
+#: MLflow's own nesting tag: a child run names its parent's run id here.
+PARENT_TAG: Final = "mlflow.parentRunId"
+#: The experiment tag MLflow's UI reads to choose its view, and the value of its "Model training" view.
+EXPERIMENT_KIND_TAG: Final = "mlflow.experimentKind"
+EXPERIMENT_KIND: Final = "custom_model_development"
+
+# ---------------------------------------------------------------------------------------------------- trial tags
+
+#: Ray's trial id (the run's name too); ``source_trial`` and ``best_trial_id`` refer to runs by it.
+TRIAL_ID: Final = "trial_id"
+STUDY: Final = "study"
+FAMILY: Final = "family"
+DATASET: Final = "dataset"
+NOISE_KIND: Final = "noise_kind"
+#: The injected noise ratio as text (``0.0`` for ``kind: none``).
+NOISE_RATIO: Final = "noise_ratio"
+SUBSET: Final = "subset"
+SEED: Final = "seed"
+#: The protocol stage: a trial run's is search or final; the parent run's moves search → final → done.
+STAGE: Final = "stage"
+STAGE_SEARCH: Final = "search"
+STAGE_FINAL: Final = "final"
+STAGE_DONE: Final = "done"
+#: ``validation.kind`` of the run (``none`` on final runs, which train on every training class).
+VALIDATION: Final = "validation"
+VAL_LABELS: Final = "val_labels"
+#: Where the hyperparameters were selected: on validation classes, or (``validation.kind: none``) on the test classes.
+SELECTION: Final = "selection"
+SELECTION_VALIDATION: Final = "validation"
+SELECTION_TEST: Final = "test"
+#: Final runs only: their ``final.group_by`` group label, and the ``trial_id`` of the search run they retrain.
+GROUP: Final = "group"
+SOURCE_TRIAL: Final = "source_trial"
+#: Set when a trial run ends.
+STOPPED_EARLY: Final = "stopped_early"
+EPOCHS_DONE: Final = "epochs_done"
+FAILURE_REASON: Final = "failure_reason"
+ARTIFACT_ERROR: Final = "artifact_error"
+
+#: Tags every child run carries; dashboards group by them.
+RUN_TAGS: Final = (TRIAL_ID, FAMILY, DATASET, NOISE_RATIO)
+#: Tags ``study.tuner.describe_trial`` gives a trial run (``GROUP``/``SOURCE_TRIAL`` on final runs only).
+TRIAL_TAGS: Final = (
+    STUDY,
+    FAMILY,
+    DATASET,
+    NOISE_KIND,
+    NOISE_RATIO,
+    SUBSET,
+    SEED,
+    STAGE,
+    VALIDATION,
+    VAL_LABELS,
+    SELECTION,
+)
+#: Tags of the selection protocol the dashboards read per trial run (empty strings when absent).
+SELECTION_TAGS: Final = (STAGE, VALIDATION, SELECTION, GROUP, SOURCE_TRIAL)
+
+# ---------------------------------------------------------------------------------------------------- parent run
+
+#: The study directory (``storage/<name>/``, which holds :data:`SPEC_FILE`).
+STUDY_DIR: Final = "study_dir"
+#: Number of final runs planned, set when the final stage starts.
+FINAL_PLANNED: Final = "final_planned"
+#: The search's best trial (:func:`study.best.pick_best` over every finished search trial), set when the study ends.
+BEST_TRIAL_ID: Final = "best_trial_id"
+#: Tags of the parent run (with :data:`FAMILY`, :data:`DATASET`, :data:`SELECTION`, :data:`VALIDATION`,
+#: :data:`VAL_LABELS`, :data:`STAGE`).
+PARENT_TAGS: Final = (STUDY_DIR, FINAL_PLANNED, BEST_TRIAL_ID)
+
+#: Params of the parent run (the spec flattened with dots) that readers use.
+PARAM_SEARCH_METRIC: Final = "search.metric"
+PARAM_SEARCH_MODE: Final = "search.mode"
+PARAM_SEARCH_NUM_TRIALS: Final = "search.num_trials"
+#: Prefix of the flattened search space (``search.space.<name>.type``, ``.log``, ...).
+PARAM_SEARCH_SPACE: Final = "search.space."
+PARAM_VALIDATION_KIND: Final = "validation.kind"
+
+
+def best_metric(metric: str) -> str:
+    """The parent run's metric holding the search's best value of ``metric``."""
+    return f"best_{metric}"
+
+
+# ---------------------------------------------------------------------------------------------- study directory
+# ``storage/<name>/``: :class:`study.layout.StudyLayout` builds every path from these; readers use it or these names.
+
+#: Where studies live when the spec names no ``storage``.
+DEFAULT_STORAGE: Final = "runs"
+#: The validated spec the study was started with (resume refuses a different one).
+SPEC_FILE: Final = "spec.yaml"
+#: Optuna's RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names a server.
+OPTUNA_DB: Final = "optuna.db"
+#: MLflow's sqlite store, unless ``tracking.uri`` names a server; also the local tracking server's backend.
+MLFLOW_DB: Final = "mlflow.db"
+#: The artifact root of a non-served MLflow store.
+MLFLOW_ARTIFACTS_DIR: Final = "mlflow-artifacts"
+#: Ray Tune's experiment of the search, and of the final test stage.
+SEARCH_EXPERIMENT: Final = "tune"
+FINAL_EXPERIMENT: Final = "tune_final"
+#: The ASHA scheduler's rungs (Ray does not restore a scheduler; the study does).
+ASHA_STATE_FILE: Final = "asha_state.pkl"
+#: The comparison dashboard: the folder (also the parent run's artifact path), its page and its figures.
+DASHBOARD_DIR: Final = "dashboard"
+DASHBOARD_PAGE: Final = "index.html"
+DASHBOARD_FIGURES_DIR: Final = "figures"
+
+
+#: The local tracking server's folder (``python -m study.tracking.server DIR``): :data:`MLFLOW_DB`, the artifacts it
+#: serves and its log.
+SERVER_ARTIFACTS_DIR: Final = "artifacts"
+SERVER_LOG: Final = "server.log"
+
+
+def sqlite_uri(path: object) -> str:
+    """The SQLAlchemy URL of a sqlite file (``path`` absolute, or relative to the current directory)."""
+    return f"sqlite:///{path}"
+
+
+# ---------------------------------------------------------------------------------------------------- artifacts
+#: The parent run's table of the final stage: one row per group, :data:`FINAL_SUMMARY_KEY_COLUMNS` then
+#: ``<test metric><suffix>`` for every :data:`SUMMARY_SUFFIXES` (and ``fold_ensemble/`` values with k-fold).
+FINAL_SUMMARY_FILE: Final = "final_summary.csv"
+FINAL_SUMMARY_KEY_COLUMNS: Final = (GROUP, SOURCE_TRIAL, "seeds")
+#: Suffixes of a metric's summary over the final seeds: mean, sample std, Student's t 95 % interval (defined with the
+#: metric names, which name them first).
+SUMMARY_MEAN, SUMMARY_STD, SUMMARY_CI_LOW, SUMMARY_CI_HIGH = SUMMARY_SUFFIXES
+
+#: Per epoch and observed class (``trainables/diagnostics.py``): the per-class weight trajectory.
+CLASS_WEIGHTS_FILE: Final = "class_weights.parquet"
+WEIGHTS_EPOCH: Final = "epoch"
+WEIGHTS_CLASS: Final = "class"
+WEIGHTS_COUNT: Final = "n"
+WEIGHTS_CLASS_MEAN: Final = "mean_weight"
+WEIGHTS_NOISY_SHARE: Final = "noisy_share"
+CLASS_WEIGHTS_COLUMNS: Final = (WEIGHTS_EPOCH, WEIGHTS_CLASS, WEIGHTS_COUNT, WEIGHTS_CLASS_MEAN, WEIGHTS_NOISY_SHARE)
+#: Per training sample, at the trial's last epoch: its weight and recorded noise flag.
+SAMPLE_WEIGHTS_FILE: Final = "sample_weights.parquet"
+SAMPLE_INDEX: Final = "index"
+SAMPLE_LABEL: Final = "label"
+SAMPLE_NOISY: Final = "noisy"
+SAMPLE_WEIGHT: Final = "weight"
+SAMPLE_WEIGHTS_COLUMNS: Final = (SAMPLE_INDEX, SAMPLE_LABEL, SAMPLE_NOISY, SAMPLE_WEIGHT)
+#: Folder inside a trial checkpoint whose files become MLflow artifacts of the trial's run.
+ARTIFACTS_DIR: Final = "artifacts"
+#: Artifact of a paired test split (``flows2d``): ``view0``, ``view1`` (each view's raw model output, (n, D)) and
+#: ``latent`` (the z each test pair was made from); written by the loop, drawn by ``dashboards/panels/paired.py``.
+PAIRED_EMBEDDINGS_FILE: Final = "paired_test_embeddings.npz"
+#: The trial's observed and true training labels (``trainables/loop.py``).
+TRAIN_LABELS_FILE: Final = "train_labels.npz"

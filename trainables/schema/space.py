@@ -1,0 +1,128 @@
+"""The search space of a spec (``search:``): its parameters (float, int, categorical, each with an optional ``when:``
+condition), the sampler, the scheduler, and the rules Optuna's distributions need checked before a study starts.
+Re-exported by :mod:`trainables.schema.spec`."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from trainables.schema._strict import Seed, _Strict
+from trainables.schema.metric_names import VAL_PREFIX, recall_at
+
+__all__ = [
+    "FloatParam",
+    "IntParam",
+    "CategoricalParam",
+    "ParamSpec",
+    "SamplerSpec",
+    "SchedulerSpec",
+    "SearchSpec",
+    "condition_holds",
+    "param_extremes",
+]
+
+
+def condition_holds(when: dict[str, Any] | None, values: dict[str, Any]) -> bool:
+    """The one ``when:`` rule: every parameter named in ``when`` took one of its listed values (a single value
+    means a list of one). Used by the sampler, the grid and the spec's range probing alike."""
+    for name, allowed in (when or {}).items():
+        allowed = allowed if isinstance(allowed, list) else [allowed]
+        if name not in values or values[name] not in allowed:
+            return False
+    return True
+
+
+class _ParamBase(_Strict):
+    #: Sample this parameter only when each named (earlier) parameter took one of the given values.
+    when: dict[str, Any] | None = None
+
+
+class FloatParam(_ParamBase):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> FloatParam:
+        _check_numeric(self.low, self.high, self.log, self.step)
+        return self
+
+
+class IntParam(_ParamBase):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> IntParam:
+        _check_numeric(self.low, self.high, self.log, self.step if self.step != 1 else None)
+        return self
+
+
+class CategoricalParam(_ParamBase):
+    type: Literal["categorical"]
+    choices: list[bool | int | float | str | None] = Field(min_length=1)
+
+
+def _check_numeric(low: float, high: float, log: bool, step: float | None) -> None:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"low and high must be finite, but got {low=}, {high=}")
+    if low > high:
+        raise ValueError(f"low <= high must hold, but got {low=}, {high=}")
+    if log and low <= 0:
+        raise ValueError(f"log: true needs low > 0, but got {low=}")
+    if log and step is not None:
+        raise ValueError("log: true cannot be combined with step")
+
+
+ParamSpec = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
+
+
+def param_extremes(param: FloatParam | IntParam | CategoricalParam) -> list[Any]:
+    """The values a search-space entry reaches at its extremes: a categorical's choices, else ``[low, high]``."""
+    return list(param.choices) if isinstance(param, CategoricalParam) else [param.low, param.high]
+
+
+class SamplerSpec(_Strict):
+    #: ``grid`` enumerates every combination of the (categorical) space, e.g. family × noise ratio × seed.
+    type: Literal["tpe", "random", "cmaes", "gp", "qmc", "grid"] = "tpe"
+    seed: Seed | None = 0
+
+
+class SchedulerSpec(_Strict):
+    type: Literal["fifo", "asha"] = "fifo"
+    #: ASHA: epochs a trial always gets before it can be stopped.
+    grace_period: int = Field(1, ge=1)
+    reduction_factor: float = Field(3.0, gt=1)
+
+
+class SearchSpec(_Strict):
+    num_trials: int = Field(8, ge=1)
+    max_concurrent: int = Field(1, ge=1)
+    #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``), filled in by StudySpec.
+    metric: str = VAL_PREFIX + recall_at(1)
+    mode: Literal["max", "min"] = "max"
+    sampler: SamplerSpec = SamplerSpec()
+    scheduler: SchedulerSpec = SchedulerSpec()
+    space: dict[str, ParamSpec] = {}
+
+    @model_validator(mode="after")
+    def _check_conditions(self) -> SearchSpec:
+        seen: dict[str, Any] = {}
+        for name, param in self.space.items():
+            for other, values in (param.when or {}).items():
+                if other not in seen:
+                    raise ValueError(f"space.{name}.when refers to {other!r}, which is not an earlier parameter")
+                allowed = values if isinstance(values, list) else [values]
+                possible = seen[other]
+                if possible is not None and not any(v in possible for v in allowed):
+                    raise ValueError(f"space.{name}.when: {other} never takes {allowed}; choices are {possible}")
+            seen[name] = param.choices if isinstance(param, CategoricalParam) else None
+        return self
