@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from dashboards.compare import dashboard_comparison, legend, text_tables
+from dashboards.compare.render import legend, text_tables
+from dashboards.compare.rows import dashboard_comparison
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.panels.leaderboard import mean_std

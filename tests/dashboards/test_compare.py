@@ -13,7 +13,9 @@ import pytest
 from mlflow import MlflowClient
 from scipy import stats as sps
 
-from dashboards import compare
+from dashboards.compare import cells, render
+from dashboards.compare import cli as compare
+from dashboards.compare import rows as compare_rows
 from dashboards.load import DashboardData
 from dashboards.panels import NoteBlock, TableBlock, robustness
 from tests.dashboards.synthetic import _params, _run, _tags
@@ -210,22 +212,22 @@ def test_the_robustness_panel_renders_the_commands_tables(studies):
         for b in panel.blocks
         if isinstance(b, TableBlock) and b.name.startswith("robustness_compare_")
     ]
-    expected = compare.build_comparison(
+    expected = compare_rows.build_comparison(
         honest.runs, "ms", "test/recall_at_1", claimed_runs=twin.runs, studies=["honest"], claimed_studies=["twin"]
     )
-    assert shown == compare.text_tables(expected)
+    assert shown == render.text_tables(expected)
     assert shown[-1][0].startswith("Claimed (selected on the test classes: twin)")
     assert any(isinstance(b, NoteBlock) and b.text.startswith("Legend:") for b in panel.blocks)
 
 
 def test_a_reference_that_did_not_drop_is_noted():
-    cell = compare.Cell
+    cell = cells.Cell
     values = {
         cell("ms", "none", 0.0, "all"): {0: 0.50, 1: 0.50},
         cell("ms", "per_class", 0.2, "all"): {0: 0.55, 1: 0.53},
         cell("bspml", "per_class", 0.2, "all"): {0: 0.52, 1: 0.50},
     }
-    rows, notes = compare.compare(values, "ms", "test/recall_at_1")
+    rows, notes = compare_rows.compare(values, "ms", "test/recall_at_1")
     assert notes == ["ms did not drop from p=0 to per_class p=0.2 (-0.040): the recovered share there has no meaning"]
     # (0.51 − 0.54) / (0.50 − 0.54) = 0.75, printed but flagged.
     assert rows[-1].share is not None and rows[-1].share[0] == pytest.approx(0.75)
@@ -233,13 +235,13 @@ def test_a_reference_that_did_not_drop_is_noted():
 
 def test_study_labels_drop_the_common_prefix_at_a_word_boundary():
     names = ["noise_grid_glyphs_ms", "noise_grid_glyphs_prism_given", "noise_grid_glyphs_prism_estimated"]
-    assert compare.study_labels(names) == {n: n.removeprefix("noise_grid_glyphs_") for n in names}
+    assert cells.study_labels(names) == {n: n.removeprefix("noise_grid_glyphs_") for n in names}
     # The shared "prism_g" of the two PRISM arms is cut back to "prism_", never inside a word.
-    assert compare.study_labels(["grid_prism_given", "grid_prism_grid"]) == {
+    assert cells.study_labels(["grid_prism_given", "grid_prism_grid"]) == {
         "grid_prism_given": "given",
         "grid_prism_grid": "grid",
     }
-    assert compare.study_labels(["only"]) == {"only": "only"}
+    assert cells.study_labels(["only"]) == {"only": "only"}
 
 
 def test_two_studies_of_one_family_keep_a_row_each(tmp_path, capsys):
@@ -269,7 +271,7 @@ def test_two_studies_of_one_family_keep_a_row_each(tmp_path, capsys):
     assert float(_row(rows, "prism [prism_estimated]", "0.2")["delta"]) == pytest.approx(0.03)
     assert float(_row(rows, "bspml", "0.2")["delta"]) == pytest.approx(0.02)
     # Markdown: one table row per study's PRISM.
-    text = compare.render_markdown(
-        compare.build_comparison(compare._runs(map(compare.read_study, map(str, dirs))), "ms", "test/recall_at_1")
+    text = render.render_markdown(
+        compare_rows.build_comparison(compare._runs(map(compare.read_study, map(str, dirs))), "ms", "test/recall_at_1")
     )
     assert "| prism [prism_given] |" in text and "| prism [prism_estimated] |" in text

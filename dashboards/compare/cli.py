@@ -24,48 +24,17 @@ from typing import NoReturn
 
 import polars as pl
 
-from dashboards.compare_cells import (
-    CLAIMED_COLUMNS,
-    CSV_COLUMNS,
+from dashboards.compare.cells import (
     DEFAULT_METRIC,
-    Aggregate,
-    Cell,
-    Claimed,
-    Comparison,
-    Row,
-    cell_values,
-    study_labels,
 )
-from dashboards.compare_render import legend, render_claimed_csv, render_csv, render_latex, render_markdown, text_tables
-from dashboards.compare_rows import build_comparison, claimed_vs_honest, compare, dashboard_comparison
+from dashboards.compare.render import render_claimed_csv, render_csv, render_latex, render_markdown
+from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardData, DashboardError
 from dashboards.select import final_runs
 from study.layout import default_tracking_uri
 from trainables.schema import record as R
 
-__all__ = [
-    "Cell",
-    "Row",
-    "Aggregate",
-    "Claimed",
-    "Comparison",
-    "CSV_COLUMNS",
-    "CLAIMED_COLUMNS",
-    "cell_values",
-    "study_labels",
-    "compare",
-    "claimed_vs_honest",
-    "read_study",
-    "render_csv",
-    "render_claimed_csv",
-    "render_markdown",
-    "render_latex",
-    "text_tables",
-    "legend",
-    "dashboard_comparison",
-    "build_comparison",
-    "main",
-]
+__all__ = ["read_study", "main"]
 
 
 def _locate(study: str) -> tuple[str, str]:

@@ -1,8 +1,8 @@
 """The comparison's data: a noise cell, the rows of its tables and the reading of the final stage's runs per cell.
 
-Part of ``python -m dashboards.compare`` (see its docstring): :mod:`dashboards.compare_cells` (this: cells and rows),
-:mod:`dashboards.compare_rows` (the statistics per row and across rows), :mod:`dashboards.compare_render` (Markdown,
-LaTeX, CSV), :mod:`dashboards.compare` (the command line).
+Part of ``python -m dashboards.compare`` (see its docstring): :mod:`dashboards.compare.cells` (this: cells and rows),
+:mod:`dashboards.compare.rows` (the statistics per row and across rows), :mod:`dashboards.compare.render` (Markdown,
+LaTeX, CSV), :mod:`dashboards.compare.cli` (the command line).
 """
 
 from __future__ import annotations

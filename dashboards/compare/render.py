@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from dashboards import stats
-from dashboards.compare_cells import CLAIMED_COLUMNS, CSV_COLUMNS, Comparison, Row, noise_text
+from dashboards.compare.cells import CLAIMED_COLUMNS, CSV_COLUMNS, Comparison, Row, noise_text
 
 __all__ = ["render_csv", "render_claimed_csv", "text_tables", "render_markdown", "render_latex", "legend", "TextTable"]
 

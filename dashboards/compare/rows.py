@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from dashboards import stats
-from dashboards.compare_cells import (
+from dashboards.compare.cells import (
     ALPHA,
     Aggregate,
     Cell,

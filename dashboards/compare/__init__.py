@@ -1,0 +1,1 @@
+"""The comparison tables: ``cells`` (a study's final runs by cell), ``rows`` (paired statistics against a reference), ``render`` (markdown, LaTeX, CSV) and ``cli`` (``python -m dashboards.compare``)."""
