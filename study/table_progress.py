@@ -1,0 +1,105 @@
+"""The live table of a table's search: per cell, trials done / budget, running, best validation score; in the header
+the trials done and, once trials have finished in this driver, the estimated time left (search and final stage).
+
+The estimate is the rate this driver has finished trials at, in model-epochs on all training classes
+(:meth:`study.table_spec.Table.search_cost`: k folds train k−1 such models' worth), applied to what is left: the
+search trials not yet finished and every final run. It is printed, never acted on.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ray.tune import Callback
+
+from study.best import pick_best
+from study.progress import format_table
+from study.table_spec import Table, cell_of
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+
+__all__ = ["TableProgress", "eta_text"]
+
+
+def eta_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class TableProgress(Callback):
+    """Prints the per-cell table at most every ``interval_s`` seconds and whenever a trial ends."""
+
+    def __init__(self, table: Table, interval_s: float = 15.0, stream: TextIO | None = None) -> None:
+        self.table = table
+        self.interval_s = interval_s
+        self.stream = stream
+        self._last = 0.0
+        self._started: float | None = None
+        self._finished_here = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "stream": None}
+
+    def _eta(self, done: int) -> str:
+        if self._started is None or self._finished_here == 0:
+            return ""
+        t = self.table
+        per_model = (time.monotonic() - self._started) / (self._finished_here * t.search_cost())
+        left = ((t.search_trials - done) * t.search_cost() + t.final_runs) * per_model
+        return f"; ETA ≈ {eta_text(left)} (then {t.final_runs} final runs)"
+
+    def _print(self, trials: list[Trial], force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.interval_s:
+            return
+        self._last = now
+        metric, mode = self.table.base.search.metric, self.table.base.search.mode
+        per_cell: dict[str, list[Trial]] = {c.label: [] for c in self.table.cells}
+        for trial in trials:
+            cell = cell_of(self.table.cells, trial.config)
+            if cell is not None:
+                per_cell[cell.label].append(trial)
+        rows = []
+        for label, members in per_cell.items():
+            scored = [(t, (t.last_result or {}).get(metric)) for t in members if t.status == "TERMINATED"]
+            best = pick_best(scored, lambda x: x[1], lambda x: x[0].trial_id, mode)
+            rows.append(
+                {
+                    "cell": label,
+                    "done": f"{sum(t.status in ('TERMINATED', 'ERROR') for t in members)}"
+                    f"/{self.table.spec.search.num_trials}",
+                    "running": sum(t.status == "RUNNING" for t in members),
+                    "failed": sum(t.status == "ERROR" for t in members),
+                    f"best {metric}": "" if best is None else best[1],
+                }
+            )
+        done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
+        header = (
+            f"== table {self.table.spec.name}: search trials {done}/{self.table.search_trials} done{self._eta(done)}"
+        )
+        columns = ["cell", "done", "running", "failed", f"best {metric}"]
+        print(f"{header}\n{format_table(rows, columns)}", file=self.stream or sys.stdout, flush=True)
+
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        if self._started is None:
+            self._started = time.monotonic()
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        self._print(trials)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._finished_here += 1
+        self._print(trials, force=True)
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._finished_here += 1
+        self._print(trials, force=True)
+
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        self._print(trials, force=True)
