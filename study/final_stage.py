@@ -95,13 +95,14 @@ def best_per_group(
     ``group`` maps a trial's config to its group (default: the ``final.group_by`` values; a table: its cell)."""
     metric = spec.search.metric
     label = group or (lambda config: group_label(spec, sampled_values(config)))
-    return best_by_group(
+    picked = best_by_group(
         _finished(results_of(results)),
         lambda r: label(_config(r)),
         lambda r: _metrics(r).get(metric),
         result_trial_id,
         spec.search.mode,
     )
+    return {key: best for key, best in picked.items() if key is not None}
 
 
 def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
 """The live table of a table's search: per cell, trials done / budget, running, best validation score; in the header
 the trials done and, once trials have finished in this driver, the estimated time left (search and final stage).
 
-The estimate is the rate this driver has finished trials at, in model-epochs on all training classes
+The estimate is the rate at which this driver's trials have reported epochs, in model-epochs on all training classes
 (:meth:`study.table_spec.Table.search_cost`: k folds train k−1 such models' worth), applied to what is left: the
-search trials not yet finished and every final run. It is printed, never acted on.
+search epochs not yet trained and every final run's. A resumed driver measures its own rate (a trial restored from
+its checkpoint does not count the epochs it already had). It is printed, never acted on.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ray.tune import Callback
 
+from schema.metric_names import EPOCH
 from study.best import pick_best
 from study.progress import format_table
 from study.table_spec import Table, cell_of
@@ -41,17 +43,18 @@ class TableProgress(Callback):
         self.stream = stream
         self._last = 0.0
         self._started: float | None = None
-        self._finished_here = 0
+        self._epochs_here = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "stream": None}
 
-    def _eta(self, done: int) -> str:
-        if self._started is None or self._finished_here == 0:
+    def _eta(self, trials: list[Trial]) -> str:
+        if self._started is None or self._epochs_here == 0:
             return ""
-        t = self.table
-        per_model = (time.monotonic() - self._started) / (self._finished_here * t.search_cost())
-        left = ((t.search_trials - done) * t.search_cost() + t.final_runs) * per_model
+        t, epochs = self.table, self.table.spec.train.epochs
+        trained = sum(min(int((x.last_result or {}).get(EPOCH, 0)), epochs) for x in trials)
+        per_epoch = (time.monotonic() - self._started) / (self._epochs_here * t.search_cost())
+        left = ((t.search_trials * epochs - trained) * t.search_cost() + t.final_runs * epochs) * per_epoch
         return f"; ETA ≈ {eta_text(left)} (then {t.final_runs} final runs)"
 
     def _print(self, trials: list[Trial], force: bool = False) -> None:
@@ -91,14 +94,13 @@ class TableProgress(Callback):
             self._started = time.monotonic()
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        self._epochs_here += 1
         self._print(trials)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._finished_here += 1
         self._print(trials, force=True)
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._finished_here += 1
         self._print(trials, force=True)
 
     def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:

@@ -45,20 +45,18 @@ class TableSearch(Searcher):
         self.asked = [0] * len(cells)
         self.trial_cell: dict[str, int] = {}
 
-    def suggest(self, trial_id: str) -> dict | str | None:
+    def suggest(self, trial_id: str) -> dict | None:
         index = self.trial_cell.get(trial_id)
         if index is None:
             open_cells = [i for i, n in enumerate(self.asked) if n < self.budget]
             if not open_cells:
-                return Searcher.FINISHED
+                return Searcher.FINISHED  # type: ignore[return-value]  # Ray's own "no more trials" value
             index = min(open_cells, key=lambda i: (self.asked[i], i))
             self.asked[index] += 1
             self.trial_cell[trial_id] = index
         _, fixed, searcher = self.cells[index]
         sampled = searcher.suggest(trial_id)
-        if not isinstance(sampled, dict):
-            return sampled
-        return {**fixed, **sampled}
+        return {**fixed, **sampled} if isinstance(sampled, dict) else sampled
 
     def _searcher(self, trial_id: str) -> StudySearch | None:
         index = self.trial_cell.get(trial_id)

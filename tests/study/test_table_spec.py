@@ -137,7 +137,7 @@ def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
     labels = [cell_of(table.cells, cfg).label for cfg in configs]
     assert labels == ["ms.p0", "ms.p0.3", "bspml.p0", "bspml.p0.3"] * 2  # cells advance together
     assert set(configs[0]) == {"family", "dataset.noise.ratio", "ms_base", "ms_epsilon", "ms_alpha", "ms_beta"}
-    for i, cfg in enumerate(configs):
+    for i in range(len(configs)):
         search.on_trial_complete(f"t{i}", {"val/recall_at_1": 0.1 * i, "epoch": 4, "training_iteration": 4})
     studies = [c[2]._ot_study for c in cells]
     assert [len(s.trials) for s in studies] == [2, 2, 2, 2]
