@@ -84,7 +84,7 @@ class TableProgress(Callback):
             )
         done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
         header = (
-            f"== table {self.table.spec.name}: search trials {done}/{self.table.search_trials} done{self._eta(done)}"
+            f"== table {self.table.spec.name}: search trials {done}/{self.table.search_trials} done{self._eta(trials)}"
         )
         columns = ["cell", "done", "running", "failed", f"best {metric}"]
         print(f"{header}\n{format_table(rows, columns)}", file=self.stream or sys.stdout, flush=True)

@@ -55,6 +55,7 @@ def test_the_quick_glyphs_table_end_to_end(tmp_path, run_cli):
     assert (root / "table.md").read_text() in out
     parent = next(r for r in runs if r.data.tags.get("dmlstudy.role") == "study")
     assert "table.md" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert parent.data.tags["reference"] == "ms"  # the dashboard compares with the table's reference
     status = run_cli(QUICK, *sets, "--status")
     assert status.returncode == 0, status.stderr
     for cell in CELLS:
