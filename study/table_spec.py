@@ -150,6 +150,7 @@ def parse_table(raw: Any, source: str = "table") -> Table:
         raise spec_error(e).within(source) from None
     shared = {k: v for k, v in raw.items() if k not in _TABLE_ONLY and k != "search"}
     search = {k: v for k, v in (raw.get("search") or {}).items() if k not in ("max_hours", "epoch_seconds")}
+    search.update(num_trials=spec.search.num_trials, max_concurrent=spec.search.max_concurrent)
     final = {"seeds": spec.final.seeds, "reseed_noise": spec.final.reseed_noise}
     base_tree = {
         **shared,
