@@ -144,3 +144,36 @@ def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
     assert [t.state.name for s in studies for t in s.trials] == ["COMPLETE"] * 8
     restored = pickle.loads(pickle.dumps(search.__dict__))
     assert restored["asked"] == [2, 2, 2, 2] and restored["trial_cell"]["t5"] == 1
+
+
+def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch):
+    """The per-cell rows and the ETA's arithmetic: this driver's rate per model-epoch applied to what is left."""
+    import io
+    from types import SimpleNamespace
+
+    from study import table_progress
+    from study.table_progress import TableProgress
+
+    table = load_table(SPACES / "table_glyphs_quick.yaml")  # 16 trials × 4 epochs, 4 folds (cost 3), 8 final runs
+    clock = iter([100.0, 100.0, 160.0, 160.0])
+    monkeypatch.setattr(table_progress.time, "monotonic", lambda: next(clock))
+    out = io.StringIO()
+    progress = TableProgress(table, interval_s=0.0, stream=out)
+    cells = table.cells
+    trials = [
+        SimpleNamespace(
+            trial_id="a", status="TERMINATED", config=cells[0].fixed, last_result={"epoch": 4, "val/recall_at_1": 0.5}
+        ),
+        SimpleNamespace(
+            trial_id="b", status="RUNNING", config=cells[2].fixed, last_result={"epoch": 2, "val/recall_at_1": 0.4}
+        ),
+    ]
+    progress.on_trial_start(0, trials, trials[0])  # t = 100
+    for _ in range(6):  # six epochs reported by this driver
+        progress._epochs_here += 1
+    progress.on_trial_complete(0, trials, trials[0])  # t = 160: 60 s for 6 epochs × 3 fold-models = 3.33 s each
+    text = out.getvalue()
+    left = ((16 * 4 - 6) * 3 + 8 * 4) * 60 / (6 * 3)  # 686.7 s
+    assert f"search trials 1/16 done; ETA ≈ {left / 60:.0f} min (then 8 final runs)" in text, text
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[3:]}
+    assert rows["ms.p0"][1:5] == ["1/4", "0", "0", "0.5"] and rows["bspml.p0"][1:4] == ["0/4", "1", "0"]
