@@ -99,6 +99,8 @@ class StudyInfo:
     validation: str | None = None
     #: The parent run's ``stage`` tag: search, final or done (:data:`trainables.schema.record.STAGE`).
     stage: str | None = None
+    #: A table's reference family (:data:`trainables.schema.record.REFERENCE`), None for a study.
+    reference: str | None = None
 
     @property
     def optuna_db(self) -> Path | None:
@@ -262,6 +264,7 @@ def _study_info(client: MlflowClient, experiment: Any, parent: Run | None, trial
         selection=_selection(tags, trials, metric),
         validation=tags.get(R.VALIDATION) or params.get(R.PARAM_VALIDATION_KIND) or None,
         stage=tags.get(R.STAGE) or None,
+        reference=tags.get(R.REFERENCE) or None,
     )
 
 

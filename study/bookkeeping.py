@@ -59,9 +59,14 @@ class StudySearch(OptunaSearch):
         completed_trials_of(self).add(trial_id)
 
     def restore(self, checkpoint_path: str) -> None:
+        super().restore(checkpoint_path)
+        self.adopt_orphans()
+
+    def adopt_orphans(self) -> None:
+        """After a restore: FAIL the study's RUNNING Optuna trials that trained under a forgotten Ray trial; the
+        next new Ray trials adopt those that never reported."""
         import optuna
 
-        super().restore(checkpoint_path)
         study = optuna_study_of(self)
         known = {storage_trial_id(t) for t in optuna_trials_of(self).values()}
         storage = study_storage(study)

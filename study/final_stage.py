@@ -15,7 +15,7 @@ The best configuration is :func:`study.best.pick_best`'s (ties to the smallest t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,17 +86,23 @@ def best_result(spec: StudySpec, results: ResultGrid) -> Result | None:
     )
 
 
-def best_per_group(spec: StudySpec, results: ResultGrid) -> dict[str, Result]:
+def best_per_group(
+    spec: StudySpec, results: ResultGrid, group: Callable[[dict[str, Any]], str | None] | None = None
+) -> dict[str, Result]:
     """Per group, the search trial with the best last value of the search metric (:func:`study.best.pick_best`:
-    ties to the smallest trial id, so a resumed driver, whose ResultGrid order may differ, picks the same)."""
+    ties to the smallest trial id, so a resumed driver, whose ResultGrid order may differ, picks the same).
+
+    ``group`` maps a trial's config to its group (default: the ``final.group_by`` values; a table: its cell)."""
     metric = spec.search.metric
-    return best_by_group(
+    label = group or (lambda config: group_label(spec, sampled_values(config)))
+    picked = best_by_group(
         _finished(results_of(results)),
-        lambda r: group_label(spec, sampled_values(_config(r))),
+        lambda r: label(_config(r)),
         lambda r: _metrics(r).get(metric),
         result_trial_id,
         spec.search.mode,
     )
+    return {key: best for key, best in picked.items() if key is not None}
 
 
 def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any]]:

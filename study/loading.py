@@ -16,7 +16,7 @@ from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import set_path, spec_error
 
-__all__ = ["load_spec", "parse_spec", "apply_overrides"]
+__all__ = ["load_spec", "read_raw", "parse_spec", "apply_overrides"]
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -84,6 +84,12 @@ def parse_spec(raw: Any, source: str = "spec", *, family_rules: bool = True) -> 
 
 def load_spec(path: str | Path, overrides: list[str] | None = None, *, family_rules: bool = True) -> StudySpec:
     """Read, override and validate a YAML spec file (``family_rules``: see :func:`parse_spec`)."""
+    raw = read_raw(path, overrides)
+    return parse_spec(raw, str(path), family_rules=family_rules)
+
+
+def read_raw(path: str | Path, overrides: list[str] | None = None) -> Any:
+    """A YAML spec file as a mapping with ``--set`` overrides applied (not yet validated); one-line errors."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -101,4 +107,4 @@ def load_spec(path: str | Path, overrides: list[str] | None = None, *, family_ru
         raise SpecError("the file is empty; a spec is a YAML mapping with at least name and family", source=str(path))
     if isinstance(raw, dict):
         raw = apply_overrides(raw, overrides or [])
-    return parse_spec(raw, str(path), family_rules=family_rules)
+    return raw

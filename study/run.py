@@ -1,5 +1,7 @@
-"""Command line: ``python -m study.run SPEC.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]
+"""Command line: ``python -m study.run SPEC.yaml|TABLE.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]
 [--max-failures N] [--shared-storage] [--pending-timeout S] [--status]``.
+
+A TABLE.yaml (a spec naming ``arms``: :mod:`study.table_run`, docs/tables.md) runs a whole paper table.
 
 Exit codes: 0 the study finished; 2 invalid spec or command line (one line on stderr, nothing started);
 1 the study itself failed (every trial failed, or it was interrupted, or a store could not be written: disk
@@ -65,9 +67,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from study.loading import load_spec
+    from study.loading import load_spec, read_raw
+    from study.table_spec import is_table
 
+    spec = None
     try:
+        if is_table(read_raw(args.spec, args.overrides)):
+            return _run_table(args)
         spec = load_spec(args.spec, args.overrides, family_rules=not args.status)  # --status imports no trainer
         if args.status:
             from study.status import print_status
@@ -91,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         _print_error(e)
         return 2
     except Exception as e:
-        if (line := _store_failure(e, spec)) is None:
+        if spec is None or (line := _store_failure(e, spec)) is None:
             raise
         print(f"error: {line}", file=sys.stderr)
         return 1
@@ -116,6 +122,69 @@ def main(argv: list[str] | None = None) -> int:
         from dashboards.build import build_after_study  # warns, never raises: the study is already done
 
         if (page := build_after_study(spec)) is not None:
+            print(f"  open {page}")
+    return 0 if outcome.succeeded else 1
+
+
+def _run_table(args: argparse.Namespace) -> int:
+    """A table (:mod:`study.table_run`): its size, the run or ``--status``, then the comparison and the winners."""
+    from study.layout import StudyLayout
+    from study.table_spec import load_table
+
+    table = load_table(args.spec, args.overrides)
+    if args.status:
+        from study.table_status import print_table_status
+
+        return print_table_status(table)
+    table.check_budget()  # before anything starts, a table over search.max_hours is one line
+    print(table.size_line(), flush=True)
+    from study.table_run import run_table
+    from study.tuner import browse_commands
+
+    layout = StudyLayout.for_spec(table.base)
+    try:
+        outcome = run_table(
+            table,
+            resume=args.resume,
+            address=args.address,
+            max_failures=args.max_failures,
+            shared_storage=args.shared_storage,
+            pending_timeout_s=args.pending_timeout,
+            on_start=lambda: _warn_selection(table.base),
+        )
+    except StudyStalledError as e:
+        _print_error(e)
+        return 1
+    except StudyError:
+        raise
+    except Exception as e:
+        if (line := _store_failure(e, table.base)) is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 1
+    print(
+        f"\nTable {table.spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in "
+        f"{outcome.wall_time_s:.0f} s"
+    )
+    for trial_id, reason in outcome.failures:
+        print(f"  failed: trial {trial_id}: {reason}")
+    if outcome.interrupted:
+        print(f"The table was interrupted; continue it with: python -m study.run {args.spec} --resume")
+        return 1
+    if outcome.final:
+        from dashboards.table_report import write_table_report
+
+        path = write_table_report(table, layout.root, outcome.parent_run_id, layout.tracking_uri)
+        print()
+        print(path.read_text(encoding="utf-8"))
+        print(f"Written to {path}")
+    print("Browse the results:")
+    for command in browse_commands(table.base, outcome.experiment_id):
+        print(f"  {command}")
+    if not args.no_dashboard and outcome.num_trials > outcome.num_failed:
+        from dashboards.build import build_after_study
+
+        if (page := build_after_study(table.base)) is not None:
             print(f"  open {page}")
     return 0 if outcome.succeeded else 1
 

@@ -52,9 +52,9 @@ from trainables.schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ray.tune import ResultGrid
+    from ray.tune import ResultGrid, Tuner
 
-__all__ = ["StudyOutcome", "run_study", "describe_trial", "browse_commands"]
+__all__ = ["StudyOutcome", "SearchPlan", "run_study", "describe_trial", "browse_commands"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,16 @@ class StudyOutcome:
     @property
     def succeeded(self) -> bool:
         return self.num_trials - self.num_failed > 0 and not self.interrupted
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A search stage other than the study's own (one Optuna study, ``final.group_by`` groups): a table's
+    (:mod:`study.table_run`). ``tuner(param_space, callback, resuming, max_failures, pending_timeout_s)`` builds the
+    search Tuner; ``group(config)`` names the final-stage group of a search trial's config."""
+
+    tuner: Callable[[dict[str, Any], MlflowTrialCallback, bool, int, float], Tuner]
+    group: Callable[[dict[str, Any]], str | None]
 
 
 def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -141,6 +151,7 @@ def _run_final_stage(
     max_failures: int,
     pending_timeout_s: float,
     failures: list[tuple[str, str]],
+    plan: SearchPlan | None = None,
 ) -> tuple[list[FinalGroup], bool]:
     """Retrain each group's best configuration with ``final.seeds`` seeds on all training classes, evaluate on the
     test classes, and log the summary to the parent run. Resumable: a restored driver continues Ray's final
@@ -148,7 +159,7 @@ def _run_final_stage(
     failed final trials to ``failures``."""
     from ray import tune
 
-    best = best_per_group(spec, search)
+    best = best_per_group(spec, search, plan.group if plan is not None else None)
     points = final_points(spec, best)
     if not points:
         return [], False
@@ -200,6 +211,7 @@ def run_study(
     shared_storage: bool = False,
     pending_timeout_s: float = 600.0,
     on_start: Callable[[], None] | None = None,
+    plan: SearchPlan | None = None,
 ) -> StudyOutcome:
     """Run (or resume) the study ``spec`` to completion and return its outcome.
 
@@ -212,6 +224,7 @@ def run_study(
         pending_timeout_s: fail the study (:class:`StudyStalledError`) when trials have waited this long for resources
             with none running (0: wait forever).
         on_start: called once every input check passed, just before anything is written (the CLI warns there).
+        plan: the search stage of a table (:class:`SearchPlan`); default the study's own.
 
     Raises :class:`StudyError` subclasses for user errors before anything is written or started
     (:class:`StudyLockedError` when another driver runs the study).
@@ -243,7 +256,7 @@ def run_study(
             if started_ray:
                 ray.shutdown()
             raise
-        return _run_validated(spec, layout, resuming, started_ray, max_failures, pending_timeout_s, on_start)
+        return _run_validated(spec, layout, resuming, started_ray, max_failures, pending_timeout_s, on_start, plan)
 
 
 def _run_validated(
@@ -254,6 +267,7 @@ def _run_validated(
     max_failures: int,
     pending_timeout_s: float,
     on_start: Callable[[], None] | None,
+    plan: SearchPlan | None,
 ) -> StudyOutcome:
     """:func:`run_study` once every input check passed, under the study's lock, with Ray connected."""
     # Everything is validated: from here on we write.
@@ -283,13 +297,16 @@ def _run_validated(
     try:
         store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not resuming else {})
         param_space = {SPEC_KEY: trial_spec_data(spec)}
-        tuner = search_tuner(spec, layout, param_space, callback, resuming, max_failures, pending_timeout_s)
+        if plan is None:
+            tuner = search_tuner(spec, layout, param_space, callback, resuming, max_failures, pending_timeout_s)
+        else:
+            tuner = plan.tuner(param_space, callback, resuming, max_failures, pending_timeout_s)
         results = tuner.fit()
         outcome = _summarize(spec, results, parent, time.perf_counter() - started)
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:
             groups, final_interrupted = _run_final_stage(
-                spec, layout, store, parent, results, max_failures, pending_timeout_s, outcome.failures
+                spec, layout, store, parent, results, max_failures, pending_timeout_s, outcome.failures, plan
             )
             outcome = dataclasses.replace(
                 outcome, final=groups, interrupted=final_interrupted, wall_time_s=time.perf_counter() - started

@@ -151,8 +151,8 @@ def build_comparison(
 def dashboard_comparison(data: DashboardData, metric: str) -> Comparison | None:
     """The comparison of a dashboard's studies (None without final runs of ``metric``): the studies that selected
     on validation classes are the table, those that selected on the test classes (``validation.kind: none``) the
-    claimed side; if every study selected on test, they are the table. Reference: ``ms`` where it ran, else the
-    first family by name (the page has no flag to ask for another; the command line does)."""
+    claimed side; if every study selected on test, they are the table. Reference: a table's own (its parent run's
+    ``reference`` tag), else ``ms`` where it ran, else the first family by name (the command line takes any)."""
     test_selected = {s.experiment for s in data.studies if s.selection == "test"}
     honest = data.runs.filter(~pl.col("experiment").is_in(sorted(test_selected)))
     twins = data.runs.filter(pl.col("experiment").is_in(sorted(test_selected)))
@@ -161,7 +161,8 @@ def dashboard_comparison(data: DashboardData, metric: str) -> Comparison | None:
     families = sorted({c.name for c in cell_values(honest, metric).values})
     if not families:
         return None
-    reference = "ms" if "ms" in families else families[0]
+    named = [s.reference for s in data.studies if s.reference in families]
+    reference = named[0] if named else ("ms" if "ms" in families else families[0])
     claimed = twins if cell_values(twins, metric).values else None
     names = [s.experiment for s in data.studies]
     return build_comparison(

@@ -15,7 +15,7 @@ from trainables.schema import record as R
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-__all__ = ["ROLE_TAG", "client", "missing_sqlite", "parent_status", "parent_tags", "failures"]
+__all__ = ["ROLE_TAG", "client", "missing_sqlite", "runs_of", "parent_status", "parent_tags", "failures"]
 
 ROLE_TAG = R.ROLE_TAG  # re-exported for older callers; the record defines it
 
@@ -32,7 +32,7 @@ def missing_sqlite(uri: str) -> bool:
     return uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///").split("?")[0]).exists()
 
 
-def _runs(uri: str, experiment_name: str, filter_string: str, **kwargs: object) -> list | None:
+def runs_of(uri: str, experiment_name: str, filter_string: str, **kwargs: object) -> list | None:
     """Runs of the study's experiment matching ``filter_string``; ``None`` when the store or experiment is absent."""
     if missing_sqlite(uri):
         return None
@@ -44,7 +44,7 @@ def _runs(uri: str, experiment_name: str, filter_string: str, **kwargs: object) 
 
 
 def _parent(uri: str, experiment_name: str) -> object | None:
-    runs = _runs(
+    runs = runs_of(
         uri, experiment_name, f"tags.`{R.ROLE_TAG}` = '{R.ROLE_STUDY}'", order_by=["start_time DESC"], max_results=1
     )
     return runs[0] if runs else None
@@ -64,7 +64,7 @@ def parent_tags(uri: str, experiment_name: str) -> dict[str, str]:
 
 def failures(uri: str, experiment_name: str) -> list[tuple[str, str, str]]:
     """``(trial_id, stage, reason)`` of every FAILED trial run of a study."""
-    runs = _runs(
+    runs = runs_of(
         uri,
         experiment_name,
         f"tags.`{R.ROLE_TAG}` = '{R.ROLE_TRIAL}' and attributes.status = 'FAILED'",

@@ -27,6 +27,7 @@ FILE_NAMES = (
     R.TRAIN_LABELS_FILE,
     R.PAIRED_EMBEDDINGS_FILE,
     R.DASHBOARD_PAGE,
+    R.TABLE_REPORT_FILE,
 )
 #: Tags and folder names too short to search inside other strings: a string equal to one is a copy.
 EXACT_NAMES = (

@@ -51,6 +51,7 @@ __all__ = [
     "FAILURE_REASON",
     "ARTIFACT_ERROR",
     "STUDY_DIR",
+    "REFERENCE",
     "FINAL_PLANNED",
     "BEST_TRIAL_ID",
     "RUN_TAGS",
@@ -159,9 +160,11 @@ STUDY_DIR: Final = "study_dir"
 FINAL_PLANNED: Final = "final_planned"
 #: The search's best trial (:func:`study.best.pick_best` over every finished search trial), set when the study ends.
 BEST_TRIAL_ID: Final = "best_trial_id"
+#: A table's reference family (``reference:`` of a table spec, docs/tables.md): the dashboards compare with it.
+REFERENCE: Final = "reference"
 #: Tags of the parent run (with :data:`FAMILY`, :data:`DATASET`, :data:`SELECTION`, :data:`VALIDATION`,
 #: :data:`VAL_LABELS`, :data:`STAGE`).
-PARENT_TAGS: Final = (STUDY_DIR, FINAL_PLANNED, BEST_TRIAL_ID)
+PARENT_TAGS: Final = (STUDY_DIR, FINAL_PLANNED, BEST_TRIAL_ID, REFERENCE)
 
 #: Params of the parent run (the spec flattened with dots) that readers use.
 PARAM_SEARCH_METRIC: Final = "search.metric"
@@ -190,6 +193,8 @@ OPTUNA_DB: Final = "optuna.db"
 MLFLOW_DB: Final = "mlflow.db"
 #: The artifact root of a non-served MLflow store.
 MLFLOW_ARTIFACTS_DIR: Final = "mlflow-artifacts"
+#: A table study's report (``python -m study.run TABLE.yaml``): the comparison tables and each cell's winner.
+TABLE_REPORT_FILE: Final = "table.md"
 #: Ray Tune's experiment of the search, and of the final test stage.
 SEARCH_EXPERIMENT: Final = "tune"
 FINAL_EXPERIMENT: Final = "tune_final"

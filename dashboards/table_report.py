@@ -1,0 +1,67 @@
+"""The report of a finished table (``python -m study.run TABLE.yaml`` prints it and writes it to
+``<study dir>/table.md`` and the parent run's artifacts): the comparison tables of :mod:`dashboards.compare.cli` over the
+table's final stage (the reference arm the spec names), then per cell the search's winner — trials, best validation
+score, the parameters with a flag where one sits at an end of its searched range (:func:`study.table_status.
+edge_flag`) — and the final seeds retrained.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dashboards.compare.cli import read_study, render_markdown
+from dashboards.compare.rows import build_comparison
+from dashboards.load import DashboardError
+from study.progress import format_table
+from study.table_spec import Table
+from study.table_status import table_status, winner_text
+from trainables.schema import record as R
+from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
+
+__all__ = ["table_report", "write_table_report"]
+
+
+def _test_metric(table: Table) -> str:
+    metric = table.base.search.metric
+    return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
+
+
+def table_report(table: Table, study_dir: str) -> str:
+    """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell."""
+    parts = [f"# Table {table.spec.name}", "", table.size_line(), ""]
+    try:
+        data = read_study(study_dir)
+        comparison = build_comparison(data.runs, table.reference_family, _test_metric(table), studies=[table.base.name])
+        parts.append(render_markdown(comparison))
+    except DashboardError as e:
+        parts += [f"(no comparison: {e})", ""]
+    metric = table.base.search.metric
+    rows = [
+        {
+            "cell": c.cell.label,
+            "trials": c.done,
+            f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
+            "final seeds": c.final_done,
+            "winning parameters (an end of the searched range flagged)": winner_text(c),
+        }
+        for c in table_status(table)
+    ]
+    parts += ["Search winners per cell (each cell's own Optuna study; best trial, ties to the earliest):", ""]
+    parts += ["```", format_table(rows, list(rows[0])), "```", ""]
+    return "\n".join(parts)
+
+
+def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str) -> Path:
+    """Write the report into the study directory, log it on the parent run and tag the run with the reference family
+    (the dashboard built next compares with it); returns the file."""
+    from mlflow import MlflowClient
+
+    from study.tracking.credentials import connection_url
+
+    text = table_report(table, study_dir)
+    path = Path(study_dir) / R.TABLE_REPORT_FILE
+    path.write_text(text, encoding="utf-8")
+    client = MlflowClient(tracking_uri=connection_url(tracking_uri))
+    client.log_artifact(parent_run_id, str(path))
+    client.set_tag(parent_run_id, R.REFERENCE, table.reference_family)  # the dashboard compares with it
+    return path

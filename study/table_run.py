@@ -1,0 +1,144 @@
+"""``python -m study.run TABLE.yaml``: a paper table as one study (docs/tables.md).
+
+Every arm × condition cell is searched by its own Optuna study (``<table>.<arm>.<condition>`` in the table's Optuna
+storage) with ``search.num_trials`` trials, all cells' trials in **one** Ray Tune experiment whose searcher
+dispatches to the cells (:class:`study.table_search.TableSearch`; why one experiment: that module's docstring), so
+they share the cluster under the table's ``max_concurrent`` and the table resumes as a whole at trial granularity.
+Then each cell's best configuration (:func:`study.best.pick_best`) is retrained with the final seeds (noise reseeded
+per seed: the arms are paired) by the study's own final stage, as one group per cell. Everything else is
+:func:`study.tuner.run_study` on the table's base spec (:mod:`study.table_spec`): the lock, the resume checks, the
+MLflow parent run and callbacks, the final stage. The comparison table is rendered by :mod:`dashboards.table_report`.
+
+Files beside a study's (:mod:`study.layout`): ``table.yaml`` (the table spec it was started with; a resume refuses
+another), ``spec.yaml`` (its base spec, so ``dashboards.compare.cli`` reads the directory like any study's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from study.bookkeeping import StudySearch
+from study.layout import StudyLayout
+from study.runtime.storage import read_bytes, write_bytes
+from study.search_space import make_sampler, to_optuna
+from study.stage_tuners import stage_tuner
+from study.table_search import TableSearch
+from study.table_spec import Table, TableCell, cell_of
+from study.tracking.callback import MlflowTrialCallback
+from study.tracking.credentials import RedactedRDBStorage, redacted_spec
+from study.tuner import SearchPlan, StudyOutcome, run_study
+from trainables.schema import record as R
+from trainables.schema.errors import StudyExistsError
+from trainables.schema.trial import flatten
+
+__all__ = ["run_table", "table_file", "table_plan"]
+
+
+def table_file(layout: StudyLayout) -> str:
+    return f"{layout.root}/table.yaml"
+
+
+def _table_text(table: Table) -> bytes:
+    return yaml.safe_dump(redacted_spec(table.spec), sort_keys=False).encode()  # type: ignore[arg-type]
+
+
+def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
+    saved = read_bytes(table_file(layout))
+    if not resume or saved is None:
+        return
+    old, new = flatten(yaml.safe_load(saved) or {}), flatten(yaml.safe_load(_table_text(table)))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if changed:
+        raise StudyExistsError(
+            f"--resume: the table differs from the one {table.spec.name!r} was started with at "
+            f"{', '.join(changed[:5])}; a resumed table must keep its spec"
+        )
+
+
+def _cell_searcher(cell: TableCell, layout: StudyLayout, epochs: int) -> StudySearch:
+    s = cell.spec.search
+    return StudySearch(
+        space=to_optuna(s.space),
+        metric=s.metric,
+        mode=s.mode,
+        sampler=make_sampler(s.sampler, s.space),
+        study_name=cell.study_name,
+        storage=RedactedRDBStorage(layout.optuna_url),
+        max_t=epochs,
+    )
+
+
+def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
+    """The table's search stage for :func:`study.tuner.run_study`."""
+    from study.runtime.watchdog import PendingTimeout
+    from study.table_progress import TableProgress
+
+    spec = table.base
+
+    def tuner(
+        param_space: dict[str, Any],
+        callback: MlflowTrialCallback,
+        resuming: bool,
+        max_failures: int,
+        pending_timeout_s: float,
+    ) -> Any:
+        def search_config() -> dict[str, Any]:
+            from ray.tune.schedulers import FIFOScheduler
+
+            cells = [(c.label, c.fixed, _cell_searcher(c, layout, spec.train.epochs)) for c in table.cells]
+            searcher = TableSearch(cells, table.spec.search.num_trials, spec.search.metric, spec.search.mode)
+            return {
+                "metric": spec.search.metric,
+                "mode": spec.search.mode,
+                "search_alg": searcher,
+                "scheduler": FIFOScheduler(),
+                "num_samples": table.search_trials,
+            }
+
+        callbacks = [callback, TableProgress(table), PendingTimeout(pending_timeout_s)]
+        config = None if resuming else search_config
+        return stage_tuner(spec, layout, R.SEARCH_EXPERIMENT, param_space, callbacks, max_failures, config)
+
+    def group(config: dict[str, Any]) -> str | None:
+        cell = cell_of(table.cells, config)
+        return None if cell is None else cell.label
+
+    return SearchPlan(tuner=tuner, group=group)
+
+
+def run_table(
+    table: Table,
+    *,
+    resume: bool = False,
+    address: str | None = None,
+    max_failures: int = 0,
+    shared_storage: bool = False,
+    pending_timeout_s: float = 600.0,
+    on_start: Callable[[], None] | None = None,
+) -> StudyOutcome:
+    """Run (or resume) the table to its final stage; raises :class:`~trainables.schema.errors.StudyError` before anything is
+    written for bad input, a budget over ``search.max_hours``, or a resumed table whose spec changed."""
+    table.check_budget()
+    layout = StudyLayout.for_spec(table.base)
+    _check_saved_table(table, layout, resume)
+
+    def started() -> None:
+        if on_start is not None:
+            on_start()
+        layout.mkdir()
+        if read_bytes(table_file(layout)) is None:
+            write_bytes(table_file(layout), _table_text(table))
+
+    return run_study(
+        table.base,
+        resume=resume,
+        address=address,
+        max_failures=max_failures,
+        shared_storage=shared_storage,
+        pending_timeout_s=pending_timeout_s,
+        on_start=started,
+        plan=table_plan(table, layout),
+    )

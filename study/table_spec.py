@@ -1,0 +1,234 @@
+"""A table spec (:mod:`trainables.schema.table`) → its cells, each a validated :class:`~trainables.schema.spec.StudySpec`, and the table's
+own study spec (the ``base``: the shared settings under the table's name, which ``study.run`` runs with the table's
+search plan).
+
+Every arm × condition becomes one cell; its spec is the table's shared sections with the arm's family, params and
+search space and the condition written at its paths, validated by :func:`study.loading.parse_spec` (the registry's
+names, the family's rules, every search-space name at both ends of its range), so a table is refused for exactly
+what a study would be refused for, with one line naming the arm and cell. What a trial of a cell is given besides
+the base spec is the cell's ``fixed`` values (family, condition, the arm's params) and its sampled ones: one Ray
+Tune experiment then holds every cell's trials (:mod:`study.table_run`).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from study.loading import parse_spec, read_raw
+from trainables.schema.errors import SpecError
+from trainables.schema.spec import StudySpec
+from trainables.schema.table import TableSpec
+from trainables.schema.trial import set_path, spec_error
+
+__all__ = ["TableCell", "Table", "is_table", "load_table", "parse_table", "cell_of"]
+
+#: Keys of a table spec that are not a study's.
+_TABLE_ONLY = ("reference", "arms", "cells", "extra_cells")
+
+
+@dataclass(frozen=True)
+class TableCell:
+    """One arm on one condition: searched by its own Optuna study (``study_name``), retrained as group ``label``."""
+
+    arm: str
+    condition: dict[str, Any]
+    #: What a trial of this cell sets over the base spec: ``family``, the condition's paths, the arm's params.
+    fixed: dict[str, Any]
+    #: The cell as a study (its search space, sampler, budget), validated like any spec.
+    spec: StudySpec
+    #: The condition keys this cell sets itself (the others are at the shared value): its label shows these.
+    named: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.arm}.{condition_label({k: self.condition[k] for k in self.named})}"
+
+    @property
+    def study_name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class Table:
+    spec: TableSpec
+    #: The table as one study: shared settings, the reference arm's family, no search space of its own.
+    base: StudySpec
+    cells: list[TableCell]
+
+    @property
+    def reference_family(self) -> str:
+        return self.spec.arms[self.spec.reference].family
+
+    @property
+    def search_trials(self) -> int:
+        return len(self.cells) * self.spec.search.num_trials
+
+    @property
+    def final_runs(self) -> int:
+        return len(self.cells) * self.spec.final.seeds
+
+    def search_cost(self) -> float:
+        """One search trial's training, in models trained on all training classes (k folds train k models on
+        (k−1)/k of the classes each; a holdout one on 1 − fraction)."""
+        v = self.spec.validation
+        return float(v.folds - 1) if v.kind == "kfold" else (1.0 - v.fraction if v.kind == "holdout" else 1.0)
+
+    def model_epochs(self) -> float:
+        """The table's whole training, in model-epochs on all training classes."""
+        return (self.search_trials * self.search_cost() + self.final_runs) * self.spec.train.epochs
+
+    def estimated_hours(self) -> float | None:
+        s = self.spec.search
+        if s.epoch_seconds is None:
+            return None
+        return self.model_epochs() * s.epoch_seconds / s.max_concurrent / 3600.0
+
+    def size_line(self) -> str:
+        s, arms = self.spec, len(self.spec.arms)
+        v = s.validation
+        models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
+        grid = math.prod(len(v) for v in s.cells.values())
+        extra = len(self.cells) - arms * grid
+        line = (
+            f"Table {s.name}: {arms} arms × {grid} cells{f' + {extra} extra' if extra else ''} × "
+            f"{s.search.num_trials} trials × {s.train.epochs} epochs = "
+            f"{self.search_trials} search trials ({models}), then {len(self.cells)} × {s.final.seeds} final seeds = "
+            f"{self.final_runs} final runs; {s.search.max_concurrent} at a time"
+        )
+        hours = self.estimated_hours()
+        if hours is not None:
+            line += f"; ≈ {hours:.1f} h at {s.search.epoch_seconds:g} s per model-epoch"
+        return line
+
+    def check_budget(self) -> None:
+        """Refuse, before anything starts, a table whose estimate exceeds ``search.max_hours``."""
+        hours, limit = self.estimated_hours(), self.spec.search.max_hours
+        if hours is not None and limit is not None and hours > limit:
+            raise SpecError(
+                f"the table needs ≈ {hours:.1f} h ({self.model_epochs():.0f} model-epochs × "
+                f"{self.spec.search.epoch_seconds:g} s / {self.spec.search.max_concurrent} at a time) but "
+                f"search.max_hours is {limit:g}; lower search.num_trials, final.seeds or train.epochs, or raise it",
+                "search.max_hours",
+            )
+
+
+def condition_label(condition: dict[str, Any]) -> str:
+    """``p0.3``, ``per_class_p0.3``, ``clean_only_p0.3``: the condition's values, readably."""
+    parts = []
+    for key, value in condition.items():
+        if key == "dataset.noise.ratio":
+            parts.append(f"p{value:g}" if isinstance(value, (int, float)) else f"p{value}")
+        elif key in ("dataset.noise.kind", "dataset.subset"):
+            parts.append(str(value))
+        else:
+            parts.append(f"{key.rsplit('.', 1)[-1]}{value}")
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", "_".join(parts))
+
+
+def is_table(raw: Any) -> bool:
+    """A raw spec mapping that describes a table (it names ``arms``)."""
+    return isinstance(raw, dict) and "arms" in raw
+
+
+def load_table(path: str | Path, overrides: list[str] | None = None) -> Table:
+    return parse_table(read_raw(path, overrides), str(path))
+
+
+def parse_table(raw: Any, source: str = "table") -> Table:
+    """Validate a table mapping and build its cells; :class:`SpecError` with one line naming ``source``."""
+    try:
+        spec = TableSpec.model_validate(raw)
+    except ValidationError as e:
+        raise spec_error(e).within(source) from None
+    shared = {k: v for k, v in raw.items() if k not in _TABLE_ONLY and k != "search"}
+    search = {k: v for k, v in (raw.get("search") or {}).items() if k not in ("max_hours", "epoch_seconds")}
+    search.update(num_trials=spec.search.num_trials, max_concurrent=spec.search.max_concurrent)
+    final = {"seeds": spec.final.seeds, "reseed_noise": spec.final.reseed_noise}
+    base_tree = {
+        **shared,
+        "family": spec.arms[spec.reference].family,
+        "params": {},
+        "search": {**search, "space": {}},
+        "final": final,
+    }
+    cells = [
+        _cell(spec, shared, search, final, arm, condition, named, source)
+        for arm, condition, named in _conditions(spec, base_tree)
+    ]
+    labels = [c.label for c in cells]
+    if len(set(labels)) != len(labels):
+        dup = next(label for label in labels if labels.count(label) > 1)
+        raise SpecError(f"cell {dup!r} is listed twice (grid and extra_cells)", "extra_cells", source)
+    base_tree["search"]["num_trials"] = len(cells) * spec.search.num_trials
+    base = parse_spec(base_tree, source)
+    return Table(spec, base, cells)
+
+
+def _default(tree: dict[str, Any], key: str) -> Any:
+    """The value at a dotted path of the shared spec, else the schema's default."""
+    node: Any = StudySpec.model_validate({"name": "x", "family": "x", **tree}).model_dump(mode="json")
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def _conditions(spec: TableSpec, base_tree: dict[str, Any]) -> list[tuple[str, dict[str, Any], tuple[str, ...]]]:
+    """Every (arm, condition): the grid for every arm, then the extra cells. Each condition names every key any cell
+    sets (the others at the shared value), so two cells of an arm never look alike to :func:`cell_of`."""
+    keys = list(spec.cells)
+    for extra in spec.extra_cells:
+        keys += [k for k in extra.set if k not in keys]
+    shared = {k: v for k, v in base_tree.items() if k not in ("family", "params", "search", "final")}
+    defaults = {k: _default(shared, k) for k in keys}
+    grid = [dict(zip(spec.cells, values)) for values in itertools.product(*spec.cells.values())]
+    out = [(arm, {**defaults, **point}, tuple(point)) for arm in spec.arms for point in grid]
+    out += [(arm, {**defaults, **extra.set}, tuple(extra.set)) for extra in spec.extra_cells for arm in extra.arms]
+    return out
+
+
+def _cell(
+    spec: TableSpec,
+    shared: dict[str, Any],
+    search: dict[str, Any],
+    final: dict[str, Any],
+    arm_name: str,
+    condition: dict[str, Any],
+    named: tuple[str, ...],
+    source: str,
+) -> TableCell:
+    arm = spec.arms[arm_name]
+    tree = copy.deepcopy(shared)
+    for key, value in condition.items():
+        set_path(tree, tuple(key.split(".")), value, f"cells.{key}")
+    condition_name = condition_label({k: condition[k] for k in named})
+    label = f"{arm_name}.{condition_name}"
+    tree.update(
+        name=f"{spec.name}.{label}",
+        family=arm.family,
+        params=dict(arm.params),
+        search={**search, "space": {k: v.model_dump(mode="json") for k, v in arm.space.items()}},
+        final=final,
+    )
+    try:
+        cell_spec = parse_spec(tree)
+    except SpecError as e:
+        where = f"arms.{arm_name} in cell {condition_name}"
+        raise SpecError(e.message, f"{where}: {e.key}" if e.key else where, source) from None
+    fixed = {"family": arm.family, **condition, **arm.params}
+    return TableCell(arm_name, condition, fixed, cell_spec, named)
+
+
+def cell_of(cells: list[TableCell], config: dict[str, Any]) -> TableCell | None:
+    """The cell a Ray trial config belongs to: the one whose fixed values it carries."""
+    for cell in cells:
+        if all(config.get(k) == v for k, v in cell.fixed.items()):
+            return cell
+    return None

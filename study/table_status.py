@@ -1,0 +1,145 @@
+"""Where a table stands, per cell, read from its stores without starting anything (``python -m study.run TABLE.yaml
+--status``): trials done / budget from each cell's Optuna study, the best validation score and its parameters (with
+a flag where the winner sits at an end of its searched range), and the final seeds done from MLflow.
+
+The best trial is :func:`study.best.pick_best`'s on the cell's Optuna trials (ties to the earliest).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from study.table_spec import Table, TableCell
+from trainables.schema import record as R
+from trainables.schema.errors import StudyError
+from trainables.schema.space import CategoricalParam, ParamSpec
+
+__all__ = ["CellStatus", "table_status", "print_table_status", "edge_flag", "EDGE_SHARE"]
+
+#: A winner within this share of its range (log scale for ``log: true``) from an end is flagged.
+EDGE_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class CellStatus:
+    cell: TableCell
+    counts: dict[str, int]
+    best_value: float | None
+    best_params: dict[str, Any] = field(default_factory=dict)
+    final_done: int = 0
+
+    @property
+    def done(self) -> int:
+        return self.counts.get("COMPLETE", 0) + self.counts.get("PRUNED", 0) + self.counts.get("FAIL", 0)
+
+
+def edge_flag(param: ParamSpec, value: Any) -> str:
+    """``"low end"``/``"high end"`` when ``value`` is within :data:`EDGE_SHARE` of its range's end, else ``""``."""
+    if isinstance(param, CategoricalParam) or not isinstance(value, (int, float)) or param.high <= param.low:
+        return ""
+    low, high, v = float(param.low), float(param.high), float(value)
+    if param.log:
+        low, high, v = math.log(low), math.log(high), math.log(v)
+    share = (v - low) / (high - low)
+    return "low end" if share <= EDGE_SHARE else ("high end" if share >= 1 - EDGE_SHARE else "")
+
+
+def _final_done(layout_uri: str, name: str) -> Counter[str]:
+    from study.tracking import peek as tracking_peek
+
+    runs = tracking_peek.runs_of(
+        layout_uri,
+        name,
+        f"tags.`{R.ROLE_TAG}` = '{R.ROLE_TRIAL}' and tags.`{R.STAGE}` = '{R.STAGE_FINAL}' "
+        "and attributes.status = 'FINISHED'",
+    )
+    return Counter(r.data.tags.get(R.GROUP, "") for r in runs or [])
+
+
+def table_status(table: Table) -> list[CellStatus]:
+    """Per cell: Optuna trial states, the best trial, final seeds done. Raises :class:`StudyError` when the table
+    has never been started."""
+    import optuna
+
+    from study.best import pick_best
+    from study.layout import StudyLayout
+    from study.runtime.storage import read_bytes
+    from study.tracking.credentials import connection_url
+
+    layout = StudyLayout.for_spec(table.base)
+    if read_bytes(layout.spec_file) is None:
+        raise StudyError(f"there is no table {table.spec.name!r} in {layout.root}")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage(connection_url(layout.optuna_url, "tracking.optuna_uri"))
+    names = {s.study_name for s in storage.get_all_studies()}
+    finals = _final_done(layout.tracking_uri, table.base.name)
+    out = []
+    for cell in table.cells:
+        trials = []
+        if cell.study_name in names:
+            trials = optuna.load_study(study_name=cell.study_name, storage=storage).get_trials(deepcopy=False)
+        complete = [t for t in trials if t.state.name == "COMPLETE"]
+        best = pick_best(complete, lambda t: t.value, lambda t: t.number, table.base.search.mode)
+        out.append(
+            CellStatus(
+                cell,
+                dict(Counter(t.state.name for t in trials)),
+                None if best is None else best.value,
+                {} if best is None else dict(best.params),
+                finals.get(cell.label, 0),
+            )
+        )
+    return out
+
+
+def winner_text(status: CellStatus) -> str:
+    """``ms_alpha=2.31, ms_beta=48.2 (high end)``: the cell's best parameters, edge flags beside them."""
+    space = status.cell.spec.search.space
+    parts = []
+    for name, value in status.best_params.items():
+        flag = edge_flag(space[name], value) if name in space else ""
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        parts.append(f"{name}={shown}" + (f" ({flag})" if flag else ""))
+    return ", ".join(parts)
+
+
+def print_table_status(table: Table) -> int:
+    from study.progress import format_table
+
+    try:
+        cells = table_status(table)
+    except StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    s = table.spec
+    metric = table.base.search.metric
+    rows = [
+        {
+            "cell": c.cell.label,
+            "optuna study": c.cell.study_name,
+            "trials": f"{c.done}/{s.search.num_trials}",
+            "running": c.counts.get("RUNNING", 0),
+            "failed": c.counts.get("FAIL", 0),
+            f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
+            "final seeds": f"{c.final_done}/{s.final.seeds}",
+            "best parameters": winner_text(c),
+        }
+        for c in cells
+    ]
+    from study.layout import StudyLayout
+    from study.tracking import peek as tracking_peek
+
+    layout = StudyLayout.for_spec(table.base)
+    print(table.size_line())
+    print(format_table(rows, list(rows[0])))
+    stage = tracking_peek.parent_tags(layout.tracking_uri, table.base.name).get(R.STAGE, R.STAGE_SEARCH)
+    driver = tracking_peek.parent_status(layout.tracking_uri, table.base.name)
+    if driver == "RUNNING":
+        driver = "running (or killed; if no driver is alive, continue with --resume)"
+    print(f"stage: {stage}; driver: {driver}")
+    print(f"optuna-dashboard {layout.optuna_url}")
+    return 0

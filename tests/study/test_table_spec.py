@@ -1,0 +1,179 @@
+"""Table specs (issue 36): the shipped tables validate, cells are built per arm × condition with shared settings,
+anything that would give arms different budgets, folds or data is one line and exit 2 before anything starts, and
+the dispatching searcher gives every cell exactly its budget (real Optuna, in-memory storage)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+
+import pytest
+import yaml
+
+from study.table_spec import cell_of, load_table, parse_table
+from study.table_status import edge_flag
+from trainables.schema.errors import SpecError
+from trainables.schema.space import FloatParam
+
+SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+
+QUICK = yaml.safe_load((SPACES / "table_glyphs_quick.yaml").read_text())
+
+
+def _table(**changes):
+    raw = copy.deepcopy(QUICK)
+    raw.update(changes)
+    return raw
+
+
+def test_the_shipped_tables_validate_with_their_sizes():
+    quick = load_table(SPACES / "table_glyphs_quick.yaml")
+    assert [c.label for c in quick.cells] == ["ms.p0", "ms.p0.3", "bspml.p0", "bspml.p0.3"]
+    assert quick.search_trials == 16 and quick.final_runs == 8
+    assert quick.size_line().startswith(
+        "Table table_glyphs_quick: 2 arms × 2 cells × 4 trials × 4 epochs = 16 search trials (4 folds), "
+        "then 4 × 2 final seeds = 8 final runs"
+    )
+    glyphs = load_table(SPACES / "table_glyphs.yaml")
+    assert {c.arm for c in glyphs.cells} == {"ms", "bspml", "spl", "prism", "knn_rejection"}
+    assert sorted({c.condition["dataset.noise.ratio"] for c in glyphs.cells}) == [0.0, 0.2, 0.4]
+    assert glyphs.spec.search.num_trials == 8 and glyphs.spec.final.seeds == 7
+    assert next(c for c in glyphs.cells if c.arm == "prism").spec.params["rate"] == "estimated"
+    cub = load_table(SPACES / "table_cub.yaml")
+    assert [c.label for c in cub.cells] == ["ms.p0.1", "ms.p0.2", "ms.p0.3", "bspml.p0.1", "bspml.p0.2", "bspml.p0.3"]
+    # ≈ 40 h: (96 trials × 3 fold-models + 30 final runs) × 60 epochs × 30 s / 4 at a time
+    assert cub.estimated_hours() == pytest.approx((96 * 3 + 30) * 60 * 30 / 4 / 3600)
+
+
+@pytest.mark.parametrize("name", ["table_glyphs_quick", "table_glyphs", "table_cub"])
+def test_every_cell_shares_data_model_training_folds_and_seeds(name):
+    table = load_table(SPACES / f"{name}.yaml")
+    shared = {"model", "train", "validation", "final", "resources", "seed"}
+    first = table.cells[0].spec.model_dump(include=shared)
+    for cell in table.cells:
+        assert cell.spec.model_dump(include=shared) == first
+        assert cell.spec.search.num_trials == table.spec.search.num_trials
+        assert cell.spec.dataset.name == table.base.dataset.name
+        assert cell.spec.dataset.noise.ratio == cell.condition["dataset.noise.ratio"]
+        assert cell_of(table.cells, {**cell.fixed, "sampled": 1.0}) is cell
+    assert table.base.search.num_trials == len(table.cells) * table.spec.search.num_trials
+
+
+@pytest.mark.parametrize("name", ["table_glyphs_quick", "table_glyphs", "table_cub"])
+def test_bspml_can_choose_to_exclude_nothing(name):
+    """Relative ages ≥ 2 make all-ones weights stationary (docs/bspml.md): the space reaches them for λ0 and λ∞."""
+    bspml = next(c for c in load_table(SPACES / f"{name}.yaml").cells if c.arm == "bspml").spec
+    assert bspml.params["lambda_scale"] == "relative"
+    assert bspml.search.space["lambda0"].high >= 2.0 and bspml.search.space["lambda_max"].high >= 2.0
+
+
+def test_an_extra_cell_for_one_arm_and_condition_labels():
+    raw = _table(extra_cells=[{"arms": ["ms"], "set": {"dataset.subset": "clean_only", "dataset.noise.ratio": 0.3}}])
+    table = parse_table(raw)
+    assert [c.label for c in table.cells][-1] == "ms.clean_only_p0.3"
+    assert table.cells[0].condition == {"dataset.noise.ratio": 0.0, "dataset.subset": "all"}
+    assert "+ 1 extra" in table.size_line() and table.final_runs == 10
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"arms": {"ms": {"family": "ms", "search": {"num_trials": 8}}}}, "arms.ms: 'search' cannot be set per arm"),
+        ({"arms": {"ms": {"family": "ms", "validation": {"folds": 2}}}}, "'validation' cannot be set per arm"),
+        ({"arms": {"ms": {"family": "ms", "num_trials": 8}}}, "'num_trials' cannot be set per arm"),
+        ({"cells": {"train.epochs": [2, 4]}}, "cells: 'train.epochs' would make cells differ"),
+        ({"reference": "spl"}, "reference 'spl' is not an arm"),
+        ({"arms": {"ms": {"family": "ms"}, "ms2": {"family": "ms"}}}, "family 'ms' is in two arms"),
+        ({"search": {"num_trials": 2, "scheduler": {"type": "asha"}}}, "a table runs every trial to the end"),
+        ({"search": {"num_trials": 2, "max_hours": 1}}, "max_hours needs epoch_seconds"),
+        ({"arms": {"ms": {"family": "ms", "params": {"ms_alpha": 2}, "space": {"ms_alpha": {}}}}}, None),
+        ({"arms": {"ms": {"family": "ms", "params": {"ms_gamma": 2}}}}, "arms.ms in cell p0"),
+    ],
+)
+def test_a_table_that_would_treat_arms_differently_is_one_line(change, message):
+    with pytest.raises(SpecError) as e:
+        parse_table(_table(**change), "t.yaml")
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("t.yaml")
+    if message:
+        assert message in line, line
+
+
+def test_a_budget_over_max_hours_is_refused_before_anything_starts(tmp_path, write_spec, run_cli):
+    raw = _table(search={**QUICK["search"], "epoch_seconds": 60, "max_hours": 1})
+    proc = run_cli(str(write_spec(raw)), "--set", f"storage={tmp_path / 'runs'}")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "search.max_hours: the table needs ≈ 1.9 h (224 model-epochs" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+    proc = run_cli(str(write_spec(_table(arms={"ms": {"family": "ms", "validation": {"folds": 2}}}))))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_edge_flags():
+    p = FloatParam(type="float", low=1.0, high=2.5)
+    assert edge_flag(p, 2.49) == "high end" and edge_flag(p, 1.02) == "low end" and edge_flag(p, 1.8) == ""
+    log = FloatParam(type="float", low=10.0, high=1000.0, log=True)
+    assert edge_flag(log, 12.0) == "low end" and edge_flag(log, 100.0) == "" and edge_flag(log, 900.0) == "high end"
+
+
+def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
+    from study.bookkeeping import StudySearch
+    from study.search_space import make_sampler, to_optuna
+    from study.table_search import TableSearch
+
+    table = load_table(SPACES / "table_glyphs_quick.yaml")
+    cells = []
+    for c in table.cells:
+        s = c.spec.search
+        searcher = StudySearch(
+            space=to_optuna(s.space), metric=s.metric, mode=s.mode, sampler=make_sampler(s.sampler), max_t=4
+        )
+        cells.append((c.label, c.fixed, searcher))
+    search = TableSearch(cells, budget=2, metric="val/recall_at_1", mode="max")
+    configs = [search.suggest(f"t{i}") for i in range(8)]
+    assert search.suggest("t8") == TableSearch.FINISHED
+    labels = [cell_of(table.cells, cfg).label for cfg in configs]
+    assert labels == ["ms.p0", "ms.p0.3", "bspml.p0", "bspml.p0.3"] * 2  # cells advance together
+    assert set(configs[0]) == {"family", "dataset.noise.ratio", "ms_base", "ms_epsilon", "ms_alpha", "ms_beta"}
+    for i in range(len(configs)):
+        search.on_trial_complete(f"t{i}", {"val/recall_at_1": 0.1 * i, "epoch": 4, "training_iteration": 4})
+    studies = [c[2]._ot_study for c in cells]
+    assert [len(s.trials) for s in studies] == [2, 2, 2, 2]
+    assert [t.state.name for s in studies for t in s.trials] == ["COMPLETE"] * 8
+    restored = pickle.loads(pickle.dumps(search.__dict__))
+    assert restored["asked"] == [2, 2, 2, 2] and restored["trial_cell"]["t5"] == 1
+
+
+def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch):
+    """The per-cell rows and the ETA's arithmetic: this driver's rate per model-epoch applied to what is left."""
+    import io
+    from types import SimpleNamespace
+
+    from study import table_progress
+    from study.table_progress import TableProgress
+
+    table = load_table(SPACES / "table_glyphs_quick.yaml")  # 16 trials × 4 epochs, 4 folds (cost 3), 8 final runs
+    clock = iter([100.0, 100.0, 160.0, 160.0])
+    monkeypatch.setattr(table_progress.time, "monotonic", lambda: next(clock))
+    out = io.StringIO()
+    progress = TableProgress(table, interval_s=0.0, stream=out)
+    cells = table.cells
+    trials = [
+        SimpleNamespace(
+            trial_id="a", status="TERMINATED", config=cells[0].fixed, last_result={"epoch": 4, "val/recall_at_1": 0.5}
+        ),
+        SimpleNamespace(
+            trial_id="b", status="RUNNING", config=cells[2].fixed, last_result={"epoch": 2, "val/recall_at_1": 0.4}
+        ),
+    ]
+    progress.on_trial_start(0, trials, trials[0])  # t = 100
+    for _ in range(6):  # six epochs reported by this driver
+        progress._epochs_here += 1
+    progress.on_trial_complete(0, trials, trials[0])  # t = 160: 60 s for 6 epochs × 3 fold-models = 3.33 s each
+    text = out.getvalue()
+    left = ((16 * 4 - 6) * 3 + 8 * 4) * 60 / (6 * 3)  # 686.7 s
+    assert f"search trials 1/16 done; ETA ≈ {left / 60:.0f} min (then 8 final runs)" in text, text
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[3:]}
+    assert rows["ms.p0"][1:5] == ["1/4", "0", "0", "0.5"] and rows["bspml.p0"][1:4] == ["0/4", "1", "0"]

@@ -1,0 +1,187 @@
+"""A paper table as one study: arms (a family, its fixed params, its own search space) × cells (noise conditions),
+every cell searched with the same budget, then retrained with the same final seeds (``python -m study.run
+TABLE.yaml``; docs/tables.md).
+
+What is shared by construction lives once at the top level (data, model, training, validation folds, final
+seeds, resources, storage): an arm holds only ``family``, ``params`` and ``space``, and a cell only conditions
+under ``dataset.noise`` and ``dataset.subset``. A key that would give one arm its own budget or folds is refused
+with one line naming it. These models know no registry; :mod:`study.table_spec` builds each cell's
+:class:`~trainables.schema.spec.StudySpec` and validates it with the study's own rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from trainables.schema._strict import Seed, _Strict
+from trainables.schema.space import ParamSpec, SamplerSpec
+from trainables.schema.spec import (
+    DatasetSpec,
+    DiagnosticsSpec,
+    ModelSpec,
+    ResourcesSpec,
+    TrackingSpec,
+    TrainSpec,
+    ValidationSpec,
+)
+
+__all__ = ["ArmSpec", "ExtraCell", "TableSearchSpec", "TableFinalSpec", "TableSpec", "SHARED_KEYS", "CELL_KEYS"]
+
+#: Sections every arm shares: an arm naming one would get its own budget, data, folds or seeds.
+SHARED_KEYS = (
+    "search",
+    "num_trials",
+    "max_concurrent",
+    "sampler",
+    "scheduler",
+    "validation",
+    "train",
+    "dataset",
+    "model",
+    "final",
+    "seed",
+    "resources",
+    "diagnostics",
+)
+#: Spec paths a cell may set (its condition); everything else is the same in every cell.
+CELL_KEYS = ("dataset.noise.", "dataset.subset")
+
+
+class ArmSpec(_Strict):
+    """One row of the table: a family with its fixed hyperparameters and its own search space (bare names are
+    family params; a dotted name such as ``train.optimizer.lr`` is that path, searched per arm)."""
+
+    family: str
+    params: dict[str, Any] = {}
+    space: dict[str, ParamSpec] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_shared_keys(cls, raw: Any) -> Any:
+        if isinstance(raw, dict):
+            for key in raw:
+                if key in SHARED_KEYS:
+                    raise ValueError(
+                        f"{key!r} cannot be set per arm: every arm shares the table's budget, data, model, training, "
+                        f"folds and final seeds (set it once at the top level)"
+                    )
+        return raw
+
+    @model_validator(mode="after")
+    def _fixed_or_searched(self) -> ArmSpec:
+        both = sorted(set(self.params) & set(self.space))
+        if both:
+            raise ValueError(f"{both[0]!r} is both fixed (params) and searched (space)")
+        return self
+
+
+def _check_condition(condition: dict[str, Any], where: str) -> None:
+    for key in condition:
+        if not (key.startswith(CELL_KEYS[0]) or key == CELL_KEYS[1]):
+            raise ValueError(
+                f"{where}: {key!r} would make cells differ in more than their condition; a cell may set "
+                "dataset.noise.* and dataset.subset only"
+            )
+
+
+class ExtraCell(_Strict):
+    """A cell beyond the grid, for some arms only (e.g. the ``clean_only`` topline of ``ms``)."""
+
+    arms: tuple[str, ...] = Field(min_length=1)
+    set: dict[str, Any] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _keys(self) -> ExtraCell:
+        _check_condition(self.set, "extra_cells.set")
+        return self
+
+
+class TableSearchSpec(_Strict):
+    """The search of every cell: ``num_trials`` is the budget *per cell*, the same for every arm."""
+
+    num_trials: int = Field(8, ge=1)
+    #: Trials of all cells running at once (they share the cluster).
+    max_concurrent: int = Field(1, ge=1)
+    #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``).
+    metric: str | None = None
+    mode: Literal["max", "min"] = "max"
+    sampler: SamplerSpec = SamplerSpec()
+    #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).
+    max_hours: float | None = Field(None, gt=0)
+    #: Seconds one model takes per epoch on all training classes with ``resources`` (e.g. a previous study's
+    #: ``epoch_time_s``): the unit of the table's time estimate.
+    epoch_seconds: float | None = Field(None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_scheduler(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and "scheduler" in raw:
+            raise ValueError(
+                "a table runs every trial to the end (fifo): one ASHA over all cells would stop a noisy cell's "
+                "trials for scoring below a clean cell's"
+            )
+        return raw
+
+    @model_validator(mode="after")
+    def _estimate(self) -> TableSearchSpec:
+        if self.max_hours is not None and self.epoch_seconds is None:
+            raise ValueError(
+                "max_hours needs epoch_seconds (seconds one model takes per epoch on all training classes, "
+                "e.g. a previous study's epoch_time_s) to estimate the table's wall time"
+            )
+        return self
+
+
+class TableFinalSpec(_Strict):
+    """Each cell's best configuration retrained with seeds 0 … ``seeds``−1 (``reseed_noise``: seed *s* draws the
+    noise too, so every arm's seed *s* sees the same noisy labels and the differences are paired)."""
+
+    seeds: int = Field(5, ge=1)
+    reseed_noise: bool = True
+
+
+class TableSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=96)
+    #: The arm every other is compared with (the comparison's reference family).
+    reference: str
+    arms: dict[str, ArmSpec] = Field(min_length=1)
+    #: The grid of conditions: each dotted key's list of values, every combination a cell of every arm.
+    cells: dict[str, list[Any]] = Field(min_length=1)
+    extra_cells: list[ExtraCell] = []
+    seed: Seed = 0
+    dataset: DatasetSpec = DatasetSpec()
+    model: ModelSpec = ModelSpec()
+    train: TrainSpec = TrainSpec()
+    search: TableSearchSpec = TableSearchSpec()
+    validation: ValidationSpec = ValidationSpec()
+    final: TableFinalSpec = TableFinalSpec()
+    diagnostics: DiagnosticsSpec = DiagnosticsSpec()
+    resources: ResourcesSpec = ResourcesSpec()
+    storage: str = "runs"
+    tracking: TrackingSpec = TrackingSpec()
+
+    @model_validator(mode="after")
+    def _check(self) -> TableSpec:
+        for name in self.arms:
+            if not name.replace("_", "").replace("-", "").isalnum():
+                raise ValueError(f"arms: {name!r}: an arm name is letters, digits, '_' and '-'")
+        if self.reference not in self.arms:
+            raise ValueError(f"reference {self.reference!r} is not an arm; arms: {', '.join(self.arms)}")
+        families = [a.family for a in self.arms.values()]
+        twice = sorted({f for f in families if families.count(f) > 1})
+        if twice:
+            raise ValueError(
+                f"arms: family {twice[0]!r} is in two arms; the comparison's rows are families, so a table holds "
+                "each family once"
+            )
+        _check_condition(self.cells, "cells")
+        for key, values in self.cells.items():
+            if not values or len(values) != len({repr(v) for v in values}):
+                raise ValueError(f"cells.{key}: a non-empty list of distinct values")
+        for extra in self.extra_cells:
+            unknown = [a for a in extra.arms if a not in self.arms]
+            if unknown:
+                raise ValueError(f"extra_cells: {unknown[0]!r} is not an arm")
+        return self
