@@ -14,20 +14,12 @@ import numpy as np
 import optuna
 
 from study.runtime.compat import storage_trial_id, study_storage
+from trainables.schema.space import condition_holds
 
 if TYPE_CHECKING:
     from trainables.schema.spec import ParamSpec, SamplerSpec
 
-__all__ = ["ConditionalGridSampler", "DefineByRun", "condition_holds", "grid_points", "make_sampler", "to_optuna"]
-
-
-def condition_holds(when: dict[str, Any] | None, values: dict[str, Any]) -> bool:
-    """True when every parameter named in ``when`` was sampled with one of its listed values."""
-    for name, allowed in (when or {}).items():
-        allowed = allowed if isinstance(allowed, list) else [allowed]
-        if name not in values or values[name] not in allowed:
-            return False
-    return True
+__all__ = ["ConditionalGridSampler", "DefineByRun", "grid_points", "make_sampler", "to_optuna"]
 
 
 def suggest(trial: optuna.Trial, name: str, param: ParamSpec) -> Any:

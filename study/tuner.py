@@ -40,8 +40,9 @@ from study.runtime.storage import write_bytes
 from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import check_cluster_resources, check_local_resources
 from study.stage_tuners import final_tuner, search_tuner
-from study.tracking.callback import MlflowTrialCallback, TrackingStore, error_line, preload_in_background
+from study.tracking.callback import MlflowTrialCallback, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
+from study.tracking.store import TrackingStore, preload_in_background
 from study.validation import spec_from_tune_config, trial_params
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError

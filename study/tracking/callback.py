@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from study.tracking import peek as tracking_peek
-from study.tracking.store import MAX_PARAM_LENGTH, TrackingStore, log_params, preload_in_background
+from study.tracking.store import MAX_PARAM_LENGTH, log_params
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.record import ARTIFACTS_DIR
@@ -30,9 +30,8 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from ray.tune.experiment import Trial
 
-__all__ = ["TrackingStore", "MlflowTrialCallback", "RUN_TAGS", "error_line", "preload_in_background"]
+__all__ = ["MlflowTrialCallback", "error_line"]
 
-RUN_TAGS = R.RUN_TAGS  # re-exported: the record's tags every child run carries
 # Keys Ray adds to every result; everything else numeric that a trial reports is a metric.
 _RAY_RESULT_KEYS = frozenset(
     {
@@ -65,7 +64,7 @@ class MlflowTrialCallback(Callback):
         experiment_id: the study's experiment.
         parent_run_id: the study's parent run; children are nested under it.
         describe_trial: ``config → (params, tags)`` for a trial's child run (params = the trial's full
-            flattened config; tags at least :data:`RUN_TAGS` minus ``trial_id``, and ``stage``).
+            flattened config; tags at least :data:`~trainables.schema.record.RUN_TAGS` minus ``trial_id``, and ``stage``).
         total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
         stage: the study stage this callback's Tuner runs (``search`` or ``final``); the child runs it creates
             carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.

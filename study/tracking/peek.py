@@ -15,9 +15,7 @@ from trainables.schema import record as R
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-__all__ = ["ROLE_TAG", "client", "missing_sqlite", "runs_of", "parent_status", "parent_tags", "failures"]
-
-ROLE_TAG = R.ROLE_TAG  # re-exported for older callers; the record defines it
+__all__ = ["client", "missing_sqlite", "runs_of", "parent_status", "parent_tags", "failures"]
 
 
 def client(uri: str) -> MlflowClient:

@@ -13,7 +13,9 @@ from study import final_stage
 
 
 def test_the_cell_interval_is_the_final_stages_own():
-    assert stats.t_interval is final_stage.t_interval
+    from dashboards.compare import rows
+
+    assert rows.t_interval is final_stage.t_interval
 
 
 def test_paired_difference_by_hand_and_against_scipy():

@@ -279,7 +279,7 @@ def test_tracking_server_restart_mid_study_loses_nothing(tmp_path):
 def test_seeded_mlflow_store_is_opt_in_and_equivalent(tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from study.tracking.callback import TrackingStore
+    from study.tracking.store import TrackingStore
 
     monkeypatch.delenv("DMLSTUDY_CACHE_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

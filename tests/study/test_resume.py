@@ -132,7 +132,8 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
 
 
 def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
-    from study.tracking.callback import MlflowTrialCallback, TrackingStore
+    from study.tracking.callback import MlflowTrialCallback
+    from study.tracking.store import TrackingStore
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     store = TrackingStore(uri, "s")
