@@ -110,8 +110,8 @@ def loader(workers: list[int], images: int, batch: int) -> dict[int, float]:
     from PIL import Image
     from torch.utils.data import DataLoader
 
-    from trainables.data._files import ImageFile
     from trainables.data._splits import IndexedDataset, LabeledSplit
+    from trainables.data.image_file import ImageFile
     from trainables.data.transforms import train_transform
 
     rng = np.random.default_rng(0)

@@ -80,9 +80,9 @@ def _rss_mib() -> float:
 def run(images: int, repeats: int, emit: Any = print) -> dict[str, float]:
     import torch
 
-    from trainables.data._files import ImageFile
     from trainables.data.cached_transforms import CachedTrainCrop, DeviceNormalize
     from trainables.data.decoded_cache import DecodedImages
+    from trainables.data.image_file import ImageFile
     from trainables.data.transforms import train_transform
 
     torch.set_num_threads(1)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from trainables.data.image_file import ImageFile
 from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:
@@ -144,8 +145,6 @@ class DecodedImages:
     def build(self, fingerprint: str, workers: int | None = None) -> None:
         """Decode, resize and write every item to a temporary file, then rename it into place."""
         from torchvision.transforms import v2
-
-        from trainables.data._files import ImageFile
 
         load, resize = ImageFile(self.root, self.resize), v2.Resize(self.resize)
 
