@@ -1,7 +1,7 @@
 """The report of a finished table (``python -m study.run TABLE.yaml`` prints it and writes it to
 ``<study dir>/table.md`` and the parent run's artifacts): the comparison tables of :mod:`dashboards.compare.cli` over the
 table's final stage (the reference arm the spec names), then per cell the search's winner — trials, best validation
-score, the parameters with a flag where one sits at an end of its searched range (:func:`study.table_status.
+score, the parameters with a flag where one sits at an end of its searched range (:func:`study.table.status.
 edge_flag`) — and the final seeds retrained.
 """
 
@@ -13,8 +13,8 @@ from dashboards.compare.cli import read_study, render_markdown
 from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardError
 from study.progress import format_table
-from study.table_spec import Table
-from study.table_status import table_status, winner_text
+from study.table.spec import Table
+from study.table.status import table_status, winner_text
 from trainables.schema import record as R
 from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
 

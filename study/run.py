@@ -1,7 +1,7 @@
 """Command line: ``python -m study.run SPEC.yaml|TABLE.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]
 [--max-failures N] [--shared-storage] [--pending-timeout S] [--status]``.
 
-A TABLE.yaml (a spec naming ``arms``: :mod:`study.table_run`, docs/tables.md) runs a whole paper table.
+A TABLE.yaml (a spec naming ``arms``: :mod:`study.table.run`, docs/tables.md) runs a whole paper table.
 
 Exit codes: 0 the study finished; 2 invalid spec or command line (one line on stderr, nothing started);
 1 the study itself failed (every trial failed, or it was interrupted, or a store could not be written: disk
@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from study.loading import load_spec, read_raw
-    from study.table_spec import is_table
+    from study.table.spec import is_table
 
     spec = None
     try:
@@ -127,18 +127,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_table(args: argparse.Namespace) -> int:
-    """A table (:mod:`study.table_run`): its size, the run or ``--status``, then the comparison and the winners."""
+    """A table (:mod:`study.table.run`): its size, the run or ``--status``, then the comparison and the winners."""
     from study.layout import StudyLayout
-    from study.table_spec import load_table
+    from study.table.spec import load_table
 
     table = load_table(args.spec, args.overrides)
     if args.status:
-        from study.table_status import print_table_status
+        from study.table.status import print_table_status
 
         return print_table_status(table)
     table.check_budget()  # before anything starts, a table over search.max_hours is one line
     print(table.size_line(), flush=True)
-    from study.table_run import run_table
+    from study.table.run import run_table
     from study.tuner import browse_commands
 
     layout = StudyLayout.for_spec(table.base)

@@ -104,11 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     from study.loading import load_spec, read_raw
-    from study.table_spec import is_table, load_table
+    from study.table.spec import is_table, load_table
 
     try:
         if is_table(read_raw(args.spec, args.overrides)):  # a table (docs/tables.md): per cell
-            from study.table_status import print_table_status
+            from study.table.status import print_table_status
 
             return print_table_status(load_table(args.spec, args.overrides))
         spec = load_spec(args.spec, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)

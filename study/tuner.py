@@ -87,7 +87,7 @@ class StudyOutcome:
 @dataclass(frozen=True)
 class SearchPlan:
     """A search stage other than the study's own (one Optuna study, ``final.group_by`` groups): a table's
-    (:mod:`study.table_run`). ``tuner(param_space, callback, resuming, max_failures, pending_timeout_s)`` builds the
+    (:mod:`study.table.run`). ``tuner(param_space, callback, resuming, max_failures, pending_timeout_s)`` builds the
     search Tuner; ``group(config)`` names the final-stage group of a search trial's config."""
 
     tuner: Callable[[dict[str, Any], MlflowTrialCallback, bool, int, float], Tuner]

@@ -143,7 +143,7 @@ def test_every_shipped_spec_validates(path):
     """Paper specs name datasets that are absent here; validation never touches the data. A study in a folder of
     studies read together (``noise_grid_glyphs/ms.yaml``) is named ``<folder>_<file>``."""
     from study.loading import read_raw
-    from study.table_spec import is_table, load_table
+    from study.table.spec import is_table, load_table
 
     spec = load_table(path).spec if is_table(read_raw(path)) else load_spec(path)  # a table: every cell's spec
     assert spec.name == (path.stem if path.parent == SPACES else f"{path.parent.name}_{path.stem}")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study.table_spec import cell_of, load_table, parse_table
-from study.table_status import edge_flag
+from study.table.spec import cell_of, load_table, parse_table
+from study.table.status import edge_flag
 from trainables.schema.errors import SpecError
 from trainables.schema.space import FloatParam
 
@@ -121,7 +121,7 @@ def test_edge_flags():
 def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
     from study.bookkeeping import StudySearch
     from study.search_space import make_sampler, to_optuna
-    from study.table_search import TableSearch
+    from study.table.search import TableSearch
 
     table = load_table(SPACES / "table_glyphs_quick.yaml")
     cells = []
@@ -151,8 +151,8 @@ def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch)
     import io
     from types import SimpleNamespace
 
-    from study import table_progress
-    from study.table_progress import TableProgress
+    from study.table import progress as table_progress
+    from study.table.progress import TableProgress
 
     table = load_table(SPACES / "table_glyphs_quick.yaml")  # 16 trials × 4 epochs, 4 folds (cost 3), 8 final runs
     clock = iter([100.0, 100.0, 160.0, 160.0])

@@ -5,7 +5,7 @@ TABLE.yaml``; docs/tables.md).
 What is shared by construction lives once at the top level (data, model, training, validation folds, final
 seeds, resources, storage): an arm holds only ``family``, ``params`` and ``space``, and a cell only conditions
 under ``dataset.noise`` and ``dataset.subset``. A key that would give one arm its own budget or folds is refused
-with one line naming it. These models know no registry; :mod:`study.table_spec` builds each cell's
+with one line naming it. These models know no registry; :mod:`study.table.spec` builds each cell's
 :class:`~trainables.schema.spec.StudySpec` and validates it with the study's own rules.
 """
 

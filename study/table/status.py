@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from study.table_spec import Table, TableCell
+from study.table.spec import Table, TableCell
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.space import CategoricalParam, ParamSpec

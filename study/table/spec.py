@@ -7,7 +7,7 @@ search space and the condition written at its paths, validated by :func:`study.l
 names, the family's rules, every search-space name at both ends of its range), so a table is refused for exactly
 what a study would be refused for, with one line naming the arm and cell. What a trial of a cell is given besides
 the base spec is the cell's ``fixed`` values (family, condition, the arm's params) and its sampled ones: one Ray
-Tune experiment then holds every cell's trials (:mod:`study.table_run`).
+Tune experiment then holds every cell's trials (:mod:`study.table.run`).
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 Every arm × condition cell is searched by its own Optuna study (``<table>.<arm>.<condition>`` in the table's Optuna
 storage) with ``search.num_trials`` trials, all cells' trials in **one** Ray Tune experiment whose searcher
-dispatches to the cells (:class:`study.table_search.TableSearch`; why one experiment: that module's docstring), so
+dispatches to the cells (:class:`study.table.search.TableSearch`; why one experiment: that module's docstring), so
 they share the cluster under the table's ``max_concurrent`` and the table resumes as a whole at trial granularity.
 Then each cell's best configuration (:func:`study.best.pick_best`) is retrained with the final seeds (noise reseeded
 per seed: the arms are paired) by the study's own final stage, as one group per cell. Everything else is
-:func:`study.tuner.run_study` on the table's base spec (:mod:`study.table_spec`): the lock, the resume checks, the
+:func:`study.tuner.run_study` on the table's base spec (:mod:`study.table.spec`): the lock, the resume checks, the
 MLflow parent run and callbacks, the final stage. The comparison table is rendered by :mod:`dashboards.table_report`.
 
 Files beside a study's (:mod:`study.layout`): ``table.yaml`` (the table spec it was started with; a resume refuses
@@ -25,8 +25,8 @@ from study.layout import StudyLayout
 from study.runtime.storage import read_bytes, write_bytes
 from study.search_space import make_sampler, to_optuna
 from study.stage_tuners import stage_tuner
-from study.table_search import TableSearch
-from study.table_spec import Table, TableCell, cell_of
+from study.table.search import TableSearch
+from study.table.spec import Table, TableCell, cell_of
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.credentials import RedactedRDBStorage, redacted_spec
 from study.tuner import SearchPlan, StudyOutcome, run_study
@@ -74,7 +74,7 @@ def _cell_searcher(cell: TableCell, layout: StudyLayout, epochs: int) -> StudySe
 def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
     """The table's search stage for :func:`study.tuner.run_study`."""
     from study.runtime.watchdog import PendingTimeout
-    from study.table_progress import TableProgress
+    from study.table.progress import TableProgress
 
     spec = table.base
 

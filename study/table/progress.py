@@ -2,7 +2,7 @@
 the trials done and, once trials have finished in this driver, the estimated time left (search and final stage).
 
 The estimate is the rate at which this driver's trials have reported epochs, in model-epochs on all training classes
-(:meth:`study.table_spec.Table.search_cost`: k folds train k−1 such models' worth), applied to what is left: the
+(:meth:`study.table.spec.Table.search_cost`: k folds train k−1 such models' worth), applied to what is left: the
 search epochs not yet trained and every final run's. A resumed driver measures its own rate (a trial restored from
 its checkpoint does not count the epochs it already had). It is printed, never acted on.
 """
@@ -17,7 +17,7 @@ from ray.tune import Callback
 
 from study.best import pick_best
 from study.progress import format_table
-from study.table_spec import Table, cell_of
+from study.table.spec import Table, cell_of
 from trainables.schema.metric_names import EPOCH
 
 if TYPE_CHECKING:
