@@ -83,29 +83,13 @@ def _die_with_parent(sig: int = signal.SIGTERM) -> None:
         os.kill(os.getpid(), sig)
 
 
-#: The reaper: wait for EOF on stdin (its parent's end of the pipe closes however the parent ends), then SIGTERM
-#: the server's process group, and SIGKILL what is left after 20 s.
-_REAPER = """
-import os, signal, sys, time
-pgid = int(sys.argv[1])
-sys.stdin.buffer.read()
-try:
-    os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        os.killpg(pgid, 0)
-    os.killpg(pgid, signal.SIGKILL)
-except ProcessLookupError:
-    pass
-"""
-
-
 def _start_reaper(pgid: int) -> subprocess.Popen:
-    """Why a process and not ``PR_SET_PDEATHSIG`` on the server: that signal reaches ``mlflow server`` alone, which
-    then dies and leaves its uvicorn worker and job runner serving; the reaper signals the whole group."""
+    """A :mod:`study.tracking.reaper` for the server's process group (why a process: see that module)."""
     return subprocess.Popen(
-        [sys.executable, "-c", _REAPER, str(pgid)], stdin=subprocess.PIPE, start_new_session=True, close_fds=True
+        [sys.executable, "-m", "study.tracking.reaper", str(pgid)],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
     )
 
 
