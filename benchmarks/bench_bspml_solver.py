@@ -84,16 +84,7 @@ def sop_scale(sizes: list[int], classes: int, dim: int, rows: int, device: torch
         xi_neg = torch.rand(n, device=device, generator=g) * 0.1
         problem = WeightProblem(xi_pos, xi_neg, ClassIndex.build(labels), 3.0, 3.0)
         solve_s, w = _timed(
-            lambda: solve_weights(
-                problem,
-                torch.ones(n, device=device),
-                gamma=prm.gamma,
-                sweeps=prm.solver_sweeps,
-                block=prm.solver_block,
-                p=prm.solver_p,
-                k=prm.solver_k,
-                generator=g,
-            ),
+            lambda: solve_weights(problem, torch.ones(n, device=device), **prm.sampled_solver(), generator=g),
             device,
         )
         assert float(w.min()) >= 0 and float(w.max()) <= 1

@@ -169,16 +169,7 @@ def w_step(n: int, classes: int, dim: int = 512) -> float:
     def step() -> None:
         xi_pos, xi_neg = ms_terms(emb, labels, prm.ms_alpha, prm.ms_beta, prm.ms_base, prm.chunk_size)
         problem = WeightProblem(xi_pos, xi_neg, index, 3.0, prm.balance)
-        solve_weights(
-            problem,
-            torch.ones(n, device="cuda"),
-            gamma=prm.gamma,
-            sweeps=prm.solver_sweeps,
-            block=prm.solver_block,
-            p=prm.solver_p,
-            k=prm.solver_k,
-            generator=g,
-        )
+        solve_weights(problem, torch.ones(n, device="cuda"), **prm.sampled_solver(), generator=g)
 
     step()
     return _median_time(step, 3)

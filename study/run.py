@@ -251,7 +251,9 @@ def _exit(code: int) -> NoReturn:
     import os
     import threading
 
-    threading._shutdown()  # type: ignore[attr-defined]  # what Py_Finalize runs first
+    for thread in threading.enumerate():  # what Py_Finalize does first: wait for the non-daemon threads
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -117,8 +117,9 @@ class SelfPacedMSFamily(SPMSRules, BaseLossFamily[_SelfPacedParams]):
 
     # ------------------------------------------------------------------------------------------- w-step
 
-    def weight_step(self, embeddings: torch.Tensor) -> None:
-        """One w-step (Alg. 3) with the current λ, then λ ← min(c·λ, λ∞) (Alg. 1 line 5)."""
+    def losses_and_age(self, embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+        """Every w-step's opening: each sample's MS terms ξ⁺, ξ⁻ (Eq. 3) on the epoch's embedding, the age λ, and λ
+        in the units of ξ (``lambda_scale: relative``: λ · mean ξ; else λ itself)."""
         prm = self.params
         labels = self.index.labels.to(embeddings.device)
         xi_pos, xi_neg = ms_terms(
@@ -126,6 +127,12 @@ class SelfPacedMSFamily(SPMSRules, BaseLossFamily[_SelfPacedParams]):
         )
         lam = float(self.lam)
         absolute = lam * float((xi_pos + xi_neg).double().mean()) if prm.lambda_scale == "relative" else lam
+        return xi_pos, xi_neg, lam, absolute
+
+    def weight_step(self, embeddings: torch.Tensor) -> None:
+        """One w-step (Alg. 3) with the current λ, then λ ← min(c·λ, λ∞) (Alg. 1 line 5)."""
+        prm = self.params
+        xi_pos, xi_neg, lam, absolute = self.losses_and_age(embeddings)
         start = self.weights if prm.solver_init == "warm" else torch.ones_like(self.weights)
         if prm.solver == "converged":
             problem = WeightProblem(xi_pos.double(), xi_neg.double(), self.index, absolute, prm.balance)
@@ -136,15 +143,7 @@ class SelfPacedMSFamily(SPMSRules, BaseLossFamily[_SelfPacedParams]):
             problem = WeightProblem(xi_pos, xi_neg, self.index, absolute, prm.balance)
             before = float(denoising_objective(problem, start))
             solved = solve_weights(
-                problem,
-                start,
-                gamma=prm.gamma,
-                sweeps=prm.solver_sweeps,
-                block=prm.solver_block,
-                p=prm.solver_p,
-                k=prm.solver_k,
-                generator=self.generator,
-                stochastic=prm.solver == "stochastic",
+                problem, start, **prm.sampled_solver(), generator=self.generator, stochastic=prm.solver == "stochastic"
             )
             exact = WeightProblem(xi_pos.double(), xi_neg.double(), self.index, absolute, prm.balance)
             after = float(denoising_objective(problem, solved))

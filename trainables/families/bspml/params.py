@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
 from pydantic import Field
 
@@ -12,7 +12,17 @@ from trainables.families.ms.params import MSParams
 from trainables.families.rules import FamilyRules, NonNegative, Positive, PositiveInt
 from trainables.schema import metric_names as names
 
-__all__ = ["SPMSParams", "BSPMLParams", "SPMSRules", "BSPMLRules"]
+__all__ = ["SPMSParams", "BSPMLParams", "SPMSRules", "BSPMLRules", "SampledSolver"]
+
+
+class SampledSolver(TypedDict):
+    """Keyword arguments of :func:`~trainables.families.self_paced.solve_weights` (Alg. 3's settings)."""
+
+    gamma: float
+    sweeps: int
+    block: int
+    p: int
+    k: int
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,17 @@ class SPMSParams(MSParams):
     @property
     def initial_lambda(self) -> float:
         return min(self.lambda0, self.lambda_max)
+
+    def sampled_solver(self) -> SampledSolver:
+        """Alg. 3's settings as :func:`~trainables.families.self_paced.solve_weights` takes them (γ, sweeps, block, P,
+        K): one place for the family's w-step and the benchmarks that time it."""
+        return {
+            "gamma": self.gamma,
+            "sweeps": self.solver_sweeps,
+            "block": self.solver_block,
+            "p": self.solver_p,
+            "k": self.solver_k,
+        }
 
 
 @dataclass(frozen=True)

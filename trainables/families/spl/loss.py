@@ -17,7 +17,6 @@ from __future__ import annotations
 import torch
 
 from trainables.families.bspml.loss import SelfPacedMSFamily
-from trainables.families.self_paced import ms_terms
 from trainables.families.spl.params import SPLParams, SPLRules
 from trainables.schema import metric_names as names
 
@@ -37,14 +36,8 @@ class SPLFamily(SPLRules, SelfPacedMSFamily[SPLParams]):  # type: ignore[type-va
     def weight_step(self, embeddings: torch.Tensor) -> None:
         """w_i = [ξ_i ≤ λ] (Eq. 2), then λ ← min(c·λ, λ∞)."""
         prm = self.params
-        labels = self.index.labels.to(embeddings.device)
-        xi_pos, xi_neg = ms_terms(
-            embeddings, labels, prm.ms_alpha, prm.ms_beta, prm.ms_base, prm.chunk_size, prm.topk_negatives
-        )
-        loss = (xi_pos + xi_neg).double()
-        lam = float(self.lam)
-        self.lam_absolute = lam * float(loss.mean()) if prm.lambda_scale == "relative" else lam
-        self.weights.copy_(spl_weights(loss, self.lam_absolute))
+        xi_pos, xi_neg, lam, self.lam_absolute = self.losses_and_age(embeddings)
+        self.weights.copy_(spl_weights((xi_pos + xi_neg).double(), self.lam_absolute))
         self.lam_used.fill_(lam)
         self.lam.fill_(min(prm.lambda_growth * lam, prm.lambda_max))
         self.rounds += 1
