@@ -14,7 +14,6 @@ from pytorch_metric_learning import losses, miners
 
 from harness.wstep_reference import lbfgsb_weights
 from study.loading import parse_spec
-from trainables.diagnostics import SampleScoreTrace
 from trainables.families.base import Batch, FamilyContext
 from trainables.families.bspml.loss import BSPMLFamily, BSPMLParams, SelfPacedMSFamily, SPMSParams, weighted_ms_loss
 from trainables.families.registry import get_family
@@ -27,6 +26,7 @@ from trainables.families.self_paced import (
     sampled_gradient,
     solve_weights,
 )
+from trainables.loop.diagnostics import SampleScoreTrace
 from trainables.schema.errors import SpecError
 
 

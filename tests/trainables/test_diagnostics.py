@@ -11,9 +11,9 @@ import torch
 
 from study.loading import parse_spec
 from trainables.data.noise import uniform_noise
-from trainables.diagnostics import NoiseDiagnostics, p_bound_triplet, pair_corruption_counts, q_neg, q_pos
 from trainables.families.base import Batch
 from trainables.loop import TrialRun
+from trainables.loop.diagnostics import NoiseDiagnostics, p_bound_triplet, pair_corruption_counts, q_neg, q_pos
 from trainables.schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
@@ -137,7 +137,7 @@ def test_every_mining_family_is_observed_by_the_loop_without_bookkeeping(family)
 def test_mined_negatives_decodes_pml_triplets_and_pairs():
     from pytorch_metric_learning import miners
 
-    from trainables.diagnostics import MinedNegatives
+    from trainables.loop.diagnostics import MinedNegatives
 
     holder = torch.nn.Module()
     holder.a = miners.TripletMarginMiner(margin=10.0, type_of_triplets="all")

@@ -13,11 +13,11 @@ import torch
 
 from study.loading import parse_spec
 from study.validation import family_params
-from trainables.diagnostics import MinedNegatives
 from trainables.families.base import Batch
 from trainables.families.registry import FAMILY_NAMES, get_family, get_rules
 from trainables.families.rules import FamilyRules, Unbounded
 from trainables.loop import TrialRun
+from trainables.loop.diagnostics import MinedNegatives
 from trainables.loop.member import Member
 from trainables.schema.errors import SpecError
 

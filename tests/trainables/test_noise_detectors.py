@@ -8,14 +8,14 @@ import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from study.loading import parse_spec
-from trainables.loop import TrialRun
-from trainables.noise_detectors import (
+from trainables.families.noise_detectors import (
     centroid_score,
     detection_scores,
     knn_noise_rate,
     knn_score,
     xi_score,
 )
+from trainables.loop import TrialRun
 
 
 def _data(n: int = 40, d: int = 6, classes: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -100,7 +100,7 @@ def test_each_detector_ranks_the_mislabeled_sample_first(detector):
 
 
 def test_noise_rate_estimates_on_two_clean_clusters_and_one_mislabeled_sample():
-    from trainables.noise_detectors import knn_majority_rate
+    from trainables.families.noise_detectors import knn_majority_rate
 
     x, y, _ = _two_clusters_with_one_mislabeled()
     assert knn_majority_rate(x, y, k=5) == pytest.approx(1 / 24)
@@ -173,7 +173,7 @@ def test_knn_noise_rate_recovers_the_rate_where_the_majority_vote_overshoots(spr
     """40 Gaussian classes of 12 in 16-D, per-class noise: tight clusters (0.1) and ones whose 10 nearest neighbours
     are mostly other classes (1.0: the majority vote calls over half the set noisy at 10 % noise)."""
     from trainables.data.noise import per_class_noise
-    from trainables.noise_detectors import knn_majority_rate
+    from trainables.families.noise_detectors import knn_majority_rate
 
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(40), 12)

@@ -216,7 +216,7 @@ def test_estimated_rate_excludes_a_fixed_noise_rate():
 
 
 def test_estimated_rate_comes_from_the_knn_vote_on_the_training_embeddings(tmp_path):
-    from trainables.noise_detectors import knn_noise_rate
+    from trainables.families.noise_detectors import knn_noise_rate
 
     spec = parse_spec(
         {

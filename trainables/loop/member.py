@@ -20,15 +20,15 @@ from trainables.data import DatasetSplits
 from trainables.data._splits import IndexedDataset, LabeledSplit
 from trainables.data.folds import check_batch_classes
 from trainables.data.sampler import BalancedMPerClassSampler
-from trainables.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScoreTrace
 from trainables.families.base import BaseLossFamily, Batch, FamilyContext
+from trainables.families.noise_detectors import NoiseDetectorTrace
 from trainables.families.registry import get_family
 from trainables.loop.device import autocast_dtype, channels_last, pick_device
+from trainables.loop.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScoreTrace
 from trainables.loop.optim import build_lr_schedule, build_optimizer
 from trainables.loop.rng import rng_state, seed_everything, set_rng_state
 from trainables.metrics import linear_probe_accuracy, paired_metrics, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
-from trainables.noise_detectors import NoiseDetectorTrace
 from trainables.schema.metric_names import EPOCH_TIME, LR, TRAIN_LOSS, TRAIN_LOSS_PREFIX
 from trainables.schema.record import PAIRED_EMBEDDINGS_FILE, TRAIN_LABELS_FILE
 from trainables.schema.spec import StudySpec

@@ -55,7 +55,7 @@ R_PRECISION = "r_precision"  # R-precision (same paper): same-class share of the
 PAIRED_MAE = "paired_mae"
 PAIRED_COSINE = "paired_cosine"
 
-# Label-noise diagnostics (trainables/diagnostics.py), reported when the training labels are noisy.
+# Label-noise diagnostics (trainables/loop/diagnostics.py), reported when the training labels are noisy.
 Q_POS = "q_pos"  # noise paper Eq. 8: a true positive pair observed as negative
 Q_NEG = "q_neg"  # noise paper Eq. 7: a true negative pair observed as positive
 Q_POS_OBS = "q_pos_obs"
@@ -99,7 +99,7 @@ LAMBDA_ABSOLUTE = "bspml/lambda_absolute"
 PRISM_THRESHOLD = "prism_threshold"
 PRISM_KEPT_SHARE = "prism_kept_share"
 
-# Label-free noise detectors (trainables/noise_detectors.py), scored by the loop against the recorded noise every
+# Label-free noise detectors (trainables/families/noise_detectors.py), scored by the loop against the recorded noise every
 # ``diagnostics.every`` epochs: ``noise/<detector>_auroc`` and ``noise/<detector>_ap`` (average precision).
 NOISE_DETECTOR_PREFIX = "noise/"
 NOISE_DETECTORS = ("xi", "centroid", "knn")

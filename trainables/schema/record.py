@@ -226,7 +226,7 @@ FINAL_SUMMARY_KEY_COLUMNS: Final = (GROUP, SOURCE_TRIAL, "seeds")
 #: metric names, which name them first).
 SUMMARY_MEAN, SUMMARY_STD, SUMMARY_CI_LOW, SUMMARY_CI_HIGH = SUMMARY_SUFFIXES
 
-#: Per epoch and observed class (``trainables/diagnostics.py``): the per-class weight trajectory.
+#: Per epoch and observed class (``trainables/loop/diagnostics.py``): the per-class weight trajectory.
 CLASS_WEIGHTS_FILE: Final = "class_weights.parquet"
 WEIGHTS_EPOCH: Final = "epoch"
 WEIGHTS_CLASS: Final = "class"

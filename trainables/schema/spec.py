@@ -243,7 +243,7 @@ class FinalSpec(_Strict):
 
 
 class DiagnosticsSpec(_Strict):
-    """Label-free noise detectors (ξ, class centres, kNN; trainables/noise_detectors.py) scored against the
+    """Label-free noise detectors (ξ, class centres, kNN; trainables/families/noise_detectors.py) scored against the
     recorded noise every ``every`` epochs (``noise/<detector>_auroc``, ``noise/<detector>_ap``); 0 turns them off.
     Only runs whose training labels carry noise are scored. Cost per scored epoch: one embedding pass of the
     training set (shared with a family that embeds it in that epoch) plus O(N²·D) similarities."""

@@ -8,7 +8,7 @@ rate. Here (the paper builds on pytorch-metric-learning losses; we use MS, :mod:
 
 1. at the end of every epoch, the loop's training-set embedding pass (the one BSPML's w-step and the noise
    detectors share) gives each sample's ``k`` nearest other samples (cosine, faiss;
-   :func:`~trainables.noise_detectors.knn_score`); a sample is **kept** for the next epoch iff the share of
+   :func:`~trainables.families.noise_detectors.knn_score`); a sample is **kept** for the next epoch iff the share of
    them carrying its label is at least ``agreement`` (weight 1), else rejected (weight 0);
 2. every batch mines MS's informative pairs (Eq. 4-5 of BSPML, PML's ``MultiSimilarityMiner``) on the whole batch,
    drops the pairs that touch a rejected sample, and applies PML's ``MultiSimilarityLoss`` to the rest, averaged
@@ -29,7 +29,7 @@ from pytorch_metric_learning import losses, miners
 
 from trainables.families.base import BaseLossFamily, Batch, FamilyContext
 from trainables.families.knn_rejection.params import KnnRejectionParams, KnnRejectionRules
-from trainables.noise_detectors import knn_score
+from trainables.families.noise_detectors import knn_score
 from trainables.schema import metric_names as names
 
 if TYPE_CHECKING:

@@ -42,8 +42,8 @@ import torch
 from pytorch_metric_learning import distances, losses, reducers
 
 from trainables.families.base import BaseLossFamily, Batch, FamilyContext
+from trainables.families.noise_detectors import knn_noise_rate
 from trainables.families.prism.params import PrismParams, PrismRules
-from trainables.noise_detectors import knn_noise_rate
 from trainables.schema import metric_names as names
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ class PrismParams:
         margin: similarity above which a negative pair is penalised (``self.margin = 0.5`` of the loss).
         rate: where R comes from. ``given`` (PRISM's protocol): ``noise_rate``, else the spec's
             ``dataset.noise.ratio`` — an oracle no practitioner has. ``estimated``: at the end of every epoch, from
-            the kNN vote on the training embeddings (:func:`~trainables.noise_detectors.knn_noise_rate`, k = 10),
+            the kNN vote on the training embeddings (:func:`~trainables.families.noise_detectors.knn_noise_rate`, k = 10),
             used for the next epoch; the first epoch selects nothing (R = 0). Excludes a fixed ``noise_rate``.
     """
 

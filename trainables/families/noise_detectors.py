@@ -7,7 +7,7 @@ the noise and whether a family's own selection (BSPML's weights, PRISM's clean p
 
 - :func:`xi_score`: BSPML's per-sample loss ξ = ξ⁺ + ξ⁻ of Eq. 3 (Zhang et al., AAAI 2023,
   https://arxiv.org/abs/2212.01848), computed by BSPML's own :func:`~trainables.families.self_paced.ms_terms` with the
-  paper's MS constants (α = 2, β = 50, ρ = 1; :class:`~trainables.families.bspml.loss.SPMSParams` defaults), whatever the family.
+  paper's MS constants (α = 2, β = 50, ρ = 1; :class:`~trainables.families.bspml.params.SPMSParams` defaults), whatever the family.
 - :func:`centroid_score`: PRISM's class-centre clean probability (Liu et al., CVPR 2021, Sec. 3.3,
   https://arxiv.org/abs/2103.16047): ``p = softmax_k(cos(f, c_k) / T)`` at the sample's own label, score ``1 − p``.
   The centres are the class means of the L2-normalised embeddings, the sample included (PRISM's centres come
@@ -17,7 +17,8 @@ the noise and whether a family's own selection (BSPML's weights, PRISM's clean p
   excluded by index) whose label differs from its own. :func:`knn_noise_rate` turns it into a noise-rate estimate
   (a zero-truncated binomial mixture of the agreeing counts), which PRISM's ``rate: estimated`` uses.
 
-AUROC and average precision come from scikit-learn (:func:`detection_scores`).
+AUROC and average precision come from scikit-learn (:func:`detection_scores`). The detectors live with the families
+(PRISM and kNN rejection select samples with them; ξ is BSPML's loss); the loop scores every one of them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from trainables.families.bspml.loss import SPMSParams
+from trainables.families.bspml.params import SPMSParams
 from trainables.families.self_paced import ms_terms
 from trainables.metrics import knn_indices
 from trainables.schema.metric_names import NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
