@@ -41,6 +41,7 @@ from study.final_stage import (
 )
 from study.layout import StudyLayout
 from study.lock import study_lock
+from study.preflight import preflight_stores
 from study.resume import check_resume
 from study.stage_tuners import final_tuner, search_tuner
 from study.storage import write_bytes
@@ -227,6 +228,7 @@ def run_study(
     local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     if local:
         check_local_resources(spec)
+    preflight_stores(layout, spec.name)  # servers and buckets answer, before anything is written or Ray starts
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     with study_lock(layout.root):
         resuming = check_resume(spec, layout, resume)
