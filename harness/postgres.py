@@ -64,8 +64,9 @@ class Postgres:
 
     def __init__(self, root: Path, password: str, port: int) -> None:
         self.root, self.password, self.port = root, password, port
-        self.bin = _bin_dir()
-        assert self.bin is not None, postgres_unavailable_reason()
+        bin_dir = _bin_dir()
+        assert bin_dir is not None, postgres_unavailable_reason()
+        self.bin: Path = bin_dir
         self.data = root / "data"
         self.log = root / "server.log"
 
@@ -126,7 +127,7 @@ class Postgres:
         with psycopg.connect(
             host="127.0.0.1", port=self.port, user="postgres", password=self.password, dbname=database, autocommit=True
         ) as con:
-            con.execute(sql)  # type: ignore[arg-type]
+            con.execute(sql)
 
     def create_database(self, name: str) -> None:
         self.execute(f'CREATE DATABASE "{name}"')

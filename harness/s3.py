@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from harness.postgres import free_port
 
@@ -71,7 +72,7 @@ class S3:
                 self.proc.kill()
                 self.proc.wait()
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self) -> Any:
         import boto3
 
         env = self.env()
