@@ -11,7 +11,7 @@ from schema.metric_names import TEST_PREFIX, VAL_PREFIX
 from schema.spec import StudySpec
 from study.bookkeeping import PersistentASHA, StudySearch
 from study.compat import restored_run_config
-from study.credentials import RedactedRDBStorage
+from study.guarded_stores import GuardedRDBStorage
 from study.layout import FINAL_EXPERIMENT, StudyLayout
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
@@ -115,7 +115,7 @@ def search_tuner(
             mode=s.mode,
             sampler=make_sampler(s.sampler, s.space),
             study_name=spec.name,
-            storage=RedactedRDBStorage(layout.optuna_url),
+            storage=GuardedRDBStorage(layout.optuna_url),
             max_t=spec.train.epochs,
         )
         scheduler: TrialScheduler = FIFOScheduler()

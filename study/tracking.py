@@ -23,6 +23,7 @@ from ray.tune import Callback
 from schema import record as R
 from schema.metric_names import ARTIFACTS_DIR, EPOCH
 from study import tracking_peek
+from study.guarded_stores import guarded_client
 from study.tracking_store import MAX_PARAM_LENGTH, TrackingStore, log_params, preload_in_background
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class MlflowTrialCallback(Callback):
     @property
     def client(self) -> MlflowClient:
         if self._client is None:
-            self._client = tracking_peek.client(self.uri)
+            self._client = guarded_client(tracking_peek.client(self.uri), self.uri)
         return self._client
 
     def _find_run(self, trial_id: str) -> str | None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from schema import record as R
 from study import tracking_peek
+from study.guarded_stores import guarded_client
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -114,7 +115,9 @@ class TrackingStore:
         self.uri = uri
         self.experiment_name = experiment_name
         _seed_sqlite_store(uri)
-        client = _client(uri)  # for sqlite this creates the database (if not seeded) and its tables, once, here
+        # For sqlite this creates the database (if not seeded) and its tables, once, here. Every call rides out an
+        # outage of a tracking server or database (study.outage).
+        client = guarded_client(_client(uri), uri)
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None:
             self.experiment_id = client.create_experiment(experiment_name, artifact_location=artifact_location)

@@ -41,6 +41,7 @@ from study.final_stage import (
 )
 from study.layout import StudyLayout
 from study.lock import study_lock
+from study.outage import set_budget
 from study.preflight import preflight_stores
 from study.resume import check_resume
 from study.stage_tuners import final_tuner, search_tuner
@@ -228,6 +229,7 @@ def run_study(
     local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     if local:
         check_local_resources(spec)
+    set_budget(spec.tracking.outage_budget_s)
     preflight_stores(layout, spec.name)  # servers and buckets answer, before anything is written or Ray starts
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     with study_lock(layout.root):
