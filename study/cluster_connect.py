@@ -7,6 +7,11 @@ chained tracebacks; a wrong address costs the same minute. So before ``ray.init`
 address once: a TCP connect, then one GCS client built with the driver's own authentication settings (the same
 environment ``ray.init`` reads; with an explicit address Ray never falls back to ``~/.ray/auth_token``). The probe's
 C++ warnings go to /dev/null; its verdict becomes a :class:`~schema.errors.StudyError` (exit 2) naming the fix.
+
+Without an address the study starts a private instance that nothing on another host needs to reach, so it binds
+loopback: node address 127.0.0.1 and every listener (GCS, raylet, agents, workers, the driver) on 127.0.0.1
+(:func:`study.compat.loopback_local_instance`). Left to itself Ray takes the machine's network address and listens on
+every interface. With an address (a real cluster) Ray's own choice stands.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from schema.errors import SpecError, StudyError
+from study.compat import loopback_local_instance
 from study.layout import StudyLayout
 from study.storage import is_shared_path
 
@@ -152,7 +158,8 @@ def connect_ray(address: str | None) -> bool:
     else:
         private_instance_token()
     try:
-        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+        with contextlib.nullcontext() if address != "local" else loopback_local_instance():
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     except Exception as e:
         if address == "local" or (line := connect_error(e, address)) is None:
             raise

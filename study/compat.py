@@ -2,13 +2,17 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
+read ASHA's per-trial brackets; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
+private instance on loopback). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4) are the versions these were checked against.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,6 +30,7 @@ __all__ = [
     "storage_trial_id",
     "asha_trial_info",
     "gcs_client",
+    "loopback_local_instance",
 ]
 
 
@@ -72,3 +77,36 @@ def gcs_client(address: str) -> Any:
     from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     return GcsClient(address=address)
+
+
+#: Ray's switch between "a node of a cluster" (its network address) and "a local instance" (loopback) for the address
+#: a new node takes; named for Windows and macOS, where a local instance is the default.
+LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextlib.contextmanager
+def loopback_local_instance() -> Iterator[None]:
+    """While the block runs, a node Ray starts takes 127.0.0.1 as its address; its GCS, raylet, agents and workers
+    then listen on loopback only (Ray's C++ servers bind 127.0.0.1 when the node address is 127.0.0.1, else every
+    interface).
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` cannot do it: Ray rewrites a loopback address to the machine's network
+    address unless ``ray_constants.ENABLE_RAY_CLUSTER`` (read from ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` when Ray is
+    first imported) is false; then ``services.get_node_ip_address`` answers 127.0.0.1, which is how Ray keeps a local
+    instance off the network on Windows and macOS. Both the constant (Ray may already be imported) and the variable
+    (inherited by the processes Ray starts) are set, and both restored afterwards, so a later cluster connection in
+    the same process is untouched.
+    """
+    from ray._private import ray_constants
+
+    before_env, before_flag = os.environ.get(LOCAL_ONLY_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[LOCAL_ONLY_ENV] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before_flag
+        if before_env is None:
+            os.environ.pop(LOCAL_ONLY_ENV, None)
+        else:
+            os.environ[LOCAL_ONLY_ENV] = before_env

@@ -3,6 +3,8 @@ here, not in the middle of a resumed study."""
 
 from __future__ import annotations
 
+import os
+
 import optuna
 import pytest
 from ray import tune
@@ -59,3 +61,18 @@ def test_gcs_client_class_is_where_compat_reads_it():
     import ray._raylet
 
     assert isinstance(ray._raylet.GcsClient, type)
+
+
+def test_a_local_instance_takes_loopback_inside_the_block_only(monkeypatch):
+    """``loopback_local_instance`` turns Ray's local-only switch on while the block runs and restores it: Ray's
+    address for a new node is 127.0.0.1 inside (tests/study/test_loopback.py checks a running study's sockets)."""
+    import ray
+    from ray._private import ray_constants, services
+
+    monkeypatch.delenv(compat.LOCAL_ONLY_ENV, raising=False)
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    with compat.loopback_local_instance():
+        assert ray_constants.ENABLE_RAY_CLUSTER is False and os.environ[compat.LOCAL_ONLY_ENV] == "0"
+        if not ray.is_initialized():  # with a node, Ray answers that node's address instead
+            assert services.get_node_ip_address() == "127.0.0.1"
+    assert ray_constants.ENABLE_RAY_CLUSTER is before and compat.LOCAL_ONLY_ENV not in os.environ

@@ -1,5 +1,6 @@
 """``python -m study.mlflow_server`` ends its whole server (``mlflow server``, uvicorn, the job runner) when it is
-signalled or its parent dies: afterwards no process of it is left and the port is free for a restart."""
+signalled or its parent dies: afterwards no process of it is left and the port is free for a restart. By default it
+listens on loopback only."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.sockets import is_loopback, sockets_of
 from study.mlflow_server import _free_port
 
 pytestmark = pytest.mark.e2e
@@ -107,6 +109,8 @@ def test_a_signal_ends_the_whole_server_and_the_port_can_be_reused(tmp_path):
         proc, cli = _start(tmp_path / "mlflow", port)
         tree = _descendants(cli) | {cli}
         assert len(tree) >= 3, tree  # the CLI, mlflow server, its uvicorn worker
+        listeners = [s for s in sockets_of(tree) if s.listening]  # by default the server is this machine's only
+        assert listeners and all(is_loopback(s.local_host) for s in listeners), listeners
         os.kill(cli, sig)
         assert proc.wait(60) == 0
         _wait_gone(tree, port)

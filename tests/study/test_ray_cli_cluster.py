@@ -3,6 +3,11 @@ authentication on every node and the driver (Ray ≥ 2.59's default), the study 
 --shared-storage --max-failures 2``; one worker node is SIGKILLed mid-trial and nothing is lost. A driver without
 the token gets one line and exit 2.
 
+The nodes and the drivers run in a private network namespace (:class:`harness.netns.NetNamespace`) whose only
+interface is loopback: outside one, Ray rewrites ``--node-ip-address 127.0.0.1`` to the machine's network address and
+the cluster listens and talks on it. Inside, every node's address is 127.0.0.1 (asserted from ``ray.nodes()``). Where
+no namespace can be made (not root, no ``unshare``), the test skips and says why.
+
 Each node is a ``ray start --block`` process in its own session that this test owns: it ends each node's process
 group and descendants by PID, never with ``ray stop`` (which would end every Ray on the machine).
 """
@@ -10,6 +15,7 @@ group and descendants by PID, never with ``ray stop`` (which would end every Ray
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -25,6 +31,7 @@ import pytest
 import yaml
 
 from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, tiny_spec
+from harness.netns import NetNamespace, netns_unavailable_reason
 
 pytestmark = pytest.mark.e2e
 
@@ -78,8 +85,8 @@ def _name(pid: int) -> str:
         return "?"
 
 
-def _node(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    proc = subprocess.Popen(
+def _node(ns: NetNamespace, args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    proc = ns.popen(
         [RAY, "start", *args, "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1"],
         env=env,
         stdout=subprocess.PIPE,
@@ -97,7 +104,10 @@ def _node(args: list[str], env: dict[str, str]) -> subprocess.Popen:
 @pytest.fixture
 def token_cluster():
     """A head (no CPUs: trials land on workers) and two one-CPU workers, token authentication on; yields
-    ``(address, token env, ray temp dir, [worker processes])``."""
+    ``(address, token env, namespace, [worker processes])``, all in a private network namespace."""
+    reason = netns_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
     ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")  # short: Ray's socket paths must stay under 108 bytes
     base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env = {
@@ -110,26 +120,37 @@ def token_cluster():
         "RAY_health_check_period_ms": "500",
         "RAY_health_check_failure_threshold": "3",
     }
-    port = _free_port()
+    port = _free_port()  # any port is free in a fresh namespace; this one is free here too
     nodes: list[subprocess.Popen] = []
-    try:
-        nodes.append(
-            _node(
-                ["--head", "--port", str(port), "--num-cpus", "0", "--temp-dir", ray_tmp, "--include-dashboard=false"],
-                env,
-            )
-        )
-        for _ in range(2):
-            nodes.append(_node(["--address", f"127.0.0.1:{port}", "--num-cpus", "1"], env))
-        yield f"127.0.0.1:{port}", env, ray_tmp, nodes[1:]
-    finally:
-        for proc in reversed(nodes):
-            _kill_node(proc, grace=20)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+    with NetNamespace() as ns:
+        try:
+            head = ["--head", "--port", str(port), "--num-cpus", "0", "--temp-dir", ray_tmp]
+            head.append("--include-dashboard=false")
+            nodes.append(_node(ns, head, env))
+            for _ in range(2):
+                nodes.append(_node(ns, ["--address", f"127.0.0.1:{port}", "--num-cpus", "1"], env))
+            yield f"127.0.0.1:{port}", env, ns, nodes[1:]
+        finally:
+            for proc in reversed(nodes):  # before the namespace's holder goes
+                _kill_node(proc, grace=20)
+            shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+_NODE_ADDRESSES = """
+import json, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+print(json.dumps(sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])))
+"""
 
 
 def test_a_token_cluster_loses_a_worker_node_and_nothing_is_lost(token_cluster, tmp_path):
-    address, env, _, workers = token_cluster
+    address, env, ns, workers = token_cluster
+    nodes = ns.run(
+        [sys.executable, "-c", _NODE_ADDRESSES, address], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert nodes.returncode == 0, nodes.stderr[-3000:]
+    print(f"node addresses: {nodes.stdout.strip()}")
+    assert json.loads(nodes.stdout.splitlines()[-1]) == ["127.0.0.1"] * 3
     epochs, num_trials = 5, 2
     spec = tiny_spec("t_cli_cluster", epochs=epochs, num_trials=num_trials, max_concurrent=2)
     spec["storage"] = str(tmp_path / "runs")
@@ -138,14 +159,14 @@ def test_a_token_cluster_loses_a_worker_node_and_nothing_is_lost(token_cluster, 
 
     no_token = {k: v for k, v in env.items() if not k.startswith("RAY_AUTH")}
     args = [sys.executable, "-m", "study.run", "spec.yaml", "--address", address, "--shared-storage", "--no-dashboard"]
-    refused = subprocess.run(args, cwd=tmp_path, env=no_token, capture_output=True, text=True, timeout=120)
+    refused = ns.run(args, cwd=tmp_path, env=no_token, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert refused.stderr.splitlines() == [refused.stderr.strip()], refused.stderr[-3000:]  # one line
     assert refused.stderr.startswith(f"error: cannot authenticate to the Ray cluster at {address}")
     assert "RAY_AUTH_TOKEN" in refused.stderr and not study_dir.exists()
 
     started = time.monotonic()
-    proc = subprocess.Popen(
+    proc = ns.popen(
         [*args, "--max-failures", "2"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
