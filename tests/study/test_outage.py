@@ -1,22 +1,17 @@
 """Outages of the driver's stores ridden out (``study/outage.py``, ``study/guarded_stores.py``) against a real
 PostgreSQL restarted by the test: Optuna's storage writes through a restart without losing or repeating a value, an
-outage longer than ``tracking.outage_budget_s`` is one StoreOutageError, and a whole study (Ray Tune, OptunaSearch on
-PostgreSQL) survives a restart mid-trial without ``--resume``."""
+outage longer than ``tracking.outage_budget_s`` is one StoreOutageError and the CLI's one line. A whole study riding
+out a PostgreSQL restart (OptunaSearch's ``set_trial_intermediate_value`` in the driver, where it used to die) is
+tests/study/test_deployment.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 
 import optuna
 import pytest
-import yaml
 
-from harness.driver import REPO, tiny_spec
 from harness.postgres import postgres_server, postgres_unavailable_reason
 from schema.errors import StoreOutageError
 from study import outage
@@ -81,47 +76,14 @@ def test_what_is_transient():
     assert not is_transient(OSError(28, "No space left on device"))
 
 
-def test_a_study_rides_out_a_postgresql_restart_mid_trial(pg, tmp_path):
-    """OptunaSearch's writes happen in the driver, at each epoch's report: the restart hits
-    ``set_trial_intermediate_value``, where the driver used to die (issue 32)."""
-    pg.create_database("optuna_study")
-    spec = tiny_spec("t_pg_restart", epochs=6, num_trials=2, max_concurrent=2)
-    spec["train"]["batches_per_epoch"] = 12  # epochs of a second or two: the outage spans reports
-    spec["tracking"] = {"optuna_uri": pg.url("optuna_study")}
-    spec["storage"] = str(tmp_path / "runs")
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_TMPDIR": tempfile.mkdtemp(prefix="ro", dir="/tmp")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "study.run", "spec.yaml", "--no-dashboard"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = pg.url("optuna_study").replace("${PGTEST_PASSWORD}", pg.password)
-    try:
-        started = time.monotonic()
-        while not _reported(url, "t_pg_restart"):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() - started < 300, "no epoch was reported"
-            time.sleep(0.3)
-        pg.restart(down_s=8.0)
-        out, err = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    print(err[-3000:])
-    assert proc.returncode == 0, err[-3000:]
-    assert "is unreachable" in err and "is back after" in err and "Traceback" not in err
-    trials = optuna.load_study(study_name="t_pg_restart", storage=url).trials
-    assert len(trials) == 2 and all(t.state.name == "COMPLETE" for t in trials)
-    assert all(sorted(t.intermediate_values) == list(range(1, 7)) for t in trials)
+def test_the_cli_line_of_an_outage_past_its_budget():
+    from study.store_errors import store_failure
 
-
-def _reported(url: str, name: str) -> bool:
     try:
-        study = optuna.load_study(study_name=name, storage=url)
-    except KeyError:
-        return False
-    return any(t.intermediate_values for t in study.trials)
+        try:
+            raise StoreOutageError("the Optuna store postgresql://u:***@db:5432/optuna has been unreachable for 301 s")
+        except StoreOutageError as e:
+            raise RuntimeError("Ray Tune's wrapper") from e
+    except RuntimeError as wrapped:
+        line = store_failure(wrapped, {"mlflow": "m", "optuna": "o", "storage": "s"})
+    assert line == "the Optuna store postgresql://u:***@db:5432/optuna has been unreachable for 301 s"
