@@ -8,10 +8,12 @@ returns those variables.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,8 +33,11 @@ def s3_unavailable_reason() -> str | None:
 
 
 class S3:
-    def __init__(self, port: int, log: Path) -> None:
-        self.port, self.log = port, log
+    """``auth_after``: moto authenticates every request after that many (IAM users and policies then apply; the first
+    ones create what the test needs, e.g. :meth:`read_only_user`)."""
+
+    def __init__(self, port: int, log: Path, auth_after: int | None = None) -> None:
+        self.port, self.log, self.auth_after = port, log, auth_after
         self.endpoint = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
 
@@ -47,16 +52,20 @@ class S3:
 
     def start(self) -> None:
         out = self.log.open("ab")
+        env = dict(os.environ)
+        if self.auth_after is not None:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(self.auth_after)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while True:
-            try:
-                urllib.request.urlopen(self.endpoint, timeout=2).close()
+            try:  # a TCP connect, not a request: with auth_after, requests are counted
+                socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
                 return
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -75,14 +84,27 @@ class S3:
     def client(self) -> Any:
         import boto3
 
+        return boto3.client("s3", **self._client_kwargs())
+
+    def read_only_user(self, bucket: str) -> dict[str, str]:
+        """An IAM user that may read ``bucket`` but not write it (3 requests); returns its credentials' variables."""
+        import boto3
+
+        iam = boto3.client("iam", **{k: v for k, v in self._client_kwargs().items()})
+        iam.create_user(UserName="reader")
+        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}*"}]}  # fmt: skip
+        iam.put_user_policy(UserName="reader", PolicyName="read-only", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        return {**self.env(), "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+
+    def _client_kwargs(self) -> dict[str, str]:
         env = self.env()
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-            region_name=env["AWS_DEFAULT_REGION"],
-        )
+        return {
+            "endpoint_url": self.endpoint,
+            "aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+            "region_name": env["AWS_DEFAULT_REGION"],
+        }
 
     def create_bucket(self, name: str) -> None:
         self.client().create_bucket(Bucket=name)
@@ -93,8 +115,8 @@ class S3:
 
 
 @contextlib.contextmanager
-def s3_server(log_dir: Path) -> Iterator[S3]:
-    s3 = S3(free_port(), Path(log_dir) / "moto.log")
+def s3_server(log_dir: Path, auth_after: int | None = None) -> Iterator[S3]:
+    s3 = S3(free_port(), Path(log_dir) / "moto.log", auth_after)
     try:
         s3.start()
         yield s3

@@ -213,6 +213,8 @@ def check_storage_uri(root: str, key: str = "storage") -> None:
                 "fix AWS_ENDPOINT_URL",
                 key=key,
             ) from None
+        if "ACCESS_DENIED" in why or "AccessDenied" in why:
+            why = "access denied"
         raise SpecError(
             f"{root} cannot be written at {where} ({why}): grant these credentials write access to the bucket, or "
             "fix storage / the AWS_* credentials",

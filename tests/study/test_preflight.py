@@ -111,3 +111,16 @@ def test_bucket_missing_or_unreachable(pg, tmp_path):
         line = _run(tmp_path, tracking, s3.env(), storage="s3://studies-present/runs")
         assert line.startswith("error: tracking.uri: cannot reach the MLflow tracking server")
         assert s3.keys("studies-present") == []
+
+
+@pytest.mark.skipif(s3_unavailable_reason() is not None, reason=s3_unavailable_reason() or "")
+def test_bucket_not_writable(pg, tmp_path):
+    with s3_server(tmp_path, auth_after=4) as s3:  # the bucket and a read-only IAM user, then every request is checked
+        s3.create_bucket("studies-readonly")
+        reader = s3.read_only_user("studies-readonly")
+        tracking = {"optuna_uri": pg.url("optuna"), "uri": f"http://127.0.0.1:{free_port()}"}
+        line = _run(tmp_path, tracking, reader, storage="s3://studies-readonly/runs")
+        assert line == (
+            f"error: storage: s3://studies-readonly/runs/t_preflight cannot be written at {s3.endpoint} (access "
+            "denied): grant these credentials write access to the bucket, or fix storage / the AWS_* credentials"
+        )
