@@ -13,6 +13,9 @@ from trainables.schema.trial import flatten
 
 __all__ = ["check_resume"]
 
+#: Spec keys that say how to run a study, not what it is: a resume may change them.
+_OPERATIONAL = frozenset({"tracking.outage_budget_s"})
+
 
 def check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
     """Decide between a new study and a resumed one; refuse the ambiguous cases. Returns ``resuming`` (Ray's
@@ -32,7 +35,9 @@ def check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
     if exists:
         saved = flatten(yaml.safe_load(read_bytes(layout.spec_file) or b"{}"))
         current = flatten(redacted_spec(spec))
-        changed = sorted(k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k))
+        changed = sorted(
+            k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k) and k not in _OPERATIONAL
+        )
         if changed:
             raise StudyExistsError(
                 f"--resume: the spec differs from the one study {spec.name!r} was started with at "

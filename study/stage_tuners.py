@@ -14,7 +14,7 @@ from study.runtime.compat import restored_run_config
 from study.runtime.watchdog import PendingTimeout
 from study.search_space import make_sampler, to_optuna
 from study.tracking.callback import MlflowTrialCallback
-from study.tracking.credentials import RedactedRDBStorage
+from study.tracking.guarded import GuardedRDBStorage
 from trainables.schema import record as R
 from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
 from trainables.schema.spec import StudySpec
@@ -116,7 +116,7 @@ def search_tuner(
             mode=s.mode,
             sampler=make_sampler(s.sampler, s.space),
             study_name=spec.name,
-            storage=RedactedRDBStorage(layout.optuna_url),
+            storage=GuardedRDBStorage(layout.optuna_url),
             max_t=spec.train.epochs,
         )
         scheduler: TrialScheduler = FIFOScheduler()

@@ -42,6 +42,8 @@ from study.runtime.watchdog import check_cluster_resources, check_local_resource
 from study.stage_tuners import final_tuner, search_tuner
 from study.tracking.callback import MlflowTrialCallback, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
+from study.tracking.outage import set_budget
+from study.tracking.preflight import preflight_stores
 from study.tracking.store import TrackingStore, preload_in_background
 from study.validation import spec_from_tune_config, trial_params
 from trainables.schema import record as R
@@ -241,6 +243,8 @@ def run_study(
     local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     if local:
         check_local_resources(spec)
+    set_budget(spec.tracking.outage_budget_s)
+    preflight_stores(layout, spec.name)  # servers and buckets answer, before anything is written or Ray starts
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     with study_lock(layout.root):
         resuming = check_resume(spec, layout, resume)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from types import TracebackType
 
-__all__ = ["store_failure", "quiet_store_failures"]
+__all__ = ["store_failure", "quiet_store_failures", "chain", "os_cause"]
 
 #: The errno values of a store the machine, not the study, broke.
 _OS_ERRNOS = {
@@ -39,7 +39,7 @@ _OS_TEXT = re.compile(r"No space left on device|Disk quota exceeded|Read-only fi
 _OPTUNA_COMMIT = "An exception is raised during the commit"
 
 
-def _chain(e: BaseException) -> Iterator[BaseException]:
+def chain(e: BaseException) -> Iterator[BaseException]:
     seen: set[int] = set()
     todo: list[BaseException | None] = [e]
     while todo:
@@ -58,7 +58,7 @@ def _frames(tb: TracebackType | None) -> Iterator[str]:
         tb = tb.tb_next
 
 
-def _cause(exc: BaseException) -> str | None:
+def os_cause(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.errno in _OS_ERRNOS:
         return _OS_ERRNOS[exc.errno] + (f": {exc.filename}" if exc.filename else "")
     match = _SQLITE.search(str(exc)) or _OS_TEXT.search(str(exc))
@@ -73,8 +73,13 @@ def store_failure(e: BaseException, stores: dict[str, str]) -> str | None:
         stores: ``{"mlflow": tracking URI, "optuna": Optuna URL, "storage": the study's directory}``, the stores
             a message may name (redacted URLs: they are printed).
     """
-    for exc in _chain(e):
-        cause = _cause(exc)
+    from trainables.schema.errors import StoreOutageError
+
+    for exc in chain(e):  # a store away longer than its budget (study.tracking.outage) says so itself
+        if isinstance(exc, StoreOutageError):
+            return str(exc)
+    for exc in chain(e):
+        cause = os_cause(exc)
         if cause is None:
             continue
         files = list(_frames(exc.__traceback__))
@@ -104,7 +109,7 @@ _NOISY_LOGGERS = (
 class _QuietStoreFailures(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None and any(_cause(e) for e in _chain(exc)):
+        if exc is not None and any(os_cause(e) or type(e).__name__ == "StoreOutageError" for e in chain(exc)):
             return False
         message = record.getMessage()
         return not (_SQLITE.search(message) or _OS_TEXT.search(message) or message.startswith(_OPTUNA_COMMIT))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from study.tracking import peek as tracking_peek
+from study.tracking.guarded import guarded_client
 from study.tracking.store import MAX_PARAM_LENGTH, log_params
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
@@ -101,7 +102,7 @@ class MlflowTrialCallback(Callback):
     @property
     def client(self) -> MlflowClient:
         if self._client is None:
-            self._client = tracking_peek.client(self.uri)
+            self._client = guarded_client(tracking_peek.client(self.uri), self.uri)
         return self._client
 
     def _find_run(self, trial_id: str) -> str | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from study.tracking import peek as tracking_peek
+from study.tracking.guarded import guarded_client
 from trainables.schema import record as R
 
 if TYPE_CHECKING:
@@ -114,7 +115,9 @@ class TrackingStore:
         self.uri = uri
         self.experiment_name = experiment_name
         _seed_sqlite_store(uri)
-        client = _client(uri)  # for sqlite this creates the database (if not seeded) and its tables, once, here
+        # For sqlite this creates the database (if not seeded) and its tables, once, here. Every call rides out an
+        # outage of a tracking server or database (study.tracking.outage).
+        client = guarded_client(_client(uri), uri)
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None:
             self.experiment_id = client.create_experiment(experiment_name, artifact_location=artifact_location)

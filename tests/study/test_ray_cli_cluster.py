@@ -14,28 +14,24 @@ group and descendants by PID, never with ``ray stop`` (which would end every Ray
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, tiny_spec
 from harness.netns import NetNamespace, netns_unavailable_reason
+from harness.ray_nodes import descendants, is_trial, kill_node, start_node
 
 pytestmark = pytest.mark.e2e
-
-RAY = str(Path(sys.executable).with_name("ray"))
 
 
 def _free_port() -> int:
@@ -44,61 +40,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
-    return out
-
-
-def _kill_node(proc: subprocess.Popen, grace: float = 0.0) -> list[str]:
-    """End one node: its ``ray start`` session's process group and every descendant (raylet, workers), found before
-    the first signal (once ``ray start`` is gone they belong to init). ``grace``: SIGTERM first, SIGKILL after that
-    many seconds. Returns the command names of what was signalled."""
-    pids = _descendants(proc.pid) | {proc.pid}
-    names = sorted(_name(pid) for pid in pids)
-    for sig in (signal.SIGTERM, signal.SIGKILL) if grace else (signal.SIGKILL,):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(grace or 30)
-    return names
-
-
-def _name(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace").rsplit("/", 1)[-1]
-    except OSError:
-        return "?"
-
-
 def _node(ns: NetNamespace, args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    proc = ns.popen(
-        [RAY, "start", *args, "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:  # ``--block`` prints this once the node runs, then blocks
-        if "Ray runtime started" in line:
-            return proc
-    raise AssertionError(f"ray start {args} exited with {proc.wait()}")
+    return start_node(args, env, popen=ns.popen)
 
 
 @pytest.fixture
@@ -132,7 +75,7 @@ def token_cluster():
             yield f"127.0.0.1:{port}", env, ns, nodes[1:]
         finally:
             for proc in reversed(nodes):  # before the namespace's holder goes
-                _kill_node(proc, grace=20)
+                kill_node(proc, grace=20)
             shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
@@ -174,8 +117,8 @@ def test_a_token_cluster_loses_a_worker_node_and_nothing_is_lost(token_cluster, 
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() - started < 300, "no epoch was logged"
             time.sleep(0.2)
-        victim = next(w for w in workers if any(_is_trial(p) for p in _descendants(w.pid)))
-        killed = _kill_node(victim)  # the whole node, as when a machine vanishes
+        victim = next(w for w in workers if any(is_trial(p) for p in descendants(w.pid)))
+        killed = kill_node(victim)  # the whole node, as when a machine vanishes
         killed_at = time.monotonic() - started
         out, err = proc.communicate(timeout=600)
     finally:
@@ -193,10 +136,3 @@ def test_a_token_cluster_loses_a_worker_node_and_nothing_is_lost(token_cluster, 
         print(f"run {run.data.tags['trial_id']}: {run.info.status}, steps {steps}")
     trials = optuna_trials(study_dir, "t_cli_cluster")
     assert len(trials) == num_trials and all(t.state.name == "COMPLETE" for t in trials)
-
-
-def _is_trial(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ImplicitFunc")
-    except OSError:
-        return False

@@ -6,7 +6,15 @@ and a non-zero exit code without a traceback.
 
 from __future__ import annotations
 
-__all__ = ["StudyError", "SpecError", "DataError", "StudyExistsError", "StudyLockedError", "StudyStalledError"]
+__all__ = [
+    "StudyError",
+    "SpecError",
+    "DataError",
+    "StudyExistsError",
+    "StudyLockedError",
+    "StudyStalledError",
+    "StoreOutageError",
+]
 
 
 class StudyError(Exception):
@@ -43,3 +51,8 @@ class StudyLockedError(StudyError):
 
 class StudyStalledError(StudyError):
     """The study cannot go on: its trials waited longer than ``--pending-timeout`` for resources (exit code 1)."""
+
+
+class StoreOutageError(StudyStalledError):
+    """A store (the Optuna database, the MLflow server) stayed unreachable longer than ``tracking.outage_budget_s``
+    (exit code 1; what was committed is kept and ``--resume`` continues)."""

@@ -293,6 +293,10 @@ class TrackingSpec(_Strict):
     #: Optuna RDB URL (``sqlite:///…``, ``postgresql://…``); ``null`` → ``optuna.db`` in the study directory.
     #: Required, like ``uri``, when ``storage`` is an ``s3://``/``gs://`` URI (sqlite needs a POSIX file).
     optuna_uri: str | None = None
+    #: How long the driver rides out an outage of a store (a database restart or failover, a tracking server
+    #: restart) before the study ends with exit 1 (resumable); see study/tracking/outage.py. Not part of a study's identity:
+    #: ``--resume`` accepts a changed value.
+    outage_budget_s: float = Field(default=300.0, ge=0)
 
     @field_validator("uri")
     @classmethod

@@ -1,0 +1,126 @@
+"""Pre-flight of the stores on servers (``study/tracking/preflight.py``), through the CLI against real servers: a PostgreSQL
+started by the test (Debian's package) and moto's server mode, an S3 *emulator*. Each broken store is one line, exit
+2, naming the spec key, the redacted URL's host:port and the fix; Ray is never started and nothing is written (no
+study directory, no lock, no object in the bucket). The password is never printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.driver import REPO, tiny_spec
+from harness.postgres import PASSWORD_ENV, free_port, postgres_server, postgres_unavailable_reason
+from harness.s3 import s3_server, s3_unavailable_reason
+
+_reason = postgres_unavailable_reason()
+pytestmark = pytest.mark.skipif(_reason is not None, reason=_reason or "")
+
+
+@pytest.fixture(scope="module")
+def pg():
+    with postgres_server() as server:
+        server.create_database("optuna")
+        yield server
+
+
+def _run(tmp_path: Path, tracking: dict, env: dict[str, str] | None = None, storage: str | None = None):
+    spec = tiny_spec("t_preflight", epochs=1)
+    spec["tracking"] = tracking
+    spec["storage"] = storage or str(tmp_path / "runs")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    ray_tmp = tempfile.mkdtemp(prefix="rp", dir="/tmp")
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp, **(env or {})}
+    done = subprocess.run(
+        [sys.executable, "-m", "study.run", "spec.yaml", "--no-dashboard"],
+        cwd=tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(done.stderr.strip())
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr[-3000:]  # one line
+    assert not (tmp_path / "runs").exists()  # no study directory, no lock, no mlflow.db
+    assert not any(Path(ray_tmp).iterdir()), "Ray was started"
+    assert os.environ[PASSWORD_ENV] not in done.stderr + done.stdout
+    return done.stderr.strip()
+
+
+def test_driver_missing(pg, tmp_path):
+    fake = tmp_path / "nodriver"
+    (fake / "psycopg").mkdir(parents=True)
+    (fake / "psycopg" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n"
+    )
+    line = _run(tmp_path, {"optuna_uri": pg.url("optuna")}, {"PYTHONPATH": f"{fake}:{REPO}"})
+    assert line.startswith("error: tracking.optuna_uri: postgresql://postgres:***@127.0.0.1:")
+    assert 'psycopg, which is not installed: pip install -e ".[postgres]"' in line
+
+
+def test_server_unreachable(pg, tmp_path):
+    port = free_port()
+    url = pg.url("optuna").replace(f":{pg.port}/", f":{port}/")
+    line = _run(tmp_path, {"optuna_uri": url})
+    assert line.startswith(f"error: tracking.optuna_uri: cannot reach the database server at 127.0.0.1:{port}")
+    assert "start it" in line
+
+
+def test_wrong_password(pg, tmp_path):
+    line = _run(tmp_path, {"optuna_uri": pg.url("optuna", password="wrong-sentinel-pw")})
+    assert "refused the login of user 'postgres'" in line and f"127.0.0.1:{pg.port}" in line
+    assert "wrong-sentinel-pw" not in line and "postgres:***@" in line
+
+
+def test_database_missing(pg, tmp_path):
+    line = _run(tmp_path, {"optuna_uri": pg.url("nosuchdb")})
+    assert line.startswith("error: tracking.optuna_uri: database 'nosuchdb' does not exist on the server at ")
+    assert "create it (createdb" in line
+
+
+def test_tracking_server_unreachable(pg, tmp_path):
+    port = free_port()
+    line = _run(tmp_path, {"optuna_uri": pg.url("optuna"), "uri": f"http://127.0.0.1:{port}"})
+    assert line.startswith(f"error: tracking.uri: cannot reach the MLflow tracking server at 127.0.0.1:{port}")
+
+
+@pytest.mark.skipif(s3_unavailable_reason() is not None, reason=s3_unavailable_reason() or "")
+def test_bucket_missing_or_unreachable(pg, tmp_path):
+    with s3_server(tmp_path) as s3:
+        s3.create_bucket("studies-present")
+        tracking = {"optuna_uri": pg.url("optuna"), "uri": f"http://127.0.0.1:{free_port()}"}
+        line = _run(tmp_path, tracking, s3.env(), storage="s3://studies-absent/runs")
+        assert line == (
+            f"error: storage: the bucket 'studies-absent' of s3://studies-absent/runs/t_preflight does not exist at "
+            f"{s3.endpoint}: create it (aws s3 mb s3://studies-absent), or fix storage"
+        )
+        line = _run(
+            tmp_path,
+            tracking,
+            {**s3.env(), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"},
+            "s3://studies-present/runs",
+        )
+        assert "error: storage: cannot reach the object store at http://127.0.0.1:" in line
+        # the bucket is reachable and writable: the probe leaves nothing, and the next store (MLflow) is refused
+        line = _run(tmp_path, tracking, s3.env(), storage="s3://studies-present/runs")
+        assert line.startswith("error: tracking.uri: cannot reach the MLflow tracking server")
+        assert s3.keys("studies-present") == []
+
+
+@pytest.mark.skipif(s3_unavailable_reason() is not None, reason=s3_unavailable_reason() or "")
+def test_bucket_not_writable(pg, tmp_path):
+    with s3_server(tmp_path, auth_after=4) as s3:  # the bucket and a read-only IAM user, then every request is checked
+        s3.create_bucket("studies-readonly")
+        reader = s3.read_only_user("studies-readonly")
+        tracking = {"optuna_uri": pg.url("optuna"), "uri": f"http://127.0.0.1:{free_port()}"}
+        line = _run(tmp_path, tracking, reader, storage="s3://studies-readonly/runs")
+        assert line == (
+            f"error: storage: s3://studies-readonly/runs/t_preflight cannot be written at {s3.endpoint} (access "
+            "denied): grant these credentials write access to the bucket, or fix storage / the AWS_* credentials"
+        )
