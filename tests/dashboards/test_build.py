@@ -335,7 +335,11 @@ def test_build_after_study_only_warns(tmp_path):
         assert build_after_study(spec) is None
 
 
-def test_dashboards_never_import_trainables():
-    code = "import sys, dashboards.build, dashboards.panels.weights; print(any(m.startswith('trainables') for m in sys.modules))"
+def test_dashboards_import_nothing_of_trainables_but_the_schema():
+    """The dashboards read the record (``trainables.schema``, torch-free), never the training side."""
+    code = (
+        "import sys, dashboards.build, dashboards.panels.weights; "
+        "print([m for m in sys.modules if m.startswith('trainables.') and not m.startswith('trainables.schema')])"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.stdout.strip() == "False", proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
