@@ -53,6 +53,7 @@ __all__ = [
     "study_labels",
     "compare",
     "claimed_vs_honest",
+    "locate",
     "read_study",
     "render_csv",
     "render_claimed_csv",
@@ -66,26 +67,16 @@ __all__ = [
 ]
 
 
-def _locate(study: str) -> tuple[str, str]:
-    """``(tracking URI, experiment name)`` of a spec file or a study directory."""
+def locate(study: str) -> tuple[str, str]:
+    """``(tracking URI, experiment name)`` of a spec file or a study directory (:func:`study.loading.load_study`)."""
     from schema.errors import StudyError
     from study.layout import StudyLayout
-    from study.loading import load_spec
+    from study.loading import load_study
 
-    path = Path(study)
-    if not path.exists():
-        raise DashboardError(f"STUDY: {study}: no such spec file or study directory")
     try:
-        if path.is_dir():
-            spec_file = path / "spec.yaml"
-            if not spec_file.is_file():
-                raise DashboardError(f"STUDY: {study}: a study directory holds spec.yaml, this one does not")
-            spec = load_spec(str(spec_file), [])
-            uri = spec.tracking.uri or f"sqlite:///{(path / 'mlflow.db').resolve()}"
-            return uri, spec.name
-        spec = load_spec(str(path), [])
+        spec = load_study(study, family_rules=False)  # the stores' locations only: no trainer (torch) imported
     except StudyError as e:
-        raise DashboardError(f"STUDY: {study}: {e}") from e
+        raise DashboardError(f"STUDY: {e}") from e
     return StudyLayout.for_spec(spec).tracking_uri, spec.name
 
 
@@ -96,7 +87,7 @@ def read_study(study: str) -> DashboardData:
     from dashboards.load import load, resolve_tracking_uri
     from study.credentials import remember
 
-    uri, name = _locate(study)
+    uri, name = locate(study)
     try:
         uri = remember(resolve_tracking_uri(uri, [name]))
     except DashboardError as e:
@@ -120,9 +111,9 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = _ArgumentParser(prog="python -m dashboards.compare", description="Family × noise comparison tables.")
-    p.add_argument("study", nargs="+", help="spec file or study directory (several: merged by cell)")
+def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compare") -> int:
+    p = _ArgumentParser(prog=prog, description="Family × noise comparison tables.")
+    p.add_argument("study", nargs="+", metavar="STUDY", help="spec file or study directory (several: merged by cell)")
     p.add_argument("--reference", required=True, help="the family every other is compared with, e.g. ms")
     p.add_argument("--metric", default=DEFAULT_METRIC, help=f"a final-stage test metric (default {DEFAULT_METRIC})")
     p.add_argument(

@@ -9,7 +9,6 @@ full, read-only, permission lost; one line naming the store and the remedy).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -26,8 +25,8 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="python -m study.run", description="Run a DML-under-label-noise study.")
+def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog=prog, description="Run a DML-under-label-noise study.")
     p.add_argument("spec", help="YAML study spec")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the comparison dashboard at the end")
     p.add_argument(
@@ -63,8 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> int:
+    args = _parser(prog).parse_args(argv)
     from study.loading import load_spec
 
     try:
@@ -120,10 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if outcome.succeeded else 1
 
 
-#: ``scheme://user:password@``: the password of a URL quoted in an error message.
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s]*@")
-
-
 def _print_error(e: BaseException) -> None:
     """The error as the one line the CLI promises: newlines folded, a URL's password masked."""
     print(f"error: {_one_line(str(e))}", file=sys.stderr)
@@ -139,7 +134,9 @@ def _store_failure(e: Exception, spec: StudySpec) -> str | None:
 
 
 def _one_line(message: str) -> str:
-    return _URL_PASSWORD.sub(r"\1:***@", " ".join(message.split()))
+    from study.credentials import mask_passwords
+
+    return mask_passwords(" ".join(message.split()))
 
 
 def _warn_selection(spec: StudySpec) -> None:

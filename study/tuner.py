@@ -27,6 +27,7 @@ from schema.metric_names import EPOCH
 from schema.spec import StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
 from study.cluster_connect import check_storage_reachable, connect_ray
+from study.console import StudyLog, library_log
 from study.credentials import check_tracking_env, redacted_spec
 from study.data import ensure_pretrained
 from study.final_stage import (
@@ -228,7 +229,7 @@ def run_study(
     if local:
         check_local_resources(spec)
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
-    with study_lock(layout.root):
+    with study_lock(layout.root), library_log() as study_log:
         resuming = check_resume(spec, layout, resume)
         preload_in_background()
         started_ray = connect_ray(address)
@@ -243,7 +244,7 @@ def run_study(
             if started_ray:
                 ray.shutdown()
             raise
-        return _run_validated(spec, layout, resuming, started_ray, max_failures, pending_timeout_s, on_start)
+        return _run_validated(spec, layout, resuming, started_ray, max_failures, pending_timeout_s, on_start, study_log)
 
 
 def _run_validated(
@@ -254,12 +255,14 @@ def _run_validated(
     max_failures: int,
     pending_timeout_s: float,
     on_start: Callable[[], None] | None,
+    study_log: StudyLog,
 ) -> StudyOutcome:
     """:func:`run_study` once every input check passed, under the study's lock, with Ray connected."""
     # Everything is validated: from here on we write.
     if on_start is not None:
         on_start()
     layout.mkdir()
+    study_log.attach(layout.log_file)
     if not resuming:
         write_bytes(layout.spec_file, yaml.safe_dump(redacted_spec(spec), sort_keys=False).encode())
     store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
