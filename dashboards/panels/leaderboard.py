@@ -11,6 +11,7 @@ from dashboards.select import (
     as_test,
     best_configs,
     ci_text,
+    decimals,
     final_groups,
     params_text,
     scored_runs,
@@ -118,7 +119,7 @@ def build(data: DashboardData) -> Panel:
             f"{metric} mean ± std": mean_std(r["mean"], r["std"], r["n_runs"]),
             "runs": str(r["n_runs"]),
             "seeds": ", ".join(r["seeds"]),
-            "best run": repr(r["best_value"]),  # exact: it must equal the run's metric in MLflow
+            "best run": decimals(r["best_value"]),
             "best trial": r[R.BEST_TRIAL_ID],
             "params of the best configuration": params_text(r["config"], names),
         }

@@ -82,7 +82,7 @@ def test_leaderboard_ranks_search_runs_by_validation(built):
     search = [r for r in runs if r.info.status == "FINISHED" and r.data.tags["stage"] == "search"]
     best = max(search, key=lambda r: r.data.metrics["val/recall_at_1"])
     rows = page.tables["leaderboard_table"]
-    assert max(float(r["best run"]) for r in rows) == best.data.metrics["val/recall_at_1"]
+    assert max(float(r["best run"]) for r in rows) == round(best.data.metrics["val/recall_at_1"], 4)
     assert f"Best run overall: trial {best.info.run_name}" in page.text
     # The failed run (0.99) never reaches the board, and neither does a final-stage run.
     assert all(float(r["best run"]) < 0.99 for r in rows)
@@ -257,7 +257,7 @@ def test_only_the_panels_with_data_are_drawn(running_store, tmp_path):
     uri, _ = running_store
     page = read_page(build_dashboard(["live"], uri, tmp_path / "o"))
     assert set(page.panels) == {"leaderboard", "robustness", "optimisation", "curves"}
-    assert page.tables["leaderboard_table"][0]["best run"] == "0.6"  # the running trial's latest value counts
+    assert page.tables["leaderboard_table"][0]["best run"] == "0.6000"  # the running trial's latest value counts
     assert "test/recall_at_1 mean ± std" in page.tables["leaderboard_table"][0]
 
 
