@@ -151,6 +151,8 @@ def _warn_selection(spec: StudySpec) -> None:
 
 def _print_final(groups: list) -> None:
     """The final test stage: per group, each test metric's mean ± std [95 % CI] over the seeds."""
+    from study.intervals import t_interval
+
     print("Final test stage (best configuration retrained on all training classes, evaluated on the test classes):")
     for g in groups:
         print(f"  {g.label} (from trial {g.source_trial}, {g.num_seeds} seeds)")
@@ -164,6 +166,11 @@ def _print_final(groups: list) -> None:
         for name, value in sorted(g.fold_ensemble.items()):
             if name.removeprefix("test/").startswith("recall_at_1"):
                 print(f"    fold ensemble {name} = {value:.4f}")
+        if rows := g.per_category():
+            print("    per category (mean ± std [95 % CI] over the seeds):")
+            for category, metric, vals in rows:
+                mean, std, low, high = t_interval(vals)
+                print(f"      {category:<16} {metric:<12} {mean:.4f} ± {std:.4f} [{low:.4f}, {high:.4f}]")
 
 
 def _exit(code: int) -> NoReturn:

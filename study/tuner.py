@@ -34,6 +34,7 @@ from study.final_stage import (
     FinalGroup,
     best_per_group,
     best_result,
+    category_csv,
     final_points,
     result_trial_id,
     results_of,
@@ -167,6 +168,8 @@ def _run_final_stage(
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
     store.log_text(parent, summary_csv(groups), R.FINAL_SUMMARY_FILE)
+    if (per_category := category_csv(groups)) is not None:
+        store.log_text(parent, per_category, R.FINAL_CATEGORY_FILE)
     return groups, interrupted
 
 

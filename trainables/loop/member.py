@@ -28,6 +28,7 @@ from trainables.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScore
 from trainables.loop.device import autocast_dtype, channels_last, pick_device
 from trainables.loop.optim import build_lr_schedule, build_optimizer
 from trainables.loop.rng import rng_state, seed_everything, set_rng_state
+from trainables.category_metrics import per_category_metrics
 from trainables.metrics import linear_probe_accuracy, paired_metrics, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.noise_detectors import NoiseDetectorTrace
@@ -269,6 +270,8 @@ class Member:
         metrics = retrieval_metrics(
             emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery
         )
+        if self.data.test.categories is not None and self.epoch == self.spec.train.epochs:
+            metrics.update(per_category_metrics(emb, self.data.test.labels, self.data.test.categories, gallery))
         if self.data.test.paired:
             metrics.update(paired_metrics(*self.embed_views(self.data.test)))
         if self.spec.train.linear_probe:
