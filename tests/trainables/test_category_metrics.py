@@ -56,12 +56,16 @@ def test_two_categories_match_the_brute_force_reference_and_average_to_the_overa
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     got = per_category_metrics(x, labels, categories)
     want = brute_force(x, labels, categories)
-    assert got.keys() == want.keys() == {
-        "category/bags/recall_at_1",
-        "category/bags/map_at_r",
-        "category/shoes/recall_at_1",
-        "category/shoes/map_at_r",
-    }
+    assert (
+        got.keys()
+        == want.keys()
+        == {
+            "category/bags/recall_at_1",
+            "category/bags/map_at_r",
+            "category/shoes/recall_at_1",
+            "category/shoes/map_at_r",
+        }
+    )
     for name in want:
         assert got[name] == pytest.approx(want[name], abs=1e-6), name
     assert got["category/shoes/map_at_r"] != pytest.approx(got["category/bags/map_at_r"], abs=0.05)

@@ -115,7 +115,9 @@ def load(spec: DatasetSpec) -> DatasetSplits:
         raise LAYOUT.error("dataset.annotations is not set", root)
     path = root / spec.annotations
     rows = _rows(path)
-    categories = np.array([(row.get("category") or "").strip() for _, row in rows]) if "category" in rows[0][1] else None
+    categories = (
+        np.array([(row.get("category") or "").strip() for _, row in rows]) if "category" in rows[0][1] else None
+    )
     parsed = [_check_row(path, lineno, row) for lineno, row in rows]
     items = [p for _, p, _, _, _, _ in parsed]
     labels = np.array([label for label, _, _, _, _, _ in parsed], dtype=np.int64)

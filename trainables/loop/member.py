@@ -20,6 +20,7 @@ from schema.metric_names import EPOCH_TIME, LR, PAIRED_EMBEDDINGS_FILE, TRAIN_LO
 from schema.record import TRAIN_LABELS_FILE
 from schema.spec import StudySpec
 from trainables.base import BaseLossFamily, Batch, FamilyContext
+from trainables.category_metrics import per_category_metrics
 from trainables.data import DatasetSplits
 from trainables.data._splits import IndexedDataset, LabeledSplit
 from trainables.data.folds import check_batch_classes
@@ -28,7 +29,6 @@ from trainables.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScore
 from trainables.loop.device import autocast_dtype, channels_last, pick_device
 from trainables.loop.optim import build_lr_schedule, build_optimizer
 from trainables.loop.rng import rng_state, seed_everything, set_rng_state
-from trainables.category_metrics import per_category_metrics
 from trainables.metrics import linear_probe_accuracy, paired_metrics, retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.noise_detectors import NoiseDetectorTrace
