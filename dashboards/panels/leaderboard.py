@@ -62,7 +62,7 @@ def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metric
             {
                 "group": r["group"] or "—",
                 "source trial": r[R.SOURCE_TRIAL] or "—",
-                f"{data.metric} of the source trial": repr(src[METRIC + data.metric])
+                f"{data.metric} of the source trial": decimals(src[METRIC + data.metric])
                 if src.get(METRIC + data.metric) is not None
                 else "—",
                 "params": params_text(src["config"], names) if src else "—",
@@ -145,7 +145,7 @@ def build(data: DashboardData) -> Panel:
     top = best.sort("best_value", descending=data.mode == "max").row(0, named=True)
     panel.note(
         f"{runs.height} scored search runs, {failed} failed. Best run overall: trial {top['best_trial_id']} "
-        f"({top['family']}, {top['dataset']}) with {metric} = {top['best_value']!r}."
+        f"({top['family']}, {top['dataset']}) with {metric} = {decimals(top['best_value'])}."
     )
     on_test = [s.experiment for s in data.studies if s.selection == "test"]
     if on_test:

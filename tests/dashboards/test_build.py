@@ -126,7 +126,7 @@ def test_final_stage_beside_its_configuration_with_t_intervals(built):
         assert float(final["test/recall_at_1 ci95 high"]) == pytest.approx(high, abs=5e-5)
         nmi = _t95([v - 0.1 for v in values])
         assert float(final["test/nmi ci95 low"]) == pytest.approx(nmi[2], abs=5e-5)
-        assert float(final["val/recall_at_1 of the source trial"]) == ms_recall(p, 2.0, 1)
+        assert final["val/recall_at_1 of the source trial"] == f"{ms_recall(p, 2.0, 1):.4f}"
         assert float(final["test/recall_at_1 of the source trial (fold ensemble)"]) == pytest.approx(
             ms_test(p, 2.0, 1), abs=5e-5
         )
