@@ -38,7 +38,7 @@ def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path
     page = read_page(page_path)
     assert page.panels == ["leaderboard", "robustness", "optimisation", "curves"]
     assert (
-        set(page.skipped) == {"validation", "weights", "detectors", "noise_theory", "paired"}
+        set(page.skipped) == {"validation", "categories", "weights", "detectors", "noise_theory", "paired"}
         and "panel failed" not in page.text
     )
     assert {"robustness_vs_noise", "optimisation_t_dash_history", "optimisation_t_dash_slices", "curves_best"} <= set(
