@@ -39,15 +39,26 @@ class StudyLog:
         self._lock = threading.Lock()
         self._pending: list[str] = []
         self._stream: IO[str] | None = None
+        self._dropped = False
         self.path: str | None = None
 
     def write(self, line: str) -> None:
         with self._lock:
             if self._stream is not None:
-                self._stream.write(line)
-                self._stream.flush()
-            else:
+                try:
+                    self._stream.write(line)
+                    self._stream.flush()
+                except OSError:  # a full or lost disk: the study reports its own store failure; chatter is dropped
+                    self._drop()
+            elif not self._dropped:
                 self._pending.append(line)
+
+    def _drop(self) -> None:
+        stream, self._stream, self._dropped = self._stream, None, True
+        self._pending.clear()
+        with contextlib.suppress(OSError):
+            if stream is not None:
+                stream.close()
 
     def attach(self, path: str) -> None:
         """From now on lines go to ``path`` (appended: a resumed study keeps its earlier log); a remote path is
@@ -55,19 +66,21 @@ class StudyLog:
         with self._lock:
             self.path = path
             if "://" not in path:
-                self._stream = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
-                self._stream.writelines(self._pending)
-                self._stream.flush()
+                try:
+                    self._stream = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+                    self._stream.writelines(self._pending)
+                    self._stream.flush()
+                except OSError:
+                    self._drop()
                 self._pending.clear()
 
     def close(self) -> None:
         with self._lock:
             if self._stream is not None:
-                self._stream.close()
-                self._stream = None
+                self._drop()
             elif self.path is not None and self._pending:
-                earlier = read_bytes(self.path) or b""
                 with contextlib.suppress(OSError):  # the study's outcome matters more than its chatter
+                    earlier = read_bytes(self.path) or b""
                     write_bytes(self.path, earlier + "".join(self._pending).encode())
             self._pending.clear()
 

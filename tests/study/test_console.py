@@ -44,3 +44,14 @@ def test_lines_wait_for_the_study_dir_then_go_to_its_log_and_the_loggers_are_res
         log.attach(str(log_file))
         logging.getLogger("optuna").warning("again")
     assert log_file.read_text().startswith(text) and log_file.read_text().endswith("optuna: again\n")
+
+
+def test_a_log_that_cannot_be_written_is_dropped_without_a_word(tmp_path, capsys):
+    import optuna  # noqa: F401
+    import ray  # noqa: F401
+
+    with library_log() as log:
+        logging.getLogger("optuna").warning("before")
+        log.attach(str(tmp_path / "gone" / "study.log"))  # a lost directory (a full disk fails the same way)
+        logging.getLogger("optuna").warning("after")
+    assert capsys.readouterr() == ("", "") and not (tmp_path / "gone").exists()
