@@ -1,5 +1,6 @@
-"""Command line: ``python -m dashboards.build --experiment NAME [--experiment NAME2 ...] [--tracking-uri URI]
-[--out DIR]``.
+"""Command line: ``python -m dashboards.build STUDY [STUDY ...] [--out DIR]`` (``dmlstudy dashboard``), a STUDY
+being a spec file or a study directory as ``dashboards.compare.cli`` takes them; or, naming MLflow experiments,
+``--experiment NAME [--experiment NAME2 ...] [--tracking-uri URI]``.
 
 Reads the studies' runs from MLflow, writes ``DIR/index.html`` (self-contained: figures embedded as base64
 PNG) and ``DIR/figures/*.png``, logs the folder as the ``dashboard/`` artifact of each study's parent run
@@ -108,24 +109,49 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = _ArgumentParser(prog="python -m dashboards.build", description="Build the comparison dashboard of studies.")
-    p.add_argument("--experiment", action="append", required=True, help="MLflow experiment = study name (repeatable)")
+def main(argv: list[str] | None = None, prog: str = "python -m dashboards.build") -> int:
+    p = _ArgumentParser(prog=prog, description="Build the comparison dashboard of studies.")
+    p.add_argument(
+        "study",
+        nargs="*",
+        metavar="STUDY",
+        help="spec file or study directory, as `compare` takes them (several: one shared store)",
+    )
+    p.add_argument("--experiment", action="append", default=[], help="MLflow experiment = study name (repeatable)")
     p.add_argument(
         "--tracking-uri",
         default=None,
-        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else runs/<experiment>/mlflow.db)",
+        help="with --experiment: MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else runs/<experiment>/mlflow.db)",
     )
     p.add_argument("--out", default=None, help="output folder (default: <study dir>/dashboard)")
     p.add_argument("--no-log", action="store_true", help="do not log the page as an artifact of the parent run")
     args = p.parse_args(argv)
+    if bool(args.study) == bool(args.experiment):
+        p.error("name the studies either as STUDY (a spec file or study directory) or with --experiment NAME")
+    if args.study and args.tracking_uri:
+        p.error("--tracking-uri goes with --experiment; a STUDY names its own store")
     try:
-        page = build_dashboard(args.experiment, args.tracking_uri, args.out, log_artifact=not args.no_log)
+        uri, experiments = _studies(args.study) if args.study else (args.tracking_uri, args.experiment)
+        page = build_dashboard(experiments, uri, args.out, log_artifact=not args.no_log)
     except DashboardError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(page)
     return 0
+
+
+def _studies(studies: list[str]) -> tuple[str, list[str]]:
+    """One tracking store and the experiments of ``studies``; one page reads one store."""
+    from dashboards.compare.cli import locate
+
+    located = [locate(s) for s in studies]
+    uris = {uri for uri, _ in located}
+    if len(uris) > 1:
+        raise DashboardError(
+            f"STUDY: {', '.join(studies)} live in {len(uris)} MLflow stores; one page reads one store "
+            "(run them with one tracking.uri, or build a page per study)"
+        )
+    return located[0][0], [name for _, name in located]
 
 
 if __name__ == "__main__":

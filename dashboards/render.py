@@ -10,6 +10,7 @@ from string import Template
 
 from dashboards.load import FINAL_STAGE, DashboardData, StudyInfo
 from dashboards.panels import FigureBlock, Panel, TableBlock
+from dashboards.select import decimals
 from dashboards.template import PAGE
 from trainables.schema import record as R
 
@@ -21,11 +22,15 @@ _TEMPLATE = Template(PAGE)
 def _table(block: TableBlock) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in block.table.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in block.table.iter_rows()
+        "<tr>"
+        + "".join(f"<td>{html.escape(decimals(v) if isinstance(v, float) or v is None else str(v))}</td>" for v in row)
+        + "</tr>"
+        for row in block.table.iter_rows()
     )
+    # A wide table scrolls inside its own box instead of running off the page.
     return (
-        f'<table data-table="{block.name}"><caption>{html.escape(block.caption)}</caption>'
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f'<div class="table-box"><table data-table="{block.name}"><caption>{html.escape(block.caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
     )
 
 

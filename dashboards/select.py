@@ -24,6 +24,7 @@ from trainables.schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
 
 __all__ = [
     "GROUP",
+    "decimals",
     "scored_runs",
     "search_runs",
     "final_runs",
@@ -228,6 +229,16 @@ def varying_params(data: DashboardData) -> list[str]:
         if data.runs[column].drop_nulls().n_unique() > 1:
             names.append(name)
     return names
+
+
+def decimals(value: object) -> str:
+    """A metric as the tables show it: 4 decimals (an interval's ends alike), or 4 significant digits where 4
+    decimals would hide it (below 0.001) or it is huge; missing as an em dash; anything else as :func:`fmt`."""
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.4f}" if value == 0 or 1e-3 <= abs(value) < 1e6 else f"{value:.4g}"
+    if isinstance(value, float) and math.isinf(value):
+        return str(value)
+    return fmt(value)
 
 
 def fmt(value: object, digits: int = 4) -> str:

@@ -27,7 +27,8 @@ figure { display: inline-block; margin: 8px 14px 8px 0; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #e3e6eb; }
 figcaption { font-size: 12px; color: #485063; }
 .file { color: #8a93a5; margin-left: 6px; }
-table { border-collapse: collapse; font-size: 12.5px; margin: 10px 0; }
+.table-box { max-width: 100%; overflow-x: auto; margin: 10px 0; }
+table { border-collapse: collapse; font-size: 12.5px; margin: 0; font-variant-numeric: tabular-nums; }
 caption { text-align: left; font-size: 12px; color: #485063; padding-bottom: 4px; }
 th, td { border: 1px solid #d8dce3; padding: 3px 8px; text-align: left; }
 th { background: #eef1f5; }

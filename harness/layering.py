@@ -2,9 +2,10 @@
 
 Layers, lowest first: ``schema`` (spec models, errors, metric names) ← ``trainables`` (families, data, models,
 loop) ← ``study`` (validation against the registries, tuning, tracking) ← ``dashboards`` ← ``study.run`` (the
-command line, which composes a study and its dashboard). A module may import its own layer and the layers below
-it, never above — function-local and ``TYPE_CHECKING`` imports included. Module-level imports must also be free of
-cycles within a layer. Exit 0 when both hold, 1 with one line per violation otherwise.
+command line, which composes a study and its dashboard) ← ``study.cli`` (``dmlstudy``, which dispatches to every
+command line). A module may import its own layer and the layers below it, never above — function-local and
+``TYPE_CHECKING`` imports included. Module-level imports must also be free of cycles within a layer. Exit 0 when
+both hold, 1 with one line per violation otherwise.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from pathlib import Path
 
 __all__ = ["LAYERS", "import_graph", "upward_imports", "cycles", "main"]
 
-#: Packages (a sub-package may be a layer of its own below its parent: the torch-free ``trainables.schema``; and the
-#: one module that sits above them all), lowest layer first.
-LAYERS: tuple[str, ...] = ("trainables.schema", "trainables", "study", "dashboards", "study.run")
+#: Packages (a sub-package may be a layer of its own below its parent: the torch-free ``trainables.schema``), then the
+#: command lines that sit above them all, lowest layer first.
+LAYERS: tuple[str, ...] = ("trainables.schema", "trainables", "study", "dashboards", "study.run", "study.cli")
 _ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from study.best import best_by_group, pick_best
 from study.intervals import t_interval
 from trainables.schema import record as R
-from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX
+from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX, split_per_category
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import FINAL_KEY, sampled_values
 
@@ -40,6 +40,7 @@ __all__ = [
     "summarize_final",
     "t_interval",
     "summary_csv",
+    "category_csv",
 ]
 
 #: The search-space path of the label noise's seed (set per final seed with ``final.reseed_noise``).
@@ -133,11 +134,18 @@ class FinalGroup:
     def num_seeds(self) -> int:
         return max((len(v) for v in self.values.values()), default=0)
 
+    def per_category(self) -> list[tuple[str, str, list[float]]]:
+        """``(category, metric, values over seeds)`` of the per-category test metrics, sorted."""
+        split = ((split_per_category(name), vals) for name, vals in self.values.items())
+        return sorted((c[0], c[1], vals) for c, vals in split if c is not None)
+
     def summary(self) -> dict[str, float]:
         """``test/recall_at_1_mean``, ``..._std``, ``..._ci95_low``, ``..._ci95_high`` (:data:`~trainables.schema.record.
         SUMMARY_SUFFIXES`) for every test metric."""
         out: dict[str, float] = {}
         for name, vals in sorted(self.values.items()):
+            if split_per_category(name) is not None:  # their own table: category_csv
+                continue
             for suffix, value in zip(R.SUMMARY_SUFFIXES, t_interval(vals)):
                 out[name + suffix] = value
         out.update({FOLD_ENSEMBLE_PREFIX + k: v for k, v in sorted(self.fold_ensemble.items())})
@@ -186,3 +194,14 @@ def summary_csv(groups: list[FinalGroup]) -> str:
             )
         )
     return "\n".join(lines) + "\n"
+
+
+def category_csv(groups: list[FinalGroup]) -> str | None:
+    """The parent run's :data:`~trainables.schema.record.FINAL_CATEGORY_FILE`: per group, category and metric the mean, std
+    and t interval over the final seeds (values exact, as :func:`summary_csv`); ``None`` without categories."""
+    lines = [",".join(R.FINAL_CATEGORY_COLUMNS)]
+    for g in groups:
+        for category, metric, vals in g.per_category():
+            stats = ",".join(repr(float(v)) for v in t_interval(vals))
+            lines.append(f'"{g.label}","{category}",{metric},{len(vals)},{stats}')
+    return "\n".join(lines) + "\n" if len(lines) > 1 else None

@@ -10,6 +10,7 @@ Layout::
     tune/              Ray Tune's search experiment: state, trial directories, checkpoints
     tune_final/        Ray Tune's final-stage experiment
     asha_state.pkl     the ASHA scheduler's rungs (Ray does not restore a scheduler; we do)
+    study.log          the libraries' log lines (Ray, MLflow, Optuna), kept off the terminal (study.console)
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ class StudyLayout:
     def final_dir(self) -> str:
         """Ray Tune's experiment of the final test stage."""
         return f"{self.root}/{R.FINAL_EXPERIMENT}"
+
+    @property
+    def log_file(self) -> str:
+        return f"{self.root}/{R.STUDY_LOG_FILE}"
 
     @property
     def asha_state(self) -> str:

@@ -12,11 +12,12 @@ import yaml
 from pydantic import ValidationError
 
 from study.validation import validate_spec
+from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import set_path, spec_error
 
-__all__ = ["load_spec", "read_raw", "parse_spec", "apply_overrides"]
+__all__ = ["load_spec", "load_study", "read_raw", "parse_spec", "apply_overrides"]
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -108,3 +109,24 @@ def read_raw(path: str | Path, overrides: list[str] | None = None) -> Any:
     if isinstance(raw, dict):
         raw = apply_overrides(raw, overrides or [])
     return raw
+
+
+def load_study(study: str | Path, overrides: list[str] | None = None, *, family_rules: bool = True) -> StudySpec:
+    """A study named the way every command names one: its spec file, or its directory (``storage/<name>/``).
+
+    A directory is read through the ``spec.yaml`` it holds, with ``storage`` pointed at the directory's parent, so
+    the study is found where it lies even when it was started from elsewhere (a relative ``storage``) or moved.
+    """
+    path = Path(study)
+    if not path.is_dir():
+        if not path.exists():
+            raise SpecError("no such spec file or study directory", source=str(study))
+        return load_spec(path, overrides, family_rules=family_rules)
+    spec_file = path / R.SPEC_FILE
+    if not spec_file.is_file():
+        raise SpecError(f"a study directory holds {R.SPEC_FILE}, this one does not", source=str(study))
+    spec = load_spec(spec_file, overrides, family_rules=family_rules)
+    folder = path.resolve()
+    if folder.name != spec.name:
+        raise SpecError(f"the directory of study {spec.name!r} is named after it; this one is not", source=str(study))
+    return spec.model_copy(update={"storage": str(folder.parent)})

@@ -11,7 +11,6 @@ full, read-only, permission lost; one line naming the store and the remedy).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -28,8 +27,8 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="python -m study.run", description="Run a DML-under-label-noise study.")
+def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog=prog, description="Run a DML-under-label-noise study.")
     p.add_argument("spec", help="YAML study spec")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the comparison dashboard at the end")
     p.add_argument(
@@ -65,8 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> int:
+    args = _parser(prog).parse_args(argv)
     from study.loading import load_spec, read_raw
     from study.table.spec import is_table
 
@@ -189,10 +188,6 @@ def _run_table(args: argparse.Namespace) -> int:
     return 0 if outcome.succeeded else 1
 
 
-#: ``scheme://user:password@``: the password of a URL quoted in an error message.
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s]*@")
-
-
 def _print_error(e: BaseException) -> None:
     """The error as the one line the CLI promises: newlines folded, a URL's password masked."""
     print(f"error: {_one_line(str(e))}", file=sys.stderr)
@@ -208,7 +203,9 @@ def _store_failure(e: Exception, spec: StudySpec) -> str | None:
 
 
 def _one_line(message: str) -> str:
-    return _URL_PASSWORD.sub(r"\1:***@", " ".join(message.split()))
+    from study.tracking.credentials import mask_passwords
+
+    return mask_passwords(" ".join(message.split()))
 
 
 def _warn_selection(spec: StudySpec) -> None:
@@ -223,6 +220,8 @@ def _warn_selection(spec: StudySpec) -> None:
 
 def _print_final(groups: list) -> None:
     """The final test stage: per group, each test metric's mean ± std [95 % CI] over the seeds."""
+    from study.intervals import t_interval
+
     print("Final test stage (best configuration retrained on all training classes, evaluated on the test classes):")
     for g in groups:
         print(f"  {g.label} (from trial {g.source_trial}, {g.num_seeds} seeds)")
@@ -236,6 +235,11 @@ def _print_final(groups: list) -> None:
         for name, value in sorted(g.fold_ensemble.items()):
             if name.removeprefix("test/").startswith("recall_at_1"):
                 print(f"    fold ensemble {name} = {value:.4f}")
+        if rows := g.per_category():
+            print("    per category (mean ± std [95 % CI] over the seeds):")
+            for category, metric, vals in rows:
+                mean, std, low, high = t_interval(vals)
+                print(f"      {category:<16} {metric:<12} {mean:.4f} ± {std:.4f} [{low:.4f}, {high:.4f}]")
 
 
 def _exit(code: int) -> NoReturn:

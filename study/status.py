@@ -1,4 +1,5 @@
-"""``python -m study.status SPEC.yaml [--set key=value ...]``: where a study stands, without starting it.
+"""``python -m study.status SPEC.yaml|STUDY_DIR [--set key=value ...]`` (``dmlstudy status``): where a study
+stands, without starting it.
 
 Reads the study's Optuna storage (trial states, best value so far) and its MLflow parent run (whether a
 driver is running it); starts no Ray and writes nothing. Exit 0 when the study exists, 2 when it does not.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from pathlib import Path
 
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -98,20 +100,20 @@ def print_status(spec: StudySpec) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m study.status", description="Show where a study stands.")
-    p.add_argument("spec", help="YAML study spec")
+def main(argv: list[str] | None = None, prog: str = "python -m study.status") -> int:
+    p = argparse.ArgumentParser(prog=prog, description="Show where a study stands.")
+    p.add_argument("study", help="YAML study spec, or the study's directory (storage/<name>/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
-    from study.loading import load_spec, read_raw
+    from study.loading import load_study, read_raw
     from study.table.spec import is_table, load_table
 
     try:
-        if is_table(read_raw(args.spec, args.overrides)):  # a table (docs/tables.md): per cell
+        if Path(args.study).is_file() and is_table(read_raw(args.study, args.overrides)):  # a table: per cell
             from study.table.status import print_table_status
 
-            return print_table_status(load_table(args.spec, args.overrides))
-        spec = load_spec(args.spec, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
+            return print_table_status(load_table(args.study, args.overrides))
+        spec = load_study(args.study, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
     except StudyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

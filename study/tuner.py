@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
 from study.final_stage import (
     FinalGroup,
     best_per_group,
     best_result,
+    category_csv,
     final_points,
     result_trial_id,
     results_of,
@@ -180,6 +182,8 @@ def _run_final_stage(
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
     store.log_text(parent, summary_csv(groups), R.FINAL_SUMMARY_FILE)
+    if (per_category := category_csv(groups)) is not None:
+        store.log_text(parent, per_category, R.FINAL_CATEGORY_FILE)
     return groups, interrupted
 
 
@@ -246,7 +250,7 @@ def run_study(
     set_budget(spec.tracking.outage_budget_s)
     preflight_stores(layout, spec.name)  # servers and buckets answer, before anything is written or Ray starts
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
-    with study_lock(layout.root):
+    with study_lock(layout.root), library_log() as study_log:
         resuming = check_resume(spec, layout, resume)
         preload_in_background()
         started_ray = connect_ray(address)
@@ -261,7 +265,9 @@ def run_study(
             if started_ray:
                 ray.shutdown()
             raise
-        return _run_validated(spec, layout, resuming, started_ray, max_failures, pending_timeout_s, on_start, plan)
+        return _run_validated(
+            spec, layout, resuming, started_ray, max_failures, pending_timeout_s, on_start, plan, study_log
+        )
 
 
 def _run_validated(
@@ -273,12 +279,14 @@ def _run_validated(
     pending_timeout_s: float,
     on_start: Callable[[], None] | None,
     plan: SearchPlan | None,
+    study_log: StudyLog,
 ) -> StudyOutcome:
     """:func:`run_study` once every input check passed, under the study's lock, with Ray connected."""
     # Everything is validated: from here on we write.
     if on_start is not None:
         on_start()
     layout.mkdir()
+    study_log.attach(layout.log_file)
     if not resuming:
         write_bytes(layout.spec_file, yaml.safe_dump(redacted_spec(spec), sort_keys=False).encode())
     store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)

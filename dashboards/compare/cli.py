@@ -31,32 +31,20 @@ from dashboards.compare.render import render_claimed_csv, render_csv, render_lat
 from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardData, DashboardError
 from dashboards.select import final_runs
-from study.layout import default_tracking_uri
-from trainables.schema import record as R
 
-__all__ = ["read_study", "main"]
+__all__ = ["locate", "read_study", "main"]
 
 
-def _locate(study: str) -> tuple[str, str]:
-    """``(tracking URI, experiment name)`` of a spec file or a study directory."""
+def locate(study: str) -> tuple[str, str]:
+    """``(tracking URI, experiment name)`` of a spec file or a study directory (:func:`study.loading.load_study`)."""
     from study.layout import StudyLayout
-    from study.loading import load_spec
+    from study.loading import load_study
     from trainables.schema.errors import StudyError
 
-    path = Path(study)
-    if not path.exists():
-        raise DashboardError(f"STUDY: {study}: no such spec file or study directory")
     try:
-        if path.is_dir():
-            spec_file = path / R.SPEC_FILE
-            if not spec_file.is_file():
-                raise DashboardError(f"STUDY: {study}: a study directory holds {R.SPEC_FILE}, this one does not")
-            spec = load_spec(str(spec_file), [])
-            uri = spec.tracking.uri or default_tracking_uri(str(path.resolve()))
-            return uri, spec.name
-        spec = load_spec(str(path), [])
+        spec = load_study(study, family_rules=False)  # the stores' locations only: no trainer (torch) imported
     except StudyError as e:
-        raise DashboardError(f"STUDY: {study}: {e}") from e
+        raise DashboardError(f"STUDY: {e}") from e
     return StudyLayout.for_spec(spec).tracking_uri, spec.name
 
 
@@ -67,7 +55,7 @@ def read_study(study: str) -> DashboardData:
     from dashboards.load import load, resolve_tracking_uri
     from study.tracking.credentials import remember
 
-    uri, name = _locate(study)
+    uri, name = locate(study)
     try:
         uri = remember(resolve_tracking_uri(uri, [name]))
     except DashboardError as e:
@@ -91,9 +79,9 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = _ArgumentParser(prog="python -m dashboards.compare", description="Family × noise comparison tables.")
-    p.add_argument("study", nargs="+", help="spec file or study directory (several: merged by cell)")
+def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compare") -> int:
+    p = _ArgumentParser(prog=prog, description="Family × noise comparison tables.")
+    p.add_argument("study", nargs="+", metavar="STUDY", help="spec file or study directory (several: merged by cell)")
     p.add_argument("--reference", required=True, help="the family every other is compared with, e.g. ms")
     p.add_argument("--metric", default=DEFAULT_METRIC, help=f"a final-stage test metric (default {DEFAULT_METRIC})")
     p.add_argument(

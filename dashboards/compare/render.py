@@ -36,13 +36,13 @@ def _csv_text(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return out.getvalue()
 
 
-def _f(value: float | None, digits: int = 3, sign: bool = False) -> str:
+def _f(value: float | None, digits: int = 4, sign: bool = False) -> str:
     if value is None or not math.isfinite(value):
         return "—"
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-def _interval(low: float, high: float, digits: int = 3, sign: bool = False) -> str:
+def _interval(low: float, high: float, digits: int = 4, sign: bool = False) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return ""
     return f"[{_f(low, digits, sign)}, {_f(high, digits, sign)}]"

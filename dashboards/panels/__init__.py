@@ -22,6 +22,7 @@ PANEL_MODULES = (
     "leaderboard",
     "validation",
     "robustness",
+    "categories",
     "optimisation",
     "weights",
     "detectors",

@@ -12,7 +12,7 @@ from matplotlib.ticker import MaxNLocator
 
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
-from dashboards.select import fmt, search_runs
+from dashboards.select import decimals, search_runs
 from trainables.schema.metric_names import NOISE_AUROC, NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
 
 __all__ = ["build", "detector_history", "detector_table"]
@@ -116,7 +116,7 @@ def build(data: DashboardData) -> Panel:
             pl.col("runs").cast(pl.Utf8),
             *(
                 (pl.col(c) if c in table.columns else pl.lit(None, pl.Float64))
-                .map_elements(fmt, return_dtype=pl.Utf8, skip_nulls=False)
+                .map_elements(decimals, return_dtype=pl.Utf8, skip_nulls=False)
                 .alias(label)
                 for c, label in shown
             ),

@@ -11,6 +11,7 @@ from dashboards.select import (
     as_test,
     best_configs,
     ci_text,
+    decimals,
     final_groups,
     params_text,
     scored_runs,
@@ -61,7 +62,7 @@ def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metric
             {
                 "group": r["group"] or "—",
                 "source trial": r[R.SOURCE_TRIAL] or "—",
-                f"{data.metric} of the source trial": repr(src[METRIC + data.metric])
+                f"{data.metric} of the source trial": decimals(src[METRIC + data.metric])
                 if src.get(METRIC + data.metric) is not None
                 else "—",
                 "params": params_text(src["config"], names) if src else "—",
@@ -118,7 +119,7 @@ def build(data: DashboardData) -> Panel:
             f"{metric} mean ± std": mean_std(r["mean"], r["std"], r["n_runs"]),
             "runs": str(r["n_runs"]),
             "seeds": ", ".join(r["seeds"]),
-            "best run": repr(r["best_value"]),  # exact: it must equal the run's metric in MLflow
+            "best run": decimals(r["best_value"]),
             "best trial": r[R.BEST_TRIAL_ID],
             "params of the best configuration": params_text(r["config"], names),
         }
@@ -144,7 +145,7 @@ def build(data: DashboardData) -> Panel:
     top = best.sort("best_value", descending=data.mode == "max").row(0, named=True)
     panel.note(
         f"{runs.height} scored search runs, {failed} failed. Best run overall: trial {top[R.BEST_TRIAL_ID]} "
-        f"({top['family']}, {top['dataset']}) with {metric} = {top['best_value']!r}."
+        f"({top['family']}, {top['dataset']}) with {metric} = {decimals(top['best_value'])}."
     )
     on_test = [s.experiment for s in data.studies if s.selection == "test"]
     if on_test:

@@ -8,7 +8,7 @@ import polars as pl
 
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
-from dashboards.select import as_test, fmt, search_runs
+from dashboards.select import as_test, decimals, fmt, search_runs
 from trainables.schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
@@ -134,7 +134,7 @@ def build(data: DashboardData) -> Panel:
             pl.col("noise_ratio").map_elements(fmt, return_dtype=pl.Utf8).alias("noise ratio"),
             pl.col("runs").cast(pl.Utf8),
             *(
-                pl.col(c).map_elements(fmt, return_dtype=pl.Utf8)
+                pl.col(c).map_elements(decimals, return_dtype=pl.Utf8)
                 for c in table.columns
                 if c not in ("rule", "noise_ratio", "runs")
             ),

@@ -11,7 +11,7 @@ from matplotlib.ticker import MaxNLocator
 
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
-from dashboards.select import best_configs, fmt, search_runs
+from dashboards.select import best_configs, decimals, fmt, search_runs
 from trainables.schema import record as R
 from trainables.schema.metric_names import (
     EXCLUDED_SHARE,
@@ -109,8 +109,8 @@ def _heatmaps(panel: Panel, cells: pl.DataFrame) -> None:
         cells.select(
             "lambda",
             "mu",
-            pl.col("maw").map_elements(fmt, return_dtype=pl.Utf8),
-            pl.col("sdaw").map_elements(fmt, return_dtype=pl.Utf8),
+            pl.col("maw").map_elements(decimals, return_dtype=pl.Utf8),
+            pl.col("sdaw").map_elements(decimals, return_dtype=pl.Utf8),
             pl.col("runs").cast(pl.Utf8),
         ),
     )

@@ -29,8 +29,8 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="python -m study.data", description="Fetch benchmark datasets.")
+def _parser(prog: str = "python -m study.data") -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog=prog, description="Fetch benchmark datasets.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
     f = sub.add_parser("fetch", help="download, verify and extract a dataset so dataset.root: DIR trains")
     f.add_argument("dataset", choices=[d.name for d in DATASETS if d.sources or d.manual_steps])
@@ -101,8 +101,8 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m study.data") -> int:
+    args = _parser(prog).parse_args(argv)
     commands = {"fetch": _fetch, "weights": _weights, "export-csv": _export}
     return commands[args.command](args)
 

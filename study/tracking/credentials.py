@@ -32,6 +32,7 @@ __all__ = [
     "redacted_spec",
     "RedactedRDBStorage",
     "MASK",
+    "mask_passwords",
 ]
 
 MASK = "***"
@@ -42,6 +43,8 @@ _USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*:)([^/@]*)(
 _QUERY_SECRET = re.compile(
     r"([?&](?:password|passwd|pwd|pass|token|secret|access_token|api_key)=)([^&#]*)(&|#|$)", re.IGNORECASE
 )
+#: ``scheme://user:password@`` anywhere in a text: the password of a URL quoted in a message.
+_TEXT_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s]*@")
 #: redacted URL → the URL as the spec wrote it (may still name ``${VAR}``s); this driver process only.
 _REAL: dict[str, str] = {}
 
@@ -59,6 +62,11 @@ def redact(url: str) -> str:
 
     url = _USERINFO_PASSWORD.sub(mask, url, count=1)
     return _QUERY_SECRET.sub(mask, url)
+
+
+def mask_passwords(text: str) -> str:
+    """``text`` (an error message, a library's log line) with every URL's password replaced by ``***``."""
+    return _TEXT_URL_PASSWORD.sub(rf"\1:{MASK}@", text)
 
 
 def remember(url: str) -> str:

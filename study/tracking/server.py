@@ -175,8 +175,8 @@ def serve(directory: str | Path, host: str = "127.0.0.1", port: int = 0) -> Iter
         server.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m study.tracking.server", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m study.tracking.server") -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("directory", help="where mlflow.db and artifacts/ live")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=5000)

@@ -141,11 +141,11 @@ def test_markdown_layout_aggregates_and_claimed_vs_honest(studies, tmp_path):
     assert compare.main([str(honest), "--reference", "ms", "--claimed", str(twin), "--out", str(out)]) == 0
     text = out.read_text()
     assert "| family | p=0 | p=0.2 | p=0.4 |" in text
-    assert "| bspml | 0.707 ± 0.025" in text and "†" in text and "Legend:" in text
-    assert "Δ +0.033 [+0.019, +0.048]" in text and "share +0.26" in text
+    assert "| bspml | 0.7067 ± 0.0252 [0.6442, 0.7692] (n=3)" in text and "†" in text and "Legend:" in text
+    assert "Δ +0.0333 [+0.0190, +0.0477]" in text and "share +0.26" in text
     # IQM of bspml's 9 scores / ms's clean mean 0.70 (cut 2 from each end), by hand.
     scores = sorted(v / 0.70 for k, vals in HONEST.items() if k[0] == "bspml" for v in vals.values())
-    assert f"| bspml | 3 | {np.mean(scores[2:7]):.3f} [" in text
+    assert f"| bspml | 3 | {np.mean(scores[2:7]):.4f} [" in text
     # P(bspml > ms) per setting: p=0: (.71>.70 .71<.74 .71>.66)+(.73 > .70, .66; < .74)+(.68 > .66 only) = 5/9;
     # p=0.2: .64 and .61 beat all 3 (.60, .58, .53), .56 beats 1 → 7/9; p=0.4: .52 beats 3, .49 2 (.47, .45),
     # .50 2 and ties .50 (½) → 7.5/9; mean over the 3 settings.
@@ -153,8 +153,8 @@ def test_markdown_layout_aggregates_and_claimed_vs_honest(studies, tmp_path):
     assert f"{poi:.2f} [" in text
     # Claimed vs honest: ms at p = 0.2 flattered by 0.02, 0.03, 0.01 → +0.020 with a paired t interval.
     d = sps.ttest_rel([0.62, 0.61, 0.54], [0.60, 0.58, 0.53]).confidence_interval()
-    assert f"| ms | per_class p=0.2 | 0.570 | 0.590 | +0.020 [{d.low:+.3f}, {d.high:+.3f}]" in text
-    assert "| different |" in text and "| ms | p=0 | 0.700 | 0.700 | +0.000" in text
+    assert f"| ms | per_class p=0.2 | 0.5700 | 0.5900 | +0.0200 [{d.low:+.4f}, {d.high:+.4f}]" in text
+    assert "| different |" in text and "| ms | p=0 | 0.7000 | 0.7000 | +0.0000" in text
     claimed = tmp_path / "table.csv"
     assert (
         compare.main(
@@ -167,8 +167,8 @@ def test_markdown_layout_aggregates_and_claimed_vs_honest(studies, tmp_path):
     tex = tmp_path / "table.tex"
     assert compare.main([str(honest), "--reference", "ms", "--format", "tex", "--out", str(tex)]) == 0
     latex = tex.read_text()
-    assert r"\begin{tabular}{lccc}" in latex and r"0.707 $\pm$ 0.025 [0.644, 0.769] (n=3)" in latex
-    assert r"$\Delta$ +0.033 [+0.019, +0.048]$^{*}$" in latex and latex.count(r"\begin{table}") == 3
+    assert r"\begin{tabular}{lccc}" in latex and r"0.7067 $\pm$ 0.0252 [0.6442, 0.7692] (n=3)" in latex
+    assert r"$\Delta$ +0.0333 [+0.0190, +0.0477]$^{*}$" in latex and latex.count(r"\begin{table}") == 3
 
 
 @pytest.mark.parametrize(

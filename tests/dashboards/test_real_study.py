@@ -38,7 +38,7 @@ def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path
     page = read_page(page_path)
     assert page.panels == ["leaderboard", "robustness", "optimisation", "curves"]
     assert (
-        set(page.skipped) == {"validation", "weights", "detectors", "noise_theory", "paired"}
+        set(page.skipped) == {"validation", "categories", "weights", "detectors", "noise_theory", "paired"}
         and "panel failed" not in page.text
     )
     assert {"robustness_vs_noise", "optimisation_t_dash_history", "optimisation_t_dash_slices", "curves_best"} <= set(
@@ -52,7 +52,7 @@ def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path
     best = max(r.data.metrics["test/recall_at_1"] for r in trials)
     rows = page.tables["leaderboard_table"]
     assert len(rows) == 1 and rows[0]["family"] == "ms" and rows[0]["noise"] == "none"
-    assert float(rows[0]["best run"]) == best  # exactly the value MLflow holds
+    assert rows[0]["best run"] == f"{best:.4f}"  # the value MLflow holds, at 4 decimals
     assert parent.data.metrics["best_test/recall_at_1"] == pytest.approx(best)
     (robust,) = page.tables["robustness_table"]
     assert robust["source"] == "search runs (selected on test)"
@@ -81,7 +81,7 @@ def test_honest_study_shows_its_final_stage(write_spec, run_cli, tmp_path):
     assert len(search) == 2 and len(final) == 2
     top = max(r.data.metrics["val/recall_at_1"] for r in search)
     (row,) = page.tables["leaderboard_table"]
-    assert float(row["best run"]) == top  # ranked on validation
+    assert row["best run"] == f"{top:.4f}"  # ranked on validation
     # The final stage retrained the best search trial (on a tie, the dashboard prefers the retrained one).
     (best,) = [r for r in search if r.data.tags["trial_id"] == final[0].data.tags["source_trial"]]
     assert best.data.metrics["val/recall_at_1"] == top and row["best trial"] == best.data.tags["trial_id"]

@@ -11,6 +11,9 @@ from mlflow import MlflowClient
 
 pytestmark = pytest.mark.e2e
 
+#: The libraries' start-up lines (Ray, MLflow, Optuna) that belong in the study's log, not on the terminal.
+CHATTER = ("Token authentication is enabled", "Creating initial MLflow database tables", "A new study created in RDB")
+
 
 def _runs(tmp_path, name):
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / name / 'mlflow.db'}")
@@ -36,13 +39,28 @@ def test_invalid_spec_exits_2_with_one_line_and_writes_nothing(spec_dict, write_
     assert proc.returncode == 2
 
 
-def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_cli, tmp_path):
+def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_cli, tmp_path, capsys):
     spec_dict["search"]["max_concurrent"] = 2
     path = write_spec(spec_dict)
     proc = run_cli(str(path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Best trial" in proc.stdout and "mlflow ui --backend-store-uri sqlite:///" in proc.stdout
     assert "optuna-dashboard sqlite:///" in proc.stdout
+    # A quiet console: our warning and table on the terminal, the libraries' chatter in the study's log.
+    study_log = tmp_path / "runs" / "t_study" / "study.log"
+    for line in CHATTER:
+        assert line not in proc.stderr and line not in proc.stdout, line
+    # MLflow speaks only when it migrates a new sqlite store; the tests' stores are copies of a migrated one
+    # ($DMLSTUDY_CACHE_DIR, study.tracking.store), so the log holds Ray's and Optuna's lines (MLflow's: test_console).
+    assert CHATTER[0] in study_log.read_text() and CHATTER[2] in study_log.read_text()
+    assert "Configuration for experiment" not in proc.stdout and "View detailed results here" not in proc.stdout
+    assert proc.stderr.startswith("warning: validation.kind is none") and "== trials 2/2 done" in proc.stdout
+    # `dmlstudy status` names the study by its directory, as `dashboard` and `compare` do.
+    from study import cli
+
+    capsys.readouterr()
+    assert cli.main(["status", str(tmp_path / "runs" / "t_study")]) == 0
+    assert "trials: 2 done (2 complete, 0 pruned), 0 running, 0 failed, of 2" in capsys.readouterr().out
 
     client, parents, children = _runs(tmp_path, "t_study")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
@@ -77,6 +95,7 @@ def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_
     # Resuming a finished study runs nothing new and duplicates nothing.
     resumed = run_cli(str(path), "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Token authentication" not in resumed.stderr and study_log.read_text().count("Token authentication") == 2
     _, parents, children = _runs(tmp_path, "t_study")
     assert len(parents) == 1 and len(children) == 2
     assert all(r.info.status == "FINISHED" for r in [*parents, *children])

@@ -28,6 +28,8 @@ FILE_NAMES = (
     R.PAIRED_EMBEDDINGS_FILE,
     R.DASHBOARD_PAGE,
     R.TABLE_REPORT_FILE,
+    R.STUDY_LOG_FILE,
+    R.FINAL_CATEGORY_FILE,
 )
 #: Tags and folder names too short to search inside other strings: a string equal to one is a copy.
 EXACT_NAMES = (
@@ -40,7 +42,6 @@ EXACT_NAMES = (
     R.VAL_LABELS,
     R.SEARCH_EXPERIMENT,
     R.ARTIFACTS_DIR,
-    R.DASHBOARD_DIR,
     R.SERVER_LOG,
 )
 

@@ -35,6 +35,8 @@ class LabeledSplit:
             them as they are; the loop also reports ``paired_mae``/``paired_cosine`` on such a test split.
         latent: for synthetic data, the variable each sample was generated from (``flows2d``: its z), saved with
             a paired test split's embeddings for plots.
+        categories: each sample's category (a CSV dataset's ``category`` column, test queries only): the final
+            epoch also reports Recall@1 and MAP@R per category (:mod:`trainables.category_metrics`).
     """
 
     items: torch.Tensor | list
@@ -43,10 +45,12 @@ class LabeledSplit:
     load_item: Callable[[Any], Any] | None = None
     paired: bool = False
     latent: np.ndarray | None = None
+    categories: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         assert len(self.items) == len(self.labels) == len(self.true_labels)
         assert self.latent is None or len(self.latent) == len(self.labels)
+        assert self.categories is None or len(self.categories) == len(self.labels)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -69,8 +73,14 @@ class LabeledSplit:
             self.items[torch.as_tensor(idx)] if isinstance(self.items, torch.Tensor) else [self.items[i] for i in idx]
         )
         latent = None if self.latent is None else self.latent[idx]
+        categories = None if self.categories is None else self.categories[idx]
         return dataclasses.replace(
-            self, items=items, labels=self.labels[idx], true_labels=self.true_labels[idx], latent=latent
+            self,
+            items=items,
+            labels=self.labels[idx],
+            true_labels=self.true_labels[idx],
+            latent=latent,
+            categories=categories,
         )
 
 

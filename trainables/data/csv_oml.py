@@ -6,13 +6,16 @@ path relative to ``dataset.root``), ``split`` (``train`` | ``validation``), ``is
 read on validation rows), optional ``category`` and optional boxes ``x_1, y_1, x_2, y_2``. ``split: validation``
 rows are the test classes. When every validation row is both query and gallery, each query is searched among
 the other validation images (the CUB/CARS/SOP protocol); otherwise queries are searched in the gallery rows (the
-In-Shop protocol), which must then be disjoint. A row's box crops its image before the transforms; ``category``
-is read but per-category metrics are not computed. Every problem is one line naming the row.
+In-Shop protocol), which must then be disjoint. A row's box crops its image before the transforms. With a ``category``
+column, the test queries carry their categories and the final epoch reports Recall@1 and MAP@R per category
+(:mod:`trainables.category_metrics`; an empty cell is the category ``none``). Every problem is one line naming
+the row.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,6 +115,9 @@ def load(spec: DatasetSpec) -> DatasetSplits:
         raise LAYOUT.error("dataset.annotations is not set", root)
     path = root / spec.annotations
     rows = _rows(path)
+    categories = (
+        np.array([(row.get("category") or "").strip() for _, row in rows]) if "category" in rows[0][1] else None
+    )
     parsed = [_check_row(path, lineno, row) for lineno, row in rows]
     items = [p for _, p, _, _, _, _ in parsed]
     labels = np.array([label for label, _, _, _, _, _ in parsed], dtype=np.int64)
@@ -123,7 +129,8 @@ def load(spec: DatasetSpec) -> DatasetSplits:
         if box is not None and boxes.setdefault(item, box) != box:
             raise LAYOUT.error(f"row at line {lineno}: {item} appears again with another box", path)
     if (query == gallery).all():  # every validation row is both: leave-one-out among them
-        return image_splits(spec, LAYOUT, root, items, labels, train, test_mask=~train, boxes=boxes)
+        splits = image_splits(spec, LAYOUT, root, items, labels, train, test_mask=~train, boxes=boxes)
+        return _with_categories(splits, categories, ~train)
     both = np.flatnonzero(query & gallery)
     if both.size:
         lineno = rows[both[0]][0]
@@ -132,4 +139,13 @@ def load(spec: DatasetSpec) -> DatasetSplits:
             "use one or the other per row, or both on every validation row",
             path,
         )
-    return image_splits(spec, LAYOUT, root, items, labels, train, test_mask=query, gallery_mask=gallery, boxes=boxes)
+    splits = image_splits(spec, LAYOUT, root, items, labels, train, test_mask=query, gallery_mask=gallery, boxes=boxes)
+    return _with_categories(splits, categories, query)
+
+
+def _with_categories(splits: DatasetSplits, categories: np.ndarray | None, test_mask: np.ndarray) -> DatasetSplits:
+    """The test queries' categories (the split holds the masked rows in file order), when the CSV names any."""
+    if categories is None or not any(categories[test_mask]):
+        return splits
+    test = dataclasses.replace(splits.test, categories=np.array([c or "none" for c in categories[test_mask]]))
+    return dataclasses.replace(splits, test=test)

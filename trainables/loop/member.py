@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from trainables.category_metrics import per_category_metrics
 from trainables.data import DatasetSplits
 from trainables.data._splits import IndexedDataset, LabeledSplit
 from trainables.data.folds import check_batch_classes
@@ -269,6 +270,8 @@ class Member:
         metrics = retrieval_metrics(
             emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery
         )
+        if self.data.test.categories is not None and self.epoch == self.spec.train.epochs:
+            metrics.update(per_category_metrics(emb, self.data.test.labels, self.data.test.categories, gallery))
         if self.data.test.paired:
             metrics.update(paired_metrics(*self.embed_views(self.data.test)))
         if self.spec.train.linear_probe:

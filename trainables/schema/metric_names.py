@@ -5,6 +5,8 @@ MLflow accepts alphanumerics, ``_ - . /`` and spaces in metric names, so there i
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "EPOCH",
     "NMI",
@@ -36,6 +38,11 @@ __all__ = [
     "noise_detector_ap",
     "KNN_REJECTED_SHARE",
     "PRISM_ESTIMATED_RATE",
+    "CATEGORY_PREFIX",
+    "CATEGORY_METRICS",
+    "category_key",
+    "per_category",
+    "split_per_category",
 ]
 
 EPOCH = "epoch"
@@ -113,6 +120,31 @@ def noise_detector_auroc(detector: str) -> str:
 def noise_detector_ap(detector: str) -> str:
     """``xi`` → ``noise/xi_ap``."""
     return f"{NOISE_DETECTOR_PREFIX}{detector}_ap"
+
+
+# Per-category retrieval (a CSV dataset's ``category`` column, as open-metric-learning reports it): Recall@1 and
+# MAP@R over the test queries of each category, searched in the whole gallery, at a trial's last epoch:
+# ``category/<category>/recall_at_1``. The overall metrics stay over all queries.
+CATEGORY_PREFIX = "category/"
+CATEGORY_METRICS = (recall_at(1), MAP_AT_R)
+
+
+def category_key(category: str) -> str:
+    """A category as it appears in a metric name: what MLflow refuses (anything but alphanumerics, ``_ - .`` and
+    spaces; a ``/`` would split the name) becomes ``_``; an empty category is ``none``."""
+    return re.sub(r"[^A-Za-z0-9_.\- ]", "_", category.strip()) or "none"
+
+
+def per_category(category: str, metric: str) -> str:
+    """``("shoes", "map_at_r")`` → ``category/shoes/map_at_r``."""
+    return f"{CATEGORY_PREFIX}{category_key(category)}/{metric}"
+
+
+def split_per_category(name: str) -> tuple[str, str] | None:
+    """``[test/]category/shoes/map_at_r`` → ``("shoes", "map_at_r")``; ``None`` for any other name."""
+    _, found, rest = name.partition(CATEGORY_PREFIX)
+    category, _, metric = rest.rpartition("/")
+    return (category, metric) if found and category and metric in CATEGORY_METRICS else None
 
 
 # knn_rejection's trace: the share of training samples its last kNN vote rejected.

@@ -65,6 +65,8 @@ __all__ = [
     "PARAM_VALIDATION_KIND",
     "SPEC_FILE",
     "FINAL_SUMMARY_FILE",
+    "FINAL_CATEGORY_FILE",
+    "FINAL_CATEGORY_COLUMNS",
     "FINAL_SUMMARY_KEY_COLUMNS",
     "SUMMARY_MEAN",
     "SUMMARY_STD",
@@ -187,6 +189,8 @@ def best_metric(metric: str) -> str:
 DEFAULT_STORAGE: Final = "runs"
 #: The validated spec the study was started with (resume refuses a different one).
 SPEC_FILE: Final = "spec.yaml"
+#: The libraries' start-up lines and warnings (Ray, MLflow, Optuna), kept off the terminal.
+STUDY_LOG_FILE: Final = "study.log"
 #: Optuna's RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names a server.
 OPTUNA_DB: Final = "optuna.db"
 #: MLflow's sqlite store, unless ``tracking.uri`` names a server; also the local tracking server's backend.
@@ -222,6 +226,10 @@ def sqlite_uri(path: object) -> str:
 #: ``<test metric><suffix>`` for every :data:`SUMMARY_SUFFIXES` (and ``fold_ensemble/`` values with k-fold).
 FINAL_SUMMARY_FILE: Final = "final_summary.csv"
 FINAL_SUMMARY_KEY_COLUMNS: Final = (GROUP, SOURCE_TRIAL, "seeds")
+#: The parent run's per-category table of the final stage (a CSV dataset with a ``category`` column): one row per
+#: group, category and metric (:data:`~trainables.schema.metric_names.CATEGORY_METRICS`) with :data:`FINAL_CATEGORY_COLUMNS`.
+FINAL_CATEGORY_FILE: Final = "final_per_category.csv"
+FINAL_CATEGORY_COLUMNS: Final = (GROUP, "category", "metric", "seeds", "mean", "std", "ci95_low", "ci95_high")
 #: Suffixes of a metric's summary over the final seeds: mean, sample std, Student's t 95 % interval (defined with the
 #: metric names, which name them first).
 SUMMARY_MEAN, SUMMARY_STD, SUMMARY_CI_LOW, SUMMARY_CI_HIGH = SUMMARY_SUFFIXES
