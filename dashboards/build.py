@@ -9,18 +9,18 @@ and prints the page's path. Exit 2 with one line for an unknown experiment, an e
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 import tempfile
 import traceback
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from dashboards.load import DashboardData, DashboardError, load, resolve_tracking_uri
 from dashboards.panels import PANEL_MODULES, Panel
 from dashboards.render import render_page, write_figures
+from study.arguments import ArgumentParser
 from study.tracking.credentials import connection_url, remember
 from trainables.schema import record as R
 
@@ -104,13 +104,8 @@ def build_after_study(spec: StudySpec) -> Path | None:
         return None
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def main(argv: list[str] | None = None, prog: str = "python -m dashboards.build") -> int:
-    p = _ArgumentParser(prog=prog, description="Build the comparison dashboard of studies.")
+    p = ArgumentParser(prog=prog, description="Build the comparison dashboard of studies.")
     p.add_argument(
         "study",
         nargs="*",

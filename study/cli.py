@@ -14,6 +14,8 @@ import importlib
 import sys
 from typing import NoReturn
 
+from study.arguments import ArgumentParser
+
 __all__ = ["COMMANDS", "main"]
 
 #: command → (module whose ``main(argv, prog)`` runs it, arguments put before the user's, one-line help).
@@ -29,13 +31,8 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
 }
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every command
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
+    p = ArgumentParser(
         prog="dmlstudy",
         description="Hyperparameter studies of deep-metric-learning losses under label noise.",
         epilog="A STUDY is its spec file or its directory (storage/<name>/). `dmlstudy COMMAND --help` for a "

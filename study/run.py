@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from study.arguments import ArgumentParser, one_line
 from trainables.schema.errors import StudyError, StudyStalledError
 
 if TYPE_CHECKING:
@@ -22,13 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other spec error
-        self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
-
-
 def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog=prog, description="Run a DML-under-label-noise study.")
+    p = ArgumentParser(prog=prog, description="Run a DML-under-label-noise study.")
     p.add_argument("spec", help="YAML study spec")
     p.add_argument("--no-dashboard", action="store_true", help="do not build the comparison dashboard at the end")
     p.add_argument(
@@ -190,7 +186,7 @@ def _run_table(args: argparse.Namespace) -> int:
 
 def _print_error(e: BaseException) -> None:
     """The error as the one line the CLI promises: newlines folded, a URL's password masked."""
-    print(f"error: {_one_line(str(e))}", file=sys.stderr)
+    print(f"error: {one_line(str(e))}", file=sys.stderr)
 
 
 def _store_failure(e: Exception, spec: StudySpec) -> str | None:
@@ -200,12 +196,6 @@ def _store_failure(e: Exception, spec: StudySpec) -> str | None:
 
     layout = StudyLayout.for_spec(spec)
     return store_failure(e, {"mlflow": layout.tracking_uri, "optuna": layout.optuna_url, "storage": layout.root})
-
-
-def _one_line(message: str) -> str:
-    from study.tracking.credentials import mask_passwords
-
-    return mask_passwords(" ".join(message.split()))
 
 
 def _warn_selection(spec: StudySpec) -> None:

@@ -7,11 +7,11 @@ driver is running it); starts no Ray and writes nothing. Exit 0 when the study e
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from pathlib import Path
 
+from study.arguments import ArgumentParser
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.spec import StudySpec
@@ -101,7 +101,7 @@ def print_status(spec: StudySpec) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m study.status") -> int:
-    p = argparse.ArgumentParser(prog=prog, description="Show where a study stands.")
+    p = ArgumentParser(prog=prog, description="Show where a study stands.")
     p.add_argument("study", help="YAML study spec, or the study's directory (storage/<name>/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)

@@ -16,11 +16,9 @@ Exit 2 with one line for an unknown study, reference family or metric, or a stud
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NoReturn
 
 import polars as pl
 
@@ -31,6 +29,7 @@ from dashboards.compare.render import render_claimed_csv, render_csv, render_lat
 from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardData, DashboardError
 from dashboards.select import final_runs
+from study.arguments import ArgumentParser
 
 __all__ = ["locate", "read_study", "main"]
 
@@ -74,13 +73,8 @@ def _runs(studies: Iterable[DashboardData]) -> pl.DataFrame:
 # ---------------------------------------------------------------------------------------------------- command line
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compare") -> int:
-    p = _ArgumentParser(prog=prog, description="Family × noise comparison tables.")
+    p = ArgumentParser(prog=prog, description="Family × noise comparison tables.")
     p.add_argument("study", nargs="+", metavar="STUDY", help="spec file or study directory (several: merged by cell)")
     p.add_argument("--reference", required=True, help="the family every other is compared with, e.g. ms")
     p.add_argument("--metric", default=DEFAULT_METRIC, help=f"a final-stage test metric (default {DEFAULT_METRIC})")

@@ -13,8 +13,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
+from study.arguments import ArgumentParser
 from study.data._download import FetchError
 from study.data._export import export_csv
 from study.data._fetch import fetch
@@ -24,14 +24,9 @@ from trainables.datasets import DATASETS, entry
 __all__ = ["main"]
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, like study.run
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def _parser(prog: str = "python -m study.data") -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog=prog, description="Fetch benchmark datasets.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    p = ArgumentParser(prog=prog, description="Fetch benchmark datasets.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     f = sub.add_parser("fetch", help="download, verify and extract a dataset so dataset.root: DIR trains")
     f.add_argument("dataset", choices=[d.name for d in DATASETS if d.sources or d.manual_steps])
     f.add_argument("--root", required=True, type=Path, help="the directory to give as dataset.root")

@@ -14,7 +14,6 @@ a cluster network (``--host 0.0.0.0``) is a deliberate choice. For a real cluste
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import os
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from study.arguments import ArgumentParser
 from trainables.schema import record as R
 
 __all__ = ["MlflowServer", "start_server", "serve", "main"]
@@ -176,7 +176,7 @@ def serve(directory: str | Path, host: str = "127.0.0.1", port: int = 0) -> Iter
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m study.tracking.server") -> int:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("directory", help="where mlflow.db and artifacts/ live")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=5000)

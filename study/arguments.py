@@ -1,0 +1,23 @@
+"""The command lines' argument parser: a usage error is one line on stderr and exit 2, like every other input error
+of the platform (argparse's own prints the whole usage first), with any URL password in the message masked."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+__all__ = ["ArgumentParser", "one_line"]
+
+
+def one_line(message: str) -> str:
+    """``message`` folded onto one line, a URL's password masked."""
+    from study.tracking.credentials import mask_passwords  # (Optuna's storage classes live there: only on an error)
+
+    return mask_passwords(" ".join(message.split()))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """:class:`argparse.ArgumentParser` whose errors are ``PROG: error: MESSAGE`` on one line, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
