@@ -18,7 +18,7 @@ from trainables.schema.metric_names import EPOCH
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
-__all__ = ["ProgressTable", "format_table"]
+__all__ = ["ProgressTable", "ThrottledTable", "format_table"]
 
 
 def _fmt(value: Any) -> str:
@@ -35,8 +35,43 @@ def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join([line, "  ".join("-" * w for w in widths), *body])
 
 
-class ProgressTable(Callback):
-    """Prints the table at most every ``interval_s`` seconds and whenever a trial ends."""
+class ThrottledTable(Callback):
+    """A live table printed at most every ``interval_s`` seconds and whenever a trial ends; subclasses say what it
+    holds (:meth:`render`)."""
+
+    def __init__(self, interval_s: float = 15.0, stream: TextIO | None = None) -> None:
+        self.interval_s = interval_s
+        self.stream = stream
+        self._last = 0.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "stream": None}  # Ray pickles callbacks with the experiment; a stream is not state
+
+    def render(self, trials: list[Trial]) -> str:
+        raise NotImplementedError
+
+    def _print(self, trials: list[Trial], force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.interval_s:
+            return
+        self._last = now
+        print(self.render(trials), file=self.stream or sys.stdout, flush=True)
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        self._print(trials)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._print(trials, force=True)
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._print(trials, force=True)
+
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        self._print(trials, force=True)
+
+
+class ProgressTable(ThrottledTable):
+    """Each trial's status, epoch, sampled parameters and metric, with the best so far."""
 
     def __init__(
         self,
@@ -53,20 +88,9 @@ class ProgressTable(Callback):
         self.total_trials = total_trials
         self.total_epochs = total_epochs
         self.param_names = param_names
-        self.interval_s = interval_s
-        self.stream = stream
-        self._last = 0.0
+        super().__init__(interval_s, stream)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["stream"] = None
-        return state
-
-    def _print(self, trials: list[Trial], force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < self.interval_s:
-            return
-        self._last = now
+    def render(self, trials: list[Trial]) -> str:
         rows = []
         for t in trials:
             result = t.last_result or {}
@@ -84,17 +108,4 @@ class ProgressTable(Callback):
         header = f"== trials {done}/{self.total_trials} done"
         if best is not None:
             header += f"; best {best['trial']} {self.metric}={_fmt(best[self.metric])}"
-        table = format_table(rows, ["trial", "status", "epoch", *self.param_names, self.metric])
-        print(f"{header}\n{table}", file=self.stream or sys.stdout, flush=True)
-
-    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
-        self._print(trials)
-
-    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._print(trials, force=True)
-
-    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._print(trials, force=True)
-
-    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
-        self._print(trials, force=True)
+        return f"{header}\n{format_table(rows, ['trial', 'status', 'epoch', *self.param_names, self.metric])}"

@@ -9,14 +9,11 @@ its checkpoint does not count the epochs it already had). It is printed, never a
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ray.tune import Callback
-
 from study.best import pick_best
-from study.progress import format_table
+from study.progress import ThrottledTable, format_table
 from study.table.spec import Table, cell_of
 from trainables.schema.metric_names import EPOCH
 
@@ -34,19 +31,14 @@ def eta_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-class TableProgress(Callback):
-    """Prints the per-cell table at most every ``interval_s`` seconds and whenever a trial ends."""
+class TableProgress(ThrottledTable):
+    """Per cell: trials done of the budget, running, failed and the best validation score; the ETA in the header."""
 
     def __init__(self, table: Table, interval_s: float = 15.0, stream: TextIO | None = None) -> None:
+        super().__init__(interval_s, stream)
         self.table = table
-        self.interval_s = interval_s
-        self.stream = stream
-        self._last = 0.0
         self._started: float | None = None
         self._epochs_here = 0
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "stream": None}
 
     def _eta(self, trials: list[Trial]) -> str:
         if self._started is None or self._epochs_here == 0:
@@ -57,11 +49,7 @@ class TableProgress(Callback):
         left = ((t.search_trials * epochs - trained) * t.search_cost() + t.final_runs * epochs) * per_epoch
         return f"; ETA ≈ {eta_text(left)} (then {t.final_runs} final runs)"
 
-    def _print(self, trials: list[Trial], force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < self.interval_s:
-            return
-        self._last = now
+    def render(self, trials: list[Trial]) -> str:
         metric, mode = self.table.base.search.metric, self.table.base.search.mode
         per_cell: dict[str, list[Trial]] = {c.label: [] for c in self.table.cells}
         for trial in trials:
@@ -87,7 +75,7 @@ class TableProgress(Callback):
             f"== table {self.table.spec.name}: search trials {done}/{self.table.search_trials} done{self._eta(trials)}"
         )
         columns = ["cell", "done", "running", "failed", f"best {metric}"]
-        print(f"{header}\n{format_table(rows, columns)}", file=self.stream or sys.stdout, flush=True)
+        return f"{header}\n{format_table(rows, columns)}"
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         if self._started is None:
@@ -95,13 +83,4 @@ class TableProgress(Callback):
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         self._epochs_here += 1
-        self._print(trials)
-
-    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._print(trials, force=True)
-
-    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._print(trials, force=True)
-
-    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
-        self._print(trials, force=True)
+        super().on_trial_result(iteration, trials, trial, result, **info)
