@@ -243,11 +243,10 @@ def _exit(code: int) -> NoReturn:
     """
     import atexit
     import os
-    import threading
 
-    for thread in threading.enumerate():  # what Py_Finalize does first: wait for the non-daemon threads
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    from study.runtime.compat import finish_threads
+
+    finish_threads()  # study.runtime.compat: what Py_Finalize runs first
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

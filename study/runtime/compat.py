@@ -1,9 +1,9 @@
-"""Private Ray Tune and Optuna internals the study relies on, in one place, each with a test.
+"""Private Ray Tune, Optuna and Python internals the study relies on, in one place, each with a test.
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
 read ASHA's per-trial brackets; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
-private instance on loopback). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
+private instance on loopback; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4) are the versions these were checked against.
 """
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ray.tune.search.optuna import OptunaSearch
 
 __all__ = [
+    "finish_threads",
     "restored_run_config",
     "optuna_trials_of",
     "completed_trials_of",
@@ -32,6 +33,15 @@ __all__ = [
     "gcs_client",
     "loopback_local_instance",
 ]
+
+
+def finish_threads() -> None:
+    """What ``Py_Finalize`` does first: run ``threading``'s exit hooks (``concurrent.futures`` tells its idle pool
+    workers to stop there), then join every non-daemon thread. Joining the threads without the hooks would wait
+    forever on an executor's idle workers, and Python offers no public call for the two together."""
+    import threading
+
+    threading._shutdown()  # type: ignore[attr-defined]
 
 
 def restored_run_config(tuner: Tuner) -> RunConfig:
