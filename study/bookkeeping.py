@@ -4,12 +4,15 @@ across a driver restart. Both are used by :mod:`study.tuner`."""
 from __future__ import annotations
 
 import pickle
+import warnings
 from typing import Any
 
+from optuna.exceptions import ExperimentalWarning
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from schema.metric_names import EPOCH
+from schema.record import OPTUNA_MLFLOW_RUN_ID, OPTUNA_RAY_TRIAL_ID
 from study.compat import (
     asha_trial_info,
     completed_trials_of,
@@ -18,13 +21,15 @@ from study.compat import (
     storage_trial_id,
     study_storage,
 )
+from study.ordered_search import may_ask
 from study.storage import read_bytes, write_bytes
 
-__all__ = ["StudySearch", "PersistentASHA"]
+__all__ = ["StudySearch", "PersistentASHA", "OptunaRunLink"]
 
 
 class StudySearch(OptunaSearch):
-    """OptunaSearch whose Optuna trials end in the state Ray's decision means.
+    """OptunaSearch whose Optuna trials end in the state Ray's decision means, asked in an order timing cannot
+    change (``lag``: :mod:`study.ordered_search`), named by the study's metric, each carrying its Ray trial id.
 
     Ray's OptunaSearch tells Optuna COMPLETE for every trial that ends with a value, so a trial stopped
     early by ASHA would enter the sampler's history as if its partial value were final. Here a trial that
@@ -35,9 +40,15 @@ class StudySearch(OptunaSearch):
     that reported intermediate values is marked FAIL (its Ray trial is gone).
     """
 
-    def __init__(self, *args: Any, max_t: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_t: int, lag: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_t = max_t
+        #: ``search.reproducible``: trial i is asked once trials <= i - lag have finished (study/ordered_search.py).
+        self.lag = lag
+        # optuna-dashboard and Optuna's plots name the objective by the study's metric instead of "Objective 0".
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)  # experimental since 3.2, unchanged in 5.0
+            optuna_study_of(self).set_metric_names([self.metric])
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         import optuna
@@ -78,10 +89,31 @@ class StudySearch(OptunaSearch):
         import optuna
 
         orphans = getattr(self, "_orphans", [])
+        if self.lag is not None and trial_id not in optuna_trials_of(self) and not self._may_ask(orphans):
+            return None  # Ray asks again on its next step, after a trial has ended
         if orphans and trial_id not in optuna_trials_of(self):
             # Re-running the define-by-run space on an Optuna trial returns the values it already holds.
             optuna_trials_of(self)[trial_id] = optuna.trial.Trial(optuna_study_of(self), orphans.pop(0))
-        return super().suggest(trial_id)
+        config = super().suggest(trial_id)
+        optuna_trials_of(self)[trial_id].set_user_attr(OPTUNA_RAY_TRIAL_ID, trial_id)
+        return config
+
+    def _may_ask(self, orphans: list[int]) -> bool:
+        """Whether the next Optuna trial (an orphan to adopt, else a new one) may be sampled now: every trial
+        ``lag`` or more before it has finished. A RUNNING trial no live Ray trial of this searcher holds (a driver
+        died before its Ray trial was snapshotted) will never finish: it is marked FAIL instead of waited for."""
+        import optuna
+
+        assert self.lag is not None
+        study = optuna_study_of(self)
+        trials = study.get_trials(deepcopy=False)
+        number = next(t.number for t in trials if storage_trial_id(t) == orphans[0]) if orphans else len(trials)
+        done = completed_trials_of(self)
+        held = {storage_trial_id(t) for rid, t in optuna_trials_of(self).items() if rid not in done} | set(orphans)
+        for t in trials:
+            if t.number <= number - self.lag and not t.state.is_finished() and storage_trial_id(t) not in held:
+                study_storage(study).set_trial_state_values(storage_trial_id(t), optuna.trial.TrialState.FAIL)
+        return may_ask(study.get_trials(deepcopy=False), number, self.lag)
 
 
 class PersistentASHA(ASHAScheduler):
@@ -137,3 +169,30 @@ class PersistentASHA(ASHAScheduler):
         self._load_once()
         asha_trial_info(self).pop(trial.trial_id, None)
         self._persist()
+
+
+class OptunaRunLink:
+    """Writes the MLflow run id of a search trial's child run into its Optuna trial's user attributes, found by the
+    Ray trial id :class:`StudySearch` wrote there. Called by the MLflow callback once the run exists (the trial is
+    running, so Optuna still accepts the attribute); picklable, as Ray pickles the callbacks with its experiment."""
+
+    def __init__(self, optuna_url: str, study_name: str) -> None:
+        self.optuna_url = optuna_url
+        self.study_name = study_name
+        self._storage: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_storage": None}
+
+    def __call__(self, ray_trial_id: str, run_id: str) -> None:
+        import optuna
+
+        from study.credentials import RedactedRDBStorage
+
+        if self._storage is None:
+            self._storage = RedactedRDBStorage(self.optuna_url)
+        study_id = self._storage.get_study_id_from_name(self.study_name)
+        running = self._storage.get_all_trials(study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        for trial in running:
+            if trial.user_attrs.get(OPTUNA_RAY_TRIAL_ID) == ray_trial_id:
+                self._storage.set_trial_user_attr(storage_trial_id(trial), OPTUNA_MLFLOW_RUN_ID, run_id)

@@ -2,9 +2,9 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
+read ASHA's per-trial brackets; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
-2.50–2.60, ``optuna`` 4) are the versions these were checked against.
+2.50–2.60, ``optuna`` 4 and 5) are the versions these were checked against.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import optuna
     from ray.tune import RunConfig, Tuner
     from ray.tune.schedulers import ASHAScheduler
@@ -26,6 +28,8 @@ __all__ = [
     "storage_trial_id",
     "asha_trial_info",
     "gcs_client",
+    "study_trials",
+    "study_with_trials",
 ]
 
 
@@ -72,3 +76,19 @@ def gcs_client(address: str) -> Any:
     from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     return GcsClient(address=address)
+
+
+def study_trials(study: optuna.Study, deepcopy: bool, use_cache: bool) -> list[optuna.trial.FrozenTrial]:
+    """Every trial of ``study`` through ``Study._get_trials``, the one method samplers (and ``get_trials``, ``trials``)
+    read the history with; ``use_cache`` as Optuna's samplers pass it (one storage read per ``ask``)."""
+    return study._get_trials(deepcopy=deepcopy, states=None, use_cache=use_cache)
+
+
+def study_with_trials(study: optuna.Study, get_trials: Callable[..., list[optuna.trial.FrozenTrial]]) -> optuna.Study:
+    """A shallow copy of ``study`` (same storage, sampler, directions) whose ``_get_trials`` is ``get_trials``: what
+    a sampler given it sees as the study's history (:mod:`study.ordered_search`)."""
+    import copy
+
+    view = copy.copy(study)
+    view._get_trials = get_trials  # type: ignore[method-assign]
+    return view

@@ -13,6 +13,7 @@ from study.bookkeeping import PersistentASHA, StudySearch
 from study.compat import restored_run_config
 from study.credentials import RedactedRDBStorage
 from study.layout import FINAL_EXPERIMENT, StudyLayout
+from study.ordered_search import OrderedSampler
 from study.progress import ProgressTable
 from study.search_space import make_sampler, to_optuna
 from study.tracking import MlflowTrialCallback
@@ -109,14 +110,16 @@ def search_tuner(
     def search_config() -> dict[str, Any]:
         from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+        sampler = make_sampler(s.sampler, s.space)
         searcher = StudySearch(
             space=to_optuna(s.space),
             metric=s.metric,
             mode=s.mode,
-            sampler=make_sampler(s.sampler, s.space),
+            sampler=OrderedSampler(sampler, s.max_concurrent) if s.reproducible else sampler,
             study_name=spec.name,
             storage=RedactedRDBStorage(layout.optuna_url),
             max_t=spec.train.epochs,
+            lag=s.max_concurrent if s.reproducible else None,
         )
         scheduler: TrialScheduler = FIFOScheduler()
         if s.scheduler.type == "asha":

@@ -26,6 +26,7 @@ from schema.errors import SpecError
 from schema.metric_names import EPOCH
 from schema.spec import StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
+from study.bookkeeping import OptunaRunLink
 from study.cluster_connect import check_storage_reachable, connect_ray
 from study.credentials import check_tracking_env, redacted_spec
 from study.data import ensure_pretrained
@@ -121,7 +122,8 @@ def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
 def _trial_callback(
     spec: StudySpec, layout: StudyLayout, store: TrackingStore, parent: str, stage: str
 ) -> MlflowTrialCallback:
-    """The driver-side MLflow writer of one stage's Tuner: child runs under ``parent``, tagged with ``stage``."""
+    """The driver-side MLflow writer of one stage's Tuner: child runs under ``parent``, tagged with ``stage``; a search
+    run's id is written to its Optuna trial too."""
     return MlflowTrialCallback(
         uri=layout.tracking_uri,
         experiment_id=store.experiment_id,
@@ -129,6 +131,7 @@ def _trial_callback(
         describe_trial=describe_trial,
         total_epochs=spec.train.epochs,
         stage=stage,
+        on_run=OptunaRunLink(layout.optuna_url, spec.name) if stage == R.STAGE_SEARCH else None,
     )
 
 
