@@ -87,6 +87,7 @@ __all__ = [
     "best_metric",
     "OPTUNA_RAY_TRIAL_ID",
     "OPTUNA_MLFLOW_RUN_ID",
+    "OPTUNA_TRIAL_NUMBER",
     "ENV_PREFIX",
     "ENV_TAGS",
 ]
@@ -186,6 +187,7 @@ ENV_TAGS: Final = tuple(
         "torch",
         "numpy",
         "faiss",
+        "faiss_simd",
         "pytorch_metric_learning",
         "optuna",
         "ray",
@@ -247,3 +249,5 @@ TRAIN_LABELS_FILE: Final = "train_labels.npz"
 #: run's ``trial_id`` tag and name) and the MLflow run id of that child run.
 OPTUNA_RAY_TRIAL_ID: Final = "ray_trial_id"
 OPTUNA_MLFLOW_RUN_ID: Final = "mlflow_run_id"
+#: Tag of a search trial's MLflow run: its Optuna trial number (the order trials were asked in; Ray's ids are random).
+OPTUNA_TRIAL_NUMBER: Final = "optuna_trial_number"

@@ -12,7 +12,7 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from schema.metric_names import EPOCH
-from schema.record import OPTUNA_MLFLOW_RUN_ID, OPTUNA_RAY_TRIAL_ID
+from schema.record import OPTUNA_MLFLOW_RUN_ID, OPTUNA_RAY_TRIAL_ID, OPTUNA_TRIAL_NUMBER
 from study.compat import (
     asha_trial_info,
     completed_trials_of,
@@ -24,7 +24,7 @@ from study.compat import (
 from study.ordered_search import may_ask
 from study.storage import read_bytes, write_bytes
 
-__all__ = ["StudySearch", "PersistentASHA", "OptunaRunLink"]
+__all__ = ["StudySearch", "PersistentASHA", "OptunaRunLink", "trial_numbers"]
 
 
 class StudySearch(OptunaSearch):
@@ -184,7 +184,8 @@ class OptunaRunLink:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_storage": None}
 
-    def __call__(self, ray_trial_id: str, run_id: str) -> None:
+    def __call__(self, ray_trial_id: str, run_id: str) -> dict[str, str]:
+        """Links the run; returns the tags the run gets: its Optuna trial number (:data:`OPTUNA_TRIAL_NUMBER`)."""
         import optuna
 
         from study.credentials import RedactedRDBStorage
@@ -196,3 +197,24 @@ class OptunaRunLink:
         for trial in running:
             if trial.user_attrs.get(OPTUNA_RAY_TRIAL_ID) == ray_trial_id:
                 self._storage.set_trial_user_attr(storage_trial_id(trial), OPTUNA_MLFLOW_RUN_ID, run_id)
+                return {OPTUNA_TRIAL_NUMBER: str(trial.number)}
+        return {}
+
+
+def trial_numbers(optuna_url: str, study_name: str) -> dict[str, int]:
+    """Ray trial id → Optuna trial number of every search trial that carries its Ray trial id (the order trials
+    were asked in: the best rule's tie-break, :func:`study.final_stage.creation_order`)."""
+    import optuna
+
+    from study.credentials import RedactedRDBStorage
+
+    storage = RedactedRDBStorage(optuna_url)
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+        return {
+            t.user_attrs[OPTUNA_RAY_TRIAL_ID]: t.number
+            for t in study.get_trials(deepcopy=False)
+            if OPTUNA_RAY_TRIAL_ID in t.user_attrs
+        }
+    finally:
+        storage.remove_session()

@@ -15,7 +15,7 @@ The best configuration is :func:`study.best.pick_best`'s (ties to the smallest t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ __all__ = [
     "result_trial_id",
     "best_per_group",
     "best_result",
+    "creation_order",
     "final_points",
     "summarize_final",
     "t_interval",
@@ -78,23 +79,32 @@ def _finished(results: Iterable[Result]) -> list[Result]:
     return [r for r in results if r.error is None and r.metrics]
 
 
-def best_result(spec: StudySpec, results: ResultGrid) -> Result | None:
-    """The search's best trial over every group (:func:`study.best.pick_best` on the search metric's last value)."""
+def creation_order(order: Mapping[str, int]) -> Callable[[Result], tuple[float, str]]:
+    """The tie-break key of a search result: its Optuna trial number (``order``: Ray trial id → number, from the
+    trials' ``ray_trial_id`` user attribute), then its Ray trial id. Ray's trial ids are random, so on their own they
+    would break a tie differently in two runs of the same study; Optuna numbers trials in the order they were asked."""
+    return lambda r: (order.get(result_trial_id(r), math.inf), result_trial_id(r))
+
+
+def best_result(spec: StudySpec, results: ResultGrid, order: Mapping[str, int]) -> Result | None:
+    """The search's best trial over every group (:func:`study.best.pick_best` on the search metric's last value,
+    ties to the earliest trial: :func:`creation_order`)."""
     metric = spec.search.metric
     return pick_best(
-        _finished(results_of(results)), lambda r: _metrics(r).get(metric), result_trial_id, spec.search.mode
+        _finished(results_of(results)), lambda r: _metrics(r).get(metric), creation_order(order), spec.search.mode
     )
 
 
-def best_per_group(spec: StudySpec, results: ResultGrid) -> dict[str, Result]:
+def best_per_group(spec: StudySpec, results: ResultGrid, order: Mapping[str, int]) -> dict[str, Result]:
     """Per group, the search trial with the best last value of the search metric (:func:`study.best.pick_best`:
-    ties to the smallest trial id, so a resumed driver, whose ResultGrid order may differ, picks the same)."""
+    ties to the earliest trial, so a resumed driver, whose ResultGrid order may differ, and a rerun of the study,
+    whose Ray trial ids differ, pick the same)."""
     metric = spec.search.metric
     return best_by_group(
         _finished(results_of(results)),
         lambda r: group_label(spec, sampled_values(_config(r))),
         lambda r: _metrics(r).get(metric),
-        result_trial_id,
+        creation_order(order),
         spec.search.mode,
     )
 

@@ -70,8 +70,8 @@ class MlflowTrialCallback(Callback):
         total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
         stage: the study stage this callback's Tuner runs (``search`` or ``final``); the child runs it creates
             carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.
-        on_run: called with ``(ray trial id, run id)`` when a trial's run is created or reopened (the search links
-            its Optuna trials to their runs: :class:`study.bookkeeping.OptunaRunLink`).
+        on_run: called with ``(ray trial id, run id)`` when a trial's run is created or reopened; returns tags for
+            the run (the search links its Optuna trials and runs both ways: :class:`study.bookkeeping.OptunaRunLink`).
     """
 
     def __init__(
@@ -82,7 +82,7 @@ class MlflowTrialCallback(Callback):
         describe_trial: Any,
         total_epochs: int,
         stage: str = R.STAGE_SEARCH,
-        on_run: Callable[[str, str], None] | None = None,
+        on_run: Callable[[str, str], dict[str, str]] | None = None,
     ) -> None:
         self.on_run = on_run
         self.uri = uri
@@ -145,7 +145,8 @@ class MlflowTrialCallback(Callback):
             self._last_step[trial.trial_id] = self._logged_epochs(run_id)
         self._runs[trial.trial_id] = run_id
         if self.on_run is not None:
-            self.on_run(trial.trial_id, run_id)
+            for key, value in self.on_run(trial.trial_id, run_id).items():
+                self.client.set_tag(run_id, key, value)
         return run_id
 
     def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:

@@ -26,10 +26,11 @@ from schema.errors import SpecError
 from schema.metric_names import EPOCH
 from schema.spec import StudySpec
 from schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
-from study.bookkeeping import OptunaRunLink
+from study.bookkeeping import OptunaRunLink, trial_numbers
 from study.cluster_connect import check_storage_reachable, connect_ray
 from study.credentials import check_tracking_env, redacted_spec
 from study.data import ensure_pretrained
+from study.environment import numerics_tags
 from study.final_stage import (
     FinalGroup,
     best_per_group,
@@ -151,7 +152,7 @@ def _run_final_stage(
     failed final trials to ``failures``."""
     from ray import tune
 
-    best = best_per_group(spec, search)
+    best = best_per_group(spec, search, trial_numbers(layout.optuna_url, spec.name))
     points = final_points(spec, best)
     if not points:
         return [], False
@@ -172,9 +173,11 @@ def _run_final_stage(
     return groups, interrupted
 
 
-def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float) -> StudyOutcome:
+def _summarize(
+    spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float, order: dict[str, int]
+) -> StudyOutcome:
     s = spec.search
-    best = best_result(spec, results)  # study.best's rule: best last value, ties to the smallest trial id
+    best = best_result(spec, results, order)  # study.best's rule: best last value, ties to the earliest trial
     sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
@@ -278,6 +281,7 @@ def _run_validated(
             R.SELECTION: selection_tag(spec),
             R.VALIDATION: spec.validation.kind,
             R.VAL_LABELS: spec.validation.labels,
+            **numerics_tags(spec),  # what decides the numbers besides the spec (of the machine that started it)
         },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
@@ -288,7 +292,8 @@ def _run_validated(
         param_space = {SPEC_KEY: trial_spec_data(spec)}
         tuner = search_tuner(spec, layout, param_space, callback, resuming, max_failures, pending_timeout_s)
         results = tuner.fit()
-        outcome = _summarize(spec, results, parent, time.perf_counter() - started)
+        order = trial_numbers(layout.optuna_url, spec.name)
+        outcome = _summarize(spec, results, parent, time.perf_counter() - started, order)
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:
             groups, final_interrupted = _run_final_stage(

@@ -234,7 +234,7 @@ def test_final_points_retrain_each_group_best_with_every_seed(reseed, tmp_path):
         for i, (f, a, v) in enumerate([("ms", 1.0, 0.5), ("ms", 2.0, 0.7), ("spms", 1.5, 0.6), ("spms", 2.5, 0.6)])
     ]
     grid = type("Grid", (), {"__len__": lambda self: len(results), "__getitem__": lambda self, i: results[i]})()
-    best = best_per_group(spec, grid)
+    best = best_per_group(spec, grid, {})
     assert {k: v.config["ms_alpha"] for k, v in best.items()} == {
         "family=ms": 2.0,
         "family=spms": 1.5,

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import random
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,18 @@ from trainables.loop.member import NonFiniteLossError
 from trainables.loop.run import TrialRun
 from trainables.registry import family_param_names
 
-__all__ = ["train_fn", "trial_spec"]
+__all__ = ["train_fn", "trial_spec", "trial_threads", "DELAY_ENV"]
 
 _NONFINITE_MARKER = "nonfinite_loss.txt"
+#: Test-only: each epoch of a trial ends with a random sleep of up to this many seconds, so a test can run the same
+#: study under different timings (tests/study/test_reproducible_e2e.py). Unset in every real run.
+DELAY_ENV = "DMLSTUDY_TEST_MAX_EPOCH_DELAY_S"
+
+
+def trial_threads(cpus: float) -> int:
+    """Torch's intra-op threads in a trial with ``cpus`` CPUs (``resources.cpu``): one per whole CPU. The thread
+    count changes how reductions are split, so the study records it (study/environment.py)."""
+    return max(1, int(cpus))
 
 
 def trial_spec(config: dict[str, Any]) -> StudySpec:
@@ -73,7 +85,8 @@ def train_fn(config: dict[str, Any]) -> None:
     """Ray Tune function trainable shared by every loss family."""
     spec = trial_spec(config)
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
-    torch.set_num_threads(max(1, int(spec.resources.cpu)))
+    torch.set_num_threads(trial_threads(spec.resources.cpu))
+    delay = float(os.environ.get(DELAY_ENV, "0"))
     # A reused worker (study.tuner sets reuse_actors) ran another trial just before: free what that one left in
     # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
     gc.collect()
@@ -91,6 +104,8 @@ def train_fn(config: dict[str, Any]) -> None:
     while trial.epoch < spec.train.epochs:
         try:
             metrics = trial.run_epoch()
+            if delay > 0:
+                time.sleep(random.Random().uniform(0, delay))  # fresh OS entropy: another timing every run
         except NonFiniteLossError as e:
             marker.write(str(e))
             raise
