@@ -39,7 +39,7 @@ def pick_best(candidates: Iterable[T], value: Callable[[T], Any], trial_id: Call
     best_value = -math.inf
     for candidate in sorted((c for c in candidates if is_finite_number(value(c))), key=trial_id):
         v = sign * float(value(candidate))
-        if best is None or v > best_value:  # strictly better: an equal value keeps the smaller trial id
+        if best is None or v > best_value:  # strictly better: an equal value keeps the earlier trial
             best, best_value = candidate, v
     return best
 

@@ -53,6 +53,8 @@ class StudySearch(OptunaSearch):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         import optuna
 
+        self._blocked = False
+
         epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
         value = (result or {}).get(self.metric)
         trials, study = optuna_trials_of(self), optuna_study_of(self)
@@ -89,8 +91,8 @@ class StudySearch(OptunaSearch):
         import optuna
 
         orphans = getattr(self, "_orphans", [])
-        if self.lag is not None and trial_id not in optuna_trials_of(self) and not self._may_ask(orphans):
-            return None  # Ray asks again on its next step, after a trial has ended
+        if trial_id not in optuna_trials_of(self) and self._must_wait(orphans):
+            return None  # Ray asks again on its next step
         if orphans and trial_id not in optuna_trials_of(self):
             # Re-running the define-by-run space on an Optuna trial returns the values it already holds.
             optuna_trials_of(self)[trial_id] = optuna.trial.Trial(optuna_study_of(self), orphans.pop(0))
@@ -98,22 +100,32 @@ class StudySearch(OptunaSearch):
         optuna_trials_of(self)[trial_id].set_user_attr(OPTUNA_RAY_TRIAL_ID, trial_id)
         return config
 
+    def _must_wait(self, orphans: list[int]) -> bool:
+        """``search.reproducible``: the next trial may not be asked yet. Ray asks on every step of its loop and only a
+        trial's end can unblock the ask, so the storage is read again only after one (on_trial_complete clears
+        ``_blocked``). A searcher pickled before the setting existed has no ``lag``: it goes on as it started."""
+        if getattr(self, "lag", None) is None:
+            return False
+        self._blocked = getattr(self, "_blocked", False) or not self._may_ask(orphans)
+        return self._blocked
+
     def _may_ask(self, orphans: list[int]) -> bool:
         """Whether the next Optuna trial (an orphan to adopt, else a new one) may be sampled now: every trial
         ``lag`` or more before it has finished. A RUNNING trial no live Ray trial of this searcher holds (a driver
         died before its Ray trial was snapshotted) will never finish: it is marked FAIL instead of waited for."""
         import optuna
 
-        assert self.lag is not None
+        lag = self.lag
+        assert lag is not None
         study = optuna_study_of(self)
         trials = study.get_trials(deepcopy=False)
         number = next(t.number for t in trials if storage_trial_id(t) == orphans[0]) if orphans else len(trials)
         done = completed_trials_of(self)
         held = {storage_trial_id(t) for rid, t in optuna_trials_of(self).items() if rid not in done} | set(orphans)
         for t in trials:
-            if t.number <= number - self.lag and not t.state.is_finished() and storage_trial_id(t) not in held:
+            if t.number <= number - lag and not t.state.is_finished() and storage_trial_id(t) not in held:
                 study_storage(study).set_trial_state_values(storage_trial_id(t), optuna.trial.TrialState.FAIL)
-        return may_ask(study.get_trials(deepcopy=False), number, self.lag)
+        return may_ask(study.get_trials(deepcopy=False), number, lag)
 
 
 class PersistentASHA(ASHAScheduler):

@@ -7,7 +7,7 @@ are used once, here. With ``final.group_by`` the best configuration is chosen, a
 combination of the named *condition* values (family, noise ratio, subset, ...), which is how a comparison grid
 gets one honest number per cell.
 
-The best configuration is :func:`study.best.pick_best`'s (ties to the smallest trial id); the interval is
+The best configuration is :func:`study.best.pick_best`'s (ties to the earliest trial, :func:`creation_order`); the interval is
 :func:`study.intervals.t_interval` (Student's t over the seeds). The summary's columns are named by
 :mod:`schema.record`.
 """
