@@ -1,5 +1,6 @@
-"""What Ray Tune does not keep for us: Optuna trial states that match Ray's decisions, and ASHA's rungs
-across a driver restart. Both are used by :mod:`study.tuner`."""
+"""What Ray Tune does not keep for us: Optuna trial states that match Ray's decisions, asks in an order timing cannot
+change, Optuna trials linked to their Ray trials and MLflow runs, and ASHA's rungs across a driver restart. Used by
+:mod:`study.tuner` and :mod:`study.stage_tuners`."""
 
 from __future__ import annotations
 
