@@ -89,3 +89,51 @@ def test_the_view_of_trial_i():
     ]
     assert seen[2].params == {"x": 0.2}
     assert may_ask(trials, 4, lag=3) and may_ask(trials, 5, lag=3) and not may_ask(trials, 6, lag=3)
+
+
+def test_the_searcher_waits_for_trial_i_minus_lag_and_keeps_waiting_after_a_restore(tmp_path):
+    """StudySearch with ``lag``: the next trial is asked only once the trial ``lag`` before it has ended; a restored
+    searcher (pickled, as Ray restores it) keeps the rule, after adopting an Optuna trial a killed driver left asked."""
+    from schema.record import OPTUNA_RAY_TRIAL_ID
+    from schema.spec import FloatParam
+    from study.bookkeeping import StudySearch
+    from study.search_space import to_optuna
+
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    space = {"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}
+
+    def searcher() -> StudySearch:
+        return StudySearch(
+            space=to_optuna(space),
+            metric="test/recall_at_1",
+            mode="max",
+            sampler=OrderedSampler(optuna.samplers.TPESampler(seed=0, n_startup_trials=1), 2),
+            study_name="s",
+            storage=optuna.storages.RDBStorage(url),
+            max_t=1,
+            lag=2,
+        )
+
+    def done(s: StudySearch, ray_id: str, value: float) -> None:
+        s.on_trial_complete(ray_id, {"test/recall_at_1": value, "epoch": 1, "training_iteration": 1})
+
+    first = searcher()
+    assert first.suggest("ray_a") is not None and first.suggest("ray_b") is not None  # trials 0, 1
+    assert first.suggest("ray_c") is None  # trial 2 needs trial 0's outcome
+    done(first, "ray_b", 0.4)
+    assert first.suggest("ray_c") is None  # trial 1 ending changes nothing
+    done(first, "ray_a", 0.5)
+    assert first.suggest("ray_c") is not None  # trial 2
+    first.save(str(tmp_path / "searcher.pkl"))
+    study = optuna.load_study(study_name="s", storage=url)
+    study.ask({"ms_alpha": optuna.distributions.FloatDistribution(1.0, 3.0)})  # trial 3: asked, then the driver died
+
+    second = searcher()
+    second.restore(str(tmp_path / "searcher.pkl"))
+    assert second.suggest("ray_d") is not None  # adopts trial 3 (needs trials <= 1: ended)
+    assert second.suggest("ray_e") is None  # trial 4 needs trial 2 (ray_c, still running)
+    done(second, "ray_c", 0.6)
+    assert second.suggest("ray_e") is not None
+    trials = study.get_trials()
+    assert [t.user_attrs.get(OPTUNA_RAY_TRIAL_ID) for t in trials] == ["ray_a", "ray_b", "ray_c", "ray_d", "ray_e"]
+    assert study.metric_names == ["test/recall_at_1"]
