@@ -318,6 +318,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
             row.update({t: tags.get(t, "") for t in R.SELECTION_TAGS})
             row[R.STAGE] = row[R.STAGE] or SEARCH_STAGE
             row[R.TRIAL_ID] = row[R.TRIAL_ID] or run.info.run_name
+            row[R.OPTUNA_TRIAL_NUMBER] = tags.get(R.OPTUNA_TRIAL_NUMBER, "")  # the best rule's tie-break
             row.update({PARAM + k: v for k, v in run.data.params.items()})
             row.update({METRIC + k: float(v) for k, v in run.data.metrics.items()})
             rows.append(row)

@@ -4,7 +4,8 @@ Selection follows the study's protocol: configurations are ranked by the search 
 runs only (``val/…`` with validation on, ``test/…`` with ``validation.kind: none``); the final stage's runs
 (the selected configuration retrained with several seeds, evaluated on the test classes) are summarised
 per final group with Student's t 95 % interval, the same numbers the study logs on its parent run. "Best" is
-:func:`study.best.pick_best`'s rule (best value, ties to the smallest trial id), the one the final stage retrains.
+:func:`study.best.pick_best`'s rule (best value, ties to the earliest trial: the smallest Optuna trial number), the one
+the final stage retrains.
 """
 
 from __future__ import annotations
@@ -193,9 +194,10 @@ def best_configs(
             aggs += [pl.col(METRIC + m).mean().alias(f"mean_{m}"), pl.col(METRIC + m).std().alias(f"std_{m}")]
         else:
             aggs += [pl.lit(None, pl.Float64).alias(f"mean_{m}"), pl.lit(None, pl.Float64).alias(f"std_{m}")]
-    per_config = runs.group_by([*GROUP, "config"]).agg(*aggs, pl.col(R.TRIAL_ID).min().alias("_first_trial"))
+    runs = runs.with_columns(_creation_order(runs))
+    per_config = runs.group_by([*GROUP, "config"]).agg(*aggs, pl.col("_order").min().alias("_first_trial"))
     best_config = _best_per_group(per_config, "mean", "_first_trial", data.mode).drop("_first_trial")
-    best_run = _best_per_group(runs, objective, R.TRIAL_ID, data.mode).select(
+    best_run = _best_per_group(runs, objective, "_order", data.mode).select(
         *GROUP,
         pl.col(objective).alias("best_value"),
         pl.col("run_id").alias("best_run_id"),
@@ -204,9 +206,20 @@ def best_configs(
     return best_config.join(best_run, on=GROUP).sort("family", "dataset", "subset", "noise_ratio")
 
 
+def _creation_order(runs: pl.DataFrame) -> pl.Expr:
+    """``_order``: the tie-break key of :func:`study.final_stage.creation_order` as one sortable string: the zero-padded
+    Optuna trial number (tag :data:`~trainables.schema.record.OPTUNA_TRIAL_NUMBER`), else ``~`` and the trial id (after them)."""
+    fallback = pl.lit("~") + pl.col(R.TRIAL_ID)
+    if R.OPTUNA_TRIAL_NUMBER not in runs.columns:
+        return fallback.alias("_order")
+    number = pl.col(R.OPTUNA_TRIAL_NUMBER).cast(pl.Utf8)
+    return pl.when(number.is_not_null() & (number != "")).then(number.str.zfill(12)).otherwise(fallback).alias("_order")
+
+
 def _best_per_group(frame: pl.DataFrame, value: str, trial_id: str, mode: str) -> pl.DataFrame:
     """Per :data:`GROUP`, the row :func:`study.best.pick_best` picks: best ``value``, ties to the smallest
-    ``trial_id`` (the rule the final stage retrains by, so a page and its study agree)."""
+    ``trial_id`` key (``_order``: the earliest trial, the rule the final stage retrains by, so a page and its study
+    agree)."""
     picked = best_by_group(
         frame.iter_rows(named=True),
         lambda r: tuple(r[g] for g in GROUP),

@@ -2,11 +2,13 @@
 dashboards share.
 
 The rule: among the candidates whose value of the search metric is a finite number, the one with the best value
-(largest for ``mode: max``, smallest for ``mode: min``); **ties go to the smallest trial id**. Ray numbers a Tuner's
-trials in creation order (``<experiment>_00000``, ``_00001``, ...) and Optuna numbers its trials the same way, so the
-tie-break is "the earliest trial", and it does not depend on the order a store or a restored ``ResultGrid`` returns
-the candidates in: a resumed driver, ``--status`` and a dashboard built later pick the same trial. Ties are common
-on tiny studies (Recall@1 over a few hundred queries takes few values).
+(largest for ``mode: max``, smallest for ``mode: min``); **ties go to the earliest trial**: the smallest key the
+caller gives, Optuna's trial number for the search (the order trials were asked in; ``--status`` reads it from
+Optuna, the final stage maps Ray trial ids to it, :func:`study.final_stage.creation_order`, the dashboards read each
+run's ``optuna_trial_number`` tag). Ray's trial ids are random hex under a searcher, so they break a tie only where no
+number exists. The tie-break does not depend on the order a store or a restored ``ResultGrid`` returns the candidates
+in, nor on the run: a resumed driver, a rerun of the study, ``--status`` and a dashboard built later pick the same
+trial. Ties are common on tiny studies (Recall@1 over a few hundred queries takes few values).
 
 A configuration repeated over seeds is ranked by its mean (the dashboards' ``best_configs``); its trial id for the
 tie-break is then its smallest one.
@@ -37,7 +39,7 @@ def pick_best(candidates: Iterable[T], value: Callable[[T], Any], trial_id: Call
     best_value = -math.inf
     for candidate in sorted((c for c in candidates if is_finite_number(value(c))), key=trial_id):
         v = sign * float(value(candidate))
-        if best is None or v > best_value:  # strictly better: an equal value keeps the smaller trial id
+        if best is None or v > best_value:  # strictly better: an equal value keeps the earlier trial
             best, best_value = candidate, v
     return best
 

@@ -1,14 +1,18 @@
-"""What Ray Tune does not keep for us: Optuna trial states that match Ray's decisions, and ASHA's rungs
-across a driver restart. Both are used by :mod:`study.tuner`."""
+"""What Ray Tune does not keep for us: Optuna trial states that match Ray's decisions, asks in an order timing cannot
+change, Optuna trials linked to their Ray trials and MLflow runs, and ASHA's rungs across a driver restart. Used by
+:mod:`study.tuner` and :mod:`study.stage_tuners`."""
 
 from __future__ import annotations
 
 import pickle
+import warnings
 from typing import Any
 
+from optuna.exceptions import ExperimentalWarning
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
+from study.ordered_search import may_ask
 from study.runtime.compat import (
     asha_trial_info,
     completed_trials_of,
@@ -19,12 +23,14 @@ from study.runtime.compat import (
 )
 from study.runtime.storage import read_bytes, write_bytes
 from trainables.schema.metric_names import EPOCH
+from trainables.schema.record import OPTUNA_MLFLOW_RUN_ID, OPTUNA_RAY_TRIAL_ID, OPTUNA_TRIAL_NUMBER
 
-__all__ = ["StudySearch", "PersistentASHA"]
+__all__ = ["StudySearch", "PersistentASHA", "OptunaRunLink", "trial_numbers"]
 
 
 class StudySearch(OptunaSearch):
-    """OptunaSearch whose Optuna trials end in the state Ray's decision means.
+    """OptunaSearch whose Optuna trials end in the state Ray's decision means, asked in an order timing cannot
+    change (``lag``: :mod:`study.ordered_search`), named by the study's metric, each carrying its Ray trial id.
 
     Ray's OptunaSearch tells Optuna COMPLETE for every trial that ends with a value, so a trial stopped
     early by ASHA would enter the sampler's history as if its partial value were final. Here a trial that
@@ -35,12 +41,20 @@ class StudySearch(OptunaSearch):
     that reported intermediate values is marked FAIL (its Ray trial is gone).
     """
 
-    def __init__(self, *args: Any, max_t: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_t: int, lag: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_t = max_t
+        #: ``search.reproducible``: trial i is asked once trials <= i - lag have finished (study/ordered_search.py).
+        self.lag = lag
+        # optuna-dashboard and Optuna's plots name the objective by the study's metric instead of "Objective 0".
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)  # experimental since 3.2, unchanged in 5.0
+            optuna_study_of(self).set_metric_names([self.metric])
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         import optuna
+
+        self._blocked = False
 
         epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
         value = (result or {}).get(self.metric)
@@ -83,10 +97,41 @@ class StudySearch(OptunaSearch):
         import optuna
 
         orphans = getattr(self, "_orphans", [])
+        if trial_id not in optuna_trials_of(self) and self._must_wait(orphans):
+            return None  # Ray asks again on its next step
         if orphans and trial_id not in optuna_trials_of(self):
             # Re-running the define-by-run space on an Optuna trial returns the values it already holds.
             optuna_trials_of(self)[trial_id] = optuna.trial.Trial(optuna_study_of(self), orphans.pop(0))
-        return super().suggest(trial_id)
+        config = super().suggest(trial_id)
+        optuna_trials_of(self)[trial_id].set_user_attr(OPTUNA_RAY_TRIAL_ID, trial_id)
+        return config
+
+    def _must_wait(self, orphans: list[int]) -> bool:
+        """``search.reproducible``: the next trial may not be asked yet. Ray asks on every step of its loop and only a
+        trial's end can unblock the ask, so the storage is read again only after one (on_trial_complete clears
+        ``_blocked``). A searcher pickled before the setting existed has no ``lag``: it goes on as it started."""
+        if getattr(self, "lag", None) is None:
+            return False
+        self._blocked = getattr(self, "_blocked", False) or not self._may_ask(orphans)
+        return self._blocked
+
+    def _may_ask(self, orphans: list[int]) -> bool:
+        """Whether the next Optuna trial (an orphan to adopt, else a new one) may be sampled now: every trial
+        ``lag`` or more before it has finished. A RUNNING trial no live Ray trial of this searcher holds (a driver
+        died before its Ray trial was snapshotted) will never finish: it is marked FAIL instead of waited for."""
+        import optuna
+
+        lag = self.lag
+        assert lag is not None
+        study = optuna_study_of(self)
+        trials = study.get_trials(deepcopy=False)
+        number = next(t.number for t in trials if storage_trial_id(t) == orphans[0]) if orphans else len(trials)
+        done = completed_trials_of(self)
+        held = {storage_trial_id(t) for rid, t in optuna_trials_of(self).items() if rid not in done} | set(orphans)
+        for t in trials:
+            if t.number <= number - lag and not t.state.is_finished() and storage_trial_id(t) not in held:
+                study_storage(study).set_trial_state_values(storage_trial_id(t), optuna.trial.TrialState.FAIL)
+        return may_ask(study.get_trials(deepcopy=False), number, lag)
 
 
 class PersistentASHA(ASHAScheduler):
@@ -142,3 +187,62 @@ class PersistentASHA(ASHAScheduler):
         self._load_once()
         asha_trial_info(self).pop(trial.trial_id, None)
         self._persist()
+
+
+class OptunaRunLink:
+    """Writes the MLflow run id of a search trial's child run into its Optuna trial's user attributes, found by the
+    Ray trial id :class:`StudySearch` wrote there. Called by the MLflow callback once the run exists (the trial is
+    running, so Optuna still accepts the attribute); picklable, as Ray pickles the callbacks with its experiment."""
+
+    def __init__(self, optuna_url: str, study_name: str) -> None:
+        self.optuna_url = optuna_url
+        self.study_name = study_name
+        self._storage: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_storage": None}
+
+    def __call__(self, ray_trial_id: str, run_id: str) -> dict[str, str]:
+        """Links the run; returns the tags the run gets: its Optuna trial number (:data:`OPTUNA_TRIAL_NUMBER`)."""
+        import optuna
+
+        from study.tracking.credentials import RedactedRDBStorage
+
+        if self._storage is None:
+            self._storage = RedactedRDBStorage(self.optuna_url)
+        for name in study_names(self._storage, self.study_name):
+            study_id = self._storage.get_study_id_from_name(name)
+            running = self._storage.get_all_trials(study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+            for trial in running:
+                if trial.user_attrs.get(OPTUNA_RAY_TRIAL_ID) == ray_trial_id:
+                    self._storage.set_trial_user_attr(storage_trial_id(trial), OPTUNA_MLFLOW_RUN_ID, run_id)
+                    return {OPTUNA_TRIAL_NUMBER: str(trial.number)}
+        return {}
+
+
+def study_names(storage: Any, study_name: str) -> list[str]:
+    """The Optuna studies of study ``study_name`` in ``storage``: its own, or a table's cells (``<name>.<arm>.<cell>``)."""
+    import optuna
+
+    return [n for n in optuna.get_all_study_names(storage) if n == study_name or n.startswith(study_name + ".")]
+
+
+def trial_numbers(optuna_url: str, study_name: str) -> dict[str, int]:
+    """Ray trial id → Optuna trial number of every search trial that carries its Ray trial id (the order trials
+    were asked in: the best rule's tie-break, :func:`study.final_stage.creation_order`). A table's cells are Optuna
+    studies of their own (``<name>.<arm>.<cell>``): their trials are read too, numbered within their cell, which is
+    where the rule compares them."""
+    import optuna
+
+    from study.tracking.credentials import RedactedRDBStorage
+
+    storage = RedactedRDBStorage(optuna_url)
+    try:
+        return {
+            t.user_attrs[OPTUNA_RAY_TRIAL_ID]: t.number
+            for name in study_names(storage, study_name)
+            for t in optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+            if OPTUNA_RAY_TRIAL_ID in t.user_attrs
+        }
+    finally:
+        storage.remove_session()

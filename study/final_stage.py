@@ -7,7 +7,7 @@ are used once, here. With ``final.group_by`` the best configuration is chosen, a
 combination of the named *condition* values (family, noise ratio, subset, ...), which is how a comparison grid
 gets one honest number per cell.
 
-The best configuration is :func:`study.best.pick_best`'s (ties to the smallest trial id); the interval is
+The best configuration is :func:`study.best.pick_best`'s (ties to the earliest trial, :func:`creation_order`); the interval is
 :func:`study.intervals.t_interval` (Student's t over the seeds). The summary's columns are named by
 :mod:`trainables.schema.record`.
 """
@@ -15,7 +15,7 @@ The best configuration is :func:`study.best.pick_best`'s (ties to the smallest t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ __all__ = [
     "result_trial_id",
     "best_per_group",
     "best_result",
+    "creation_order",
     "final_points",
     "summarize_final",
     "t_interval",
@@ -79,19 +80,31 @@ def _finished(results: Iterable[Result]) -> list[Result]:
     return [r for r in results if r.error is None and r.metrics]
 
 
-def best_result(spec: StudySpec, results: ResultGrid) -> Result | None:
-    """The search's best trial over every group (:func:`study.best.pick_best` on the search metric's last value)."""
+def creation_order(order: Mapping[str, int]) -> Callable[[Result], tuple[float, str]]:
+    """The tie-break key of a search result: its Optuna trial number (``order``: Ray trial id → number, from the
+    trials' ``ray_trial_id`` user attribute), then its Ray trial id. Ray's trial ids are random, so on their own they
+    would break a tie differently in two runs of the same study; Optuna numbers trials in the order they were asked."""
+    return lambda r: (order.get(result_trial_id(r), math.inf), result_trial_id(r))
+
+
+def best_result(spec: StudySpec, results: ResultGrid, order: Mapping[str, int]) -> Result | None:
+    """The search's best trial over every group (:func:`study.best.pick_best` on the search metric's last value,
+    ties to the earliest trial: :func:`creation_order`)."""
     metric = spec.search.metric
     return pick_best(
-        _finished(results_of(results)), lambda r: _metrics(r).get(metric), result_trial_id, spec.search.mode
+        _finished(results_of(results)), lambda r: _metrics(r).get(metric), creation_order(order), spec.search.mode
     )
 
 
 def best_per_group(
-    spec: StudySpec, results: ResultGrid, group: Callable[[dict[str, Any]], str | None] | None = None
+    spec: StudySpec,
+    results: ResultGrid,
+    order: Mapping[str, int],
+    group: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> dict[str, Result]:
     """Per group, the search trial with the best last value of the search metric (:func:`study.best.pick_best`:
-    ties to the smallest trial id, so a resumed driver, whose ResultGrid order may differ, picks the same).
+    ties to the earliest trial, so a resumed driver, whose ResultGrid order may differ, and a rerun of the study,
+    whose Ray trial ids differ, pick the same).
 
     ``group`` maps a trial's config to its group (default: the ``final.group_by`` values; a table: its cell)."""
     metric = spec.search.metric
@@ -100,7 +113,7 @@ def best_per_group(
         _finished(results_of(results)),
         lambda r: label(_config(r)),
         lambda r: _metrics(r).get(metric),
-        result_trial_id,
+        creation_order(order),
         spec.search.mode,
     )
     return {key: best for key, best in picked.items() if key is not None}

@@ -106,7 +106,8 @@ class ConditionalGridSampler(optuna.samplers.BaseSampler):
 
 
 def make_sampler(spec: SamplerSpec, space: dict[str, ParamSpec] | None = None) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler named by ``search.sampler.type``, seeded with ``search.sampler.seed``.
+    """The Optuna sampler named by ``search.sampler.type``, seeded with ``search.sampler.seed``, with the spec's
+    settings (``multivariate``, ``constant_liar``, ``n_startup_trials``) where the type takes them.
 
     ``grid`` needs the (categorical) ``space``: it visits every combination of the choices once.
     """
@@ -114,12 +115,18 @@ def make_sampler(spec: SamplerSpec, space: dict[str, ParamSpec] | None = None) -
     if spec.type == "grid":
         return ConditionalGridSampler(space or {}, seed=spec.seed)
     if spec.type == "tpe":
-        return samplers.TPESampler(seed=spec.seed)
+        # Every setting that decides the search is the spec's (trainables/schema/space.py), never the installed Optuna's default.
+        return samplers.TPESampler(
+            seed=spec.seed,
+            multivariate=spec.multivariate,
+            constant_liar=spec.constant_liar,
+            n_startup_trials=spec.n_startup_trials,
+        )
     if spec.type == "random":
         return samplers.RandomSampler(seed=spec.seed)
     if spec.type == "cmaes":
         return samplers.CmaEsSampler(seed=spec.seed, warn_independent_sampling=False)
     if spec.type == "gp":
-        return samplers.GPSampler(seed=spec.seed)
+        return samplers.GPSampler(seed=spec.seed, n_startup_trials=spec.n_startup_trials)
     assert spec.type == "qmc", spec.type
     return samplers.QMCSampler(seed=spec.seed, scramble=True, warn_independent_sampling=False)

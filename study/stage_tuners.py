@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from study.bookkeeping import PersistentASHA, StudySearch
 from study.layout import StudyLayout
+from study.ordered_search import OrderedSampler
 from study.progress import ProgressTable
 from study.runtime.compat import restored_run_config
 from study.runtime.watchdog import PendingTimeout
@@ -110,14 +111,16 @@ def search_tuner(
     def search_config() -> dict[str, Any]:
         from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+        sampler = make_sampler(s.sampler, s.space)
         searcher = StudySearch(
             space=to_optuna(s.space),
             metric=s.metric,
             mode=s.mode,
-            sampler=make_sampler(s.sampler, s.space),
+            sampler=OrderedSampler(sampler, s.max_concurrent) if s.reproducible else sampler,
             study_name=spec.name,
             storage=GuardedRDBStorage(layout.optuna_url),
             max_t=spec.train.epochs,
+            lag=s.max_concurrent if s.reproducible else None,
         )
         scheduler: TrialScheduler = FIFOScheduler()
         if s.scheduler.type == "asha":

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from study.bookkeeping import OptunaRunLink, trial_numbers
 from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
+from study.environment import numerics_tags
 from study.final_stage import (
     FinalGroup,
     best_per_group,
@@ -136,7 +138,8 @@ def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
 def _trial_callback(
     spec: StudySpec, layout: StudyLayout, store: TrackingStore, parent: str, stage: str
 ) -> MlflowTrialCallback:
-    """The driver-side MLflow writer of one stage's Tuner: child runs under ``parent``, tagged with ``stage``."""
+    """The driver-side MLflow writer of one stage's Tuner: child runs under ``parent``, tagged with ``stage``; a search
+    run's id is written to its Optuna trial too."""
     return MlflowTrialCallback(
         uri=layout.tracking_uri,
         experiment_id=store.experiment_id,
@@ -144,6 +147,7 @@ def _trial_callback(
         describe_trial=describe_trial,
         total_epochs=spec.train.epochs,
         stage=stage,
+        on_run=OptunaRunLink(layout.optuna_url, spec.name) if stage == R.STAGE_SEARCH else None,
     )
 
 
@@ -164,7 +168,9 @@ def _run_final_stage(
     failed final trials to ``failures``."""
     from ray import tune
 
-    best = best_per_group(spec, search, plan.group if plan is not None else None)
+    best = best_per_group(
+        spec, search, trial_numbers(layout.optuna_url, spec.name), plan.group if plan is not None else None
+    )
     points = final_points(spec, best)
     if not points:
         return [], False
@@ -187,9 +193,11 @@ def _run_final_stage(
     return groups, interrupted
 
 
-def _summarize(spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float) -> StudyOutcome:
+def _summarize(
+    spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float, order: dict[str, int]
+) -> StudyOutcome:
     s = spec.search
-    best = best_result(spec, results)  # study.best's rule: best last value, ties to the smallest trial id
+    best = best_result(spec, results, order)  # study.best's rule: best last value, ties to the earliest trial
     sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
@@ -302,6 +310,7 @@ def _run_validated(
             R.SELECTION: selection_tag(spec),
             R.VALIDATION: spec.validation.kind,
             R.VAL_LABELS: spec.validation.labels,
+            **numerics_tags(spec),  # what decides the numbers besides the spec (of the machine that started it)
         },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
@@ -315,7 +324,8 @@ def _run_validated(
         else:
             tuner = plan.tuner(param_space, callback, resuming, max_failures, pending_timeout_s)
         results = tuner.fit()
-        outcome = _summarize(spec, results, parent, time.perf_counter() - started)
+        order = trial_numbers(layout.optuna_url, spec.name)
+        outcome = _summarize(spec, results, parent, time.perf_counter() - started, order)
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:
             groups, final_interrupted = _run_final_stage(

@@ -2,10 +2,10 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
+read ASHA's per-trial brackets; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
 private instance on loopback; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
-2.50–2.60, ``optuna`` 4) are the versions these were checked against.
+2.50–2.60, ``optuna`` 4 and 5) are the versions these were checked against.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import optuna
     from ray.tune import RunConfig, Tuner
     from ray.tune.schedulers import ASHAScheduler
@@ -32,6 +34,8 @@ __all__ = [
     "asha_trial_info",
     "gcs_client",
     "loopback_local_instance",
+    "study_trials",
+    "study_with_trials",
 ]
 
 
@@ -120,3 +124,19 @@ def loopback_local_instance() -> Iterator[None]:
             os.environ.pop(LOCAL_ONLY_ENV, None)
         else:
             os.environ[LOCAL_ONLY_ENV] = before_env
+
+
+def study_trials(study: optuna.Study, deepcopy: bool, use_cache: bool) -> list[optuna.trial.FrozenTrial]:
+    """Every trial of ``study`` through ``Study._get_trials``, the one method samplers (and ``get_trials``, ``trials``)
+    read the history with; ``use_cache`` as Optuna's samplers pass it (one storage read per ``ask``)."""
+    return study._get_trials(deepcopy=deepcopy, states=None, use_cache=use_cache)
+
+
+def study_with_trials(study: optuna.Study, get_trials: Callable[..., list[optuna.trial.FrozenTrial]]) -> optuna.Study:
+    """A shallow copy of ``study`` (same storage, sampler, directions) whose ``_get_trials`` is ``get_trials``: what
+    a sampler given it sees as the study's history (:mod:`study.ordered_search`)."""
+    import copy
+
+    view = copy.copy(study)
+    view._get_trials = get_trials  # type: ignore[method-assign]
+    return view

@@ -28,6 +28,8 @@ from trainables.schema.metric_names import EPOCH
 from trainables.schema.record import ARTIFACTS_DIR
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mlflow import MlflowClient
     from ray.tune.experiment import Trial
 
@@ -69,6 +71,8 @@ class MlflowTrialCallback(Callback):
         total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
         stage: the study stage this callback's Tuner runs (``search`` or ``final``); the child runs it creates
             carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.
+        on_run: called with ``(ray trial id, run id)`` when a trial's run is created or reopened; returns tags for
+            the run (the search links its Optuna trials and runs both ways: :class:`study.bookkeeping.OptunaRunLink`).
     """
 
     def __init__(
@@ -79,7 +83,9 @@ class MlflowTrialCallback(Callback):
         describe_trial: Any,
         total_epochs: int,
         stage: str = R.STAGE_SEARCH,
+        on_run: Callable[[str, str], dict[str, str]] | None = None,
     ) -> None:
+        self.on_run = on_run
         self.uri = uri
         self.experiment_id = experiment_id
         self.parent_run_id = parent_run_id
@@ -139,6 +145,9 @@ class MlflowTrialCallback(Callback):
                 log_params(self.client, run_id, self.describe_trial(trial.config)[0])
             self._last_step[trial.trial_id] = self._logged_epochs(run_id)
         self._runs[trial.trial_id] = run_id
+        if self.on_run is not None:
+            for key, value in self.on_run(trial.trial_id, run_id).items():
+                self.client.set_tag(run_id, key, value)
         return run_id
 
     def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:

@@ -63,7 +63,8 @@ def test_t_interval_against_scipy_and_by_hand():
 
 def test_final_stage_status_and_dashboards_pick_the_same_trial_on_a_tie(tmp_path):
     """Three trials, two tied at the best value and handed over in reverse order: the final stage (Ray results),
-    ``--status``'s Optuna rule and the dashboards' ``best_configs`` all pick the smaller trial id."""
+    ``--status``'s Optuna rule and the dashboards' ``best_configs`` all pick the earlier trial (the smaller Optuna
+    number; the smaller trial id where no number is recorded)."""
     from dashboards.load import DashboardData, StudyInfo
     from dashboards.select import best_configs
     from harness.driver import honest_spec
@@ -82,7 +83,9 @@ def test_final_stage_status_and_dashboards_pick_the_same_trial_on_a_tie(tmp_path
         for t, v, a in trials
     ]
     grid = type("Grid", (), {"__len__": lambda self: len(results), "__getitem__": lambda self, i: results[i]})()
-    assert best_result(spec, grid).config["ms_alpha"] == 1.0
+    assert best_result(spec, grid, {}).config["ms_alpha"] == 1.0  # no Optuna numbers: the smaller trial id
+    numbers = {"abc_00002": 0, "abc_00001": 1, "abc_00000": 2}  # Ray's ids are random: Optuna's order decides
+    assert best_result(spec, grid, numbers).config["ms_alpha"] == 2.0
 
     optuna_trials = [SimpleNamespace(number=int(t[-1]), value=v) for t, v, _ in trials]
     assert pick_best(optuna_trials, lambda t: t.value, lambda t: t.number, spec.search.mode).number == 1
@@ -112,6 +115,9 @@ def test_final_stage_status_and_dashboards_pick_the_same_trial_on_a_tie(tmp_path
     data = DashboardData("sqlite:///x", [info], runs, empty, empty, empty)
     table = best_configs(data, runs=runs)
     assert table["trial_ids"].to_list() == [["abc_00001"]] and table["best_trial_id"].to_list() == ["abc_00001"]
+    numbered = runs.with_columns(pl.Series("optuna_trial_number", [str(numbers[t]) for t, _, _ in trials]))
+    table = best_configs(data, runs=numbered)
+    assert table["best_trial_id"].to_list() == ["abc_00002"]
 
 
 def test_status_names_the_earliest_of_tied_trials(tmp_path, spec_dict, write_spec):

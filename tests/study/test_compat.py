@@ -94,3 +94,23 @@ def test_finish_threads_stops_idle_executor_workers_and_joins_the_rest():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["1", "0"], proc.stderr  # the thread ran to its end; no other thread is left
+
+
+def test_a_study_view_shows_samplers_its_own_trials():
+    """``Study._get_trials`` is what ``get_trials``, ``trials`` and the samplers read (TPE, the intersection search
+    space): a view replacing it replaces the history every one of them sees."""
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for x in (0.1, 0.2, 0.3):
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"x": x}, distributions={"x": optuna.distributions.FloatDistribution(0, 1)}, value=x
+            )
+        )
+    every = compat.study_trials(study, deepcopy=False, use_cache=False)
+    assert [t.number for t in every] == [0, 1, 2]
+    view = compat.study_with_trials(study, lambda deepcopy=True, states=None, use_cache=False: every[:1])
+    assert [t.number for t in view.trials] == [0] and [t.number for t in view.get_trials(deepcopy=False)] == [0]
+    assert optuna.search_space.IntersectionSearchSpace().calculate(view) == {
+        "x": optuna.distributions.FloatDistribution(0, 1)
+    }
+    assert len(study.trials) == 3  # the study itself is untouched

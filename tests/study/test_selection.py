@@ -171,8 +171,9 @@ def _check_honest_study(study_dir: Path, name: str, seeds: int) -> None:
         test_steps = [m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1")]
         assert val_steps == [1, 2] and test_steps == [2]  # test: the fold ensemble, once, at the end
     # The final stage: the best configuration, retrained once per seed, tagged, with test metrics.
-    # Ties (tiny digits trials can tie) go to the smallest trial id, as in study.final_stage.best_per_group.
-    best = max(sorted(search, key=lambda r: r.data.tags["trial_id"]), key=lambda r: r.data.metrics["val/recall_at_1"])
+    # Ties (tiny digits trials can tie) go to the earliest trial (Optuna's number), as in study.final_stage.best_per_group.
+    earliest_first = sorted(search, key=lambda r: int(r.data.tags["optuna_trial_number"]))
+    best = max(earliest_first, key=lambda r: r.data.metrics["val/recall_at_1"])
     assert sorted(r.data.tags["seed"] for r in final) == [str(s) for s in range(seeds)]
     for run in final:
         assert run.info.status == "FINISHED" and run.data.tags["group"] == "all"
@@ -234,7 +235,7 @@ def test_final_points_retrain_each_group_best_with_every_seed(reseed, tmp_path):
         for i, (f, a, v) in enumerate([("ms", 1.0, 0.5), ("ms", 2.0, 0.7), ("spms", 1.5, 0.6), ("spms", 2.5, 0.6)])
     ]
     grid = type("Grid", (), {"__len__": lambda self: len(results), "__getitem__": lambda self, i: results[i]})()
-    best = best_per_group(spec, grid)
+    best = best_per_group(spec, grid, {})
     assert {k: v.config["ms_alpha"] for k, v in best.items()} == {
         "family=ms": 2.0,
         "family=spms": 1.5,

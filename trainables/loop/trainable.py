@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import random
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +28,18 @@ from trainables.schema import record as R
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
 
-__all__ = ["train_fn", "trial_spec"]
+__all__ = ["train_fn", "trial_spec", "trial_threads", "DELAY_ENV"]
 
 _NONFINITE_MARKER = "nonfinite_loss.txt"
+#: Test-only: each epoch of a trial ends, at random, with a sleep of this many seconds or none, so a test can run the
+#: same study under different timings (tests/study/test_reproducible_e2e.py). Unset in every real run.
+DELAY_ENV = "DMLSTUDY_TEST_MAX_EPOCH_DELAY_S"
+
+
+def trial_threads(cpus: float) -> int:
+    """Torch's intra-op threads in a trial with ``cpus`` CPUs (``resources.cpu``): one per whole CPU. The thread
+    count changes how reductions are split, so the study records it (study/environment.py)."""
+    return max(1, int(cpus))
 
 
 def trial_spec(config: dict[str, Any]) -> StudySpec:
@@ -74,7 +86,8 @@ def train_fn(config: dict[str, Any]) -> None:
     """Ray Tune function trainable shared by every loss family."""
     spec = trial_spec(config)
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
-    torch.set_num_threads(max(1, int(spec.resources.cpu)))
+    torch.set_num_threads(trial_threads(spec.resources.cpu))
+    delay = float(os.environ.get(DELAY_ENV, "0"))
     # A reused worker (study.tuner sets reuse_actors) ran another trial just before: free what that one left in
     # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
     gc.collect()
@@ -92,6 +105,10 @@ def train_fn(config: dict[str, Any]) -> None:
     while trial.epoch < spec.train.epochs:
         try:
             metrics = trial.run_epoch()
+            if delay > 0:
+                # Half the epochs sleep the whole delay (fresh OS entropy: another pattern every run), so trials end
+                # out of the order they started in far more often than with a delay spread evenly.
+                time.sleep(delay if random.Random().random() < 0.5 else 0.0)
         except NonFiniteLossError as e:
             marker.write(str(e))
             raise

@@ -88,6 +88,11 @@ __all__ = [
     "SAMPLE_WEIGHTS_COLUMNS",
     "TRAIN_LABELS_FILE",
     "best_metric",
+    "OPTUNA_RAY_TRIAL_ID",
+    "OPTUNA_MLFLOW_RUN_ID",
+    "OPTUNA_TRIAL_NUMBER",
+    "ENV_PREFIX",
+    "ENV_TAGS",
 ]
 
 # ---------------------------------------------------------------------------------------------------- run roles
@@ -177,6 +182,37 @@ PARAM_SEARCH_SPACE: Final = "search.space."
 PARAM_VALIDATION_KIND: Final = "validation.kind"
 
 
+#: Prefix of the parent run's tags that record what decides the study's numerics (``study/environment.py``):
+#: library versions, CPU model and instruction sets torch dispatches to, GPUs, threads, deterministic settings.
+ENV_PREFIX: Final = "env."
+ENV_TAGS: Final = tuple(
+    ENV_PREFIX + name
+    for name in (
+        "python",
+        "torch",
+        "numpy",
+        "faiss",
+        "faiss_simd",
+        "pytorch_metric_learning",
+        "optuna",
+        "ray",
+        "mlflow",
+        "platform",
+        "cpu_model",
+        "cpu_count",
+        "cpu_flags",
+        "torch_cpu_capability",
+        "torch_blas",
+        "torch_threads",
+        "deterministic_algorithms",
+        "cudnn_deterministic",
+        "cudnn_benchmark",
+        "gpu",
+        "cuda",
+    )
+)
+
+
 def best_metric(metric: str) -> str:
     """The parent run's metric holding the search's best value of ``metric``."""
     return f"best_{metric}"
@@ -256,3 +292,12 @@ ARTIFACTS_DIR: Final = "artifacts"
 PAIRED_EMBEDDINGS_FILE: Final = "paired_test_embeddings.npz"
 #: The trial's observed and true training labels (``trainables/loop.py``).
 TRAIN_LABELS_FILE: Final = "train_labels.npz"
+
+# ---------------------------------------------------------------------------------------------------- Optuna
+
+#: User attributes of each Optuna trial of the search (optuna-dashboard shows them): its Ray trial id (the MLflow child
+#: run's ``trial_id`` tag and name) and the MLflow run id of that child run.
+OPTUNA_RAY_TRIAL_ID: Final = "ray_trial_id"
+OPTUNA_MLFLOW_RUN_ID: Final = "mlflow_run_id"
+#: Tag of a search trial's MLflow run: its Optuna trial number (the order trials were asked in; Ray's ids are random).
+OPTUNA_TRIAL_NUMBER: Final = "optuna_trial_number"

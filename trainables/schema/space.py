@@ -90,10 +90,37 @@ def param_extremes(param: FloatParam | IntParam | CategoricalParam) -> list[Any]
     return list(param.choices) if isinstance(param, CategoricalParam) else [param.low, param.high]
 
 
+#: Sampler settings that only some sampler types take (the others refuse them when a spec sets them).
+_SAMPLER_KEYS: dict[str, tuple[str, ...]] = {
+    "multivariate": ("tpe",),
+    "constant_liar": ("tpe",),
+    "n_startup_trials": ("tpe", "gp"),
+}
+
+
 class SamplerSpec(_Strict):
+    """The Optuna sampler, every setting that decides its search spelled out here rather than left to Optuna's
+    defaults (Optuna 5.0 turned TPE's ``multivariate`` and ``constant_liar`` on by default: the same spec would have
+    searched differently under 4.x and 5.x). The defaults are Optuna 4's TPE, under which every study recorded in
+    docs/ ran."""
+
     #: ``grid`` enumerates every combination of the (categorical) space, e.g. family × noise ratio × seed.
     type: Literal["tpe", "random", "cmaes", "gp", "qmc", "grid"] = "tpe"
     seed: Seed | None = 0
+    #: tpe: one joint Parzen estimator over the parameters (Falkner et al. 2018) instead of one per parameter.
+    multivariate: bool = False
+    #: tpe: running trials count as the worst value (fewer duplicate suggestions among concurrent trials).
+    constant_liar: bool = False
+    #: tpe, gp: trials sampled at random before the model takes over.
+    n_startup_trials: int = Field(10, ge=0)
+
+    @model_validator(mode="after")
+    def _check_type_keys(self) -> SamplerSpec:
+        for key, types in _SAMPLER_KEYS.items():
+            # A dumped spec (spec.yaml, a trial's config) states every default: only a changed value is refused.
+            if getattr(self, key) != type(self).model_fields[key].default and self.type not in types:
+                raise ValueError(f"sampler.{key} applies to {' and '.join(types)} only, not to {self.type!r}")
+        return self
 
 
 class SchedulerSpec(_Strict):
@@ -112,6 +139,10 @@ class SearchSpec(_Strict):
     sampler: SamplerSpec = SamplerSpec()
     scheduler: SchedulerSpec = SchedulerSpec()
     space: dict[str, ParamSpec] = {}
+    #: Trial *i* is sampled knowing the outcomes of trials 0 … i − ``max_concurrent`` only (the others are pending),
+    #: so timing never changes the study (study/ordered_search.py). ``false``: the sampler sees whichever trials
+    #: happen to have finished (no waiting, results depend on timing).
+    reproducible: bool = True
 
     @model_validator(mode="after")
     def _check_conditions(self) -> SearchSpec:
