@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from study.arguments import ArgumentParser, one_line
 from trainables.schema.errors import StudyError, StudyStalledError
@@ -76,15 +76,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
             return print_status(spec)
         from study.tuner import browse_commands, run_study
 
-        outcome = run_study(
-            spec,
-            resume=args.resume,
-            address=args.address,
-            max_failures=args.max_failures,
-            shared_storage=args.shared_storage,
-            pending_timeout_s=args.pending_timeout,
-            on_start=lambda: _warn_selection(spec),
-        )
+        outcome = run_study(spec, **_run_options(args), on_start=lambda: _warn_selection(spec))
     except StudyStalledError as e:  # the study started and could not go on: it failed
         _print_error(e)
         return 1
@@ -121,6 +113,18 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
     return 0 if outcome.succeeded else 1
 
 
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The command line's options of a run, as :func:`study.tuner.run_study` and :func:`study.table.run.run_table`
+    both take them."""
+    return {
+        "resume": args.resume,
+        "address": args.address,
+        "max_failures": args.max_failures,
+        "shared_storage": args.shared_storage,
+        "pending_timeout_s": args.pending_timeout,
+    }
+
+
 def _run_table(args: argparse.Namespace) -> int:
     """A table (:mod:`study.table.run`): its size, the run or ``--status``, then the comparison and the winners."""
     from study.layout import StudyLayout
@@ -138,15 +142,7 @@ def _run_table(args: argparse.Namespace) -> int:
 
     layout = StudyLayout.for_spec(table.base)
     try:
-        outcome = run_table(
-            table,
-            resume=args.resume,
-            address=args.address,
-            max_failures=args.max_failures,
-            shared_storage=args.shared_storage,
-            pending_timeout_s=args.pending_timeout,
-            on_start=lambda: _warn_selection(table.base),
-        )
+        outcome = run_table(table, **_run_options(args), on_start=lambda: _warn_selection(table.base))
     except StudyStalledError as e:
         _print_error(e)
         return 1
