@@ -32,9 +32,10 @@ from typing import Any
 
 from harness.driver import REPO
 from harness.netns import NetNamespace, netns_unavailable_reason
-from harness.postgres import PASSWORD_ENV, Postgres, free_port, postgres_server, postgres_unavailable_reason
+from harness.postgres import PASSWORD_ENV, Postgres, postgres_server, postgres_unavailable_reason
 from harness.ray_nodes import descendants, is_trial, kill_node, start_node
 from harness.s3 import S3, s3_server, s3_unavailable_reason
+from study.tracking.server import free_port
 from trainables.schema import record as R
 
 __all__ = ["Deployment", "deployment_unavailable_reason", "deployment_spec", "BUCKET"]

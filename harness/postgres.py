@@ -16,14 +16,15 @@ import glob
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["PASSWORD_ENV", "postgres_unavailable_reason", "Postgres", "postgres_server", "free_port"]
+from study.tracking.server import free_port
+
+__all__ = ["PASSWORD_ENV", "postgres_unavailable_reason", "Postgres", "postgres_server"]
 
 #: The environment variable holding the test server's password (URLs name it as ``${PGTEST_PASSWORD}``).
 PASSWORD_ENV = "PGTEST_PASSWORD"
@@ -51,12 +52,6 @@ def postgres_unavailable_reason() -> str | None:
     except ImportError:
         return 'psycopg is not installed (pip install -e ".[postgres]")'
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Postgres:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.postgres import free_port
+from study.tracking.server import free_port
 
 __all__ = ["S3", "s3_server", "s3_unavailable_reason"]
 

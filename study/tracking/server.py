@@ -32,7 +32,7 @@ from types import FrameType
 from study.arguments import ArgumentParser
 from trainables.schema import record as R
 
-__all__ = ["MlflowServer", "start_server", "serve", "main"]
+__all__ = ["MlflowServer", "start_server", "serve", "main", "free_port"]
 
 
 @dataclass
@@ -93,7 +93,8 @@ def _start_reaper(pgid: int) -> subprocess.Popen:
     )
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on at ``host`` now (the kernel's pick)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
@@ -118,7 +119,7 @@ def start_server(
     """
     directory = Path(directory).expanduser().resolve()
     (directory / R.SERVER_ARTIFACTS_DIR).mkdir(parents=True, exist_ok=True)
-    port = port or _free_port(host)
+    port = port or free_port(host)
     log = open(directory / R.SERVER_LOG, "ab")  # noqa: SIM115 - the server process owns it from here
     cmd = [
         sys.executable,

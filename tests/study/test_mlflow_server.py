@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.sockets import is_loopback, sockets_of
-from study.tracking.server import _free_port
+from study.tracking.server import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -104,7 +104,7 @@ def _wait_gone(pids: set[int], port: int, timeout: float = 60) -> None:
 
 
 def test_a_signal_ends_the_whole_server_and_the_port_can_be_reused(tmp_path):
-    port = _free_port("127.0.0.1")
+    port = free_port()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # each later start reuses the port the one before freed
         proc, cli = _start(tmp_path / "mlflow", port)
         tree = _descendants(cli) | {cli}
@@ -122,7 +122,7 @@ def test_a_signal_ends_the_whole_server_and_the_port_can_be_reused(tmp_path):
 
 
 def test_the_death_of_its_parent_or_a_sigkill_ends_the_server(tmp_path):
-    port = _free_port("127.0.0.1")
+    port = free_port()
     proc, cli = _start(tmp_path / "mlflow", port, via_parent=True)
     tree = _descendants(proc.pid)
     assert cli in tree and len(tree) >= 3, tree

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from harness.driver import REPO, tiny_spec
-from harness.postgres import PASSWORD_ENV, free_port, postgres_server, postgres_unavailable_reason
+from harness.postgres import PASSWORD_ENV, postgres_server, postgres_unavailable_reason
 from harness.s3 import s3_server, s3_unavailable_reason
+from study.tracking.server import free_port
 
 _reason = postgres_unavailable_reason()
 pytestmark = pytest.mark.skipif(_reason is not None, reason=_reason or "")

@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,14 +29,9 @@ import yaml
 from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, tiny_spec
 from harness.netns import NetNamespace, netns_unavailable_reason
 from harness.ray_nodes import descendants, is_trial, kill_node, start_node
+from study.tracking.server import free_port
 
 pytestmark = pytest.mark.e2e
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _node(ns: NetNamespace, args: list[str], env: dict[str, str]) -> subprocess.Popen:
@@ -63,7 +57,7 @@ def token_cluster():
         "RAY_health_check_period_ms": "500",
         "RAY_health_check_failure_threshold": "3",
     }
-    port = _free_port()  # any port is free in a fresh namespace; this one is free here too
+    port = free_port()  # any port is free in a fresh namespace; this one is free here too
     nodes: list[subprocess.Popen] = []
     with NetNamespace() as ns:
         try:
