@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ray.tune import Tuner
 
-__all__ = ["stage_tuner", "search_tuner", "final_tuner", "final_metric"]
+__all__ = ["stage_tuner", "study_searcher", "search_tuner", "final_tuner", "final_metric"]
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -91,6 +91,24 @@ def stage_tuner(
     )
 
 
+def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: int) -> StudySearch:
+    """The searcher of one Optuna study: the spec's sampler (ordered with ``lag`` when ``search.reproducible``:
+    :mod:`study.ordered_search`) over the study's Optuna storage guarded through outages. A study has one; a table
+    one per cell (:mod:`study.table.run`), built here so both get the same storage and ordering."""
+    s = spec.search
+    sampler = make_sampler(s.sampler, s.space)
+    return StudySearch(
+        space=to_optuna(s.space),
+        metric=s.metric,
+        mode=s.mode,
+        sampler=OrderedSampler(sampler, lag) if s.reproducible else sampler,
+        study_name=study_name,
+        storage=GuardedRDBStorage(layout.optuna_url),
+        max_t=spec.train.epochs,
+        lag=lag if s.reproducible else None,
+    )
+
+
 def search_tuner(
     spec: StudySpec,
     layout: StudyLayout,
@@ -111,17 +129,7 @@ def search_tuner(
     def search_config() -> dict[str, Any]:
         from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-        sampler = make_sampler(s.sampler, s.space)
-        searcher = StudySearch(
-            space=to_optuna(s.space),
-            metric=s.metric,
-            mode=s.mode,
-            sampler=OrderedSampler(sampler, s.max_concurrent) if s.reproducible else sampler,
-            study_name=spec.name,
-            storage=GuardedRDBStorage(layout.optuna_url),
-            max_t=spec.train.epochs,
-            lag=s.max_concurrent if s.reproducible else None,
-        )
+        searcher = study_searcher(spec, layout, spec.name, lag=s.max_concurrent)
         scheduler: TrialScheduler = FIFOScheduler()
         if s.scheduler.type == "asha":
             scheduler = PersistentASHA(

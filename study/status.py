@@ -63,6 +63,24 @@ def study_status(spec: StudySpec) -> dict:
     }
 
 
+def driver_text(root: str, parent: str | None, complete: bool) -> str | None:
+    """What ``--status`` says of a study's (or table's) driver: MLflow's parent run status (``parent``) says RUNNING
+    for a live driver and a killed one alike; the study's lock (:func:`~study.runtime.lock.lock_holder`) tells them
+    apart where there is one (not on object storage). ``None``: nothing to say (never started)."""
+    from study.runtime.lock import lock_holder
+
+    holder = lock_holder(root)
+    if holder:
+        return f"running (pid {holder})"
+    if parent == "RUNNING":
+        if holder is None:
+            return "running (or killed; if no driver is alive, continue with --resume)"
+        return "not running (it was killed or lost): continue with --resume"
+    if parent is None:
+        return None
+    return f"ended {parent}" + ("" if complete else "; continue with --resume")
+
+
 def print_status(spec: StudySpec) -> int:
     """Print :func:`study_status` for people; returns the exit code."""
     try:
@@ -88,13 +106,9 @@ def print_status(spec: StudySpec) -> int:
         print(f"  best so far: Optuna trial {b['number']}: {spec.search.metric} = {b['value']:.4f}")
         for name, value in b["params"].items():
             print(f"    {name} = {value}")
-    parent = st["parent_status"]
-    if parent == "RUNNING":
-        print("  driver: running (or killed; if no driver is alive, continue with --resume)")
-    elif parent is not None:
-        print(
-            f"  driver: ended {parent}" + ("" if done + c["FAIL"] >= st["num_trials"] else "; continue with --resume")
-        )
+    driver = driver_text(st["root"], st["parent_status"], complete=done + c["FAIL"] >= st["num_trials"])
+    if driver is not None:
+        print(f"  driver: {driver}")
     print(f"  tracking: {st['tracking_uri']}")
     print(f"  optuna:   {st['optuna_url']}")
     return 0

@@ -17,7 +17,37 @@ from pathlib import Path
 
 from trainables.schema.errors import SpecError, StudyLockedError
 
-__all__ = ["study_lock"]
+__all__ = ["study_lock", "lock_holder"]
+
+
+def _lock_path(root: str) -> Path:
+    study_dir = Path(root)
+    return study_dir.with_name(study_dir.name + ".lock")
+
+
+def lock_holder(root: str) -> str | None:
+    """The pid of the driver holding the lock of the study at ``root``, ``""`` when no driver holds it, ``None`` when
+    that cannot be known (object storage: no lock).
+
+    For ``--status``: MLflow says RUNNING both for a live driver and for a killed one, the lock tells them apart.
+    The probe takes a shared lock for an instant (it creates nothing); a driver starting in that instant is refused
+    as if another held the study, and can simply be started again.
+    """
+    if "://" in root:
+        return None
+    try:
+        fd = os.open(_lock_path(root), os.O_RDONLY)
+    except OSError:  # never started here, or refused before it wrote anything
+        return ""
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return ""
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -31,7 +61,7 @@ def study_lock(root: str) -> Iterator[None]:
         yield
         return
     study_dir = Path(root)
-    path = study_dir.with_name(study_dir.name + ".lock")
+    path = _lock_path(root)
     made_parent = not path.parent.exists()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

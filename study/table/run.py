@@ -20,15 +20,13 @@ from typing import Any
 
 import yaml
 
-from study.bookkeeping import StudySearch
 from study.layout import StudyLayout
 from study.runtime.storage import read_bytes, write_bytes
-from study.search_space import make_sampler, to_optuna
-from study.stage_tuners import stage_tuner
+from study.stage_tuners import stage_tuner, study_searcher
 from study.table.search import TableSearch
-from study.table.spec import Table, TableCell, cell_of
+from study.table.spec import Table, cell_of
 from study.tracking.callback import MlflowTrialCallback
-from study.tracking.credentials import RedactedRDBStorage, redacted_spec
+from study.tracking.credentials import redacted_spec
 from study.tuner import SearchPlan, StudyOutcome, run_study
 from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
@@ -58,19 +56,6 @@ def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
         )
 
 
-def _cell_searcher(cell: TableCell, layout: StudyLayout, epochs: int) -> StudySearch:
-    s = cell.spec.search
-    return StudySearch(
-        space=to_optuna(s.space),
-        metric=s.metric,
-        mode=s.mode,
-        sampler=make_sampler(s.sampler, s.space),
-        study_name=cell.study_name,
-        storage=RedactedRDBStorage(layout.optuna_url),
-        max_t=epochs,
-    )
-
-
 def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
     """The table's search stage for :func:`study.tuner.run_study`."""
     from study.runtime.watchdog import PendingTimeout
@@ -88,7 +73,9 @@ def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
         def search_config() -> dict[str, Any]:
             from ray.tune.schedulers import FIFOScheduler
 
-            cells = [(c.label, c.fixed, _cell_searcher(c, layout, spec.train.epochs)) for c in table.cells]
+            cells = [
+                (c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells
+            ]
             searcher = TableSearch(cells, table.spec.search.num_trials, spec.search.metric, spec.search.mode)
             return {
                 "metric": spec.search.metric,

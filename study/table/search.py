@@ -8,7 +8,9 @@ under the table's ``max_concurrent`` (a Tuner per cell would run cells one after
 Optuna study adopts or fails the trials asked after the last snapshot exactly as a study does); and the final stage,
 the MLflow callback and the progress table are the study's own. Each cell keeps its own Optuna study (its own TPE
 history, readable name in optuna-dashboard), and its own budget: a new Ray trial goes to the cell with the fewest
-trials asked so far (ties: table order), so the cells advance together and each sampler sees its earlier trials.
+trials asked so far (ties: table order) that may ask now, so the cells advance together and each sampler sees its
+earlier trials. With ``search.reproducible`` each cell's sampler is ordered (:mod:`study.ordered_search`, lag
+:attr:`~study.table.spec.Table.cell_lag`): what a cell samples depends on its own trials' outcomes, never on timing.
 """
 
 from __future__ import annotations
@@ -47,16 +49,24 @@ class TableSearch(Searcher):
 
     def suggest(self, trial_id: str) -> dict | None:
         index = self.trial_cell.get(trial_id)
-        if index is None:
-            open_cells = [i for i, n in enumerate(self.asked) if n < self.budget]
-            if not open_cells:
-                return Searcher.FINISHED  # type: ignore[return-value]  # Ray's own "no more trials" value
-            index = min(open_cells, key=lambda i: (self.asked[i], i))
-            self.asked[index] += 1
-            self.trial_cell[trial_id] = index
-        _, fixed, searcher = self.cells[index]
-        sampled = searcher.suggest(trial_id)
-        return {**fixed, **sampled} if isinstance(sampled, dict) else sampled
+        if index is not None:  # Ray asks again for a trial it was given (not in Ray 2.60's loop; kept safe)
+            return self._config(index, self.cells[index][2].suggest(trial_id))
+        open_cells = sorted((n, i) for i, n in enumerate(self.asked) if n < self.budget)
+        if not open_cells:
+            return Searcher.FINISHED  # type: ignore[return-value]  # Ray's own "no more trials" value
+        for _, index in open_cells:
+            # A cell's searcher returns None while its next trial must wait for an earlier one of the cell
+            # (``search.reproducible``): the slot goes to the next cell, so a wait costs no idle slot while another
+            # cell may ask. Which cell takes a slot depends on timing; what each cell samples does not.
+            sampled = self.cells[index][2].suggest(trial_id)
+            if sampled is not None:
+                self.asked[index] += 1
+                self.trial_cell[trial_id] = index
+                return self._config(index, sampled)
+        return None  # every open cell waits: Ray asks again on its next step
+
+    def _config(self, index: int, sampled: dict | None) -> dict | None:
+        return {**self.cells[index][1], **sampled} if isinstance(sampled, dict) else sampled
 
     def _searcher(self, trial_id: str) -> StudySearch | None:
         index = self.trial_cell.get(trial_id)

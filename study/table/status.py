@@ -131,15 +131,15 @@ def print_table_status(table: Table) -> int:
         for c in cells
     ]
     from study.layout import StudyLayout
+    from study.status import driver_text
     from study.tracking import peek as tracking_peek
 
     layout = StudyLayout.for_spec(table.base)
     print(table.size_line())
     print(format_table(rows, list(rows[0])))
     stage = tracking_peek.parent_tags(layout.tracking_uri, table.base.name).get(R.STAGE, R.STAGE_SEARCH)
-    driver = tracking_peek.parent_status(layout.tracking_uri, table.base.name)
-    if driver == "RUNNING":
-        driver = "running (or killed; if no driver is alive, continue with --resume)"
-    print(f"stage: {stage}; driver: {driver}")
+    parent = tracking_peek.parent_status(layout.tracking_uri, table.base.name)
+    driver = driver_text(layout.root, parent, complete=all(c.final_done >= s.final.seeds for c in cells))
+    print(f"stage: {stage}" + ("" if driver is None else f"; driver: {driver}"))
     print(f"optuna-dashboard {layout.optuna_url}")
     return 0

@@ -168,6 +168,29 @@ def test_lock_is_exclusive_and_leaves_no_trace(tmp_path):
         pass
 
 
+def test_lock_holder_tells_a_live_driver_from_a_killed_one(tmp_path):
+    """--status reads the lock: held by a live process (its pid), free once that process is SIGKILLed."""
+    from study.runtime.lock import lock_holder
+
+    root = str(tmp_path / "runs" / "s")
+    assert lock_holder(root) == "" and not (tmp_path / "runs").exists()  # never started: nothing created
+    assert lock_holder("s3://bucket/runs/s") is None  # object storage has no lock: unknown
+    code = (
+        "import sys, time; from study.runtime.lock import study_lock\n"
+        f"with study_lock({root!r}):\n    (open({root!r}, 'w').close(), print('locked', flush=True), time.sleep(60))"
+    )
+    driver = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None and driver.stdout.readline() == "locked\n"
+        assert lock_holder(root) == str(driver.pid)
+        with study_lock(str(tmp_path / "runs" / "other")):  # another study's lock is another file
+            assert lock_holder(root) == str(driver.pid)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert lock_holder(root) == ""  # the kernel released the killed driver's lock
+
+
 def _nodes(*cpus: float, gpus: float = 0.0) -> list[dict]:
     return [{"Alive": True, "Resources": {"CPU": c, "GPU": gpus}} for c in cpus] + [
         {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}  # a dead node counts for nothing

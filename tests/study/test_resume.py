@@ -27,6 +27,8 @@ def test_driver_killed_mid_study_then_resumed(tmp_path):
     assert status.returncode == 0, status.stderr
     assert f"of {NUM_TRIALS}" in status.stdout and "best so far" in status.stdout
     assert "continue with --resume" in status.stdout and str(out["study_dir"]) in status.stdout
+    # MLflow still says RUNNING; the study's lock, free since the kill, says no driver is alive.
+    assert "driver: not running (it was killed or lost): continue with --resume" in status.stdout
     assert "optuna:   sqlite:///" in status.stdout
 
 

@@ -108,6 +108,10 @@ class TableSearchSpec(_Strict):
     metric: str | None = None
     mode: Literal["max", "min"] = "max"
     sampler: SamplerSpec = SamplerSpec()
+    #: Each cell's trial *i* is sampled knowing the outcomes of the cell's trials 0 … i − lag only (lag: ⌈
+    #: ``max_concurrent`` / cells⌉), so timing never changes what a cell samples (study/ordered_search.py).
+    #: ``false``: each cell's sampler sees whichever of its trials happen to have finished.
+    reproducible: bool = True
     #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).
     max_hours: float | None = Field(None, gt=0)
     #: Seconds one model takes per epoch on all training classes with ``resources`` (e.g. a previous study's
