@@ -40,13 +40,22 @@ def test_the_shipped_tables_validate_with_their_sizes():
     assert sorted({c.condition["dataset.noise.ratio"] for c in glyphs.cells}) == [0.0, 0.2, 0.4]
     assert glyphs.spec.search.num_trials == 8 and glyphs.spec.final.seeds == 7
     assert next(c for c in glyphs.cells if c.arm == "prism").spec.params["rate"] == "estimated"
+    fixed = load_table(SPACES / "table_glyphs_fixed.yaml")  # the same table at the fixed grid's settings
+    assert [c.label for c in fixed.cells] == [c.label for c in glyphs.cells] and fixed.search_trials == 15
+    assert all(not c.spec.search.space for c in fixed.cells) and fixed.spec.final == glyphs.spec.final
+    for arm in ("ms", "bspml", "spl", "knn_rejection"):  # docs/noise_grid.md's configurations
+        grid = yaml.safe_load((SPACES / "noise_grid_glyphs" / f"{arm}.yaml").read_text())["params"]
+        assert fixed.spec.arms[arm].params == grid
+    assert fixed.spec.model_dump(exclude={"name", "arms", "search"}) == glyphs.spec.model_dump(
+        exclude={"name", "arms", "search"}
+    )
     cub = load_table(SPACES / "table_cub.yaml")
     assert [c.label for c in cub.cells] == ["ms.p0.1", "ms.p0.2", "ms.p0.3", "bspml.p0.1", "bspml.p0.2", "bspml.p0.3"]
     # ≈ 40 h: (96 trials × 3 fold-models + 30 final runs) × 60 epochs × 30 s / 4 at a time
     assert cub.estimated_hours() == pytest.approx((96 * 3 + 30) * 60 * 30 / 4 / 3600)
 
 
-@pytest.mark.parametrize("name", ["table_glyphs_quick", "table_glyphs", "table_cub"])
+@pytest.mark.parametrize("name", ["table_glyphs_quick", "table_glyphs", "table_glyphs_fixed", "table_cub"])
 def test_every_cell_shares_data_model_training_folds_and_seeds(name):
     table = load_table(SPACES / f"{name}.yaml")
     shared = {"model", "train", "validation", "final", "resources", "seed"}
