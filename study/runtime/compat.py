@@ -2,7 +2,7 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
+read ASHA's per-trial brackets; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
 private instance on loopback; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4 and 5) are the versions these were checked against.
@@ -36,7 +36,19 @@ __all__ = [
     "loopback_local_instance",
     "study_trials",
     "study_with_trials",
+    "RDB_PRIVATE_CALLS",
 ]
+
+#: Private ``RDBStorage`` methods Optuna's ``_CachedStorage`` calls besides the public ``BaseStorage`` API: the
+#: outage guard (:class:`study.tracking.guarded.GuardedRDBStorage`) must wrap them too, or a database restart
+#: would end a study at one of them.
+RDB_PRIVATE_CALLS = (
+    "_create_new_trial",
+    "_get_best_trial_id",
+    "_get_stale_trial_ids",
+    "_get_trials",
+    "_set_trial_param",
+)
 
 
 def finish_threads() -> None:

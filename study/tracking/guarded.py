@@ -3,7 +3,7 @@
 - :class:`GuardedRDBStorage`: Optuna's RDB storage (redacted URL, :class:`~study.tracking.credentials.RedactedRDBStorage`)
   whose every storage call is retried through an outage. This is the seam for Ray Tune's ``OptunaSearch``: Ray calls
   the searcher in the driver, and the searcher's Optuna study calls this storage (through Optuna's ``_CachedStorage``,
-  which calls the public methods and the few private ones listed here), so a PostgreSQL restart no longer ends the
+  which calls the public methods and the few private ones listed in :data:`study.runtime.compat.RDB_PRIVATE_CALLS`), so a PostgreSQL restart no longer ends the
   study at ``set_trial_intermediate_value``. Its engine pre-pings pooled connections, so the first call after a
   restart takes a fresh connection instead of failing on a dead one.
 - :class:`GuardedClient`: an ``MlflowClient`` proxy whose method calls are retried the same way (used by
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from optuna.storages import BaseStorage
 
+from study.runtime.compat import RDB_PRIVATE_CALLS
 from study.tracking.credentials import RedactedRDBStorage
 from study.tracking.outage import guard, retrying
 
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["GuardedRDBStorage", "GuardedClient", "guarded_client", "optuna_store_name", "mlflow_store_name"]
 
-#: Private RDBStorage methods Optuna's ``_CachedStorage`` calls besides the public ``BaseStorage`` API.
-_PRIVATE_CALLS = ("_create_new_trial", "_get_best_trial_id", "_get_stale_trial_ids", "_get_trials", "_set_trial_param")
 _LOCAL_ONLY = {"get_heartbeat_interval", "get_heartbeat_stale_trial_callback", "remove_session"}
 
 
@@ -48,7 +47,7 @@ class GuardedRDBStorage(RedactedRDBStorage):
 
 
 def _guard_methods(cls: type) -> None:
-    names = [n for n in vars(BaseStorage) if not n.startswith("_") and n not in _LOCAL_ONLY] + list(_PRIVATE_CALLS)
+    names = [n for n in vars(BaseStorage) if not n.startswith("_") and n not in _LOCAL_ONLY] + list(RDB_PRIVATE_CALLS)
     for name in names:
         original = getattr(cls, name, None)
         if not callable(original):

@@ -114,3 +114,16 @@ def test_a_study_view_shows_samplers_its_own_trials():
         "x": optuna.distributions.FloatDistribution(0, 1)
     }
     assert len(study.trials) == 3  # the study itself is untouched
+
+
+def test_the_guard_wraps_every_private_storage_call_optunas_cache_makes():
+    """Optuna's ``_CachedStorage`` calls these private ``RDBStorage`` methods besides the public API; an upgrade that
+    adds one would leave it unguarded (a database restart would end the study there): read from Optuna's source."""
+    import inspect
+    import re
+
+    from optuna.storages import RDBStorage, _cached_storage
+
+    called = set(re.findall(r"self\._backend\.(_\w+)", inspect.getsource(_cached_storage)))
+    assert called == set(compat.RDB_PRIVATE_CALLS)
+    assert all(callable(getattr(RDBStorage, name, None)) for name in compat.RDB_PRIVATE_CALLS)
