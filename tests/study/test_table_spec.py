@@ -186,3 +186,24 @@ def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch)
     assert f"search trials 1/16 done; ETA ≈ {left / 60:.0f} min (then 8 final runs)" in text, text
     rows = {line.split()[0]: line.split() for line in text.splitlines()[3:]}
     assert rows["ms.p0"][1:5] == ["1/4", "0", "0", "0.5"] and rows["bspml.p0"][1:4] == ["0/4", "1", "0"]
+
+
+def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search():
+    """Cells of an arm share the arm's sampler seed (the same start-up configurations at every noise ratio); arms
+    differ (one seed made the one-parameter arms draw the same quantiles, docs/tables.md); a repeated load gives the
+    same seeds (CRC-32, not Python's salted hash)."""
+    import zlib
+
+    table = load_table(SPACES / "table_glyphs.yaml")
+    seeds = {(c.arm, c.spec.search.sampler.seed) for c in table.cells}
+    assert len(seeds) == len(table.spec.arms) == len({s for _, s in seeds})
+    assert dict(seeds)["ms"] == zlib.crc32(b"ms") and dict(seeds)["prism"] == zlib.crc32(b"prism")
+    assert all(c.spec.search.sampler.n_startup_trials == 4 for c in table.cells)
+    assert "random search" not in table.size_line()
+    unseeded = parse_table(_table(search={**QUICK["search"], "sampler": {"type": "tpe", "seed": None}}))
+    assert {c.spec.search.sampler.seed for c in unseeded.cells} == {None}  # no seed stays no seed
+    random_only = parse_table(_table(search={**QUICK["search"], "sampler": {"type": "tpe", "seed": 0}}))
+    assert random_only.size_line().endswith(
+        "every trial of a cell is the tpe sampler's random start-up (search.sampler.n_startup_trials 10 ≥ 4): "
+        "a random search"
+    )
