@@ -1,5 +1,5 @@
 """End to end (issue 36): ``python -m study.run search_spaces/table_glyphs_quick.yaml``, cut by ``--set`` to what
-the CI affords (2 trials per cell, 2 epochs, 2 folds, 8 batches per epoch: the shipped 4 × 4 × 4 takes ~15 min on
+the CI affords (2 trials per cell, the second one TPE's, 2 epochs, 2 folds, 8 batches per epoch: the shipped 4 × 4 × 4 takes ~15 min on
 2 shared cores), read back from Optuna (one study per cell, its COMPLETE trials), MLflow (search runs per cell,
 final runs per cell and seed, the report artifact) and the printed table; then ``--status`` per cell."""
 
@@ -15,7 +15,13 @@ pytestmark = pytest.mark.e2e
 
 QUICK = str(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml")
 CELLS = ["ms.p0", "ms.p0.3", "bspml.p0", "bspml.p0.3"]
-FAST = ["search.num_trials=2", "train.epochs=2", "validation.folds=2", "train.batches_per_epoch=8"]
+FAST = [
+    "search.num_trials=2",
+    "search.sampler.n_startup_trials=1",  # 1 random start-up trial, then TPE
+    "train.epochs=2",
+    "validation.folds=2",
+    "train.batches_per_epoch=8",
+]
 
 
 def test_the_quick_glyphs_table_end_to_end(tmp_path, run_cli):
