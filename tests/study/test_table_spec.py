@@ -77,6 +77,14 @@ def test_bspml_can_choose_to_exclude_nothing(name):
     assert bspml.search.space["lambda0"].high >= 2.0 and bspml.search.space["lambda_max"].high >= 2.0
 
 
+def test_knn_rejection_can_choose_its_mildest_rule():
+    """With k = 10 the agreement share moves in steps of 0.1: the mildest rule (one agreeing neighbour) is 0.1 itself,
+    which a float range never draws (the measured glyphs table picked 0.144, i.e. two neighbours)."""
+    knn = next(c for c in load_table(SPACES / "table_glyphs.yaml").cells if c.arm == "knn_rejection").spec
+    assert knn.params["k"] == 10
+    assert knn.search.space["agreement"].choices == [0.1, 0.2, 0.3, 0.4, 0.5]
+
+
 def test_an_extra_cell_for_one_arm_and_condition_labels():
     raw = _table(extra_cells=[{"arms": ["ms"], "set": {"dataset.subset": "clean_only", "dataset.noise.ratio": 0.3}}])
     table = parse_table(raw)
