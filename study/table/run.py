@@ -32,7 +32,7 @@ from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
 from trainables.schema.trial import flatten
 
-__all__ = ["run_table", "table_file", "table_plan"]
+__all__ = ["run_table", "table_file", "table_plan", "table_searcher"]
 
 
 def table_file(layout: StudyLayout) -> str:
@@ -56,6 +56,14 @@ def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
         )
 
 
+def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
+    """The table's searcher: one study searcher per cell (:func:`study.stage_tuners.study_searcher`: the guarded Optuna
+    storage, the ordered sampler with the table's :attr:`~study.table.spec.Table.cell_lag`), ``num_trials`` each."""
+    s = table.base.search
+    cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells]
+    return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode)
+
+
 def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
     """The table's search stage for :func:`study.tuner.run_study`."""
     from study.runtime.watchdog import PendingTimeout
@@ -73,14 +81,10 @@ def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
         def search_config() -> dict[str, Any]:
             from ray.tune.schedulers import FIFOScheduler
 
-            cells = [
-                (c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells
-            ]
-            searcher = TableSearch(cells, table.spec.search.num_trials, spec.search.metric, spec.search.mode)
             return {
                 "metric": spec.search.metric,
                 "mode": spec.search.mode,
-                "search_alg": searcher,
+                "search_alg": table_searcher(table, layout),
                 "scheduler": FIFOScheduler(),
                 "num_samples": table.search_trials,
             }

@@ -2,7 +2,7 @@
 samples is the same whatever order its trials end in, and a cell that must wait gives its slot to another cell.
 
 Real Optuna (TPE past its start-up trials) on the table's own SQLite Optuna storage, through the searchers the table
-builds (:func:`study.stage_tuners.study_searcher`: guarded storage, ordered sampler); Ray's loop is simulated as its
+builds (:func:`study.table.run.table_searcher`: per cell the study's searcher, guarded storage, ordered sampler); Ray's loop is simulated as its
 ConcurrencyLimiter drives a searcher (ask while a slot is free, a random running trial ends each step). The Ray
 end-to-end run of a table is tests/study/test_table_e2e.py."""
 
@@ -16,7 +16,7 @@ import optuna
 import pytest
 
 from study.layout import StudyLayout
-from study.stage_tuners import study_searcher
+from study.table.run import table_searcher
 from study.table.search import TableSearch
 from study.table.spec import load_table
 from study.tracking.guarded import GuardedRDBStorage
@@ -44,24 +44,25 @@ def run_table_search(storage: Path, order_seed: int, slots: int, reproducible: b
     table = load_table(SPACES / "table_glyphs_quick.yaml", overrides)
     layout = StudyLayout.for_spec(table.base)
     layout.mkdir()
-    cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells]
+    search = table_searcher(table, layout)  # what the table's Ray experiment gets
+    cells = search.cells
     assert all(isinstance(optuna_storage(s), GuardedRDBStorage) for _, _, s in cells)  # outages are ridden out
-    search = TableSearch(cells, table.spec.search.num_trials, METRIC, "max")
     epochs = table.base.train.epochs
     order = random.Random(order_seed)
     running: list[tuple[str, dict]] = []
-    asked, finished, waits = 0, False, 0
+    calls, finished, waits = 0, False, 0
     while not finished or running:
         while not finished and len(running) < slots:
-            config = search.suggest(f"ray_{asked}")
+            trial_id = f"ray_{calls}"  # Ray's SearchGenerator makes a new trial id for every ask, answered or not
+            calls += 1
+            config = search.suggest(trial_id)
             if config == TableSearch.FINISHED:
                 finished = True
             elif config is None:
                 waits += 1
                 break
             else:
-                running.append((f"ray_{asked}", config))
-                asked += 1
+                running.append((trial_id, config))
         assert running, "the searcher stalls with no trial running"
         trial_id, config = running.pop(order.randrange(len(running)))
         search.on_trial_complete(trial_id, {METRIC: _objective(config), EPOCH: epochs, "training_iteration": epochs})
