@@ -2,8 +2,8 @@
 samples is the same whatever order its trials end in, and a cell that must wait gives its slot to another cell.
 
 Real Optuna (TPE past its start-up trials) on the table's own SQLite Optuna storage, through the searchers the table
-builds (:func:`study.table.run.table_searcher`: per cell the study's searcher, guarded storage, ordered sampler); Ray's loop is simulated as its
-ConcurrencyLimiter drives a searcher (ask while a slot is free, a random running trial ends each step). The Ray
+builds (:func:`study.table.run.table_searcher`: per cell the study's searcher, guarded storage, ordered sampler);
+Ray's loop is simulated as its ConcurrencyLimiter drives a searcher (ask while a slot is free, a random running trial ends each step). The Ray
 end-to-end run of a table is tests/study/test_table_e2e.py."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _objective(config: dict) -> float:
 
 def run_table_search(storage: Path, order_seed: int, slots: int, reproducible: bool = True):
     """Drives the quick table's searcher to the end with ``slots`` trials in flight; returns, per cell, the sampled
-    parameters in Optuna trial order, and the largest number of trials asked for one cell while it had one running."""
+    parameters in Optuna trial order, how many asks found every open cell waiting, and the table's cell lag."""
     overrides = [
         f"storage={storage}",
         "search.num_trials=7",
@@ -45,8 +45,7 @@ def run_table_search(storage: Path, order_seed: int, slots: int, reproducible: b
     layout = StudyLayout.for_spec(table.base)
     layout.mkdir()
     search = table_searcher(table, layout)  # what the table's Ray experiment gets
-    cells = search.cells
-    assert all(isinstance(optuna_storage(s), GuardedRDBStorage) for _, _, s in cells)  # outages are ridden out
+    assert all(isinstance(optuna_storage(s), GuardedRDBStorage) for _, _, s in search.cells)  # outages are ridden out
     epochs = table.base.train.epochs
     order = random.Random(order_seed)
     running: list[tuple[str, dict]] = []
@@ -66,10 +65,7 @@ def run_table_search(storage: Path, order_seed: int, slots: int, reproducible: b
         assert running, "the searcher stalls with no trial running"
         trial_id, config = running.pop(order.randrange(len(running)))
         search.on_trial_complete(trial_id, {METRIC: _objective(config), EPOCH: epochs, "training_iteration": epochs})
-    studies = {
-        label: optuna.load_study(study_name=c.study_name, storage=layout.optuna_url)
-        for (label, _, _), c in zip(cells, table.cells, strict=True)
-    }
+    studies = {c.label: optuna.load_study(study_name=c.study_name, storage=layout.optuna_url) for c in table.cells}
     params = {label: [t.params for t in s.get_trials()] for label, s in studies.items()}
     assert all(len(p) == 7 for p in params.values())  # every cell got exactly its budget
     assert all(t.state.name == "COMPLETE" for s in studies.values() for t in s.get_trials())
