@@ -14,7 +14,7 @@ from trainables.schema import record as R
 from trainables.schema.record import PAIRED_EMBEDDINGS_FILE
 
 if TYPE_CHECKING:
-    from mlflow import MlflowClient
+    from study.tracking import MlflowClient
 
 __all__ = ["load_weight_tables", "load_paired", "load_final_summary", "class_weight_table", "sample_weight_table"]
 

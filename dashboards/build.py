@@ -21,7 +21,8 @@ from dashboards.load import DashboardData, DashboardError, load, resolve_trackin
 from dashboards.panels import PANEL_MODULES, Panel
 from dashboards.render import render_page, write_figures
 from study.arguments import ArgumentParser
-from study.tracking.credentials import connection_url, remember
+from study.tracking.credentials import remember
+from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 
 if TYPE_CHECKING:
@@ -81,9 +82,7 @@ def build_dashboard(
     page = out / R.DASHBOARD_PAGE
     page.write_text(render_page(data, panels), encoding="utf-8")
     if log_artifact:
-        from mlflow import MlflowClient
-
-        client = MlflowClient(tracking_uri=connection_url(uri))
+        client = mlflow_client(uri)
         for study in data.studies:
             if study.parent_run_id:
                 client.log_artifacts(study.parent_run_id, str(out), artifact_path=ARTIFACT_PATH)

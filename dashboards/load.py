@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dashboards.artifacts import load_final_summary, load_paired, load_weight_tables
-from study.tracking.credentials import connection_url
+from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import (
     MAP_AT_R,
@@ -49,8 +49,7 @@ from trainables.schema.metric_names import (
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 if TYPE_CHECKING:
-    from mlflow import MlflowClient
-    from mlflow.entities import Run
+    from study.tracking import MlflowClient, Run
 
 __all__ = [
     "DashboardError",
@@ -279,9 +278,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
 
     ``details=False`` reads the runs' last values only: no metric histories, no artifacts (what the comparison
     tables need, at a fraction of the requests)."""
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=connection_url(tracking_uri))
+    client = mlflow_client(tracking_uri)
     studies, rows, history = [], [], []
     parent_ids: dict[str, str] = {}
     for name in experiments:

@@ -54,14 +54,12 @@ def table_report(table: Table, study_dir: str) -> str:
 def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str) -> Path:
     """Write the report into the study directory, log it on the parent run and tag the run with the reference family
     (the dashboard built next compares with it); returns the file."""
-    from mlflow import MlflowClient
-
-    from study.tracking.credentials import connection_url
+    from study.tracking.stores import mlflow_client
 
     text = table_report(table, study_dir)
     path = Path(study_dir) / R.TABLE_REPORT_FILE
     path.write_text(text, encoding="utf-8")
-    client = MlflowClient(tracking_uri=connection_url(tracking_uri))
+    client = mlflow_client(tracking_uri)
     client.log_artifact(parent_run_id, str(path))
     client.set_tag(parent_run_id, R.REFERENCE, table.reference_family)  # the dashboard compares with it
     return path

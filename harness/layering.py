@@ -4,8 +4,12 @@ Layers, lowest first: ``schema`` (spec models, errors, metric names) ← ``train
 loop) ← ``study`` (validation against the registries, tuning, tracking) ← ``dashboards`` ← ``study.run`` (the
 command line, which composes a study and its dashboard) ← ``study.cli`` (``dmlstudy``, which dispatches to every
 command line). A module may import its own layer and the layers below it, never above — function-local and
-``TYPE_CHECKING`` imports included. Module-level imports must also be free of cycles within a layer. Exit 0 when
-both hold, 1 with one line per violation otherwise.
+``TYPE_CHECKING`` imports included. Module-level imports must also be free of cycles within a layer.
+
+One door to the stores (:mod:`study.tracking`): no module outside ``study.tracking`` imports ``mlflow`` or opens an
+Optuna storage (``optuna.load_study``/``create_study``/``get_all_study_names``…, ``optuna.storages``), so every store
+call goes through the outage guard; a new door fails CI here. Exit 0 when all three hold, 1 with one line per
+violation otherwise.
 """
 
 from __future__ import annotations
@@ -14,12 +18,20 @@ import ast
 import sys
 from pathlib import Path
 
-__all__ = ["LAYERS", "import_graph", "upward_imports", "cycles", "main"]
+__all__ = ["LAYERS", "STORE_DOOR", "import_graph", "upward_imports", "cycles", "store_doors", "main"]
 
 #: Packages (a sub-package may be a layer of its own below its parent: the torch-free ``trainables.schema``), then the
 #: command lines that sit above them all, lowest layer first.
 LAYERS: tuple[str, ...] = ("trainables.schema", "trainables", "study", "dashboards", "study.run", "study.cli")
 _ROOT = Path(__file__).resolve().parents[1]
+#: The one package that may import ``mlflow`` and open Optuna storages.
+STORE_DOOR = "study.tracking"
+#: Optuna's functions and modules that open a storage from a URL (Optuna's own ``Study`` methods work on a storage
+#: already opened, so they are not doors).
+_OPTUNA_DOORS = frozenset(
+    {"load_study", "create_study", "delete_study", "copy_study", "get_all_study_names", "get_all_study_summaries",
+     "storages"}
+)  # fmt: skip
 
 
 def _layer(module: str) -> int | None:
@@ -70,6 +82,48 @@ def upward_imports(graph: dict[str, list[tuple[str, bool]]]) -> list[str]:
     return sorted(set(out))
 
 
+def _doors_of(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"imports {a.name}" for a in node.names if a.name.split(".")[0] == "mlflow"]
+            found += [f"imports {a.name}" for a in node.names if a.name.startswith("optuna.storages")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            top = node.module.split(".")[0]
+            if top == "mlflow" or node.module.startswith("optuna.storages"):
+                found.append(f"imports {node.module}")
+            elif node.module == "optuna":
+                found += [f"imports optuna.{a.name}" for a in node.names if a.name in _OPTUNA_DOORS]
+        elif isinstance(node, ast.Call) and (name := _dotted(node.func)).split(".")[0] == "optuna":
+            parts = name.split(".")
+            if set(parts) & _OPTUNA_DOORS - {"storages"} or ("storages" in parts and parts[-1].endswith("Storage")):
+                found.append(f"opens an Optuna storage ({name}, line {node.lineno})")
+    return found
+
+
+def _dotted(node: ast.AST) -> str:
+    """``optuna.storages.RDBStorage`` for that attribute chain, ``""`` for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def store_doors(root: Path = _ROOT) -> list[str]:
+    """``module imports mlflow`` / ``module opens an Optuna storage`` lines for the layered packages' modules outside
+    :data:`STORE_DOOR`."""
+    out = []
+    for package in sorted({p.split(".")[0] for p in LAYERS}):
+        for path in sorted((root / package).rglob("*.py")):
+            module = _module_name(path, root)
+            if module == STORE_DOOR or module.startswith(STORE_DOOR + "."):
+                continue
+            for door in sorted(set(_doors_of(ast.parse(path.read_text(), str(path))))):
+                out.append(f"{module} {door} (only {STORE_DOOR} may)")
+    return out
+
+
 def cycles(graph: dict[str, list[tuple[str, bool]]]) -> list[list[str]]:
     """Strongly connected components of more than one module among module-level imports (Tarjan)."""
     adjacency = {m: sorted({t for t, top in edges if top and t in graph and t != m}) for m, edges in graph.items()}
@@ -111,16 +165,19 @@ def main() -> int:
     graph = import_graph()
     upward = upward_imports(graph)
     loops = cycles(graph)
+    doors = store_doors()
     edges = sum(len(e) for e in graph.values())
     for line in upward:
         print(f"upward import: {line}")
     for component in loops:
         print(f"import cycle: {' -> '.join(component)}")
+    for line in doors:
+        print(f"store door: {line}")
     print(
         f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join(LAYERS)}; "
-        f"{len(upward)} upward imports, {len(loops)} cycles"
+        f"{len(upward)} upward imports, {len(loops)} cycles, {len(doors)} store doors outside {STORE_DOOR}"
     )
-    return 1 if upward or loops else 0
+    return 1 if upward or loops or doors else 0
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """What Ray Tune does not keep for us: Optuna trial states that match Ray's decisions, asks in an order timing cannot
-change, Optuna trials linked to their Ray trials and MLflow runs, and ASHA's rungs across a driver restart. Used by
+change, and ASHA's rungs across a driver restart (the Optuna↔MLflow link is :mod:`study.tracking.optuna_link`). Used by
 :mod:`study.tuner` and :mod:`study.stage_tuners`."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from study.runtime.compat import (
 )
 from study.runtime.storage import read_bytes, write_bytes
 from trainables.schema.metric_names import EPOCH
-from trainables.schema.record import OPTUNA_MLFLOW_RUN_ID, OPTUNA_RAY_TRIAL_ID, OPTUNA_TRIAL_NUMBER
+from trainables.schema.record import OPTUNA_RAY_TRIAL_ID
 
-__all__ = ["StudySearch", "PersistentASHA", "OptunaRunLink", "trial_numbers"]
+__all__ = ["StudySearch", "PersistentASHA"]
 
 
 class StudySearch(OptunaSearch):
@@ -187,62 +187,3 @@ class PersistentASHA(ASHAScheduler):
         self._load_once()
         asha_trial_info(self).pop(trial.trial_id, None)
         self._persist()
-
-
-class OptunaRunLink:
-    """Writes the MLflow run id of a search trial's child run into its Optuna trial's user attributes, found by the
-    Ray trial id :class:`StudySearch` wrote there. Called by the MLflow callback once the run exists (the trial is
-    running, so Optuna still accepts the attribute); picklable, as Ray pickles the callbacks with its experiment."""
-
-    def __init__(self, optuna_url: str, study_name: str) -> None:
-        self.optuna_url = optuna_url
-        self.study_name = study_name
-        self._storage: Any = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_storage": None}
-
-    def __call__(self, ray_trial_id: str, run_id: str) -> dict[str, str]:
-        """Links the run; returns the tags the run gets: its Optuna trial number (:data:`OPTUNA_TRIAL_NUMBER`)."""
-        import optuna
-
-        from study.tracking.credentials import RedactedRDBStorage
-
-        if self._storage is None:
-            self._storage = RedactedRDBStorage(self.optuna_url)
-        for name in study_names(self._storage, self.study_name):
-            study_id = self._storage.get_study_id_from_name(name)
-            running = self._storage.get_all_trials(study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-            for trial in running:
-                if trial.user_attrs.get(OPTUNA_RAY_TRIAL_ID) == ray_trial_id:
-                    self._storage.set_trial_user_attr(storage_trial_id(trial), OPTUNA_MLFLOW_RUN_ID, run_id)
-                    return {OPTUNA_TRIAL_NUMBER: str(trial.number)}
-        return {}
-
-
-def study_names(storage: Any, study_name: str) -> list[str]:
-    """The Optuna studies of study ``study_name`` in ``storage``: its own, or a table's cells (``<name>.<arm>.<cell>``)."""
-    import optuna
-
-    return [n for n in optuna.get_all_study_names(storage) if n == study_name or n.startswith(study_name + ".")]
-
-
-def trial_numbers(optuna_url: str, study_name: str) -> dict[str, int]:
-    """Ray trial id → Optuna trial number of every search trial that carries its Ray trial id (the order trials
-    were asked in: the best rule's tie-break, :func:`study.final_stage.creation_order`). A table's cells are Optuna
-    studies of their own (``<name>.<arm>.<cell>``): their trials are read too, numbered within their cell, which is
-    where the rule compares them."""
-    import optuna
-
-    from study.tracking.credentials import RedactedRDBStorage
-
-    storage = RedactedRDBStorage(optuna_url)
-    try:
-        return {
-            t.user_attrs[OPTUNA_RAY_TRIAL_ID]: t.number
-            for name in study_names(storage, study_name)
-            for t in optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
-            if OPTUNA_RAY_TRIAL_ID in t.user_attrs
-        }
-    finally:
-        storage.remove_session()

@@ -26,18 +26,15 @@ def study_status(spec: StudySpec) -> dict:
 
     Raises :class:`StudyError` when the study has never been started.
     """
-    import optuna
-
     from study.best import pick_best
     from study.layout import StudyLayout
     from study.runtime.storage import read_bytes
-    from study.tracking.credentials import connection_url
+    from study.tracking.stores import load_optuna_study
 
     layout = StudyLayout.for_spec(spec)
     if read_bytes(layout.spec_file) is None:
         raise StudyError(f"there is no study {spec.name!r} in {layout.root}")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=spec.name, storage=connection_url(layout.optuna_url, "tracking.optuna_uri"))
+    study = load_optuna_study(spec.name, layout.optuna_url)
     trials = study.get_trials(deepcopy=False)
     counts = Counter(t.state.name for t in trials)
     # study.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.

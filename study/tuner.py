@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from study.bookkeeping import OptunaRunLink, trial_numbers
 from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
 from study.environment import numerics_tags
@@ -46,6 +45,7 @@ from study.runtime.watchdog import check_cluster_resources, check_local_resource
 from study.stage_tuners import final_tuner, search_tuner
 from study.tracking.callback import MlflowTrialCallback, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
+from study.tracking.optuna_link import OptunaRunLink, trial_numbers
 from study.tracking.outage import set_budget
 from study.tracking.preflight import preflight_stores
 from study.tracking.store import TrackingStore, preload_in_background

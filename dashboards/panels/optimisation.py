@@ -23,9 +23,9 @@ def importances(study: StudyInfo) -> dict[str, float]:
     """fANOVA importances of the searched parameters from ``study_dir/optuna.db`` (seeded, so repeatable)."""
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = f"sqlite:///{study.optuna_db}"
-    loaded = optuna.load_study(study_name=study.experiment, storage=storage)
+    from study.tracking.stores import load_optuna_study
+
+    loaded = load_optuna_study(study.experiment, f"sqlite:///{study.optuna_db}")
     evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
     return optuna.importance.get_param_importances(loaded, evaluator=evaluator)
 

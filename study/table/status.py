@@ -63,25 +63,22 @@ def _final_done(layout_uri: str, name: str) -> Counter[str]:
 def table_status(table: Table) -> list[CellStatus]:
     """Per cell: Optuna trial states, the best trial, final seeds done. Raises :class:`StudyError` when the table
     has never been started."""
-    import optuna
-
     from study.best import pick_best
     from study.layout import StudyLayout
     from study.runtime.storage import read_bytes
-    from study.tracking.credentials import connection_url
+    from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
 
     layout = StudyLayout.for_spec(table.base)
     if read_bytes(layout.spec_file) is None:
         raise StudyError(f"there is no table {table.spec.name!r} in {layout.root}")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = optuna.storages.RDBStorage(connection_url(layout.optuna_url, "tracking.optuna_uri"))
-    names = {s.study_name for s in storage.get_all_studies()}
+    storage = optuna_storage(layout.optuna_url)
+    names = set(optuna_study_names(storage, table.base.name))
     finals = _final_done(layout.tracking_uri, table.base.name)
     out = []
     for cell in table.cells:
         trials = []
         if cell.study_name in names:
-            trials = optuna.load_study(study_name=cell.study_name, storage=storage).get_trials(deepcopy=False)
+            trials = load_optuna_study(cell.study_name, storage).get_trials(deepcopy=False)
         complete = [t for t in trials if t.state.name == "COMPLETE"]
         best = pick_best(complete, lambda t: t.value, lambda t: t.number, table.base.search.mode)
         out.append(

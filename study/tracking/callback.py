@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
-from study.tracking import peek as tracking_peek
-from study.tracking.guarded import guarded_client
 from study.tracking.store import MAX_PARAM_LENGTH, log_params
+from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.record import ARTIFACTS_DIR
@@ -72,7 +71,7 @@ class MlflowTrialCallback(Callback):
         stage: the study stage this callback's Tuner runs (``search`` or ``final``); the child runs it creates
             carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.
         on_run: called with ``(ray trial id, run id)`` when a trial's run is created or reopened; returns tags for
-            the run (the search links its Optuna trials and runs both ways: :class:`study.bookkeeping.OptunaRunLink`).
+            the run (the search links its Optuna trials and runs both ways: :class:`study.tracking.optuna_link.OptunaRunLink`).
     """
 
     def __init__(
@@ -108,7 +107,7 @@ class MlflowTrialCallback(Callback):
     @property
     def client(self) -> MlflowClient:
         if self._client is None:
-            self._client = guarded_client(tracking_peek.client(self.uri), self.uri)
+            self._client = mlflow_client(self.uri)
         return self._client
 
     def _find_run(self, trial_id: str) -> str | None:

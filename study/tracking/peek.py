@@ -7,22 +7,11 @@ status query needs only MLflow's client. :class:`~study.tracking.callback.Tracki
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from study.tracking.credentials import connection_url
+from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 
-if TYPE_CHECKING:
-    from mlflow import MlflowClient
-
-__all__ = ["client", "missing_sqlite", "runs_of", "parent_status", "parent_tags", "failures"]
-
-
-def client(uri: str) -> MlflowClient:
-    from mlflow import MlflowClient
-
-    # ``uri`` is the redacted form (safe to keep and pickle); the real one exists only for the connection.
-    return MlflowClient(tracking_uri=connection_url(uri))
+__all__ = ["missing_sqlite", "runs_of", "parent_status", "parent_tags", "failures"]
 
 
 def missing_sqlite(uri: str) -> bool:
@@ -34,7 +23,7 @@ def runs_of(uri: str, experiment_name: str, filter_string: str, **kwargs: object
     """Runs of the study's experiment matching ``filter_string``; ``None`` when the store or experiment is absent."""
     if missing_sqlite(uri):
         return None
-    c = client(uri)
+    c = mlflow_client(uri)
     experiment = c.get_experiment_by_name(experiment_name)
     if experiment is None:
         return None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from study.tracking import peek as tracking_peek
-from study.tracking.guarded import guarded_client
+from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ def preload_in_background() -> None:
     threading.Thread(target=run, name="mlflow-preload", daemon=True).start()
 
 
-_client = tracking_peek.client
 _missing_sqlite = tracking_peek.missing_sqlite
 
 
@@ -83,7 +82,7 @@ def _seed_sqlite_store(uri: str) -> None:
             cache.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=cache) as tmp:
                 fresh = Path(tmp) / "store.db"
-                _client(f"sqlite:///{fresh}").search_experiments()  # the store exists and is migrated
+                mlflow_client(f"sqlite:///{fresh}").search_experiments()  # the store exists and is migrated
                 with sqlite3.connect(fresh) as con:
                     con.execute("DELETE FROM experiments WHERE experiment_id = 0")
                 con.close()
@@ -117,7 +116,7 @@ class TrackingStore:
         _seed_sqlite_store(uri)
         # For sqlite this creates the database (if not seeded) and its tables, once, here. Every call rides out an
         # outage of a tracking server or database (study.tracking.outage).
-        client = guarded_client(_client(uri), uri)
+        client = mlflow_client(uri)
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None:
             self.experiment_id = client.create_experiment(experiment_name, artifact_location=artifact_location)
