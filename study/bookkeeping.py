@@ -4,6 +4,7 @@ change, and ASHA's rungs across a driver restart (the Optuna↔MLflow link is :m
 
 from __future__ import annotations
 
+import logging
 import pickle
 import warnings
 from typing import Any
@@ -22,8 +23,12 @@ from study.runtime.compat import (
     study_storage,
 )
 from study.runtime.storage import read_bytes, write_bytes
+from study.tracking.outage import through_ray
+from trainables.schema.errors import StoreOutageError
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.record import OPTUNA_RAY_TRIAL_ID
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["StudySearch", "PersistentASHA"]
 
@@ -51,26 +56,42 @@ class StudySearch(OptunaSearch):
             warnings.simplefilter("ignore", ExperimentalWarning)  # experimental since 3.2, unchanged in 5.0
             optuna_study_of(self).set_metric_names([self.metric])
 
+    @through_ray
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        """Tell Optuna how the trial ended: COMPLETE after ``max_t`` epochs, PRUNED before (its last value), FAIL on an
+        error. Unlike Ray's ``OptunaSearch``, a ``tell`` the store refuses past its outage budget is not swallowed
+        as a warning: it ends the driver (:func:`~study.tracking.outage.through_ray`), and ``--resume`` tells again."""
         import optuna
 
         self._blocked = False
-
+        trials, study, done = optuna_trials_of(self), optuna_study_of(self), completed_trials_of(self)
+        if trial_id in done or trial_id not in trials:
+            return  # told already, or never asked by this searcher
+        ot_trial = trials[trial_id]
         epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
         value = (result or {}).get(self.metric)
-        trials, study = optuna_trials_of(self), optuna_study_of(self)
-        if error or value is None or trial_id in completed_trials_of(self) or trial_id not in trials:
-            super().on_trial_complete(trial_id, result=result, error=error)
-            return
-        ot_trial = trials[trial_id]
-        # Ray hands a trial's final result to on_trial_complete only: record it as the last intermediate too.
-        if epochs not in study_storage(study).get_trial(storage_trial_id(ot_trial)).intermediate_values:
-            ot_trial.report(float(value), epochs)
-        if epochs >= self.max_t:
-            super().on_trial_complete(trial_id, result=result, error=error)
-            return
-        study.tell(ot_trial, state=optuna.trial.TrialState.PRUNED)
-        completed_trials_of(self).add(trial_id)
+        if value is None:
+            state = optuna.trial.TrialState.FAIL if error else optuna.trial.TrialState.PRUNED
+        else:
+            # Ray hands a trial's final result to on_trial_complete only: record it as the last intermediate too.
+            if epochs not in study_storage(study).get_trial(storage_trial_id(ot_trial)).intermediate_values:
+                ot_trial.report(float(value), epochs)
+            state = optuna.trial.TrialState.COMPLETE if epochs >= self.max_t else optuna.trial.TrialState.PRUNED
+        # PRUNED takes the last intermediate value as the trial's value (Optuna's rule). skip_if_finished: a trial
+        # told before a driver restart whose Ray trial ran again from an older snapshot is not told twice.
+        told = value if state == optuna.trial.TrialState.COMPLETE else None
+        try:
+            study.tell(ot_trial, told, state=state, skip_if_finished=True)
+        except StoreOutageError:
+            raise
+        except ValueError as exc:  # a value Optuna refuses (NaN): the trial fails, the study goes on
+            logger.warning("Optuna refused trial %s's result (%s): it is marked FAIL", trial_id, exc)
+            study.tell(ot_trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        done.add(trial_id)
+
+    @through_ray
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        super().on_trial_result(trial_id, result)
 
     def restore(self, checkpoint_path: str) -> None:
         super().restore(checkpoint_path)
@@ -93,6 +114,7 @@ class StudySearch(OptunaSearch):
             else:  # asked but never reported: the next new Ray trial adopts it, params and all
                 self._orphans.append(storage_trial_id(frozen))
 
+    @through_ray
     def suggest(self, trial_id: str) -> dict | None:
         import optuna
 

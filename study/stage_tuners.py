@@ -15,7 +15,7 @@ from study.runtime.compat import restored_run_config
 from study.runtime.watchdog import PendingTimeout
 from study.search_space import make_sampler, to_optuna
 from study.tracking.callback import MlflowTrialCallback
-from study.tracking.guarded import GuardedRDBStorage
+from study.tracking.stores import optuna_storage
 from trainables.schema import record as R
 from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
 from trainables.schema.spec import StudySpec
@@ -103,7 +103,7 @@ def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: i
         mode=s.mode,
         sampler=OrderedSampler(sampler, lag) if s.reproducible else sampler,
         study_name=study_name,
-        storage=GuardedRDBStorage(layout.optuna_url),
+        storage=optuna_storage(layout.optuna_url),
         max_t=spec.train.epochs,
         lag=lag if s.reproducible else None,
     )

@@ -46,7 +46,7 @@ from study.stage_tuners import final_tuner, search_tuner
 from study.tracking.callback import MlflowTrialCallback, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
 from study.tracking.optuna_link import OptunaRunLink, trial_numbers
-from study.tracking.outage import set_budget
+from study.tracking.outage import set_budget, unwrapped
 from study.tracking.preflight import preflight_stores
 from study.tracking.store import TrackingStore, preload_in_background
 from study.validation import spec_from_tune_config, trial_params
@@ -178,7 +178,7 @@ def _run_final_stage(
     callback = _trial_callback(spec, layout, store, parent, stage=R.STAGE_FINAL)
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
     tuner = final_tuner(spec, layout, param_space, callback, len(points), max_failures, pending_timeout_s)
-    results = tuner.fit()
+    results = unwrapped(tuner.fit)
     groups = summarize_final(spec, results, best)
     ended = sum(
         r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results)
@@ -323,7 +323,7 @@ def _run_validated(
             tuner = search_tuner(spec, layout, param_space, callback, resuming, max_failures, pending_timeout_s)
         else:
             tuner = plan.tuner(param_space, callback, resuming, max_failures, pending_timeout_s)
-        results = tuner.fit()
+        results = unwrapped(tuner.fit)
         order = trial_numbers(layout.optuna_url, spec.name)
         outcome = _summarize(spec, results, parent, time.perf_counter() - started, order)
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)

@@ -8,6 +8,9 @@ metrics (``step`` = epoch). A single writer keeps a sqlite store safe under conc
 trials on remote nodes run without any access to the tracking store; trials ship files to MLflow through
 their checkpoints instead.
 
+Every hook Ray calls carries a store outage past its budget out of Ray's loop (:func:`study.tracking.outage.through_ray`),
+so it ends the driver with its one line instead of failing the trial whose write it was.
+
 The callback is restore-aware: a trial that already has a child run (found by its ``trial_id`` tag under
 the study's parent run) keeps logging into it, and epochs already logged are not logged twice.
 """
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
+from study.tracking.outage import through_ray
 from study.tracking.store import MAX_PARAM_LENGTH, log_params
 from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
@@ -149,6 +153,7 @@ class MlflowTrialCallback(Callback):
                 self.client.set_tag(run_id, key, value)
         return run_id
 
+    @through_ray
     def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:
         if not self._reconciled:
             self._reconciled = True
@@ -172,9 +177,11 @@ class MlflowTrialCallback(Callback):
             self.client.delete_run(run_id)
         return ghosts
 
+    @through_ray
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self.run_id(trial)
 
+    @through_ray
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         from mlflow.entities import Metric
 
@@ -192,6 +199,7 @@ class MlflowTrialCallback(Callback):
             self.client.log_batch(run_id, metrics=metrics)
         self._last_step[trial.trial_id] = step
 
+    @through_ray
     def on_checkpoint(self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: Any, **info: Any) -> None:
         self._checkpoints[trial.trial_id] = checkpoint
 
@@ -216,15 +224,18 @@ class MlflowTrialCallback(Callback):
         self.client.set_terminated(run_id, status=status)
         self._runs.pop(trial.trial_id, None)
 
+    @through_ray
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         epochs = int((trial.last_result or {}).get(EPOCH, 0))
         self._end(
             trial, "FINISHED", {R.STOPPED_EARLY: str(epochs < self.total_epochs).lower(), R.EPOCHS_DONE: str(epochs)}
         )
 
+    @through_ray
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self._end(trial, "FAILED", {R.FAILURE_REASON: _error_summary(trial)})
 
+    @through_ray
     def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
         for trial_id, run_id in list(self._runs.items()):
             self.client.set_terminated(run_id, status="KILLED")

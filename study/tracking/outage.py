@@ -7,7 +7,16 @@ server shutting down or starting up, a proxy's 502/503/504, MLflow's server repo
 error) is retried with exponential backoff (0.5 s doubling to 10 s) on a fresh connection (SQLAlchemy's
 ``pool_pre_ping`` drops the pool's dead connections). One line is printed when an outage starts and one when it ends.
 An outage longer than ``tracking.outage_budget_s`` ends the study with :class:`~trainables.schema.errors.StoreOutageError`
-(exit 1, one line); everything committed is kept and ``--resume`` continues.
+(exit 1, one line); everything committed is kept and ``--resume`` continues. A guard that gave up retries again once
+its store has answered (a later one-call blip is ridden out like the first outage).
+
+Inside Ray Tune's loop (the searcher's ``tell``, the MLflow callback's hooks) the error must end the driver at that
+instant, the way a killed driver ends, and not be taken for a trial's failure: Ray catches ``Exception`` around a
+trial's completion (and ``OptunaSearch`` swallows a failed ``tell`` as a warning), which would leave the trial RUNNING
+in Optuna but done in Ray and MLflow. The Ray-facing methods are therefore wrapped by :func:`through_ray`, which
+carries the error past Ray's handlers as :class:`OutageEscape` (a ``BaseException``); :func:`unwrapped` turns it back
+into the one-line error where the driver calls ``Tuner.fit``. Ray's last experiment snapshot then predates the failed
+write, so ``--resume`` replays it as it replays a driver killed at that moment (nothing lost, nothing twice).
 
 Trials never talk to the stores (the driver is their single writer), so they keep training through an outage: a
 trial that reports while the driver waits for a store is held at that report by Ray (a function trainable waits until
@@ -35,7 +44,17 @@ from typing import Any, TypeVar
 from study.runtime.store_errors import chain, os_cause
 from trainables.schema.errors import StoreOutageError
 
-__all__ = ["OutageGuard", "guard", "set_budget", "is_transient", "DEFAULT_BUDGET_S", "retrying"]
+__all__ = [
+    "OutageGuard",
+    "OutageEscape",
+    "guard",
+    "set_budget",
+    "is_transient",
+    "DEFAULT_BUDGET_S",
+    "retrying",
+    "through_ray",
+    "unwrapped",
+]
 
 #: The default of ``tracking.outage_budget_s``.
 DEFAULT_BUDGET_S = 300.0
@@ -58,6 +77,7 @@ _TRANSIENT_TYPES = frozenset(
 _budget_s = DEFAULT_BUDGET_S
 _guards: dict[str, OutageGuard] = {}
 _lock = threading.Lock()
+_inside = threading.local()  # depth > 0 while this thread is inside a guarded call
 
 T = TypeVar("T")
 
@@ -110,12 +130,18 @@ class OutageGuard:
         self.back_at = float("-inf")
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if getattr(_inside, "depth", 0):
+            # A guarded call made by a guarded call (Optuna's storage calls its own public methods): the outermost
+            # call is the one retried, so an inner success does not end the outage its caller is still in.
+            return fn(*args, **kwargs)
         delay = 0.5
         while True:
+            _inside.depth = 1
             try:
                 result = fn(*args, **kwargs)
             except Exception as e:
-                if self.gave_up or not is_transient(e):
+                _inside.depth = 0
+                if not is_transient(e):
                     raise
                 self._failed(e)
                 assert self.down_since is not None
@@ -123,6 +149,8 @@ class OutageGuard:
                 time.sleep(max(0.0, min(delay, left)))
                 delay = min(delay * 2, 10.0)
                 continue
+            finally:
+                _inside.depth = 0
             self._ok()
             return result
 
@@ -137,7 +165,9 @@ class OutageGuard:
                     file=sys.stderr,
                     flush=True,
                 )
-            elif now - self.down_since > _budget_s:
+            elif self.gave_up or now - self.down_since > _budget_s:
+                # Once given up, every caller fails at once (each would otherwise wait a budget of its own) until
+                # the store answers again (_ok clears it).
                 self.gave_up = True
                 raise StoreOutageError(
                     f"{self.store} has been unreachable for {now - self.down_since:.0f} s, longer than "
@@ -151,11 +181,43 @@ class OutageGuard:
         with _lock:
             if self.down_since is None:
                 return
+            self.gave_up = False  # the store answered: a later outage gets its own budget
             took = time.monotonic() - self.down_since
             self.down_since = None
             self.back_at = time.monotonic()
             self.outages.append(took)
             print(f"{self.store} is back after {took:.1f} s; the study goes on", file=sys.stderr, flush=True)
+
+
+class OutageEscape(BaseException):  # noqa: N818 - not an error of its own: a carrier past Ray's handlers
+    """A :class:`~trainables.schema.errors.StoreOutageError` on its way out of Ray Tune's loop (see the module
+    docstring); ``error`` is the one-line error itself."""
+
+    def __init__(self, error: StoreOutageError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def through_ray(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` (a searcher's or callback's method Ray Tune calls) with a store outage past its budget carried past
+    Ray's ``except Exception`` handlers as :class:`OutageEscape`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except StoreOutageError as e:
+            raise OutageEscape(e) from e
+
+    return wrapper
+
+
+def unwrapped(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` (``Tuner.fit``) with an :class:`OutageEscape` raised as its one-line error."""
+    try:
+        return fn(*args, **kwargs)
+    except OutageEscape as escape:
+        raise escape.error from None
 
 
 def guard(store: str) -> OutageGuard:
