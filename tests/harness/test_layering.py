@@ -39,7 +39,9 @@ def test_the_checker_sees_a_new_door_to_the_stores(tmp_path):
     for package, source in {
         "trainables": {},
         "trainables/schema": {},
-        "study": {"status.py": "import optuna\n\ndef f(url):\n    return optuna.load_study(study_name='s', storage=url)\n"},
+        "study": {
+            "status.py": "import optuna\n\ndef f(url):\n    return optuna.load_study(study_name='s', storage=url)\n"
+        },
         "study/tracking": {"stores.py": "import mlflow\nfrom optuna.storages import RDBStorage\n"},
         "dashboards": {
             "load.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from mlflow.entities import Run\n",

@@ -16,7 +16,7 @@ import optuna
 import pytest
 import yaml
 
-from harness.driver import REPO, driver_env, mlflow_children, tiny_spec
+from harness.driver import driver_env, mlflow_children, tiny_spec
 from harness.postgres import postgres_server, postgres_unavailable_reason
 
 pytestmark = pytest.mark.e2e
