@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
+from study.tracking.guarded import create_once, mlflow_store_name
 from study.tracking.outage import through_ray
 from study.tracking.store import MAX_PARAM_LENGTH, log_params
 from study.tracking.stores import mlflow_client
@@ -134,12 +135,12 @@ class MlflowTrialCallback(Callback):
         run_id = self._find_run(trial.trial_id)
         if run_id is None:
             params, tags = self.describe_trial(trial.config)
-            run = self.client.create_run(
-                self.experiment_id,
-                run_name=trial.trial_id,
-                tags={R.PARENT_TAG: self.parent_run_id, R.ROLE_TAG: R.ROLE_TRIAL, R.TRIAL_ID: trial.trial_id, **tags},
+            tags = {R.PARENT_TAG: self.parent_run_id, R.ROLE_TAG: R.ROLE_TRIAL, R.TRIAL_ID: trial.trial_id, **tags}
+            run_id = create_once(
+                mlflow_store_name(self.uri),
+                lambda: self.client.create_run(self.experiment_id, run_name=trial.trial_id, tags=tags).info.run_id,
+                lambda: self._find_run(trial.trial_id),  # a lost answer's run is found by its Ray trial id
             )
-            run_id = run.info.run_id
             log_params(self.client, run_id, params)
             self._last_step[trial.trial_id] = 0
         else:

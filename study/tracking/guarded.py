@@ -9,14 +9,22 @@
 - :class:`GuardedClient`: an ``MlflowClient`` proxy whose method calls are retried the same way (used by
   :class:`~study.tracking.store.TrackingStore` and the trial callback). MLflow's own HTTP retries are set to 0 in the
   driver (unless the user set ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) so that an outage is seen, reported and bounded here.
+
+Exactly once. A write whose commit reached the server but whose answer was lost (the server crashed, the connection
+dropped) fails on the client as an outage, and a blind retry would write it twice. Writes that only set a value
+(intermediate values, attributes, tags, params, metrics with their timestamp) are naturally idempotent; the ones that
+create or finish something reconcile before a retry (:func:`create_once`): a new Optuna trial is the one a retry finds
+beyond the count it started from (the driver is its studies' single writer), a state already set is not set again, an
+MLflow run is found by its Ray trial id (the trial callback), an experiment by its name, a parent run by its role.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from optuna.storages import BaseStorage
+from optuna.storages import BaseStorage, RDBStorage
 
 from study.runtime.compat import RDB_PRIVATE_CALLS
 from study.tracking.credentials import RedactedRDBStorage
@@ -25,7 +33,16 @@ from study.tracking.outage import guard, retrying
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-__all__ = ["GuardedRDBStorage", "GuardedClient", "guarded_client", "optuna_store_name", "mlflow_store_name"]
+__all__ = [
+    "GuardedRDBStorage",
+    "GuardedClient",
+    "guarded_client",
+    "create_once",
+    "optuna_store_name",
+    "mlflow_store_name",
+]
+
+T = TypeVar("T")
 
 _LOCAL_ONLY = {"get_heartbeat_interval", "get_heartbeat_stale_trial_callback", "remove_session"}
 
@@ -45,12 +62,39 @@ class GuardedRDBStorage(RedactedRDBStorage):
         engine_kwargs = {"pool_pre_ping": True, **kwargs.pop("engine_kwargs", {})}
         super().__init__(url, key, engine_kwargs=engine_kwargs, **kwargs)
 
+    def _store(self) -> str:
+        return optuna_store_name(self._redacted_url)
+
+    def create_new_trial(self, study_id: int, template_trial: Any = None) -> int:
+        return self._create_new_trial(study_id, template_trial)._trial_id
+
+    def _create_new_trial(self, study_id: int, template_trial: Any = None) -> Any:
+        """A new trial (Optuna's cache calls this private method), created once: a retry after a lost answer returns
+        the trial the lost commit created, the first beyond the count the call started from."""
+        before = self.get_n_trials(study_id)
+
+        def created() -> Any:
+            trials = RDBStorage.get_all_trials(self, study_id, deepcopy=False)
+            return next((t for t in trials if t.number >= before), None)
+
+        return create_once(self._store(), lambda: RDBStorage._create_new_trial(self, study_id, template_trial), created)
+
+    def set_trial_state_values(self, trial_id: int, state: Any, values: Any = None) -> bool:
+        """Finish (or start) a trial once: a retry after a lost answer finds the state already set."""
+
+        def already() -> bool | None:
+            return True if RDBStorage.get_trial(self, trial_id).state == state else None
+
+        return create_once(
+            self._store(), lambda: RDBStorage.set_trial_state_values(self, trial_id, state, values), already
+        )
+
 
 def _guard_methods(cls: type) -> None:
     names = [n for n in vars(BaseStorage) if not n.startswith("_") and n not in _LOCAL_ONLY] + list(RDB_PRIVATE_CALLS)
     for name in names:
         original = getattr(cls, name, None)
-        if not callable(original):
+        if not callable(original) or name in vars(cls):  # the class's own methods reconcile their retries
             continue
 
         def method(self: GuardedRDBStorage, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
@@ -76,6 +120,23 @@ class GuardedClient:
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._client, name)
         return retrying(self._store, value) if callable(value) and not name.startswith("_") else value
+
+
+def create_once(store: str, create: Callable[[], T], find: Callable[[], T | None]) -> T:
+    """``create()`` through ``store``'s outage guard, exactly once: before each retry ``find()`` looks for what a
+    previous attempt may have committed before its answer was lost, and returns it instead of creating it again."""
+    attempts = 0
+
+    def attempt() -> T:
+        nonlocal attempts
+        if attempts:
+            found = find()
+            if found is not None:
+                return found
+        attempts += 1
+        return create()
+
+    return guard(store).call(attempt)
 
 
 def guarded_client(client: MlflowClient, redacted_uri: str) -> MlflowClient:

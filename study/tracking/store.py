@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from study.tracking import peek as tracking_peek
+from study.tracking.guarded import create_once, mlflow_store_name
 from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 
@@ -119,7 +120,16 @@ class TrackingStore:
         client = mlflow_client(uri)
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None:
-            self.experiment_id = client.create_experiment(experiment_name, artifact_location=artifact_location)
+
+            def found() -> str | None:
+                existing = client.get_experiment_by_name(experiment_name)
+                return None if existing is None else existing.experiment_id
+
+            self.experiment_id = create_once(
+                mlflow_store_name(uri),
+                lambda: client.create_experiment(experiment_name, artifact_location=artifact_location),
+                found,
+            )
         else:
             if experiment.lifecycle_stage == "deleted":
                 client.restore_experiment(experiment.experiment_id)
@@ -147,8 +157,15 @@ class TrackingStore:
         """Create the parent run, or reopen the existing one when the study is resumed."""
         run_id = self.parent_run_id()
         if run_id is None:
-            run = self.client.create_run(self.experiment_id, run_name=run_name, tags={R.ROLE_TAG: R.ROLE_STUDY, **tags})
-            run_id = run.info.run_id
+            run_id = create_once(
+                mlflow_store_name(self.uri),
+                lambda: (
+                    self.client.create_run(
+                        self.experiment_id, run_name=run_name, tags={R.ROLE_TAG: R.ROLE_STUDY, **tags}
+                    ).info.run_id
+                ),
+                self.parent_run_id,  # a lost answer's parent run is found by its role
+            )
             log_params(self.client, run_id, params)
         else:
             self.client.update_run(run_id, status="RUNNING")
