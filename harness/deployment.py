@@ -9,8 +9,11 @@ namespace (:class:`harness.netns.NetNamespace`; Ray rewrites 127.0.0.1 to the ma
 
 The calling thread enters the namespace for the block (``setns``), so the test's own clients and every process it
 starts (the servers, the nodes, the driver) see the same loopback; the test reads PostgreSQL through its unix socket.
-Faults: :meth:`restart_postgres`, :meth:`restart_mlflow`, :meth:`kill_worker` (a node SIGKILLed with everything on it).
-Everything started here is ended here, by PID.
+Faults, graceful and crashed: :meth:`restart_postgres` (``pg_ctl -m fast``), :meth:`crash_postgres` (the postmaster
+SIGKILLed: crash recovery on restart), :meth:`restart_mlflow` (SIGTERM), :meth:`crash_mlflow` (the server SIGKILLed,
+mid-write if a write is in flight), :meth:`kill_worker` (a node SIGKILLed with everything on it). :meth:`tally` reads
+both stores back and counts what is lost and what is duplicated, separately. Everything started here is ended here,
+by PID.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from harness.s3 import S3, s3_server, s3_unavailable_reason
 from study.tracking.server import free_port
 from trainables.schema import record as R
 
-__all__ = ["Deployment", "deployment_unavailable_reason", "deployment_spec", "BUCKET"]
+__all__ = ["Deployment", "deployment_unavailable_reason", "deployment_spec", "deployment_table_spec", "BUCKET"]
 
 BUCKET = "dmlstudy"
 _CLONE_NEWNET = 0x40000000
@@ -57,6 +60,25 @@ def deployment_spec(d: Deployment, name: str, trials: int, seeds: int, epochs: i
     spec["storage"] = d.storage
     spec["tracking"] = {"uri": d.tracking_uri, "optuna_uri": d.optuna_url}
     return spec
+
+
+def deployment_table_spec(d: Deployment, name: str, trials: int, seeds: int, epochs: int) -> dict:
+    """A digits table on ``d``: arms ms and bspml × per-class noise 0 and 20 %, ``trials`` per cell, honest selection
+    (2 class-disjoint folds), ``seeds`` final seeds per cell (4 cells)."""
+    study = deployment_spec(d, name, trials, seeds, epochs)
+    table = {k: v for k, v in study.items() if k not in ("family", "search")}
+    table["search"] = {k: v for k, v in study["search"].items() if k != "space"}
+    table["reference"] = "ms"
+    table["arms"] = {
+        "ms": {"family": "ms", "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
+        "bspml": {
+            "family": "bspml",
+            "params": {"lambda_scale": "relative"},
+            "space": {"mu": {"type": "float", "low": 0.0, "high": 6.0}},
+        },
+    }
+    table["cells"] = {"dataset.noise.ratio": [0.0, 0.2]}
+    return table
 
 
 def deployment_unavailable_reason() -> str | None:
@@ -230,8 +252,21 @@ class Deployment:
     def restart_postgres(self, down_s: float = 5.0) -> None:
         self.pg.restart(down_s=down_s, mode="fast")
 
+    def crash_postgres(self, down_s: float = 5.0) -> None:
+        self.pg.crash(down_s=down_s)
+
     def restart_mlflow(self, down_s: float = 3.0) -> None:
         self.stop_mlflow()
+        time.sleep(down_s)
+        self.start_mlflow()
+
+    def crash_mlflow(self, down_s: float = 3.0) -> None:
+        """SIGKILL the tracking server and its workers (no graceful end of a request in flight), then start it."""
+        proc, self.mlflow = self.mlflow, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         time.sleep(down_s)
         self.start_mlflow()
 
@@ -265,20 +300,47 @@ class Deployment:
             return 0
         return int(rows[0][0])
 
-    def losses(self, name: str, metric_of_stage: dict[str, str], runs_expected: int, epochs: int) -> tuple[int, int]:
-        """``(runs lost, epochs lost)`` of study ``name``: trial runs missing or not FINISHED, and epochs (run, step)
-        missing from the runs' metric histories, against ``runs_expected`` runs of ``epochs`` epochs."""
+    def tally(
+        self, name: str, metric_of_stage: dict[str, str], searched: int, finals: int, epochs: int
+    ) -> dict[str, int]:
+        """What the stores hold of study (or table) ``name`` against ``searched`` search trials and ``finals`` final
+        runs of ``epochs`` epochs each, lost and duplicated counted apart (a duplicate must not hide a loss):
+
+        - ``runs_lost``: expected runs with no FINISHED run; ``runs_duplicated``: FINISHED runs beyond one per trial id,
+          and beyond the expected count;
+        - ``epochs_lost`` / ``epochs_duplicated``: (run, epoch) missing from / logged more than once in the FINISHED
+          runs' metric histories;
+        - ``optuna_lost`` / ``optuna_duplicated``: search trials missing from / beyond one per Ray trial id among the
+          Optuna studies' finished (COMPLETE or PRUNED) trials (a table's cells are studies ``<name>.<arm>.<cell>``).
+        """
+        from collections import Counter
+
         from mlflow import MlflowClient
 
         client = MlflowClient(self.socket_url("mlflow"))
         experiment = client.get_experiment_by_name(name)
-        runs = client.search_runs([experiment.experiment_id]) if experiment else []
-        trials = [r for r in runs if r.data.tags.get(R.ROLE_TAG) == R.ROLE_TRIAL]
-        finished = [r for r in trials if r.info.status == "FINISHED"]
-        logged = 0
+        runs = client.search_runs([experiment.experiment_id], max_results=50000) if experiment else []
+        finished = [r for r in runs if r.data.tags.get(R.ROLE_TAG) == R.ROLE_TRIAL and r.info.status == "FINISHED"]
+        per_trial = Counter((r.data.tags.get(R.STAGE, R.STAGE_SEARCH), r.data.tags.get(R.TRIAL_ID)) for r in finished)
+        epochs_lost = epochs_duplicated = 0
         for run in finished:
-            metric = metric_of_stage[run.data.tags.get("stage", "search")]
-            logged += len(
-                {m.step for m in client.get_metric_history(run.info.run_id, metric)} & set(range(1, epochs + 1))
-            )
-        return runs_expected - len(finished), runs_expected * epochs - logged
+            metric = metric_of_stage[run.data.tags.get(R.STAGE, R.STAGE_SEARCH)]
+            steps = Counter(m.step for m in client.get_metric_history(run.info.run_id, metric))
+            epochs_lost += sum(1 for e in range(1, epochs + 1) if steps[e] == 0)
+            epochs_duplicated += sum(n - 1 for n in steps.values() if n > 1)
+        runs_expected = searched + finals
+        rows = self.query(
+            "SELECT a.value_json FROM trials t JOIN studies s USING (study_id) JOIN trial_user_attributes a USING "
+            f"(trial_id) WHERE (s.study_name = '{name}' OR s.study_name LIKE '{name}.%') "
+            f"AND t.state IN ('COMPLETE', 'PRUNED') AND a.key = '{R.OPTUNA_RAY_TRIAL_ID}'",
+            "optuna",
+        )
+        told = Counter(value for (value,) in rows)
+        return {
+            "runs_lost": max(0, runs_expected - len(per_trial)),
+            "runs_duplicated": sum(n - 1 for n in per_trial.values()) + max(0, len(per_trial) - runs_expected),
+            "epochs_lost": epochs_lost + max(0, runs_expected - len(per_trial)) * epochs,
+            "epochs_duplicated": epochs_duplicated,
+            "optuna_lost": max(0, searched - len(told)),
+            "optuna_duplicated": sum(n - 1 for n in told.values()),
+        }

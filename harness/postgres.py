@@ -16,6 +16,7 @@ import glob
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -28,6 +29,25 @@ __all__ = ["PASSWORD_ENV", "postgres_unavailable_reason", "Postgres", "postgres_
 
 #: The environment variable holding the test server's password (URLs name it as ``${PGTEST_PASSWORD}``).
 PASSWORD_ENV = "PGTEST_PASSWORD"
+
+
+def descendants_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a postmaster's backends and workers)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def _bin_dir() -> Path | None:
@@ -104,6 +124,18 @@ class Postgres:
 
     def restart(self, down_s: float = 5.0, mode: str = "fast") -> None:
         self.stop(mode)
+        time.sleep(down_s)
+        self.start()
+
+    def crash(self, down_s: float = 5.0) -> None:
+        """A crash: SIGKILL the postmaster (its backends see it die and exit, open transactions are lost), then start
+        again after ``down_s``, which runs crash recovery from the write-ahead log."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = descendants_of(pid)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in [pid, *children]) and time.monotonic() < deadline:
+            time.sleep(0.1)
         time.sleep(down_s)
         self.start()
 

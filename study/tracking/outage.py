@@ -165,7 +165,7 @@ class OutageGuard:
                     file=sys.stderr,
                     flush=True,
                 )
-            elif self.gave_up or now - self.down_since > _budget_s:
+            elif self.gave_up or now - self.down_since >= _budget_s:
                 # Once given up, every caller fails at once (each would otherwise wait a budget of its own) until
                 # the store answers again (_ok clears it).
                 self.gave_up = True

@@ -1,11 +1,13 @@
 """The cluster deployment end to end (:class:`harness.deployment.Deployment`, as docs/cluster.md "Deploy" describes
 it): PostgreSQL for Optuna and for ``mlflow server``, moto's S3 emulator for ``storage: s3://…`` and MLflow's
 artifacts, a ``ray start`` head and two workers with a token, all on 127.0.0.1 in a private network namespace. One
-study with a final stage; during it PostgreSQL is restarted, the MLflow server is restarted and a worker node is
-SIGKILLed. Without ``--resume`` the study ends 0, Optuna holds every trial COMPLETE in PostgreSQL, every MLflow run is
-FINISHED with each epoch once, ``--status``, the dashboard and ``dashboards.compare.cli`` work against the servers, and the
-database password is in no file the study, Ray or the servers wrote. Skips, saying why, only where PostgreSQL, moto or a
-network namespace cannot be had."""
+study with a final stage, 4 trials 2 at a time; during it PostgreSQL is restarted while the first two trials run (so
+the later trials start after it: a new trial's link to its Optuna trial used to end the study there), the MLflow
+server is SIGKILLed, a worker node is SIGKILLed, and PostgreSQL crashes (postmaster SIGKILLed) during the final stage.
+Without ``--resume`` the study ends 0, each store outage is reported by the store that saw it and ends, nothing is
+lost and nothing duplicated in Optuna or MLflow (read back from PostgreSQL), ``--status``, the dashboard and
+``dashboards.compare.cli`` work against the servers, and the database password is in no file the study, Ray or the
+servers wrote. Skips, saying why, only where PostgreSQL, moto or a network namespace cannot be had."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ from harness.deployment import BUCKET, Deployment, deployment_spec, deployment_u
 pytestmark = pytest.mark.e2e
 _reason = deployment_unavailable_reason()
 
-EPOCHS, TRIALS, SEEDS = 3, 2, 2
+EPOCHS, TRIALS, SEEDS = 3, 4, 2
+METRICS = {"search": "val/recall_at_1", "final": "test/recall_at_1"}
+OPTUNA, MLFLOW = "the Optuna store", "the MLflow store"
 
 
 @pytest.mark.skipif(_reason is not None, reason=_reason or "")
@@ -35,17 +39,23 @@ def test_the_deployment_survives_its_restarts(tmp_path):
         log = (tmp_path / "driver.err").open("w")
         proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
         faults: list[str] = []
+        marks: list[int] = []  # the driver's stderr length at each fault: what it printed next is that fault's
         plan = [  # (epochs logged before the fault, fault)
             (1, lambda: d.restart_postgres(down_s=5.0) or "postgres restarted (5 s down)"),
-            (3, lambda: d.restart_mlflow(down_s=3.0) or "mlflow server restarted (3 s down)"),
-            (5, lambda: (killed := d.kill_worker()) and f"worker node killed ({len(killed)} processes)"),
+            (5, lambda: d.crash_mlflow(down_s=3.0) or "mlflow server SIGKILLed (3 s down)"),
+            (8, lambda: (killed := d.kill_worker()) and f"worker node killed ({len(killed)} processes)"),
+            (TRIALS * EPOCHS + 2, lambda: d.crash_postgres(down_s=3.0) or "postgres crashed (SIGKILL, 3 s down)"),
         ]
+        restarted_at = 0.0
         try:
             while plan and proc.poll() is None:
                 at, fault = plan[0]
                 if d.logged_epochs() >= at:
+                    mark = (tmp_path / "driver.err").stat().st_size
                     done = fault()
                     if done:
+                        restarted_at = restarted_at or time.time()
+                        marks.append(mark)
                         faults.append(f"{done} at {time.monotonic() - started:.0f} s")
                         plan.pop(0)
                 assert time.monotonic() - started < 900, "the study did not get far enough"
@@ -59,10 +69,22 @@ def test_the_deployment_survives_its_restarts(tmp_path):
         print("\n".join(faults))
         print(err[-4000:])
         assert proc.returncode == 0, err[-4000:]
-        assert len(faults) == 3, faults
-        # Each store outage is two lines, no traceback (the killed node's trial is one Ray traceback: Ray logs it).
-        assert err.count("is unreachable") == 2 and err.count("is back after") == 2, err[-4000:]
+        assert len(faults) == 4, faults
+        # Which store saw which fault: what the driver printed after each fault, up to the next one.
+        raw = (tmp_path / "driver.err").read_bytes()
+        seen = [raw[a:b].decode(errors="replace") for a, b in zip(marks, [*marks[1:], len(raw)])]
+        pg_restart, mlflow_crash, _worker, pg_crash = seen
+        assert f"{OPTUNA} postgresql://" in pg_restart and "is unreachable" in pg_restart, pg_restart[-2000:]
+        assert f"warning: {MLFLOW} http://" in mlflow_crash and f"warning: {OPTUNA}" not in mlflow_crash, mlflow_crash
+        assert "is unreachable" in pg_crash, pg_crash[-2000:]  # the final stage writes MLflow, whose server uses it
+        # Each outage is two lines and ends; no traceback (the killed node's trial is one Ray traceback: Ray logs it).
+        assert err.count("is unreachable") == err.count("is back after") >= 3, err[-4000:]
         assert "StorageInternalError" not in err and "MlflowException" not in err
+        assert "OperationalError" not in err and "AdminShutdown" not in err
+
+        # Nothing lost, nothing duplicated: Optuna and MLflow read back from PostgreSQL.
+        counts = d.tally("t_deploy", METRICS, TRIALS, SEEDS, EPOCHS)
+        assert all(v == 0 for v in counts.values()), counts
 
         # Optuna in PostgreSQL: every search trial COMPLETE, with each epoch once.
         states = d.query(
@@ -80,6 +102,8 @@ def test_the_deployment_survives_its_restarts(tmp_path):
         runs = client.search_runs([experiment.experiment_id])
         trials = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
         assert len(trials) == TRIALS + SEEDS, [r.data.tags for r in runs]
+        # The later trials started after the restart (the first finding of issue 40: their start ended the study).
+        assert sum(r.info.start_time / 1000 > restarted_at for r in trials if r.data.tags["stage"] == "search") >= 2
         assert all(r.info.status == "FINISHED" for r in runs), [(r.info.run_id, r.info.status) for r in runs]
         for run in trials:
             metric = "val/recall_at_1" if run.data.tags.get("stage") == "search" else "test/recall_at_1"
