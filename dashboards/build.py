@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from dashboards.load import DashboardData, DashboardError, load, resolve_tracking_uri
 from dashboards.panels import PANEL_MODULES, Panel
 from dashboards.render import render_page, write_figures
-from study.arguments import ArgumentParser
+from study.arguments import ArgumentParser, one_line
 from study.tracking.credentials import remember
 from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m dashboards.build"
         uri, experiments = _studies(args.study) if args.study else (args.tracking_uri, args.experiment)
         page = build_dashboard(experiments, uri, args.out, log_artifact=not args.no_log)
     except DashboardError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
     print(page)
     return 0

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
     except Exception as e:
         if spec is None or (line := _store_failure(e, spec)) is None:
             raise
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {one_line(line)}", file=sys.stderr)
         return 1
     print()
     print(
@@ -151,7 +151,7 @@ def _run_table(args: argparse.Namespace) -> int:
     except Exception as e:
         if (line := _store_failure(e, table.base)) is None:
             raise
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {one_line(line)}", file=sys.stderr)
         return 1
     print(
         f"\nTable {table.spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in "

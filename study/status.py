@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from study.arguments import ArgumentParser
+from study.arguments import ArgumentParser, one_line
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.spec import StudySpec
@@ -83,7 +83,7 @@ def print_status(spec: StudySpec) -> int:
     try:
         st = study_status(spec)
     except StudyError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
     c = st["counts"]
     done = c["COMPLETE"] + c["PRUNED"]
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.status") ->
             return print_table_status(load_table(args.study, args.overrides))
         spec = load_study(args.study, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
     except StudyError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
     return print_status(spec)
 

@@ -29,7 +29,7 @@ from dashboards.compare.render import render_claimed_csv, render_csv, render_lat
 from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardData, DashboardError
 from dashboards.select import final_runs
-from study.arguments import ArgumentParser
+from study.arguments import ArgumentParser, one_line
 
 __all__ = ["locate", "read_study", "main"]
 
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compar
             claimed_studies=[s.experiment for d in twins for s in d.studies],
         )
     except DashboardError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
     extra: dict[Path, str] = {}
     if args.format == "csv":

@@ -37,14 +37,25 @@ __all__ = [
 
 MASK = "***"
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-#: ``scheme://user:PASSWORD@`` (the password may hold anything but ``@`` and ``/``).
-_USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*:)([^/@]*)(@)")
-#: ``?password=VALUE`` / ``&token=VALUE`` style query values.
-_QUERY_SECRET = re.compile(
-    r"([?&](?:password|passwd|pwd|pass|token|secret|access_token|api_key)=)([^&#]*)(&|#|$)", re.IGNORECASE
+#: The query keys whose values are secrets (``?password=VALUE``, ``&token=VALUE``), in a URL and in a message.
+_SECRET_KEYS = (
+    r"(?:password|passwd|pwd|pass|sslpassword|token|access_token|session_token|secret|secret_key"
+    r"|secret_access_key|api_key)"
 )
-#: ``scheme://user:password@`` anywhere in a text: the password of a URL quoted in a message.
-_TEXT_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*):[^@\s]*@")
+#: ``scheme://user:PASSWORD@host``. The userinfo ends at the LAST ``@`` of the URL (the host and everything after it
+#: hold none), so a password holding a raw ``/``, ``?``, ``#``, ``:`` or ``@`` is masked whole, however a parser
+#: would split it; an ``@`` in a path or query masks more than the password, never less. A URL with no authority
+#: (``sqlite:////abs/path``: ``/`` right after ``://``) has no userinfo.
+_USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://(?:[^:/][^:]*)?:)(.*)(@)(?=[^@]*$)", re.DOTALL)
+_QUERY_SECRET = re.compile(rf"([?&]{_SECRET_KEYS}=)([^&#]*)(&|#|$)", re.IGNORECASE)
+#: ``scheme://user:PASSWORD@`` anywhere in a text (a URL quoted in a message ends at white space): the password runs
+#: to the last ``@`` of the URL, as in :data:`_USERINFO_PASSWORD`.
+_TEXT_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://(?:[^\s:/][^\s:]*)?):\S*@")
+#: ``?password=VALUE`` / ``&token=VALUE`` anywhere in a text: the value runs to the next ``&``, ``#`` or white space.
+_TEXT_QUERY_SECRET = re.compile(rf"([?&]{_SECRET_KEYS}=)[^&#\s]*", re.IGNORECASE)
+#: Pieces of a known password at least this long are masked wherever a message holds them (shorter ones would mask
+#: ordinary words).
+_MIN_SECRET = 4
 #: redacted URL → the URL as the spec wrote it (may still name ``${VAR}``s); this driver process only.
 _REAL: dict[str, str] = {}
 
@@ -65,8 +76,31 @@ def redact(url: str) -> str:
 
 
 def mask_passwords(text: str) -> str:
-    """``text`` (an error message, a library's log line) with every URL's password replaced by ``***``."""
-    return _TEXT_URL_PASSWORD.sub(rf"\1:{MASK}@", text)
+    """``text`` (an error message, a library's log line) with every URL's password and ``password=``-style query
+    value replaced by ``***``, and every password of a URL this process remembers (:func:`remember`: the spec's
+    tracking URLs) masked wherever it appears, whole or in pieces split at ``/ ? # : @``, as written and
+    percent-decoded: a driver's message may quote a host that a raw ``@`` in the password made up."""
+    text = _TEXT_URL_PASSWORD.sub(rf"\1:{MASK}@", text)
+    text = _TEXT_QUERY_SECRET.sub(rf"\1{MASK}", text)
+    for secret in sorted(_known_secrets(), key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
+def _known_secrets() -> set[str]:
+    """The passwords of the URLs this process remembers (and of the ``${VAR}``s they name), with their pieces."""
+    from urllib.parse import unquote
+
+    found: set[str] = set()
+    for url in _REAL.values():
+        values = [m.group(2) for m in (_USERINFO_PASSWORD.match(url),) if m]
+        values += [m.group(2) for m in _QUERY_SECRET.finditer(url)]
+        for value in values:
+            names = _ENV_VAR.findall(value)
+            for raw in [value, *(os.environ.get(name, "") for name in names)]:
+                for form in (raw, unquote(raw)):
+                    found.update(p for p in [form, *re.split(r"[/?#:@\s]+", form)] if len(p) >= _MIN_SECRET)
+    return {s for s in found if not _ENV_VAR.fullmatch(s) and s != MASK}
 
 
 def remember(url: str) -> str:

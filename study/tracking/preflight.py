@@ -23,7 +23,7 @@ import re
 import secrets
 from typing import Any
 
-from study.tracking.credentials import connection_url
+from study.tracking.credentials import connection_url, mask_passwords, redact
 from trainables.schema.errors import SpecError
 
 __all__ = ["preflight_stores", "check_database", "check_tracking_server", "check_storage_uri", "endpoint"]
@@ -52,10 +52,11 @@ def endpoint(url: str) -> str:
 
 
 def _why(e: BaseException) -> str:
-    """The driver's own words for a failure: its first line, without SQLAlchemy's boilerplate."""
+    """The driver's own words for a failure: its first line, without SQLAlchemy's boilerplate, any URL's password
+    masked (before it is cut to 300 characters, so that no cut leaves a part of one)."""
     text = str(getattr(e, "orig", None) or e).strip().splitlines()
     line = text[0] if text else type(e).__name__
-    return re.sub(r"^\(\S+\)\s*", "", line).strip()[:300]
+    return mask_passwords(re.sub(r"^\(\S+\)\s*", "", line).strip())[:300]
 
 
 def check_database(redacted: str, key: str) -> Any:
@@ -68,7 +69,10 @@ def check_database(redacted: str, key: str) -> Any:
     from sqlalchemy.engine import make_url
 
     real = connection_url(redacted, key)
-    url = make_url(real)
+    try:
+        url = make_url(real)
+    except (sqlalchemy.exc.ArgumentError, ValueError):  # their text may quote a part of the URL: a password's
+        raise SpecError(f"{redacted} is not a database URL SQLAlchemy can read", key=key) from None
     scheme = url.get_backend_name()
     where = endpoint(redacted)
     connect_args = {"connect_timeout": _TIMEOUT_S} if scheme == "postgresql" else {}
@@ -79,6 +83,8 @@ def check_database(redacted: str, key: str) -> Any:
         raise SpecError(
             f"{redacted} needs the database driver {module}, which is not installed: {fix}", key=key
         ) from None
+    except sqlalchemy.exc.ArgumentError as e:  # an unknown dialect or argument: SQLAlchemy names it, not the URL
+        raise SpecError(f"{redacted} cannot be opened ({_why(e)})", key=key) from None
     try:
         with engine.connect() as con:
             con.execute(sqlalchemy.text("SELECT 1"))
@@ -180,7 +186,8 @@ def check_storage_uri(root: str, key: str = "storage") -> None:
     import pyarrow.fs
 
     scheme = root.split("://", 1)[0]
-    where = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or f"the {scheme} service"
+    endpoint_url = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    where = redact(endpoint_url) if endpoint_url else f"the {scheme} service"  # (an endpoint may carry user:pw@)
     try:
         fs, inner = pyarrow.fs.FileSystem.from_uri(root)
     except (OSError, ValueError) as e:

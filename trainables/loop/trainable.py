@@ -28,12 +28,26 @@ from trainables.schema import record as R
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
 
-__all__ = ["train_fn", "trial_spec", "trial_threads", "DELAY_ENV"]
+__all__ = ["train_fn", "trial_spec", "trial_threads", "DELAY_ENV", "DELAY_SEED_ENV", "epoch_delay"]
 
 _NONFINITE_MARKER = "nonfinite_loss.txt"
 #: Test-only: each epoch of a trial ends, at random, with a sleep of this many seconds or none, so a test can run the
 #: same study under different timings (tests/study/test_reproducible_e2e.py). Unset in every real run.
 DELAY_ENV = "DMLSTUDY_TEST_MAX_EPOCH_DELAY_S"
+#: Test-only: the seed of those sleeps (default 0), see :func:`epoch_delay`.
+DELAY_SEED_ENV = "DMLSTUDY_TEST_EPOCH_DELAY_SEED"
+
+
+def epoch_delay(sampled: dict[str, Any], epoch: int, delay: float, seed: int = 0) -> float:
+    """The test-only sleep (:data:`DELAY_ENV`) at the end of ``epoch`` of the trial that sampled ``sampled``:
+    ``delay`` or nothing, each with probability 1/2, drawn from ``seed``, the sampled values and the epoch.
+
+    Half the epochs sleep the whole delay, so trials end out of the order they started in far more often than with a
+    delay spread evenly. Seeded, not drawn from the OS: a reproducible study samples the same values in every run, so
+    it gets the same sleeps, and a test can tell which trials its seed delays (and so that they ended out of order).
+    """
+    draw = random.Random(f"{seed}/{sorted(sampled.items())!r}/{epoch}").random()
+    return delay if draw < 0.5 else 0.0
 
 
 def trial_threads(cpus: float) -> int:
@@ -87,7 +101,7 @@ def train_fn(config: dict[str, Any]) -> None:
     spec = trial_spec(config)
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
     torch.set_num_threads(trial_threads(spec.resources.cpu))
-    delay = float(os.environ.get(DELAY_ENV, "0"))
+    delay, delay_seed = float(os.environ.get(DELAY_ENV, "0")), int(os.environ.get(DELAY_SEED_ENV, "0"))
     # A reused worker (study.tuner sets reuse_actors) ran another trial just before: free what that one left in
     # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
     gc.collect()
@@ -106,9 +120,7 @@ def train_fn(config: dict[str, Any]) -> None:
         try:
             metrics = trial.run_epoch()
             if delay > 0:
-                # Half the epochs sleep the whole delay (fresh OS entropy: another pattern every run), so trials end
-                # out of the order they started in far more often than with a delay spread evenly.
-                time.sleep(delay if random.Random().random() < 0.5 else 0.0)
+                time.sleep(epoch_delay(sampled_values(config), trial.epoch, delay, delay_seed))
         except NonFiniteLossError as e:
             marker.write(str(e))
             raise

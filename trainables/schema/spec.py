@@ -266,16 +266,43 @@ _RDB_SCHEMES = ("sqlite", "postgresql", "mysql", "mariadb", "mssql", "oracle")
 _HOSTLESS_SCHEMES = ("sqlite", "file", "databricks")
 
 
+#: What urllib's own URL errors may say here: its port error quotes the text it read as a port, which may be part
+#: of a password, so only these are passed on.
+_URL_ERRORS = {"Port out of range 0-65535": "its port is out of range 0-65535", "Invalid IPv6 URL": "invalid IPv6 host"}
+
+
+def _userinfo(url: str) -> str | None:
+    """The userinfo of ``url`` (``user:password``): what lies between ``://`` and the URL's LAST ``@``, the rule
+    :func:`study.tracking.credentials.redact` masks by; ``None`` when there is no ``@`` or no authority."""
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    if "@" not in rest or rest.startswith("/"):
+        return None
+    return rest.rpartition("@")[0]
+
+
 def _check_url(url: str | None, schemes: tuple[str, ...]) -> str | None:
     """A URL with a known scheme, a host where it needs one, and a numeric port. The message never quotes the
-    URL: it may hold a password."""
+    URL nor any part of it: it may hold a password.
+
+    A password must percent-encode ``/ ? # @`` (``%2F %3F %23 %40``): left raw, urllib, SQLAlchemy and libpq each
+    split the URL at another place (SQLAlchemy takes ``u:a@b@h`` as the password ``a`` on the host ``b@h``), so the
+    host the checks name, the host the driver connects to and the part of the URL that is masked would differ."""
     if url is None or url == "databricks" and "databricks" in schemes:
         return url
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ValueError("is not a valid URL: it holds white space or a control character (percent-encode it)")
+    userinfo = _userinfo(url)
+    if userinfo is not None and any(c in userinfo for c in "/?#@"):
+        raise ValueError(
+            "is not a valid URL: the user or password before its host holds a raw '/', '?', '#' or '@' (percent-"
+            "encode them in a password: %2F, %3F, %23, %40), or its path or query holds an '@' (write %40)"
+        )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parsing the port is the check (ValueError when it is not a number)
     except ValueError as e:
-        raise ValueError(f"is not a valid URL ({e})") from None
+        why = "its port is not a number" if str(e).startswith("Port could not be cast") else None
+        raise ValueError(f"is not a valid URL ({why or _URL_ERRORS.get(str(e), 'it cannot be parsed')})") from None
     base = parts.scheme.split("+")[0].lower()
     if base not in schemes or "://" not in url:
         got = f"scheme {parts.scheme!r}" if parts.scheme and "://" in url else "no scheme://"
@@ -341,6 +368,13 @@ class StudySpec(_Strict):
             scheme = storage.split("://", 1)[0].lower()
             if scheme not in _STORAGE_SCHEMES:
                 raise ValueError(f"scheme {scheme!r} is not a filesystem; use one of {', '.join(_STORAGE_SCHEMES)}")
+            if ":" in (_userinfo(storage) or "") or any(c.isspace() or not c.isprintable() for c in storage):
+                # The study's directory is printed and recorded (spec.yaml, Ray's state, every log line): a secret
+                # key written into it would be too.
+                raise ValueError(
+                    "a storage URI must not carry credentials before an @ nor white space: give them as "
+                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the filesystem's own variables)"
+                )
         return storage
 
     @model_validator(mode="before")
