@@ -61,7 +61,7 @@ def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
     storage, the ordered sampler with the table's :attr:`~study.table.spec.Table.cell_lag`), ``num_trials`` each."""
     s = table.base.search
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells]
-    return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode)
+    return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode, trials_dir=layout.tune_dir)
 
 
 def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
@@ -81,12 +81,15 @@ def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
         def search_config() -> dict[str, Any]:
             from ray.tune.schedulers import FIFOScheduler
 
+            searcher = table_searcher(table, layout)
             return {
                 "metric": spec.search.metric,
                 "mode": spec.search.mode,
-                "search_alg": table_searcher(table, layout),
+                "search_alg": searcher,
                 "scheduler": FIFOScheduler(),
-                "num_samples": table.search_trials,
+                # The searcher ends the experiment (Searcher.FINISHED) once every cell has its budget; Ray's own
+                # limit leaves room for the replacements of lost trials.
+                "num_samples": searcher.max_trials,
             }
 
         callbacks = [callback, TableProgress(table), PendingTimeout(pending_timeout_s)]
