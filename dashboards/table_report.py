@@ -54,17 +54,24 @@ def table_report(table: Table, study_dir: str) -> str:
     return "\n".join(parts)
 
 
-def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str) -> Path:
-    """Write the report into the study directory, log it on the parent run and tag the run with the reference family
-    (the dashboard built next compares with it); returns the file."""
+def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str) -> tuple[str, str]:
+    """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
+    tag the run with the reference family (the dashboard built next compares with it); returns where it was written
+    and its text."""
+    import tempfile
+
     from mlflow import MlflowClient
 
+    from study.runtime.storage import write_bytes
     from study.tracking.credentials import connection_url
 
     text = table_report(table, study_dir)
-    path = Path(study_dir) / R.TABLE_REPORT_FILE
-    path.write_text(text, encoding="utf-8")
-    client = MlflowClient(tracking_uri=connection_url(tracking_uri))
-    client.log_artifact(parent_run_id, str(path))
+    where = f"{study_dir.rstrip('/')}/{R.TABLE_REPORT_FILE}"
+    write_bytes(where, text.encode("utf-8"))
+    with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file
+        path = Path(scratch) / R.TABLE_REPORT_FILE
+        path.write_text(text, encoding="utf-8")
+        client = MlflowClient(tracking_uri=connection_url(tracking_uri))
+        client.log_artifact(parent_run_id, str(path))
     client.set_tag(parent_run_id, R.REFERENCE, table.reference_family)  # the dashboard compares with it
-    return path
+    return where, text

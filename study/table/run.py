@@ -21,12 +21,14 @@ from typing import Any
 import yaml
 
 from study.layout import StudyLayout
+from study.resume import OPERATIONAL_KEYS
 from study.runtime.storage import read_bytes, write_bytes
 from study.stage_tuners import stage_tuner, study_searcher
 from study.table.search import TableSearch
 from study.table.spec import Table, cell_of
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.credentials import redacted_spec
+from study.tracking.preflight import preflight_stores
 from study.tuner import SearchPlan, StudyOutcome, run_study
 from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
@@ -44,11 +46,13 @@ def _table_text(table: Table) -> bytes:
 
 
 def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
+    """A resumed table keeps the spec it was started with, except what says how to run it, not what it is (as a
+    study's resume: :data:`study.resume.OPERATIONAL_KEYS`, e.g. ``tracking.outage_budget_s``)."""
     saved = read_bytes(table_file(layout))
     if not resume or saved is None:
         return
     old, new = flatten(yaml.safe_load(saved) or {}), flatten(yaml.safe_load(_table_text(table)))
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in OPERATIONAL_KEYS)
     if changed:
         raise StudyExistsError(
             f"--resume: the table differs from the one {table.spec.name!r} was started with at "
@@ -117,6 +121,9 @@ def run_table(
     written for bad input, a budget over ``search.max_hours``, or a resumed table whose spec changed."""
     table.check_budget()
     layout = StudyLayout.for_spec(table.base)
+    # The study's pre-flight of its stores (run_study repeats it: cheap, and idempotent), before the table reads its
+    # own file there: an unreachable bucket or server is one line and exit 2, as for a study.
+    preflight_stores(layout, table.base.name)
     _check_saved_table(table, layout, resume)
 
     def started() -> None:

@@ -134,6 +134,13 @@ def print_table_status(table: Table) -> int:
     except StudyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the storage (an object store) did not answer
+        from study.arguments import one_line
+
+        print(
+            f"error: storage: cannot read the table at {table.base.storage}: {one_line(str(e))[:300]}", file=sys.stderr
+        )
+        return 2
     s = table.spec
     metric = table.base.search.metric
     rows = [

@@ -369,3 +369,54 @@ def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search
         "every trial of a cell is the tpe sampler's random start-up (search.sampler.n_startup_trials 10 ≥ 4): "
         "a random search"
     )
+
+
+def test_a_resumed_table_may_change_its_outage_budget_only(tmp_path):
+    """As a study's resume (study/resume.py): ``tracking.outage_budget_s`` says how to run it, not what it is."""
+    from study.layout import StudyLayout
+    from study.runtime.storage import write_bytes
+    from study.table.run import _check_saved_table, _table_text, table_file
+    from trainables.schema.errors import StudyExistsError
+
+    started = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}"])
+    layout = StudyLayout.for_spec(started.base)
+    layout.mkdir()
+    write_bytes(table_file(layout), _table_text(started))
+    budget = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "tracking.outage_budget_s=900"])
+    _check_saved_table(budget, layout, resume=True)
+    epochs = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "train.epochs=2"])
+    with pytest.raises(
+        StudyExistsError, match="differs from the one 'table_glyphs_quick' was started with at train.epochs"
+    ):
+        _check_saved_table(epochs, layout, resume=True)
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
+    """The table's runs are stored; the report's failure (here: the store refuses the write) is one line, not a
+    traceback, and names --resume, which writes it again."""
+    from types import SimpleNamespace
+
+    import dashboards.table_report
+    import study.table.run
+    from study.run import main
+
+    outcome = SimpleNamespace(
+        num_trials=16,
+        num_failed=0,
+        wall_time_s=1.0,
+        failures=[],
+        interrupted=False,
+        final=[object()],
+        parent_run_id="p",
+    )
+    monkeypatch.setattr(study.table.run, "run_table", lambda table, **options: outcome)
+
+    def refuse(*args, **kwargs):
+        raise OSError("When uploading part for key 'runs/t/table.md': AWS Error ACCESS_DENIED\nsecond line")
+
+    monkeypatch.setattr(dashboards.table_report, "write_table_report", refuse)
+    code = main([str(SPACES / "table_glyphs_quick.yaml"), "--set", f"storage={tmp_path}", "--no-dashboard"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.splitlines() == [err.strip()] and err.startswith("error: the table's report could not be written to ")
+    assert "ACCESS_DENIED second line" in err and "--resume writes it again" in err
