@@ -1,8 +1,9 @@
 """The report of a finished table (``python -m study.run TABLE.yaml`` prints it and writes it to
 ``<study dir>/table.md`` and the parent run's artifacts): the comparison tables of :mod:`dashboards.compare.cli` over the
-table's final stage (the reference arm the spec names), then per cell the search's winner — trials, best validation
-score, the parameters with a flag where one sits at an end of its searched range (:func:`study.table.status.
-edge_flag`) — and the final seeds retrained.
+table's final stage (the reference arm the spec names), then per cell the search: trials finished / budget, pruned,
+failed (a lost trial is replaced, one whose loss was not finite counts as evaluated), the best validation score and
+its parameters with a flag where one sits at an end of its searched range (:func:`study.table.status.edge_flag`), and
+the final seeds retrained. The study directory may be a local path or an object-store URI (``s3://…``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def table_report(table: Table, study_dir: str) -> str:
     rows = [
         {
             "cell": c.cell.label,
-            "trials": c.done,
+            "finished": f"{c.finished}/{table.spec.search.num_trials}",
+            "pruned": c.pruned,
+            "failed": c.failed_text(),
             f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
             "final seeds": c.final_done,
             "winning parameters (an end of the searched range flagged)": winner_text(c),
@@ -51,15 +54,22 @@ def table_report(table: Table, study_dir: str) -> str:
     return "\n".join(parts)
 
 
-def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str) -> Path:
-    """Write the report into the study directory, log it on the parent run and tag the run with the reference family
-    (the dashboard built next compares with it); returns the file."""
+def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str) -> tuple[str, str]:
+    """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
+    tag the run with the reference family (the dashboard built next compares with it); returns where it was written
+    and its text."""
+    import tempfile
+
+    from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
     text = table_report(table, study_dir)
-    path = Path(study_dir) / R.TABLE_REPORT_FILE
-    path.write_text(text, encoding="utf-8")
-    client = mlflow_client(tracking_uri)
-    client.log_artifact(parent_run_id, str(path))
+    where = f"{study_dir.rstrip('/')}/{R.TABLE_REPORT_FILE}"
+    write_bytes(where, text.encode("utf-8"))
+    with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file
+        path = Path(scratch) / R.TABLE_REPORT_FILE
+        path.write_text(text, encoding="utf-8")
+        client = mlflow_client(tracking_uri)
+        client.log_artifact(parent_run_id, str(path))
     client.set_tag(parent_run_id, R.REFERENCE, table.reference_family)  # the dashboard compares with it
-    return path
+    return where, text

@@ -98,25 +98,32 @@ def read_raw(path: str | Path, overrides: list[str] | None = None) -> Any:
         raise SpecError(f"cannot read spec ({e.strerror or type(e).__name__})", source=str(path)) from None
     except UnicodeDecodeError as e:
         raise SpecError(f"not UTF-8 text (byte {e.start}); a spec is a YAML file", source=str(path)) from None
+    return _parse_text(text, str(path), overrides)
+
+
+def _parse_text(text: str, source: str, overrides: list[str] | None) -> Any:
     try:
         raw = _load_yaml(text)
     except yaml.YAMLError as e:
-        raise SpecError(f"invalid YAML{_yaml_line(e)}: {_yaml_problem(e)}", source=str(path)) from None
+        raise SpecError(f"invalid YAML{_yaml_line(e)}: {_yaml_problem(e)}", source=source) from None
     except RecursionError:
-        raise SpecError("invalid YAML: nested too deeply", source=str(path)) from None
+        raise SpecError("invalid YAML: nested too deeply", source=source) from None
     if raw is None:
-        raise SpecError("the file is empty; a spec is a YAML mapping with at least name and family", source=str(path))
+        raise SpecError("the file is empty; a spec is a YAML mapping with at least name and family", source=source)
     if isinstance(raw, dict):
         raw = apply_overrides(raw, overrides or [])
     return raw
 
 
 def load_study(study: str | Path, overrides: list[str] | None = None, *, family_rules: bool = True) -> StudySpec:
-    """A study named the way every command names one: its spec file, or its directory (``storage/<name>/``).
+    """A study named the way every command names one: its spec file, or its directory (``storage/<name>/``, a local
+    path or an object-store URI such as ``s3://bucket/runs/<name>``).
 
     A directory is read through the ``spec.yaml`` it holds, with ``storage`` pointed at the directory's parent, so
     the study is found where it lies even when it was started from elsewhere (a relative ``storage``) or moved.
     """
+    if "://" in str(study):
+        return _load_remote_study(str(study), overrides, family_rules)
     path = Path(study)
     if not path.is_dir():
         if not path.exists():
@@ -130,3 +137,23 @@ def load_study(study: str | Path, overrides: list[str] | None = None, *, family_
     if folder.name != spec.name:
         raise SpecError(f"the directory of study {spec.name!r} is named after it; this one is not", source=str(study))
     return spec.model_copy(update={"storage": str(folder.parent)})
+
+
+def _load_remote_study(root: str, overrides: list[str] | None, family_rules: bool) -> StudySpec:
+    """:func:`load_study` for a study directory on object storage (``s3://bucket/prefix/<name>``)."""
+    from study.runtime.storage import read_bytes
+
+    root = root.rstrip("/")
+    spec_file = f"{root}/{R.SPEC_FILE}"
+    try:
+        data = read_bytes(spec_file)
+    except OSError as e:
+        raise SpecError(f"cannot read {R.SPEC_FILE} ({' '.join(str(e).split())[:300]})", source=root) from None
+    if data is None:
+        raise SpecError(f"a study directory holds {R.SPEC_FILE}, this one does not", source=root)
+    raw = _parse_text(data.decode("utf-8", errors="replace"), spec_file, overrides)
+    spec = parse_spec(raw, spec_file, family_rules=family_rules)
+    parent, _, name = root.rpartition("/")
+    if name != spec.name:
+        raise SpecError(f"the directory of study {spec.name!r} is named after it; this one is not", source=root)
+    return spec.model_copy(update={"storage": parent})

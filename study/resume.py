@@ -11,10 +11,10 @@ from trainables.schema.errors import StudyExistsError
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import flatten
 
-__all__ = ["check_resume"]
+__all__ = ["check_resume", "OPERATIONAL_KEYS"]
 
 #: Spec keys that say how to run a study, not what it is: a resume may change them.
-_OPERATIONAL = frozenset({"tracking.outage_budget_s"})
+OPERATIONAL_KEYS = frozenset({"tracking.outage_budget_s"})
 
 
 def check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
@@ -36,7 +36,7 @@ def check_resume(spec: StudySpec, layout: StudyLayout, resume: bool) -> bool:
         saved = flatten(yaml.safe_load(read_bytes(layout.spec_file) or b"{}"))
         current = flatten(redacted_spec(spec))
         changed = sorted(
-            k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k) and k not in _OPERATIONAL
+            k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k) and k not in OPERATIONAL_KEYS
         )
         if changed:
             raise StudyExistsError(

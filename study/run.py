@@ -165,10 +165,19 @@ def _run_table(args: argparse.Namespace) -> int:
     if outcome.final:
         from dashboards.table_report import write_table_report
 
-        path = write_table_report(table, layout.root, outcome.parent_run_id, layout.tracking_uri)
+        try:
+            where, text = write_table_report(table, layout.root, outcome.parent_run_id, layout.tracking_uri)
+        except Exception as e:  # the runs are stored: one line, and --resume writes the report again
+            line = _store_failure(e, table.base) or f"{type(e).__name__}: {one_line(str(e))[:500]}"
+            print(
+                f"error: the table's report could not be written to {layout.root}: {line}; its runs are stored, "
+                f"and python -m study.run {args.spec} --resume writes it again",
+                file=sys.stderr,
+            )
+            return 1
         print()
-        print(path.read_text(encoding="utf-8"))
-        print(f"Written to {path}")
+        print(text)
+        print(f"Written to {where}")
     print("Browse the results:")
     for command in browse_commands(table.base, outcome.experiment_id):
         print(f"  {command}")

@@ -29,7 +29,7 @@ __all__ = ["stage_tuner", "study_searcher", "search_tuner", "final_tuner", "fina
 
 
 def _trial_dirname(trial: Any) -> str:
-    return f"trial_{trial.trial_id}"
+    return R.trial_dir(trial.trial_id)
 
 
 def stage_tuner(

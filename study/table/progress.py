@@ -1,5 +1,6 @@
-"""The live table of a table's search: per cell, trials done / budget, running, best validation score; in the header
-the trials done and, once trials have finished in this driver, the estimated time left (search and final stage).
+"""The live table of a table's search: per cell, trials finished / budget, running, failed (a lost trial is replaced:
+study/table/search.py), best validation score; in the header the trials finished and, once trials have finished in
+this driver, the estimated time left (search and final stage).
 
 The estimate is the rate at which this driver's trials have reported epochs, in model-epochs on all training classes
 (:meth:`study.table.spec.Table.search_cost`: k folds train k−1 such models' worth), applied to what is left: the
@@ -32,7 +33,7 @@ def eta_text(seconds: float) -> str:
 
 
 class TableProgress(ThrottledTable):
-    """Per cell: trials done of the budget, running, failed and the best validation score; the ETA in the header."""
+    """Per cell: trials finished of the budget, running, failed and the best validation score; the ETA in the header."""
 
     def __init__(self, table: Table, interval_s: float = 15.0, stream: TextIO | None = None) -> None:
         super().__init__(interval_s, stream)
@@ -63,18 +64,18 @@ class TableProgress(ThrottledTable):
             rows.append(
                 {
                     "cell": label,
-                    "done": f"{sum(t.status in ('TERMINATED', 'ERROR') for t in members)}"
-                    f"/{self.table.spec.search.num_trials}",
+                    "finished": f"{sum(t.status == 'TERMINATED' for t in members)}/{self.table.spec.search.num_trials}",
                     "running": sum(t.status == "RUNNING" for t in members),
                     "failed": sum(t.status == "ERROR" for t in members),
                     f"best {metric}": "" if best is None else best[1],
                 }
             )
-        done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
+        done = sum(t.status == "TERMINATED" for t in trials)
         header = (
-            f"== table {self.table.spec.name}: search trials {done}/{self.table.search_trials} done{self._eta(trials)}"
+            f"== table {self.table.spec.name}: search trials {done}/{self.table.search_trials} finished"
+            f"{self._eta(trials)}"
         )
-        columns = ["cell", "done", "running", "failed", f"best {metric}"]
+        columns = ["cell", "finished", "running", "failed", f"best {metric}"]
         return f"{header}\n{format_table(rows, columns)}"
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:

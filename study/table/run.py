@@ -21,12 +21,14 @@ from typing import Any
 import yaml
 
 from study.layout import StudyLayout
+from study.resume import OPERATIONAL_KEYS
 from study.runtime.storage import read_bytes, write_bytes
 from study.stage_tuners import stage_tuner, study_searcher
 from study.table.search import TableSearch
 from study.table.spec import Table, cell_of
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.credentials import redacted_spec
+from study.tracking.preflight import preflight_stores
 from study.tuner import SearchPlan, StudyOutcome, run_study
 from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
@@ -44,11 +46,13 @@ def _table_text(table: Table) -> bytes:
 
 
 def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
+    """A resumed table keeps the spec it was started with, except what says how to run it, not what it is (as a
+    study's resume: :data:`study.resume.OPERATIONAL_KEYS`, e.g. ``tracking.outage_budget_s``)."""
     saved = read_bytes(table_file(layout))
     if not resume or saved is None:
         return
     old, new = flatten(yaml.safe_load(saved) or {}), flatten(yaml.safe_load(_table_text(table)))
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in OPERATIONAL_KEYS)
     if changed:
         raise StudyExistsError(
             f"--resume: the table differs from the one {table.spec.name!r} was started with at "
@@ -61,7 +65,7 @@ def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
     storage, the ordered sampler with the table's :attr:`~study.table.spec.Table.cell_lag`), ``num_trials`` each."""
     s = table.base.search
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells]
-    return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode)
+    return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode, trials_dir=layout.tune_dir)
 
 
 def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
@@ -81,12 +85,15 @@ def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
         def search_config() -> dict[str, Any]:
             from ray.tune.schedulers import FIFOScheduler
 
+            searcher = table_searcher(table, layout)
             return {
                 "metric": spec.search.metric,
                 "mode": spec.search.mode,
-                "search_alg": table_searcher(table, layout),
+                "search_alg": searcher,
                 "scheduler": FIFOScheduler(),
-                "num_samples": table.search_trials,
+                # The searcher ends the experiment (Searcher.FINISHED) once every cell has its budget; Ray's own
+                # limit leaves room for the replacements of lost trials.
+                "num_samples": searcher.max_trials,
             }
 
         callbacks = [callback, TableProgress(table), PendingTimeout(pending_timeout_s)]
@@ -114,6 +121,9 @@ def run_table(
     written for bad input, a budget over ``search.max_hours``, or a resumed table whose spec changed."""
     table.check_budget()
     layout = StudyLayout.for_spec(table.base)
+    # The study's pre-flight of its stores (run_study repeats it: cheap, and idempotent), before the table reads its
+    # own file there: an unreachable bucket or server is one line and exit 2, as for a study.
+    preflight_stores(layout, table.base.name)
     _check_saved_table(table, layout, resume)
 
     def started() -> None:

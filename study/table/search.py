@@ -11,6 +11,15 @@ history, readable name in optuna-dashboard), and its own budget: a new Ray trial
 trials asked so far (ties: table order) that may ask now, so the cells advance together and each sampler sees its
 earlier trials. With ``search.reproducible`` each cell's sampler is ordered (:mod:`study.ordered_search`, lag
 :attr:`~study.table.spec.Table.cell_lag`): what a cell samples depends on its own trials' outcomes, never on timing.
+
+A cell's budget counts *evaluated* trials. A trial Ray reports as errored for a reason outside its configuration (its
+node was lost, its actor died, ``--max-failures`` restarts ran out) is replaced: its Optuna trial stays FAIL and the
+cell asks one more, so every cell ends with ``num_trials`` finished (COMPLETE or PRUNED) trials. A trial whose loss
+was not finite failed because of its configuration (the same batches give the same NaN again): the loop leaves
+:data:`~trainables.schema.record.NONFINITE_MARKER` in the trial's folder before it fails, and such a trial counts as
+evaluated, FAIL in Optuna, not replaced. Replacements are bounded, ``num_trials`` per cell (a cell whose every trial
+errors ends after twice its budget instead of looping), so a cell may still end short: the report's ``failed``
+column says so.
 """
 
 from __future__ import annotations
@@ -21,17 +30,24 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from study.bookkeeping import StudySearch
+from study.runtime.compat import completed_trials_of, optuna_trials_of
+from study.runtime.storage import read_bytes
+from trainables.schema import record as R
 
 __all__ = ["TableSearch"]
 
 
 class TableSearch(Searcher):
-    """Dispatches Ray trials to per-cell searchers, ``budget`` trials each.
+    """Dispatches Ray trials to per-cell searchers, ``budget`` evaluated trials each.
 
     Lifecycle (Ray's ``Searcher`` protocol): ``suggest(trial_id)`` picks the cell, asks its searcher and returns the
     cell's fixed values (family, condition, the arm's params) with the sampled ones; ``on_trial_result`` and
-    ``on_trial_complete`` go to the searcher that suggested the trial; ``save``/``restore`` pickle the whole
-    dispatcher (Ray calls them at each experiment snapshot and on ``Tuner.restore``).
+    ``on_trial_complete`` go to the searcher that suggested the trial (an errored trial is first judged: replaced or
+    evaluated, see the module docstring); ``save``/``restore`` pickle the whole dispatcher (Ray calls them at each
+    experiment snapshot and on ``Tuner.restore``).
+
+    ``trials_dir``: the folder of the search experiment's trial folders (``<study dir>/tune``), where a trial whose
+    loss was not finite leaves its marker; ``None`` (tests without Ray) treats every errored trial as lost.
     """
 
     def __init__(
@@ -40,20 +56,38 @@ class TableSearch(Searcher):
         budget: int,
         metric: str,
         mode: str,
+        trials_dir: str | None = None,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         self.cells = cells
         self.budget = budget
+        self.trials_dir = trials_dir
+        #: Trials given to each cell, replaced ones included.
         self.asked = [0] * len(cells)
+        #: Errored trials of each cell given back to its budget (at most ``budget``).
+        self.replaced = [0] * len(cells)
         self.trial_cell: dict[str, int] = {}
+        #: Trials that ended (completed or errored): the others may still error and be replaced.
+        self.ended: set[str] = set()
+
+    @property
+    def max_trials(self) -> int:
+        """The most Ray trials the table may take: every cell's budget and every cell's replacements."""
+        return 2 * self.budget * len(self.cells)
+
+    def counted(self, index: int) -> int:
+        """Trials of cell ``index`` that count against its budget: asked, less those replaced."""
+        return self.asked[index] - self.replaced[index]
 
     def suggest(self, trial_id: str) -> dict | None:
         index = self.trial_cell.get(trial_id)
         if index is not None:  # Ray asks again for a trial it was given (not in Ray 2.60's loop; kept safe)
             return self._config(index, self.cells[index][2].suggest(trial_id))
-        open_cells = sorted((n, i) for i, n in enumerate(self.asked) if n < self.budget)
+        open_cells = sorted((self.counted(i), i) for i in range(len(self.cells)) if self.counted(i) < self.budget)
         if not open_cells:
-            return Searcher.FINISHED  # type: ignore[return-value]  # Ray's own "no more trials" value
+            # A trial still running may yet error and be replaced: finish once every trial has ended.
+            in_flight = any(t not in self.ended for t in self.trial_cell)
+            return None if in_flight else Searcher.FINISHED  # type: ignore[return-value]  # Ray's "no more trials"
         for _, index in open_cells:
             # A cell's searcher returns None while its next trial must wait for an earlier one of the cell
             # (``search.reproducible``): the slot goes to the next cell, so a wait costs no idle slot while another
@@ -66,7 +100,18 @@ class TableSearch(Searcher):
         return None  # every open cell waits: Ray asks again on its next step
 
     def _config(self, index: int, sampled: dict | None) -> dict | None:
-        return {**self.cells[index][1], **sampled} if isinstance(sampled, dict) else sampled
+        """The trial's config: the cell's fixed values and the sampled ones, which never touch a fixed value (the
+        table's spec allows an arm to search its own knobs only, :mod:`trainables.schema.table`)."""
+        if not isinstance(sampled, dict):
+            return sampled
+        fixed = self.cells[index][1]
+        clash = sorted(k for k in sampled for f in fixed if k == f or k.startswith(f + ".") or f.startswith(k + "."))
+        if clash:
+            raise RuntimeError(
+                f"cell {self.cells[index][0]}: the sampled {clash[0]!r} would override the cell's fixed values "
+                f"{sorted(fixed)}; a table's arm may not search them (trainables.schema.table)"
+            )
+        return {**fixed, **sampled}
 
     def _searcher(self, trial_id: str) -> StudySearch | None:
         index = self.trial_cell.get(trial_id)
@@ -77,8 +122,28 @@ class TableSearch(Searcher):
             searcher.on_trial_result(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        if (searcher := self._searcher(trial_id)) is not None:
-            searcher.on_trial_complete(trial_id, result=result, error=error)
+        index = self.trial_cell.get(trial_id)
+        if index is None:
+            return
+        searcher = self.cells[index][2]
+        if error and trial_id not in self.ended:
+            if self._nonfinite(trial_id):  # evaluated: say so on the Optuna trial before it is told FAIL
+                trial = optuna_trials_of(searcher).get(trial_id)
+                if trial is not None and trial_id not in completed_trials_of(searcher):
+                    trial.set_user_attr(R.OPTUNA_FAILURE, R.FAILURE_NONFINITE)
+            elif self.replaced[index] < self.budget:
+                self.replaced[index] += 1  # lost, not evaluated: the cell asks another
+        self.ended.add(trial_id)
+        searcher.on_trial_complete(trial_id, result=result, error=error)
+
+    def _nonfinite(self, trial_id: str) -> bool:
+        """Whether the trial failed on a loss that was not finite (its configuration's failure, evaluated)."""
+        if self.trials_dir is None:
+            return False
+        try:
+            return read_bytes(f"{self.trials_dir}/{R.trial_dir(trial_id)}/{R.NONFINITE_MARKER}") is not None
+        except OSError:  # the storage did not answer: count it as lost (replacements are bounded)
+            return False
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
@@ -86,6 +151,9 @@ class TableSearch(Searcher):
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
-            self.__dict__.update(pickle.load(f))  # noqa: S301 - Ray's own snapshot of this searcher
+            state = pickle.load(f)  # noqa: S301 - Ray's own snapshot of this searcher
+        # A snapshot taken before replacements existed: nothing was replaced, and no trial it knew of is waited for.
+        old = {"replaced": [0] * len(state["cells"]), "ended": set(state["trial_cell"]), "trials_dir": None}
+        self.__dict__.update({**old, **state})
         for _, _, searcher in self.cells:
             searcher.adopt_orphans()

@@ -241,12 +241,15 @@ def _cell(
     tree = copy.deepcopy(shared)
     for key, value in condition.items():
         set_path(tree, tuple(key.split(".")), value, f"cells.{key}")
+    for key, value in arm.params.items():  # an allowed training knob (trainables.schema.table), fixed for this arm
+        if "." in key:
+            set_path(tree, tuple(key.split(".")), value, f"arms.{arm_name}.params.{key}")
     condition_name = condition_label({k: condition[k] for k in named})
     label = f"{arm_name}.{condition_name}"
     tree.update(
         name=f"{spec.name}.{label}",
         family=arm.family,
-        params=dict(arm.params),
+        params={k: v for k, v in arm.params.items() if "." not in k},
         search={
             **search,
             "sampler": arm_sampler(spec, arm_name),

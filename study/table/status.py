@@ -1,6 +1,8 @@
 """Where a table stands, per cell, read from its stores without starting anything (``python -m study.run TABLE.yaml
---status``): trials done / budget from each cell's Optuna study, the best validation score and its parameters (with
-a flag where the winner sits at an end of its searched range), and the final seeds done from MLflow.
+--status``): from each cell's Optuna study the trials finished (COMPLETE or PRUNED) / budget, pruned and failed (a lost
+trial is replaced, one whose loss was not finite counts as evaluated: study/table/search.py), the best validation score
+and its parameters (with a flag where the winner sits at an end of its searched range); the final seeds done from
+MLflow.
 
 The best trial is :func:`study.best.pick_best`'s on the cell's Optuna trials (ties to the earliest).
 """
@@ -27,14 +29,30 @@ EDGE_SHARE = 0.05
 @dataclass(frozen=True)
 class CellStatus:
     cell: TableCell
+    #: The cell's Optuna trials per state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ``RUNNING``).
     counts: dict[str, int]
     best_value: float | None
     best_params: dict[str, Any] = field(default_factory=dict)
     final_done: int = 0
+    #: FAIL trials whose loss was not finite: evaluated, not replaced (study/table/search.py).
+    nonfinite: int = 0
 
     @property
-    def done(self) -> int:
-        return self.counts.get("COMPLETE", 0) + self.counts.get("PRUNED", 0) + self.counts.get("FAIL", 0)
+    def finished(self) -> int:
+        """Trials that ran to their end: COMPLETE or PRUNED (what a cell's budget is filled with)."""
+        return self.counts.get("COMPLETE", 0) + self.counts.get("PRUNED", 0)
+
+    @property
+    def pruned(self) -> int:
+        return self.counts.get("PRUNED", 0)
+
+    @property
+    def failed(self) -> int:
+        return self.counts.get("FAIL", 0)
+
+    def failed_text(self) -> str:
+        """``2`` or ``2 (1 nan)``: FAIL trials, those that count as evaluated (a loss not finite) named."""
+        return f"{self.failed} ({self.nonfinite} nan)" if self.nonfinite else str(self.failed)
 
 
 def edge_flag(param: ParamSpec, value: Any) -> str:
@@ -88,6 +106,7 @@ def table_status(table: Table) -> list[CellStatus]:
                 None if best is None else best.value,
                 {} if best is None else dict(best.params),
                 finals.get(cell.label, 0),
+                sum(t.user_attrs.get(R.OPTUNA_FAILURE) == R.FAILURE_NONFINITE for t in trials),
             )
         )
     return out
@@ -112,15 +131,23 @@ def print_table_status(table: Table) -> int:
     except StudyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the storage (an object store) did not answer
+        from study.arguments import one_line
+
+        print(
+            f"error: storage: cannot read the table at {table.base.storage}: {one_line(str(e))[:300]}", file=sys.stderr
+        )
+        return 2
     s = table.spec
     metric = table.base.search.metric
     rows = [
         {
             "cell": c.cell.label,
             "optuna study": c.cell.study_name,
-            "trials": f"{c.done}/{s.search.num_trials}",
+            "finished": f"{c.finished}/{s.search.num_trials}",
+            "pruned": c.pruned,
+            "failed": c.failed_text(),
             "running": c.counts.get("RUNNING", 0),
-            "failed": c.counts.get("FAIL", 0),
             f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
             "final seeds": f"{c.final_done}/{s.final.seeds}",
             "best parameters": winner_text(c),

@@ -106,6 +106,38 @@ def test_an_extra_cell_for_one_arm_and_condition_labels():
         ({"search": {"num_trials": 2, "max_hours": 1}}, "max_hours needs epoch_seconds"),
         ({"arms": {"ms": {"family": "ms", "params": {"ms_alpha": 2}, "space": {"ms_alpha": {}}}}}, None),
         ({"arms": {"ms": {"family": "ms", "params": {"ms_gamma": 2}}}}, "arms.ms in cell p0"),
+        # An arm's space and params name its family's parameters and the allowed training knobs only: nothing that
+        # changes a cell's budget, data, noise, validation (an oracle), folds, final stage or seeds.
+        *[
+            ({"arms": {"ms": {"family": "ms", where: {key: value}}}}, f"arms.ms: {where}: {key!r} is not an arm's to")
+            for where, value in (("space", {"type": "int", "low": 1, "high": 4}), ("params", 2))
+            for key in (
+                "train.epochs",
+                "train.batches_per_epoch",
+                "train.classes_per_batch",
+                "train.samples_per_class",
+                "dataset.noise.ratio",
+                "dataset.subset",
+                "validation.folds",
+                "final.seeds",
+                "search.num_trials",
+                "resources.cpu",
+                "model.embedding_dim",
+                "seed",
+                "family",
+            )
+        ],
+        (
+            {
+                "arms": {
+                    "ms": {
+                        "family": "ms",
+                        "space": {"validation.labels": {"type": "categorical", "choices": ["clean"]}},
+                    }
+                }
+            },
+            "arms.ms: space: 'validation.labels' is not an arm's to search",
+        ),
     ],
 )
 def test_a_table_that_would_treat_arms_differently_is_one_line(change, message):
@@ -115,6 +147,36 @@ def test_a_table_that_would_treat_arms_differently_is_one_line(change, message):
     assert "\n" not in line and line.startswith("t.yaml")
     if message:
         assert message in line, line
+
+
+def test_an_arm_may_tune_its_own_training_knobs():
+    """The allowed knobs: searched per arm, or fixed per arm (written at their path in the cell's spec)."""
+    lr = {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}
+    arms = copy.deepcopy(QUICK["arms"])
+    arms["ms"]["space"]["train.optimizer.lr"] = lr
+    arms["bspml"]["params"]["train.optimizer.weight_decay"] = 1e-4
+    arms["bspml"]["params"]["train.optimizer.momentum"] = 0.5
+    table = parse_table(_table(arms=arms), "t.yaml")
+    ms, bspml = table.cells[0], table.cells[2]
+    assert "train.optimizer.lr" in ms.spec.search.space and ms.spec.train.optimizer.weight_decay == 0.0
+    assert bspml.spec.train.optimizer.weight_decay == 1e-4 and bspml.spec.train.optimizer.momentum == 0.5
+    assert "train.optimizer.weight_decay" not in bspml.spec.params  # a training knob, not a family parameter
+    assert bspml.fixed["train.optimizer.weight_decay"] == 1e-4  # what a trial of the cell is given
+
+
+def test_a_searched_arm_key_the_table_fixes_is_refused_by_the_command_before_anything_is_written(
+    tmp_path, write_spec, run_cli
+):
+    arms = copy.deepcopy(QUICK["arms"])
+    arms["ms"]["space"]["train.epochs"] = {"type": "int", "low": 1, "high": 8}
+    proc = run_cli(str(write_spec(_table(arms=arms), "bad.yaml")), "--set", f"storage={tmp_path / 'runs'}")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"error: {tmp_path / 'bad.yaml'}: arms.ms: space: 'train.epochs' is not an arm's to search: it is the table's, "
+        "the same for every arm (an arm names its family's parameters and train.optimizer.lr, "
+        "train.optimizer.weight_decay, train.optimizer.momentum only)"
+    ]
+    assert proc.stdout == "" and not (tmp_path / "runs").exists()
 
 
 def test_a_budget_over_max_hours_is_refused_before_anything_starts(tmp_path, write_spec, run_cli):
@@ -150,17 +212,109 @@ def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
         cells.append((c.label, c.fixed, searcher))
     search = TableSearch(cells, budget=2, metric="val/recall_at_1", mode="max")
     configs = [search.suggest(f"t{i}") for i in range(8)]
-    assert search.suggest("t8") == TableSearch.FINISHED
+    assert search.suggest("t8") is None  # every cell is full, but a running trial may yet be lost and replaced
     labels = [cell_of(table.cells, cfg).label for cfg in configs]
     assert labels == ["ms.p0", "ms.p0.3", "bspml.p0", "bspml.p0.3"] * 2  # cells advance together
     assert set(configs[0]) == {"family", "dataset.noise.ratio", "ms_base", "ms_epsilon", "ms_alpha", "ms_beta"}
     for i in range(len(configs)):
         search.on_trial_complete(f"t{i}", {"val/recall_at_1": 0.1 * i, "epoch": 4, "training_iteration": 4})
+    assert search.suggest("t9") == TableSearch.FINISHED
     studies = [c[2]._ot_study for c in cells]
     assert [len(s.trials) for s in studies] == [2, 2, 2, 2]
     assert [t.state.name for s in studies for t in s.trials] == ["COMPLETE"] * 8
     restored = pickle.loads(pickle.dumps(search.__dict__))
     assert restored["asked"] == [2, 2, 2, 2] and restored["trial_cell"]["t5"] == 1
+
+
+def _quick_searcher(budget: int, trials_dir: Path | None):
+    """The quick table's dispatcher over in-memory Optuna studies (no Ray), and the table."""
+    from study.bookkeeping import StudySearch
+    from study.search_space import make_sampler, to_optuna
+    from study.table.search import TableSearch
+
+    table = load_table(SPACES / "table_glyphs_quick.yaml")
+    cells = []
+    for c in table.cells:
+        s = c.spec.search
+        searcher = StudySearch(
+            space=to_optuna(s.space), metric=s.metric, mode=s.mode, sampler=make_sampler(s.sampler), max_t=4
+        )
+        cells.append((c.label, c.fixed, searcher))
+    trials_dir = None if trials_dir is None else str(trials_dir)
+    return TableSearch(cells, budget=budget, metric="val/recall_at_1", mode="max", trials_dir=trials_dir), table
+
+
+def test_a_lost_trial_is_replaced_and_a_nan_one_counts_as_evaluated(tmp_path):
+    """Ray reports both as errored; the NaN marker the loop leaves in the trial's folder tells them apart. Read back
+    from Optuna: every cell ends with its budget of COMPLETE trials, except the NaN trial's cell (evaluated: FAIL,
+    marked, not replaced)."""
+    from study.table.search import TableSearch
+    from trainables.schema import record as R
+
+    search, table = _quick_searcher(2, tmp_path)
+    done = {"val/recall_at_1": 0.5, "epoch": 4, "training_iteration": 4}
+    ids = [f"t{i}" for i in range(8)]
+    configs = {t: search.suggest(t) for t in ids}
+    label = {t: cell_of(table.cells, c).label for t, c in configs.items()}
+    assert [label[t] for t in ids[:2]] == ["ms.p0", "ms.p0.3"]
+    (tmp_path / R.trial_dir("t1")).mkdir()
+    (tmp_path / R.trial_dir("t1") / R.NONFINITE_MARKER).write_text("epoch 1, batch 3: loss is not finite")
+    search.on_trial_complete("t0", error=True)  # lost: no marker
+    search.on_trial_complete("t1", error=True)  # its loss was not finite
+    for t in ids[2:]:
+        search.on_trial_complete(t, done)
+    replacement = search.suggest("t8")
+    assert cell_of(table.cells, replacement).label == "ms.p0"  # the lost trial's cell asks again, no other
+    assert search.suggest("t9") is None  # every cell has its budget; t8 is still running
+    search.on_trial_complete("t8", done)
+    assert search.suggest("t10") == TableSearch.FINISHED
+    states = {
+        c[0]: [(t.state.name, t.user_attrs.get(R.OPTUNA_FAILURE)) for t in c[2]._ot_study.trials] for c in search.cells
+    }
+    assert states["ms.p0"] == [("FAIL", None), ("COMPLETE", None), ("COMPLETE", None)]
+    assert states["ms.p0.3"] == [("FAIL", R.FAILURE_NONFINITE), ("COMPLETE", None)]
+    assert states["bspml.p0"] == states["bspml.p0.3"] == [("COMPLETE", None)] * 2
+
+
+def test_replacements_are_bounded_per_cell():
+    """A cell whose every trial is lost takes at most its budget in replacements, then ends short: no endless loop."""
+    from study.table.search import TableSearch
+
+    search, table = _quick_searcher(2, None)
+    asked: dict[str, list[str]] = {}
+    for i in range(100):
+        config = search.suggest(f"t{i}")
+        if config == TableSearch.FINISHED:
+            break
+        assert config is not None
+        cell = cell_of(table.cells, config).label
+        asked.setdefault(cell, []).append(f"t{i}")
+        lost = cell == "ms.p0"
+        search.on_trial_complete(f"t{i}", None if lost else {"val/recall_at_1": 0.5, "epoch": 4}, error=lost)
+    else:
+        raise AssertionError("the table never finished")
+    assert {c: len(t) for c, t in asked.items()} == {"ms.p0": 4, "ms.p0.3": 2, "bspml.p0": 2, "bspml.p0.3": 2}
+    assert search.max_trials >= sum(len(t) for t in asked.values())  # within Ray's num_samples
+
+
+def test_a_sampled_value_never_overrides_a_cells_fixed_value():
+    """Defence behind the spec's allow-list: where the trial's config is built, a clash raises."""
+    from study.table.search import TableSearch
+
+    class Sampling:
+        def __init__(self, sampled: dict) -> None:
+            self.sampled = sampled
+
+        def suggest(self, trial_id: str) -> dict:
+            return dict(self.sampled)
+
+    fixed = {"family": "ms", "dataset.noise.ratio": 0.3, "ms_base": 1.0}
+    for sampled in ({"dataset.noise.ratio": 0.0}, {"dataset.noise": {"ratio": 0.0}}, {"ms_base": 2.0}):
+        search = TableSearch([("ms.p0.3", fixed, Sampling(sampled))], 1, "val/recall_at_1", "max")  # type: ignore[list-item]
+        with pytest.raises(RuntimeError, match="would override the cell's fixed values"):
+            search.suggest("t0")
+    search = TableSearch([("ms.p0.3", fixed, Sampling({"ms_alpha": 2.0}))], 1, "val/recall_at_1", "max")  # type: ignore[list-item]
+    assert search.suggest("t0") == {**fixed, "ms_alpha": 2.0}
 
 
 def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch):
@@ -191,7 +345,7 @@ def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch)
     progress.on_trial_complete(0, trials, trials[0])  # t = 160: 60 s for 6 epochs × 3 fold-models = 3.33 s each
     text = out.getvalue()
     left = ((16 * 4 - 6) * 3 + 8 * 4) * 60 / (6 * 3)  # 686.7 s
-    assert f"search trials 1/16 done; ETA ≈ {left / 60:.0f} min (then 8 final runs)" in text, text
+    assert f"search trials 1/16 finished; ETA ≈ {left / 60:.0f} min (then 8 final runs)" in text, text
     rows = {line.split()[0]: line.split() for line in text.splitlines()[3:]}
     assert rows["ms.p0"][1:5] == ["1/4", "0", "0", "0.5"] and rows["bspml.p0"][1:4] == ["0/4", "1", "0"]
 
@@ -215,3 +369,54 @@ def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search
         "every trial of a cell is the tpe sampler's random start-up (search.sampler.n_startup_trials 10 ≥ 4): "
         "a random search"
     )
+
+
+def test_a_resumed_table_may_change_its_outage_budget_only(tmp_path):
+    """As a study's resume (study/resume.py): ``tracking.outage_budget_s`` says how to run it, not what it is."""
+    from study.layout import StudyLayout
+    from study.runtime.storage import write_bytes
+    from study.table.run import _check_saved_table, _table_text, table_file
+    from trainables.schema.errors import StudyExistsError
+
+    started = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}"])
+    layout = StudyLayout.for_spec(started.base)
+    layout.mkdir()
+    write_bytes(table_file(layout), _table_text(started))
+    budget = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "tracking.outage_budget_s=900"])
+    _check_saved_table(budget, layout, resume=True)
+    epochs = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "train.epochs=2"])
+    with pytest.raises(
+        StudyExistsError, match="differs from the one 'table_glyphs_quick' was started with at train.epochs"
+    ):
+        _check_saved_table(epochs, layout, resume=True)
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
+    """The table's runs are stored; the report's failure (here: the store refuses the write) is one line, not a
+    traceback, and names --resume, which writes it again."""
+    from types import SimpleNamespace
+
+    import dashboards.table_report
+    import study.table.run
+    from study.run import main
+
+    outcome = SimpleNamespace(
+        num_trials=16,
+        num_failed=0,
+        wall_time_s=1.0,
+        failures=[],
+        interrupted=False,
+        final=[object()],
+        parent_run_id="p",
+    )
+    monkeypatch.setattr(study.table.run, "run_table", lambda table, **options: outcome)
+
+    def refuse(*args, **kwargs):
+        raise OSError("When uploading part for key 'runs/t/table.md': AWS Error ACCESS_DENIED\nsecond line")
+
+    monkeypatch.setattr(dashboards.table_report, "write_table_report", refuse)
+    code = main([str(SPACES / "table_glyphs_quick.yaml"), "--set", f"storage={tmp_path}", "--no-dashboard"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.splitlines() == [err.strip()] and err.startswith("error: the table's report could not be written to ")
+    assert "ACCESS_DENIED second line" in err and "--resume writes it again" in err

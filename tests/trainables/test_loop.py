@@ -52,6 +52,16 @@ def test_non_finite_loss_fails_the_trial():
         trial.run_epoch()
 
 
+def test_non_finite_embeddings_fail_the_trial_as_a_non_finite_loss_does():
+    """Weights that diverged after the last finite loss: the evaluation's embeddings are NaN. The same error, so the
+    trial is not retried and a table counts it as evaluated (study/table/search.py)."""
+    trial = TrialRun.single(_spec())
+    with torch.no_grad():
+        next(trial.member.model.parameters()).fill_(float("nan"))
+    with pytest.raises(NonFiniteLossError, match="epoch 0: the embeddings are not finite"):
+        trial.member.evaluate()
+
+
 def test_too_many_classes_per_batch_is_a_clear_error():
     with pytest.raises(DataError, match="classes_per_batch=6 exceeds the 5 training classes"):
         TrialRun.single(_spec(classes_per_batch=6))

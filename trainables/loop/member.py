@@ -38,7 +38,8 @@ __all__ = ["Member", "NonFiniteLossError"]
 
 
 class NonFiniteLossError(RuntimeError):
-    """A batch loss was NaN or infinite: the trial fails, the study goes on."""
+    """A batch loss, or the model's embeddings, were NaN or infinite: the configuration diverged (the same batches
+    diverge again), so the trial fails, is not retried, and the study goes on."""
 
 
 @dataclass
@@ -249,6 +250,8 @@ class Member:
         out = torch.cat([self._forward(self._to_device(x)) for x, _, _ in self._eval_loader(split)])
         out = self.family.test_embedding(out)
         self.model.train()
+        if not bool(torch.isfinite(out).all()):  # the weights diverged (a finite last loss does not rule it out)
+            raise NonFiniteLossError(f"epoch {self.epoch}: the embeddings are not finite")
         return out
 
     @torch.inference_mode()

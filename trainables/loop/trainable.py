@@ -30,7 +30,6 @@ from trainables.schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values
 
 __all__ = ["train_fn", "trial_spec", "trial_threads", "DELAY_ENV", "DELAY_SEED_ENV", "epoch_delay"]
 
-_NONFINITE_MARKER = "nonfinite_loss.txt"
 #: Test-only: each epoch of a trial ends, at random, with a sleep of this many seconds or none, so a test can run the
 #: same study under different timings (tests/study/test_reproducible_e2e.py). Unset in every real run.
 DELAY_ENV = "DMLSTUDY_TEST_MAX_EPOCH_DELAY_S"
@@ -63,7 +62,7 @@ def trial_spec(config: dict[str, Any]) -> StudySpec:
 
 @dataclass(frozen=True)
 class _NonFiniteMarker:
-    """``nonfinite_loss.txt`` in the trial's directory of the study's storage (``<storage>/<name>/tune/trial_<id>``).
+    """``R.NONFINITE_MARKER`` in the trial's directory of the study's storage (``<storage>/<name>/tune/trial_<id>``).
 
     Not in ``tune.get_context().get_trial_dir()``: that is a node-local staging directory, and Ray 2.60 gives a
     fresh actor a different one (``driver_artifacts/``) than an actor reused for the trial's retry
@@ -79,7 +78,7 @@ class _NonFiniteMarker:
         # Ray's DeveloperAPI (public, though its StorageContext may change between minor versions; no private import).
         storage = tune.get_context().get_storage()
         assert storage is not None, "train_fn runs inside a Ray Tune trial"
-        return cls(storage.storage_filesystem, f"{storage.trial_fs_path}/{_NONFINITE_MARKER}")
+        return cls(storage.storage_filesystem, f"{storage.trial_fs_path}/{R.NONFINITE_MARKER}")
 
     def read(self) -> str | None:
         """The first attempt's error, or ``None`` if no attempt of this trial hit a non-finite loss."""

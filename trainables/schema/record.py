@@ -64,6 +64,8 @@ __all__ = [
     "PARAM_SEARCH_SPACE",
     "PARAM_VALIDATION_KIND",
     "SPEC_FILE",
+    "NONFINITE_MARKER",
+    "trial_dir",
     "FINAL_SUMMARY_FILE",
     "FINAL_CATEGORY_FILE",
     "FINAL_CATEGORY_COLUMNS",
@@ -91,6 +93,8 @@ __all__ = [
     "OPTUNA_RAY_TRIAL_ID",
     "OPTUNA_MLFLOW_RUN_ID",
     "OPTUNA_TRIAL_NUMBER",
+    "OPTUNA_FAILURE",
+    "FAILURE_NONFINITE",
     "ENV_PREFIX",
     "ENV_TAGS",
 ]
@@ -238,6 +242,10 @@ TABLE_REPORT_FILE: Final = "table.md"
 #: Ray Tune's experiment of the search, and of the final test stage.
 SEARCH_EXPERIMENT: Final = "tune"
 FINAL_EXPERIMENT: Final = "tune_final"
+#: Inside a trial's folder of its experiment (:func:`trial_dir`): the error of a loss that was not finite, written by
+#: the loop before the trial fails. A retry (``--max-failures``) then fails at once, and a table counts the trial as
+#: evaluated (its configuration failed) instead of replacing it (study/table/search.py).
+NONFINITE_MARKER: Final = "nonfinite_loss.txt"
 #: The ASHA scheduler's rungs (Ray does not restore a scheduler; the study does).
 ASHA_STATE_FILE: Final = "asha_state.pkl"
 #: The comparison dashboard: the folder (also the parent run's artifact path), its page and its figures.
@@ -250,6 +258,11 @@ DASHBOARD_FIGURES_DIR: Final = "figures"
 #: serves and its log.
 SERVER_ARTIFACTS_DIR: Final = "artifacts"
 SERVER_LOG: Final = "server.log"
+
+
+def trial_dir(trial_id: str) -> str:
+    """A Ray trial's folder inside its stage's experiment (:data:`SEARCH_EXPERIMENT`, :data:`FINAL_EXPERIMENT`)."""
+    return f"trial_{trial_id}"
 
 
 def sqlite_uri(path: object) -> str:
@@ -301,3 +314,7 @@ OPTUNA_RAY_TRIAL_ID: Final = "ray_trial_id"
 OPTUNA_MLFLOW_RUN_ID: Final = "mlflow_run_id"
 #: Tag of a search trial's MLflow run: its Optuna trial number (the order trials were asked in; Ray's ids are random).
 OPTUNA_TRIAL_NUMBER: Final = "optuna_trial_number"
+#: User attribute of a table's FAIL Optuna trial that counts as evaluated (study/table/search.py), and its value: the
+#: trial's loss was not finite (its configuration failed). A FAIL trial without it was lost and replaced.
+OPTUNA_FAILURE: Final = "failure"
+FAILURE_NONFINITE: Final = "nonfinite"

@@ -7,6 +7,16 @@ seeds, resources, storage): an arm holds only ``family``, ``params`` and ``space
 under ``dataset.noise`` and ``dataset.subset``. A key that would give one arm its own budget or folds is refused
 with one line naming it. These models know no registry; :mod:`study.table.spec` builds each cell's
 :class:`~trainables.schema.spec.StudySpec` and validates it with the study's own rules.
+
+What an arm may fix (``params``) or search (``space``) is an allow-list, so a setting added to the spec later is
+refused per arm until someone decides it is fair: the family's own hyperparameters (bare names) and
+:data:`ARM_TRAINING_KNOBS`, the optimiser's step size, weight decay and momentum. Those three decide how a method
+uses the table's fixed budget of gradient steps, and the right values differ between losses (a loss's scale sets
+its effective step size: Multi-Similarity's gradients are not a proxy loss's), so holding them equal would favour
+the loss they were tuned for; the Reality Check's protocol lets each method tune them too. Everything else is the
+cell's and the same for every arm: the budget (epochs, batches per epoch, the P×K batch), the data and its noise
+(``dataset.*``), the model, the validation (``validation.*``: its folds, and ``labels: clean``, an oracle), the final
+stage, seeds (``seed``), the optimiser's kind and the learning-rate schedule, resources and stores.
 """
 
 from __future__ import annotations
@@ -27,7 +37,16 @@ from trainables.schema.spec import (
     ValidationSpec,
 )
 
-__all__ = ["ArmSpec", "ExtraCell", "TableSearchSpec", "TableFinalSpec", "TableSpec", "SHARED_KEYS", "CELL_KEYS"]
+__all__ = [
+    "ArmSpec",
+    "ExtraCell",
+    "TableSearchSpec",
+    "TableFinalSpec",
+    "TableSpec",
+    "SHARED_KEYS",
+    "CELL_KEYS",
+    "ARM_TRAINING_KNOBS",
+]
 
 #: Sections every arm shares: an arm naming one would get its own budget, data, folds or seeds.
 SHARED_KEYS = (
@@ -47,6 +66,11 @@ SHARED_KEYS = (
 )
 #: Spec paths a cell may set (its condition); everything else is the same in every cell.
 CELL_KEYS = ("dataset.noise.", "dataset.subset")
+#: The dotted names an arm's ``params`` and ``space`` may hold besides its family's own (bare) names: the training
+#: knobs a method may tune for itself (why these three: the module docstring). An allow-list: anything else is refused.
+ARM_TRAINING_KNOBS = ("train.optimizer.lr", "train.optimizer.weight_decay", "train.optimizer.momentum")
+#: Bare names that are no family parameter but a top-level key of a trial (trainables.schema.trial.param_path).
+_TOP_LEVEL_NAMES = ("seed", "family")
 
 
 class ArmSpec(_Strict):
@@ -68,6 +92,19 @@ class ArmSpec(_Strict):
                         f"folds and final seeds (set it once at the top level)"
                     )
         return raw
+
+    @model_validator(mode="after")
+    def _own_knobs_only(self) -> ArmSpec:
+        for where, names in (("space", self.space), ("params", self.params)):
+            for name in names:
+                if name in ARM_TRAINING_KNOBS or ("." not in name and name not in _TOP_LEVEL_NAMES):
+                    continue
+                raise ValueError(
+                    f"{where}: {name!r} is not an arm's to {'search' if where == 'space' else 'set'}: it is the "
+                    "table's, the same for every arm (an arm names its family's parameters and "
+                    f"{', '.join(ARM_TRAINING_KNOBS)} only)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _fixed_or_searched(self) -> ArmSpec:

@@ -1,0 +1,97 @@
+"""A table's driver SIGKILLed mid-search and resumed (issue 40): Ray restores the experiment and the table's dispatcher
+(``TableSearch.restore``: every cell's searcher with its counts), so each cell ends with exactly its budget of Optuna
+trials, and nothing is counted twice. A dispatcher that forgot its counts asks every cell's budget again, or waits
+for ever on the trials it no longer knows (measured: the resume then times out). Read back from Optuna and MLflow. (A study's kill and resume: tests/study/test_resume.py.)"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+
+from harness.driver import mlflow_children
+from harness.kill_resume import EPOCHS, kill_then_resume, restarted_rows, snapshot_has_checkpointed_trial_in_flight
+from trainables.schema import record as R
+
+pytestmark = pytest.mark.e2e
+
+NAME = "t_table_kill"
+TRIALS = 3  # per cell
+CELLS = ["ms.p0.2", "spl.p0.2"]
+
+
+def _table() -> dict:
+    """Two arms × one condition, 3 trials per cell one at a time, 1 final seed: digits, 3 epochs of 8 batches."""
+    return {
+        "name": NAME,
+        "reference": "ms",
+        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
+        "train": {
+            "epochs": EPOCHS,
+            "classes_per_batch": 5,
+            "samples_per_class": 4,
+            "batches_per_epoch": 8,
+            "recall_at": [1],
+        },
+        "validation": {"kind": "none"},  # digits: too few classes for folds
+        "search": {"num_trials": TRIALS, "max_concurrent": 1, "sampler": {"type": "random", "seed": 0}},
+        "final": {"seeds": 1},
+        "diagnostics": {"every": 0},
+        "arms": {
+            "ms": {"family": "ms", "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
+            "spl": {"family": "spl", "space": {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-3}}},
+        },
+        "cells": {"dataset.noise.ratio": [0.2]},
+    }
+
+
+def _states(study_dir: Path) -> dict[str, list[str]]:
+    """Per cell, its Optuna trials' states (0 trials for a cell whose study does not exist yet)."""
+    storage = R.sqlite_uri(study_dir / R.OPTUNA_DB)
+    if not (study_dir / R.OPTUNA_DB).exists():
+        return {}
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    return {
+        c: [t.state.name for t in optuna.load_study(study_name=f"{NAME}.{c}", storage=storage).get_trials()]
+        for c in CELLS
+        if f"{NAME}.{c}" in names
+    }
+
+
+def test_a_killed_table_resumes_through_its_dispatcher(tmp_path):
+    at_kill: dict[str, list[str]] = {}
+
+    def mid_search(study_dir: Path) -> bool:
+        """Two trials COMPLETE (so the dispatcher's counts matter) and a checkpointed trial in Ray's snapshot."""
+        try:
+            states = _states(study_dir)
+        except Exception:  # the store is being created or written
+            return False
+        done = sum(s.count("COMPLETE") for s in states.values())
+        if done >= 2 and snapshot_has_checkpointed_trial_in_flight(study_dir / ""):
+            at_kill.update(states)
+            return True
+        return False
+
+    out = kill_then_resume(tmp_path, _table(), mid_search, timeout=300)
+    resumed, study_dir = out["resumed"], out["study_dir"]
+    assert not out["finished_before_kill"], "the table ended before the kill point"
+    assert resumed.returncode == 0, out["first_output"][-2000:] + resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    killed_mid_search = sum(s.count("COMPLETE") for s in at_kill.values())
+    assert 2 <= killed_mid_search < len(CELLS) * TRIALS, at_kill
+
+    # Every cell has exactly its budget, all COMPLETE: no orphan left RUNNING, no trial asked twice or extra.
+    assert _states(study_dir) == {c: ["COMPLETE"] * TRIALS for c in CELLS}
+    # Ray restored the experiment: a trial in flight at the kill went on from its epoch checkpoint.
+    assert restarted_rows(study_dir), "no trial resumed from a checkpoint"
+    # MLflow: one FINISHED search run per Optuna trial, per cell; one final run per cell; nothing RUNNING.
+    _, parents, children = mlflow_children(study_dir, NAME)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    search = [r for r in children if r.data.tags[R.STAGE] == R.STAGE_SEARCH]
+    final = [r for r in children if r.data.tags[R.STAGE] == R.STAGE_FINAL]
+    assert all(r.info.status == "FINISHED" for r in children), [r.info.status for r in children]
+    assert len({r.data.tags[R.TRIAL_ID] for r in search}) == len(search) == len(CELLS) * TRIALS
+    assert Counter(r.data.tags[R.FAMILY] for r in search) == {"ms": TRIALS, "spl": TRIALS}
+    assert sorted(r.data.tags[R.GROUP] for r in final) == CELLS
