@@ -32,6 +32,7 @@ from ray.tune.search import Searcher
 from study.bookkeeping import StudySearch
 from study.runtime.compat import completed_trials_of, optuna_trials_of
 from study.runtime.storage import read_bytes
+from study.tracking.outage import through_ray
 from trainables.schema import record as R
 
 __all__ = ["TableSearch"]
@@ -79,6 +80,7 @@ class TableSearch(Searcher):
         """Trials of cell ``index`` that count against its budget: asked, less those replaced."""
         return self.asked[index] - self.replaced[index]
 
+    @through_ray  # a store outage past its budget ends the driver, not the trial
     def suggest(self, trial_id: str) -> dict | None:
         index = self.trial_cell.get(trial_id)
         if index is not None:  # Ray asks again for a trial it was given (not in Ray 2.60's loop; kept safe)
@@ -117,10 +119,12 @@ class TableSearch(Searcher):
         index = self.trial_cell.get(trial_id)
         return None if index is None else self.cells[index][2]
 
+    @through_ray  # a store outage past its budget ends the driver, not the trial
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if (searcher := self._searcher(trial_id)) is not None:
             searcher.on_trial_result(trial_id, result)
 
+    @through_ray  # a store outage past its budget ends the driver, not the trial
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         index = self.trial_cell.get(trial_id)
         if index is None:
