@@ -63,17 +63,17 @@ def _faiss_floor(emb: np.ndarray, labels: np.ndarray, k: int, seed: int) -> None
     index.add(emb)
     index.search(emb, k + 1)
     classes = int(np.unique(labels).size)
-    nredo = 5 if classes <= 1000 else 1  # the restarts trainables.metrics.nmi runs
+    nredo = 5 if classes <= 1000 else 1  # the restarts trainables.metrics.retrieval.nmi runs
     km = faiss.Kmeans(emb.shape[1], classes, niter=20, nredo=nredo, seed=seed, verbose=False, min_points_per_centroid=1)
     km.train(emb)
     km.index.search(emb, 1)
 
 
 def evaluation(sizes: list[int], dim: int, per_class: int, repeats: int, with_pml: bool = True) -> list[Row]:
-    """Our :func:`~trainables.metrics.retrieval_metrics` (Recall@1/2/4/8, MAP@R, R-precision, NMI, spectral decay)
-    vs the faiss floor (kNN with k = the largest class size, + k-means) and vs PML's ``AccuracyCalculator``
+    """Our :func:`~trainables.metrics.retrieval.retrieval_metrics` (Recall@1/2/4/8, MAP@R, R-precision, NMI, spectral
+    decay) vs the faiss floor (kNN with k = the largest class size, + k-means) and vs PML's ``AccuracyCalculator``
     (precision@1, R-precision, MAP@R, NMI) on the same embeddings."""
-    from trainables.metrics import retrieval_metrics
+    from trainables.metrics.retrieval import retrieval_metrics
 
     rows: list[Row] = []
     for n in sizes:

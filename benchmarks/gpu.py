@@ -9,8 +9,8 @@
 2. **Loader**: JPEG decode + the training augmentation (:class:`trainables.data._files.ImageFile` with its draft
    decoding, then ``train_transform(256, 224)``) of synthetic 500x375 photos through a DataLoader, images/s per
    worker, for each ``--workers``; how many workers keep the step of (1) fed.
-3. **Evaluation at SOP scale**: :func:`trainables.metrics.retrieval_metrics` on 60,502 x 512 embeddings of 11,316
-   classes (faiss on the GPU when faiss-gpu is installed; says which).
+3. **Evaluation at SOP scale**: :func:`trainables.metrics.retrieval.retrieval_metrics` on 60,502 x 512 embeddings of
+   11,316 classes (faiss on the GPU when faiss-gpu is installed; says which).
 4. **BSPML w-step at CUB and SOP scale**: the real ``ms_terms`` + ``solve_weights`` on the GPU at N = 5,864
    (CUB-200 train) and 59,551 (SOP train), as a share of a θ-epoch at the step rate of (1).
 5. **Trial fed from the decoded cache** (``dataset.cache: decoded``, issue 22): a TrialRun member's ``train_epoch`` of a
@@ -139,7 +139,8 @@ def loader(workers: list[int], images: int, batch: int) -> dict[int, float]:
 
 def evaluation(n: int, classes: int, dim: int = 512) -> tuple[float, bool]:
     """Seconds of ``retrieval_metrics`` on ``n`` clustered embeddings; and whether faiss ran on the GPU."""
-    from trainables.metrics import retrieval_metrics, use_faiss_gpu
+    from trainables.metrics.neighbours import use_faiss_gpu
+    from trainables.metrics.retrieval import retrieval_metrics
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, classes, n)

@@ -2,7 +2,7 @@
 own parameter rules, the metrics a study can optimise, and every search-space name (resolved at the ends of its
 range). The schema (:mod:`trainables.schema.spec`) knows none of these; this module is where the two layers meet.
 
-Names are checked against :mod:`trainables.names` and :mod:`trainables.families.registry`, and a family's own rules come
+Names are checked against :mod:`trainables.datasets`, :mod:`~trainables.backbones`, :mod:`~trainables.families.registry`; a family's own rules come
 from :func:`trainables.families.registry.get_rules` (each family folder's ``params.py``): none of them imports torch, so no spec error,
 and no valid spec's validation, costs a torch import.
 
@@ -17,16 +17,10 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+from trainables.backbones import BACKBONE_NAMES, PRETRAINABLE
+from trainables.datasets import DATASET_NAMES, ON_DISK_DATASETS, PAIRED_DATASETS, SAME_CLASS_TEST_DATASETS
 from trainables.families.registry import FAMILY_NAMES, family_param_names, get_rules
-from trainables.metric_registry import evaluated_names
-from trainables.names import (
-    BACKBONE_NAMES,
-    DATASET_NAMES,
-    ON_DISK_DATASETS,
-    PAIRED_DATASETS,
-    PRETRAINABLE,
-    SAME_CLASS_TEST_DATASETS,
-)
+from trainables.metrics.registry import evaluated_names
 from trainables.schema.errors import SpecError
 from trainables.schema.metric_names import EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, VAL_PREFIX
 from trainables.schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes
@@ -110,7 +104,7 @@ def _check_linear_probe(spec: StudySpec) -> None:
 
 def _check_search_metric(spec: StudySpec) -> None:
     """The searcher sees validation metrics when validation is on, test metrics only with ``kind: none``. What a
-    trial reports: the evaluation metrics of :mod:`trainables.metric_registry` (per the dataset and the probe), the
+    trial reports: the evaluation metrics of :mod:`trainables.metrics.registry` (per the dataset and the probe), the
     loop's training metrics and the family's ``metric_names``."""
     evaluated = evaluated_names(
         spec.train.recall_at,

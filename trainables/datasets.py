@@ -1,7 +1,8 @@
 """Every dataset a spec may name, one row each: its loader, its flags, its folder and where it is published.
 
-Torch-free (the driver checks names against it before anything starts; the fetch, the loaders, the test writers and
-the tests read it). Adding a dataset is one row here plus its loader module (``load(spec) -> DatasetSplits``).
+Torch-free: a spec error (a typo, a bad ``--set``) must come back in a fraction of a second, so the driver checks
+``dataset.name`` against the name sets below it before anything starts; the fetch, the loaders, the test writers and
+the tests read it too. Adding a dataset is one row here plus its loader module (``load(spec) -> DatasetSplits``).
 A published dataset's row ends as ONE folder under ``dataset.root`` (``folder``: the loader finds it there, and the
 fetch moves the extracted tree into place with one ``rename``). URLs and checksums are the ones torchvision and
 pytorch-metric-learning use (cited per row); where none is published (the Stanford Cars mirror, SOP's Google-Drive
@@ -12,7 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DATASETS", "DatasetEntry", "Source", "entry", "folder_of"]
+__all__ = [
+    "DATASETS",
+    "DATASET_NAMES",
+    "EMBEDDED_DATASETS",
+    "ON_DISK_DATASETS",
+    "SAME_CLASS_TEST_DATASETS",
+    "PAIRED_DATASETS",
+    "DatasetEntry",
+    "Source",
+    "entry",
+    "folder_of",
+]
 
 
 @dataclass(frozen=True)
@@ -199,6 +211,19 @@ DATASETS: tuple[DatasetEntry, ...] = (
     ),
 )
 _BY_NAME = {d.name: d for d in DATASETS}
+
+#: The names a spec may use for ``dataset.name``, in the catalogue's order.
+DATASET_NAMES: tuple[str, ...] = tuple(d.name for d in DATASETS)
+#: Datasets embedded in the code (no ``dataset.root``): scikit-learn's digits, the generated glyphs and the thesis'
+#: 2-D flows pairs (``flows2d``: an optional ``dataset.root`` is where its trained flows are cached).
+EMBEDDED_DATASETS: frozenset[str] = frozenset(d.name for d in DATASETS if d.embedded)
+#: Datasets read from ``dataset.root`` (every one but the embedded ones).
+ON_DISK_DATASETS: frozenset[str] = frozenset(DATASET_NAMES) - EMBEDDED_DATASETS
+#: Datasets whose test split has the training classes (the contrastive protocol), so a linear probe fits.
+SAME_CLASS_TEST_DATASETS: frozenset[str] = frozenset(d.name for d in DATASETS if d.same_class_test)
+#: Datasets whose test split pairs two views of each sample (two modalities made from one latent): their trials also
+#: report the paired metrics (:data:`trainables.metrics.registry.EVALUATION_METRICS`, ``requires="paired_test"``).
+PAIRED_DATASETS: frozenset[str] = frozenset(d.name for d in DATASETS if d.paired)
 
 
 def entry(name: str) -> DatasetEntry:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.names import BACKBONE_NAMES, PRETRAINABLE
+from trainables.backbones import BACKBONE_NAMES, PRETRAINABLE
 from trainables.schema.errors import DataError
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """Per category: Recall@1 and MAP@R of the final stage over the test queries of each category (a CSV dataset's
-``category`` column, :mod:`trainables.category_metrics`), mean ± std and Student's t 95 % interval over the final
+``category`` column, :mod:`trainables.metrics.categories`), mean ± std and Student's t 95 % interval over the final
 seeds, per study and final group; the overall numbers are in the leaderboard and robustness panels. The study writes
 the same summary to its parent run (``final_per_category.csv``)."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainables import names
+from trainables import backbones
 
 HEAVY = ("torch", "ray", "mlflow")
 
@@ -114,15 +114,15 @@ def test_status_reads_the_stores_without_torch_or_ray(tmp_path, spec_dict, write
 
 
 def test_the_light_name_lists_match_the_loaders_and_builders():
-    """:mod:`trainables.names` is what a spec is checked against; the torch modules must build exactly those."""
+    """:mod:`trainables.datasets` and :mod:`trainables.backbones` are what a spec is checked against; the torch modules
+    must build exactly those."""
     from trainables.data import loader_module
     from trainables.datasets import DATASETS
     from trainables.models import _BACKBONES, _TORCHVISION
 
-    assert tuple(d.name for d in DATASETS) == names.DATASET_NAMES
     assert all(callable(getattr(loader_module(d.name), d.loader.split(":")[1])) for d in DATASETS)
-    assert tuple(_BACKBONES) == names.BACKBONE_NAMES
-    assert tuple(_TORCHVISION) == names.PRETRAINABLE
+    assert tuple(_BACKBONES) == backbones.BACKBONE_NAMES
+    assert tuple(_TORCHVISION) == backbones.PRETRAINABLE
 
 
 def test_every_shipped_spec_validates_without_torch_ray_or_mlflow(tmp_path):
@@ -149,7 +149,7 @@ def test_every_familys_rules_and_the_metric_registry_import_without_torch(tmp_pa
     script = (
         "import sys\n"
         "from trainables.families.registry import FAMILY_NAMES, get_rules\n"
-        "from trainables.metric_registry import EVALUATION_METRICS\n"
+        "from trainables.metrics.registry import EVALUATION_METRICS\n"
         "rules = [get_rules(n) for n in FAMILY_NAMES]\n"
         "assert [r.name for r in rules] == list(FAMILY_NAMES) and EVALUATION_METRICS\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray', 'mlflow', 'faiss', 'numpy'}))\n"

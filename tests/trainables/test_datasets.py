@@ -18,7 +18,7 @@ from harness.fake_data import (
     write_sop,
 )
 from study.loading import load_spec, parse_spec
-from trainables import names
+from trainables import datasets
 from trainables.data import check_dataset, load_dataset
 from trainables.data._splits import IndexedDataset
 from trainables.data.sampler import BalancedMPerClassSampler, balanced_choice
@@ -279,7 +279,7 @@ def _fake_root(name: str, tmp_path) -> dict:
     return {"root": str(tmp_path)} if name == "flows2d" else {}
 
 
-@pytest.mark.parametrize("name", names.DATASET_NAMES)
+@pytest.mark.parametrize("name", datasets.DATASET_NAMES)
 def test_every_dataset_name_builds_or_names_how_to_get_it(name, tmp_path, monkeypatch):
     """Every name a spec may use: an on-disk one without its data is one line naming the dataset, the directory and
     (for the published ones) ``python -m study.data fetch``; on its layout (fake files) or embedded, it loads a
@@ -290,7 +290,7 @@ def test_every_dataset_name_builds_or_names_how_to_get_it(name, tmp_path, monkey
 
     monkeypatch.setattr(flows2d, "DEFAULT_FLOWS", TINY)
     extra = {"annotations": "d.csv"} if name == "csv" else {}
-    if name in names.ON_DISK_DATASETS:
+    if name in datasets.ON_DISK_DATASETS:
         missing = tmp_path / "nowhere"
         with pytest.raises(DataError) as err:
             check_dataset(DatasetSpec(name=name, root=str(missing), **extra))
@@ -298,13 +298,13 @@ def test_every_dataset_name_builds_or_names_how_to_get_it(name, tmp_path, monkey
         assert "\n" not in msg and f"dataset {name!r}" in msg and str(missing) in msg
         assert (f"python -m study.data fetch {name}" in msg) == (name not in {"imagefolder", "csv"}), msg
     keys = _fake_root(name, tmp_path / "data")
-    spec = DatasetSpec(name=name, image_size=16, **keys) if name not in names.EMBEDDED_DATASETS else None
+    spec = DatasetSpec(name=name, image_size=16, **keys) if name not in datasets.EMBEDDED_DATASETS else None
     data = load_dataset(spec or DatasetSpec(name=name, **keys), seed=0)
     train, test = set(data.train.labels.tolist()), set(data.test.labels.tolist())
     assert train and test and len(data.train) and len(data.test)
     # flows2d's labels are the octants of the latent z in both splits (they drive the sampler and Recall@1 only).
-    same_classes = names.SAME_CLASS_TEST_DATASETS | {"flows2d"}
+    same_classes = datasets.SAME_CLASS_TEST_DATASETS | {"flows2d"}
     assert (train == test) if name in same_classes else not (train & test)
-    assert data.test.paired == (name in names.PAIRED_DATASETS)
+    assert data.test.paired == (name in datasets.PAIRED_DATASETS)
     x, label, index = IndexedDataset(data.test, data.eval_transform)[0]
     assert int(label) == int(data.test.labels[0]) and int(index) == 0 and isinstance(x, torch.Tensor)

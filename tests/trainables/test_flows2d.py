@@ -14,7 +14,7 @@ from trainables.data import flows2d
 from trainables.data._splits import IndexedDataset
 from trainables.families.kl_contrastive.loss import KL_TERM, kl_to_standard_normal
 from trainables.loop import TrialRun
-from trainables.metrics import paired_metrics
+from trainables.metrics.contrastive import paired_metrics
 from trainables.models import PairedMLP
 from trainables.schema.metric_names import PAIRED_COSINE, PAIRED_MAE, on_test
 from trainables.schema.record import PAIRED_EMBEDDINGS_FILE

@@ -9,9 +9,9 @@ import torch
 
 from harness.fake_data import write_cub, write_inshop
 from study.loading import parse_spec
-from trainables import metrics
 from trainables.loop import TrialRun
 from trainables.loop.device import autocast_dtype, channels_last, pick_device
+from trainables.metrics import neighbours, retrieval
 
 
 def _spec(gpu: float = 0.0, amp: bool = True):
@@ -42,24 +42,24 @@ def test_bf16_autocast_only_on_a_cuda_device_that_supports_it(monkeypatch):
 def test_faiss_gpu_only_when_faiss_sees_a_gpu(monkeypatch):
     monkeypatch.setattr(faiss, "get_num_gpus", lambda: 0)
     monkeypatch.setattr(faiss, "StandardGpuResources", object, raising=False)
-    assert not metrics.use_faiss_gpu()
+    assert not neighbours.use_faiss_gpu()
     monkeypatch.delattr(faiss, "StandardGpuResources")  # faiss-cpu: no GPU classes at all
     monkeypatch.setattr(faiss, "get_num_gpus", lambda: 1)
-    assert not metrics.use_faiss_gpu()
+    assert not neighbours.use_faiss_gpu()
 
 
 def test_the_gpu_index_branch_moves_the_index_and_searches_in_chunks(monkeypatch):
     """Run the GPU branch with faiss's GPU calls replaced by CPU stand-ins that record what they got."""
     moved = []
-    monkeypatch.setattr(metrics, "use_faiss_gpu", lambda: True)
-    monkeypatch.setattr(metrics, "_gpu_resources", lambda: "resources")
+    monkeypatch.setattr(neighbours, "use_faiss_gpu", lambda: True)
+    monkeypatch.setattr(neighbours, "_gpu_resources", lambda: "resources")
     monkeypatch.setattr(
         faiss, "index_cpu_to_gpu", lambda res, dev, index: moved.append((res, dev)) or index, raising=False
     )
     rng = np.random.default_rng(0)
     x = rng.normal(size=(53, 8)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    got = metrics.knn_indices(x, 3, chunk=10)
+    got = neighbours.knn_indices(x, 3, chunk=10)
     sims = x @ x.T
     np.fill_diagonal(sims, -np.inf)
     np.testing.assert_array_equal(got, np.argsort(-sims, axis=1, kind="stable")[:, :3])
@@ -72,12 +72,12 @@ def test_queries_against_a_gallery_match_a_numpy_reference():
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     g /= np.linalg.norm(g, axis=1, keepdims=True)
     ql, gl = rng.integers(0, 5, 37), rng.integers(0, 5, 41)
-    got = metrics.recall_at_k(q, ql, (1, 2, 4), gallery=(g, gl))
+    got = retrieval.recall_at_k(q, ql, (1, 2, 4), gallery=(g, gl))
     order = np.argsort(-(q @ g.T), axis=1)
     for k in (1, 2, 4):
         expected = np.mean([(gl[order[i, :k]] == ql[i]).any() for i in range(37)])
         assert got[f"recall_at_{k}"] == pytest.approx(expected)
-    np.testing.assert_array_equal(metrics.knn_indices(q, 4, chunk=5, gallery=g), order[:, :4])
+    np.testing.assert_array_equal(neighbours.knn_indices(q, 4, chunk=5, gallery=g), order[:, :4])
 
 
 def _image_spec(name: str, root, backbone: str = "resnet18", **train):
@@ -120,6 +120,6 @@ def test_inshop_trial_retrieves_queries_against_the_gallery(tmp_path):
     test, gallery = member.data.test, member.data.gallery
     assert gallery is not None
     q, g = member.embed(test).numpy(), member.embed(gallery).numpy()
-    expected = metrics.recall_at_k(q, test.labels, (1, 2, 4), gallery=(g, gallery.labels))
+    expected = retrieval.recall_at_k(q, test.labels, (1, 2, 4), gallery=(g, gallery.labels))
     assert got["test/recall_at_1"] == pytest.approx(expected["recall_at_1"])
     assert got["test/recall_at_4"] == pytest.approx(expected["recall_at_4"])

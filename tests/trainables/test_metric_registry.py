@@ -1,6 +1,7 @@
 """The metric registry is what the metric functions compute: every declared name has its function, every metric
-function of :mod:`trainables.metrics` is registered, each returns exactly its names, and a trial's evaluation
-reports exactly the names the spec layer accepts (``study.validation`` reads the registry, never the functions)."""
+function of :mod:`trainables.metrics.retrieval` and :mod:`~trainables.metrics.contrastive` is registered, each returns
+exactly its names, and a trial's evaluation reports exactly the names the spec layer accepts (``study.validation``
+reads the registry, never the functions)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import pytest
 import torch
 
 from study.loading import parse_spec
-from trainables import metric_registry, metrics
 from trainables.loop import TrialRun
-from trainables.metric_registry import EVALUATION_METRICS, RECALL_AT_K, evaluated_names, registered
+from trainables.metrics import contrastive, registry, retrieval
+from trainables.metrics.registry import EVALUATION_METRICS, RECALL_AT_K, evaluated_names, registered
 from trainables.schema.metric_names import recall_at
 
-#: Functions of trainables.metrics that compute no metric of their own: a kNN search, a device probe, and the
-#: composite the loop calls (checked against the registry below).
-_HELPERS = {"knn_indices", "use_faiss_gpu", "retrieval_metrics"}
+#: The modules whose public functions compute metrics, and the one that computes none of its own: the composite the
+#: loop calls (checked against the registry below).
+_COMPUTING = (retrieval, contrastive)
+_HELPERS = {"retrieval_metrics"}
 
 
 def _clusters(n: int = 60, d: int = 8, classes: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -31,22 +33,22 @@ def _clusters(n: int = 60, d: int = 8, classes: int = 6, seed: int = 0) -> tuple
 def test_every_declared_metric_has_a_function_and_every_metric_function_is_registered():
     functions = registered()
     assert set(functions) == set(EVALUATION_METRICS)
-    public = {name for name in metrics.__all__ if inspect.isfunction(getattr(metrics, name))}
+    public = {name for m in _COMPUTING for name in m.__all__ if inspect.isfunction(getattr(m, name))}
     assert {f.__name__ for f in functions.values()} == public - _HELPERS
     with pytest.raises(KeyError, match="not declared"):
-        metric_registry.computes("recall_at_one")
+        registry.computes("recall_at_one")
 
 
 def test_each_function_returns_exactly_the_names_it_is_registered_under():
     x, labels = _clusters()
     t = torch.as_tensor(x)
     calls = {
-        "recall_at_k": lambda: metrics.recall_at_k(x, labels, (1, 2)),
-        "map_at_r_and_r_precision": lambda: metrics.map_at_r_and_r_precision(x, labels),
-        "nmi": lambda: metrics.nmi(x, labels),
-        "spectral_decay": lambda: metrics.spectral_decay(x),
-        "paired_metrics": lambda: metrics.paired_metrics(t, t.flip(0)),
-        "linear_probe_accuracy": lambda: metrics.linear_probe_accuracy(t, labels, t, labels, max_iter=5),
+        "recall_at_k": lambda: retrieval.recall_at_k(x, labels, (1, 2)),
+        "map_at_r_and_r_precision": lambda: retrieval.map_at_r_and_r_precision(x, labels),
+        "nmi": lambda: retrieval.nmi(x, labels),
+        "spectral_decay": lambda: retrieval.spectral_decay(x),
+        "paired_metrics": lambda: contrastive.paired_metrics(t, t.flip(0)),
+        "linear_probe_accuracy": lambda: contrastive.linear_probe_accuracy(t, labels, t, labels, max_iter=5),
     }
     by_function: dict[str, set[str]] = {}
     for name, fn in registered().items():
@@ -64,7 +66,7 @@ def test_each_function_returns_exactly_the_names_it_is_registered_under():
 
 def test_retrieval_metrics_reports_the_names_every_evaluation_has():
     x, labels = _clusters()
-    out = metrics.retrieval_metrics(x, labels, (1, 4))
+    out = retrieval.retrieval_metrics(x, labels, (1, 4))
     assert set(out) == evaluated_names((1, 4), paired_test=False, linear_probe=False)
 
 
@@ -84,7 +86,7 @@ def test_a_trials_evaluation_reports_exactly_the_registered_names():
 
 
 def test_a_paired_trial_also_reports_the_paired_metrics(tmp_path, monkeypatch):
-    """flows2d (:data:`trainables.names.PAIRED_DATASETS`): the Table 1 metrics the thesis spec may optimise."""
+    """flows2d (:data:`trainables.datasets.PAIRED_DATASETS`): the Table 1 metrics the thesis spec may optimise."""
     from tests.trainables.test_flows2d import TINY
     from trainables.data import flows2d
 

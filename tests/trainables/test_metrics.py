@@ -5,14 +5,8 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
-from trainables.metrics import (
-    knn_indices,
-    map_at_r_and_r_precision,
-    nmi,
-    recall_at_k,
-    retrieval_metrics,
-    spectral_decay,
-)
+from trainables.metrics.neighbours import knn_indices
+from trainables.metrics.retrieval import map_at_r_and_r_precision, nmi, recall_at_k, retrieval_metrics, spectral_decay
 
 
 def _embeddings(n: int = 300, d: int = 16, classes: int = 6, spread: float = 6.0, seed: int = 0):
@@ -166,7 +160,7 @@ def test_linear_probe_matches_sklearn_logistic_regression_and_counts_unseen_labe
     import torch
     from sklearn.linear_model import LogisticRegression
 
-    from trainables.metrics import linear_probe_accuracy
+    from trainables.metrics.contrastive import linear_probe_accuracy
 
     x, labels = _embeddings(n=600, d=16, classes=6, spread=5.0, seed=3)
     train, test = slice(0, 400), slice(400, 600)

@@ -13,8 +13,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from trainables.data._splits import DatasetSplits, LabeledSplit
-from trainables.datasets import entry
-from trainables.names import DATASET_NAMES, EMBEDDED_DATASETS, ON_DISK_DATASETS, SAME_CLASS_TEST_DATASETS
+from trainables.datasets import DATASET_NAMES, EMBEDDED_DATASETS, ON_DISK_DATASETS, SAME_CLASS_TEST_DATASETS, entry
 
 if TYPE_CHECKING:
     from types import ModuleType

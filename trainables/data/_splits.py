@@ -36,7 +36,7 @@ class LabeledSplit:
         latent: for synthetic data, the variable each sample was generated from (``flows2d``: its z), saved with
             a paired test split's embeddings for plots.
         categories: each sample's category (a CSV dataset's ``category`` column, test queries only): the final
-            epoch also reports Recall@1 and MAP@R per category (:mod:`trainables.category_metrics`).
+            epoch also reports Recall@1 and MAP@R per category (:mod:`trainables.metrics.categories`).
     """
 
     items: torch.Tensor | list

@@ -8,7 +8,7 @@ rows are the test classes. When every validation row is both query and gallery, 
 the other validation images (the CUB/CARS/SOP protocol); otherwise queries are searched in the gallery rows (the
 In-Shop protocol), which must then be disjoint. A row's box crops its image before the transforms. With a ``category``
 column, the test queries carry their categories and the final epoch reports Recall@1 and MAP@R per category
-(:mod:`trainables.category_metrics`; an empty cell is the category ``none``). Every problem is one line naming
+(:mod:`trainables.metrics.categories`; an empty cell is the category ``none``). Every problem is one line naming
 the row.
 """
 

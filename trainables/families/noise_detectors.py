@@ -30,7 +30,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from trainables.families.bspml.params import SPMSParams
 from trainables.families.self_paced import ms_terms
-from trainables.metrics import knn_indices
+from trainables.metrics.neighbours import knn_indices
 from trainables.schema.metric_names import NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
 
 __all__ = [
@@ -92,7 +92,8 @@ def centroid_score(embeddings: torch.Tensor, labels: torch.Tensor, temperature: 
 def knn_score(embeddings: torch.Tensor, labels: torch.Tensor, k: int = KNN_K) -> torch.Tensor:
     """Share of each sample's ``k`` nearest other samples (cosine) whose label differs from its own, ``(N,)``.
 
-    ``k`` is capped at N − 1. Neighbours come from :func:`trainables.metrics.knn_indices` (faiss, GPU when there).
+    ``k`` is capped at N − 1. Neighbours come from :func:`trainables.metrics.neighbours.knn_indices` (faiss, GPU when
+    there).
     """
     x = F.normalize(embeddings.float(), dim=1)
     n = x.shape[0]

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from trainables.category_metrics import per_category_metrics
 from trainables.data import DatasetSplits
 from trainables.data._splits import IndexedDataset, LabeledSplit
 from trainables.data.folds import check_batch_classes
@@ -28,7 +27,9 @@ from trainables.loop.device import autocast_dtype, channels_last, pick_device
 from trainables.loop.diagnostics import MinedNegatives, NoiseDiagnostics, SampleScoreTrace
 from trainables.loop.optim import build_lr_schedule, build_optimizer
 from trainables.loop.rng import rng_state, seed_everything, set_rng_state
-from trainables.metrics import linear_probe_accuracy, paired_metrics, retrieval_metrics
+from trainables.metrics.categories import per_category_metrics
+from trainables.metrics.contrastive import linear_probe_accuracy, paired_metrics
+from trainables.metrics.retrieval import retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.schema.metric_names import EPOCH_TIME, LR, TRAIN_LOSS, TRAIN_LOSS_PREFIX
 from trainables.schema.record import PAIRED_EMBEDDINGS_FILE, TRAIN_LABELS_FILE

@@ -13,7 +13,7 @@ from trainables.data import DatasetSplits
 from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.loop.dataset_cache import cached_dataset
 from trainables.loop.member import Member
-from trainables.metrics import retrieval_metrics
+from trainables.metrics.retrieval import retrieval_metrics
 from trainables.models import input_dataset
 from trainables.schema.metric_names import (
     EPOCH,

@@ -3,16 +3,16 @@
 
 Each query is searched in the whole searched set (the other test images, or In-Shop's gallery), exactly as for the
 overall metrics; only the averaging is per category, so the mean over every query of the per-query values is the
-overall Recall@1 and MAP@R of :mod:`trainables.metrics`. Neither pytorch-metric-learning nor faiss groups queries
-by an attribute, and OML's implementation needs its own pipeline, so the grouping is written here on the per-query
-values; the search is the same faiss one (:func:`~trainables.metrics.knn_indices`).
+overall Recall@1 and MAP@R of :mod:`trainables.metrics.retrieval`. Neither pytorch-metric-learning nor faiss groups
+queries by an attribute, and OML's implementation needs its own pipeline, so the grouping is written here on the
+per-query values; the search is the same faiss one (:mod:`trainables.metrics.neighbours`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from trainables.metrics import _relevant_counts, _searched_set, knn_indices
+from trainables.metrics.neighbours import knn_indices, relevant_counts, searched_set
 from trainables.schema.metric_names import MAP_AT_R, per_category, recall_at
 
 __all__ = ["per_query_retrieval", "per_category_metrics"]
@@ -24,8 +24,8 @@ def per_query_retrieval(
     """Per query: whether its nearest neighbour shares its class (Recall@1's hit), and its average precision over
     its R same-class neighbours (MAP@R's term; NaN where ``R = 0``, which MAP@R leaves out)."""
     labels = np.asarray(labels)
-    base, base_labels = _searched_set(labels, gallery)
-    r = _relevant_counts(labels, base_labels, exclude_self=gallery is None)
+    base, base_labels = searched_set(labels, gallery)
+    r = relevant_counts(labels, base_labels, exclude_self=gallery is None)
     neighbours = knn_indices(embeddings, max(1, int(r.max())), gallery=base)
     hits = base_labels[neighbours] == labels[:, None]
     ranks = np.arange(1, neighbours.shape[1] + 1)

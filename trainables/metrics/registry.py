@@ -1,5 +1,6 @@
-"""The evaluation metrics a trial reports, by name, and the function of :mod:`trainables.metrics` that computes
-each: a registry the spec layer reads without importing torch or faiss.
+"""The evaluation metrics a trial reports, by name, and the function that computes each (in
+:mod:`~trainables.metrics.retrieval` or :mod:`~trainables.metrics.contrastive`): a registry the spec layer reads
+without importing torch or faiss.
 
 As pytorch-metric-learning's ``AccuracyCalculator`` derives its metric list from its ``calculate_*`` methods, the
 names here are the ones the metric functions are registered under (:func:`computes`), so the list that
@@ -38,7 +39,7 @@ RECALL_AT_K = "recall_at_k"
 @dataclass(frozen=True)
 class Reported:
     """When a trial reports a metric: ``always`` (every evaluation), ``paired_test`` (the test split pairs two views
-    of each sample: :data:`trainables.names.PAIRED_DATASETS`) or ``linear_probe`` (``train.linear_probe``)."""
+    of each sample: :data:`trainables.datasets.PAIRED_DATASETS`) or ``linear_probe`` (``train.linear_probe``)."""
 
     requires: Literal["always", "paired_test", "linear_probe"] = "always"
 
@@ -60,7 +61,7 @@ _FUNCTIONS: dict[str, Callable[..., object]] = {}
 
 
 def computes(*names: str) -> Callable[[F], F]:
-    """Register the decorated function of :mod:`trainables.metrics` as the one computing ``names``."""
+    """Register the decorated metric function as the one computing ``names``."""
     unknown = [n for n in names if n not in EVALUATION_METRICS]
     if unknown:
         raise KeyError(f"metric {unknown[0]!r} is not declared in EVALUATION_METRICS")
@@ -77,7 +78,8 @@ def computes(*names: str) -> Callable[[F], F]:
 
 
 def registered() -> dict[str, Callable[..., object]]:
-    """Name → function, for what :mod:`trainables.metrics` registered (import it first)."""
+    """Name → function, for what the computing modules registered (import :mod:`~trainables.metrics.retrieval` and
+    :mod:`~trainables.metrics.contrastive` first)."""
     return dict(_FUNCTIONS)
 
 
