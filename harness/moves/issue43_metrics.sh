@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 43 items 3 (trainables/metrics/ as one package; the dataset names in the catalogue): the pure moves, replayable.
+# Issue 43 item 3 (trainables/metrics/ as one package; the dataset names in the catalogue), and item 6's pointers to
+# the README sections that moved into docs/: the pure moves and rewrites, replayable.
 #
 # Run from the repository root, as often as needed (after merging other work, say): each `git mv` runs only while its
 # source still stands, and the rewrites turn any import or reference of an old path into the new one, so a second run
@@ -75,6 +76,9 @@ def rewrite_imports(text: str) -> str:
 
 
 def rewrite_references(text: str) -> str:
+    # item 6: the README's "Reproducible studies" is docs/reproducibility.md now
+    text = text.replace('README "Reproducible studies"', "docs/reproducibility.md")
+    text = text.replace("are said so in the\nREADME: ", "are said so in\ndocs/reproducibility.md: ")
     for old, new in PATHS.items():
         text = text.replace(old, new)
     for old, names in MOVES.items():
