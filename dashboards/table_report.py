@@ -17,14 +17,9 @@ from study.progress import format_table
 from study.table.spec import Table
 from study.table.status import table_status, winner_text
 from trainables.schema import record as R
-from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
+from trainables.schema.metric_names import final_metric
 
 __all__ = ["table_report", "write_table_report"]
-
-
-def _test_metric(table: Table) -> str:
-    metric = table.base.search.metric
-    return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
 
 
 def table_report(table: Table, study_dir: str) -> str:
@@ -32,7 +27,9 @@ def table_report(table: Table, study_dir: str) -> str:
     parts = [f"# Table {table.spec.name}", "", table.size_line(), ""]
     try:
         data = read_study(study_dir)
-        comparison = build_comparison(data.runs, table.reference_family, _test_metric(table), studies=[table.base.name])
+        comparison = build_comparison(
+            data.runs, table.reference_family, final_metric(table.base.search.metric), studies=[table.base.name]
+        )
         parts.append(render_markdown(comparison))
     except DashboardError as e:
         parts += [f"(no comparison: {e})", ""]
