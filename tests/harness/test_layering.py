@@ -1,15 +1,17 @@
-"""Dependencies run one way (trainables.schema ← trainables ← study ← dashboards ← study.run), checked on the source."""
+"""Dependencies run one way (trainables.schema ← trainables ← study ← dashboards ← study.run), with no cycle, not even
+through a function-level import, checked on the source."""
 
 from __future__ import annotations
 
-from harness.layering import cycles, import_graph, store_doors, upward_imports
+from harness.layering import cycles, function_cycles, import_graph, store_doors, upward_imports
 
 
-def test_no_module_imports_a_higher_layer_and_module_level_imports_have_no_cycle():
+def test_no_module_imports_a_higher_layer_and_imports_have_no_cycle():
     graph = import_graph()
-    assert {"trainables.schema.spec", "trainables.loop", "study.tuner", "dashboards.build"} <= set(graph)
+    assert {"trainables.schema.spec", "trainables.loop", "study.status", "dashboards.build"} <= set(graph)
     assert upward_imports(graph) == []
     assert cycles(graph) == []
+    assert function_cycles(graph) == []
 
 
 def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
@@ -24,11 +26,41 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
         for name, text in source.items():
             (tmp_path / package / name).write_text(text)
     graph = import_graph(tmp_path)
-    assert upward_imports(graph) == [
-        "trainables.schema.a (trainables.schema) imports trainables (trainables)",
-        "trainables.schema.a (trainables.schema) imports trainables.b (trainables)",
-    ]
+    assert upward_imports(graph) == ["trainables.schema.a (trainables.schema) imports trainables.b (trainables)"]
     assert cycles(graph) == [["trainables.b", "trainables.c"]]
+
+
+def test_the_checker_sees_a_cycle_through_a_function_level_import(tmp_path):
+    """The circle study.status ↔ study.table.status was of this kind: each side imported the other inside a function,
+    so the module-level check missed it. A ``TYPE_CHECKING`` import (never run) closes no cycle, and neither does a
+    lazy face (``dashboards/__init__.py``) reached by ``from dashboards import stats``, which imports the module alone."""
+    for package, source in {
+        "trainables": {},
+        "trainables/schema": {},
+        "study": {
+            "status.py": "def main():\n    from study.table.status import print_table_status\n",
+            "spec.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from study.table.run import Table\n",
+        },
+        "study/table": {
+            "status.py": "from study import spec\n\ndef print_table_status():\n    from study.status import driver_text\n",
+            "run.py": "from study.spec import S\n",
+        },
+        "dashboards": {
+            "__init__.py": "def __getattr__(name):\n    from dashboards.build import build\n    return build\n",
+            "build.py": "from dashboards import stats\n",
+            "stats.py": "",
+        },
+    }.items():
+        (tmp_path / package).mkdir(parents=True)
+        (tmp_path / package / "__init__.py").write_text("")
+        for name, text in source.items():
+            (tmp_path / package / name).write_text(text)
+    graph = import_graph(tmp_path)
+    assert cycles(graph) == []
+    assert function_cycles(graph) == [
+        "study.status -> study.table.status: study.status -> study.table.status (function); "
+        "study.table.status -> study.status (function)"
+    ]
 
 
 def test_only_study_tracking_opens_the_stores():
