@@ -9,6 +9,7 @@ the final seeds retrained. The study directory may be a local path or an object-
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dashboards.compare.cli import read_study, render_markdown
 from dashboards.compare.rows import build_comparison
@@ -18,6 +19,9 @@ from study.table.spec import Table
 from study.table.status import table_status, winner_text
 from trainables.schema import record as R
 from trainables.schema.metric_names import final_metric
+
+if TYPE_CHECKING:
+    from study.layout import StudyLayout
 
 __all__ = ["table_report", "write_table_report"]
 
@@ -51,7 +55,7 @@ def table_report(table: Table, study_dir: str) -> str:
     return "\n".join(parts)
 
 
-def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str) -> tuple[str, str]:
+def write_table_report(table: Table, layout: StudyLayout, parent_run_id: str) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
     tag the run with the reference family (the dashboard built next compares with it); returns where it was written
     and its text."""
@@ -60,13 +64,13 @@ def write_table_report(table: Table, study_dir: str, parent_run_id: str, trackin
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text = table_report(table, study_dir)
-    where = f"{study_dir.rstrip('/')}/{R.TABLE_REPORT_FILE}"
+    text = table_report(table, layout.root)
+    where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file
         path = Path(scratch) / R.TABLE_REPORT_FILE
         path.write_text(text, encoding="utf-8")
-        client = mlflow_client(tracking_uri)
+        client = mlflow_client(layout.tracking_uri)
         client.log_artifact(parent_run_id, str(path))
     client.set_tag(parent_run_id, R.REFERENCE, table.reference_family)  # the dashboard compares with it
     return where, text

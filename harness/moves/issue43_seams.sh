@@ -173,7 +173,49 @@ if "def _test_metric" in report.read_text():
          "from trainables.schema.metric_names import final_metric\n")
     swap(report, "_test_metric(table)", "final_metric(table.base.search.metric)")
 
-# 5. Every reference to the server's command line, dotted and in prose.
+# 5. A table's two files go through StudyLayout as a study's do: its spec (``table.yaml``, named in the record now) and
+#    its report (``table.md``); the report's writer takes the layout, whose root and tracking URI it used.
+record = Path("trainables/schema/record.py")
+if "TABLE_SPEC_FILE" not in record.read_text():
+    swap(record, '    "SPEC_FILE",\n', '    "SPEC_FILE",\n    "TABLE_SPEC_FILE",\n    "TABLE_REPORT_FILE",\n')
+    swap(record, "#: A table study's report", "#: A table study's spec, as it was started (a resume refuses another).\n"
+                 'TABLE_SPEC_FILE: Final = "table.yaml"\n#: A table study\'s report')
+layout = Path("study/layout.py")
+if "def table_file" not in layout.read_text():
+    swap(layout, "    spec.yaml          the validated spec the study was started with (resume refuses a different one)\n",
+         "    spec.yaml          the validated spec the study was started with (resume refuses a different one)\n"
+         "    table.yaml         a table study's table spec, as it was started (study.table.run)\n"
+         "    table.md           a table study's report (dashboards.table_report)\n")
+    swap(layout, "    @property\n    def tune_dir(self) -> str:",
+         '    @property\n    def table_file(self) -> str:\n        """A table study\'s table spec, as it was started."""\n'
+         "        return f\"{self.root}/{R.TABLE_SPEC_FILE}\"\n\n"
+         '    @property\n    def table_report(self) -> str:\n        """A table study\'s report."""\n'
+         "        return f\"{self.root}/{R.TABLE_REPORT_FILE}\"\n\n"
+         "    @property\n    def tune_dir(self) -> str:")
+table_run = Path("study/table/run.py")
+if "def table_file" in table_run.read_text():
+    carry(table_run, ["table_file"])
+    swap(table_run, '"table_file", ', "")
+    text = table_run.read_text()
+    table_run.write_text(text.replace("table_file(layout)", "layout.table_file"))
+test_spec = Path("tests/study/test_table_spec.py")
+if "table_file(layout)" in test_spec.read_text():
+    swap(test_spec, "_check_saved_table, _table_text, table_file\n", "_check_saved_table, _table_text\n")
+    swap(test_spec, "write_bytes(table_file(layout),", "write_bytes(layout.table_file,")
+report = Path("dashboards/table_report.py")
+if "study_dir: str, parent_run_id: str, tracking_uri: str" in report.read_text():
+    swap(report, "def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str)",
+         "def write_table_report(table: Table, layout: StudyLayout, parent_run_id: str)")
+    swap(report, "    text = table_report(table, study_dir)\n    where = f\"{study_dir.rstrip('/')}/{R.TABLE_REPORT_FILE}\"\n",
+         "    text = table_report(table, layout.root)\n    where = layout.table_report\n")
+    swap(report, "mlflow_client(tracking_uri)", "mlflow_client(layout.tracking_uri)")
+    swap(report, "from trainables.schema.metric_names import final_metric\n",
+         "from trainables.schema.metric_names import final_metric\n\nif TYPE_CHECKING:\n    from study.layout import StudyLayout\n")
+    swap(report, "from pathlib import Path\n", "from pathlib import Path\nfrom typing import TYPE_CHECKING\n")
+    swap(Path("study/run.py"), "write_table_report(table, layout.root, outcome.parent_run_id, layout.tracking_uri)",
+         "write_table_report(table, layout, outcome.parent_run_id)")
+
+# 6. Every reference to the server's command line, dotted and in prose.
 for name in ["study/cli.py", "README.md", "docs/cluster.md", "tests/study/test_mlflow_server.py",
              "study/tracking/__init__.py"]:
     path = Path(name)
@@ -188,7 +230,7 @@ for name in ["study/cli.py", "README.md", "docs/cluster.md", "tests/study/test_m
         print("rewrote", name)
 EOF
 
-# 6. Import blocks sorted again, and lines the longer names pushed past the limit wrapped.
+# 7. Import blocks sorted again, and lines the longer names pushed past the limit wrapped.
 git add study/mlflow_server.py
 RUFF="${RUFF:-ruff}"
 "$RUFF" check --select I --fix -q . || true
