@@ -80,57 +80,26 @@ if driver is not None and "check_storage_reachable(layout," in driver.read_text(
 server = Path("study/tracking/server.py")
 command = Path("study/mlflow_server.py")
 if not command.exists():
+    old_doc = ast.get_docstring(ast.parse(server.read_text()), clean=False)
+    assert old_doc is not None and "python -m study.tracking.server DIR" in old_doc
+    doc = old_doc.replace("python -m study.tracking.server DIR [--host 127.0.0.1] [--port 5000]",
+                          "python -m study.mlflow_server DIR [--host 127.0.0.1] [--port 5000]      (dmlstudy mlflow-server DIR)")
+    doc = doc.replace("This module runs ``mlflow server`` as a subprocess and does not import mlflow.",
+                      "The server itself, and its use from Python (``serve``), is :mod:`study.tracking.server`.")
     body = carry(server, ["_die_with_parent", "main", "_Stopped", "_stop_on_signal"])
     body = body.replace('prog: str = "python -m study.tracking.server"', 'prog: str = "python -m study.mlflow_server"')
     command.write_text(
-        '''"""Start a local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
-
-    python -m study.mlflow_server DIR [--host 127.0.0.1] [--port 5000]      (dmlstudy mlflow-server DIR)
-
-prints the ``tracking.uri`` to put in the spec (``http://HOST:PORT``) and serves until interrupted. SIGTERM,
-SIGINT and SIGHUP end the whole server (``mlflow server`` and the uvicorn and job-runner processes it forks, one
-process group), and so does the death of this command's parent (Linux: ``PR_SET_PDEATHSIG``), so a supervisor's
-``kill`` leaves no process serving the port. Started under ``nohup`` it outlives its terminal (no hangup, no
-parent watch); even then SIGKILL of this command ends the server it started. It
-binds to 127.0.0.1 unless ``--host`` says otherwise: the server has no authentication, so exposing it to
-a cluster network (``--host 0.0.0.0``) is a deliberate choice. For a real cluster use a Postgres backend
-(docs/cluster.md). The server itself, and its use from Python (``serve``), is :mod:`study.tracking.server`.
-"""
-
-from __future__ import annotations
-
-import contextlib
-import ctypes
-import os
-import signal
-import sys
-from types import FrameType
-
-from study.arguments import ArgumentParser
-from study.tracking.server import MlflowServer, start_server
-
-__all__ = ["main"]
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-'''
+        f'"""{doc}"""\n\n'
+        "from __future__ import annotations\n\n"
+        "import contextlib\nimport ctypes\nimport os\nimport signal\nimport sys\nfrom types import FrameType\n\n"
+        "from study.arguments import ArgumentParser\n"
+        "from study.tracking.server import MlflowServer, start_server\n\n"
+        '__all__ = ["main"]\n\n'
+        "_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>\n\n\n"
         + body.rstrip("\n")
         + '\n\n\nif __name__ == "__main__":\n    sys.exit(main())\n'
     )
-    swap(server, '''"""Start a local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
-
-    python -m study.tracking.server DIR [--host 127.0.0.1] [--port 5000]
-
-prints the ``tracking.uri`` to put in the spec (``http://HOST:PORT``) and serves until interrupted. SIGTERM,
-SIGINT and SIGHUP end the whole server (``mlflow server`` and the uvicorn and job-runner processes it forks, one
-process group), and so does the death of this command's parent (Linux: ``PR_SET_PDEATHSIG``), so a supervisor's
-``kill`` leaves no process serving the port. Started under ``nohup`` it outlives its terminal (no hangup, no
-parent watch); even then SIGKILL of this command ends the server it started. It
-binds to 127.0.0.1 unless ``--host`` says otherwise: the server has no authentication, so exposing it to
-a cluster network (``--host 0.0.0.0``) is a deliberate choice. For a real cluster use a Postgres backend
-(docs/cluster.md). This module runs ``mlflow server`` as a subprocess and does not import mlflow.
-"""''', '''"""A local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
+    server.write_text(server.read_text().replace(f'"""{old_doc}"""', '''"""A local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
 
 ``with serve(DIR) as server: server.uri`` for the length of a block, :func:`start_server` for longer; its command
 line is :mod:`study.mlflow_server` (``dmlstudy mlflow-server DIR``). The server runs in its own process group, so
@@ -138,7 +107,7 @@ line is :mod:`study.mlflow_server` (``dmlstudy mlflow-server DIR``). The server 
 ``die_with_parent`` a :mod:`study.tracking.reaper` ends that group however this process ends. It binds to 127.0.0.1
 unless told otherwise: the server has no authentication. This module runs ``mlflow server`` as a subprocess and does
 not import mlflow.
-"""''')
+"""''', 1))
     swap(server, "import ctypes\n", "")
     swap(server, "from types import FrameType\n", "")
     swap(server, "from study.arguments import ArgumentParser\n", "")
