@@ -308,7 +308,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
                 "experiment": name,
                 "status": run.info.status,
                 "start_time": run.info.start_time,
-                "noise_ratio": _float(tags.get(R.NOISE_RATIO)) or 0.0,
+                R.NOISE_RATIO: _float(tags.get(R.NOISE_RATIO)) or 0.0,
                 "config": _config_key(run.data.params),
             }
             row.update({t: tags.get(t, "") for t in GROUP_TAGS})

@@ -80,7 +80,7 @@ def _run_counts(data: DashboardData, experiment: str) -> str:
 def _selection_text(study: StudyInfo) -> str:
     if study.selection == R.SELECTION_VALIDATION:
         return f"hyperparameters selected on validation classes ({study.validation or 'validation'})"
-    if study.selection == "test":
+    if study.selection == R.SELECTION_TEST:
         return "hyperparameters selected on the test classes"
     return "selection split unknown"
 

@@ -44,7 +44,7 @@ __all__ = [
 #: One leaderboard row per group: a family on a dataset under one noise setting and training subset.
 GROUP = [R.FAMILY, R.DATASET, R.NOISE_KIND, R.NOISE_RATIO, R.SUBSET]
 # Params shown in the leaderboard only through the group columns, or that just pick seeds.
-_SHOWN_ELSEWHERE = {"family", "dataset.name", "dataset.noise.kind", "dataset.noise.ratio", "dataset.subset"}
+_SHOWN_ELSEWHERE = {R.FAMILY, "dataset.name", "dataset.noise.kind", "dataset.noise.ratio", "dataset.subset"}
 
 
 def split_of(metric: str) -> str:
@@ -104,7 +104,7 @@ def summarise(runs: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl
     rows = []
     for key, part in runs.sort("start_time").group_by(by, maintain_order=True):
         row = dict(zip(by, key))
-        row.update(n_runs=part.height, seeds=sorted(set(part["seed"].to_list())), run_ids=part["run_id"].to_list())
+        row.update(n_runs=part.height, seeds=sorted(set(part[R.SEED].to_list())), run_ids=part["run_id"].to_list())
         for m in metrics:
             values = part[METRIC + m].to_list() if METRIC + m in part.columns else []
             n, mean, std, lo, hi = _t(values)
@@ -182,7 +182,7 @@ def best_configs(
     objective = METRIC + data.metric
     aggs = [
         pl.len().alias("n_runs"),
-        pl.col("seed").unique().sort().alias("seeds"),
+        pl.col(R.SEED).unique().sort().alias("seeds"),
         pl.col("run_id").alias("run_ids"),
         pl.col(R.TRIAL_ID).alias("trial_ids"),
         pl.col("experiment").unique().alias("experiments"),
@@ -203,7 +203,7 @@ def best_configs(
         pl.col("run_id").alias("best_run_id"),
         pl.col(R.TRIAL_ID).alias(R.BEST_TRIAL_ID),
     )
-    return best_config.join(best_run, on=GROUP).sort("family", "dataset", "subset", "noise_ratio")
+    return best_config.join(best_run, on=GROUP).sort(R.FAMILY, R.DATASET, R.SUBSET, R.NOISE_RATIO)
 
 
 def _creation_order(runs: pl.DataFrame) -> pl.Expr:
@@ -237,7 +237,7 @@ def varying_params(data: DashboardData) -> list[str]:
         if not column.startswith(PARAM):
             continue
         name = column.removeprefix(PARAM)
-        if name in _SHOWN_ELSEWHERE or name == "seed" or name.endswith(".seed"):
+        if name in _SHOWN_ELSEWHERE or name == R.SEED or name.endswith(".seed"):
             continue
         if data.runs[column].drop_nulls().n_unique() > 1:
             names.append(name)

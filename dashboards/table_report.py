@@ -9,6 +9,7 @@ the final seeds retrained. The study directory may be a local path or an object-
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dashboards.compare.cli import read_study, render_markdown
 from dashboards.compare.rows import build_comparison
@@ -17,14 +18,12 @@ from study.progress import format_table
 from study.table.spec import Table
 from study.table.status import table_status, winner_text
 from trainables.schema import record as R
-from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
+from trainables.schema.metric_names import final_metric
+
+if TYPE_CHECKING:
+    from study.layout import StudyLayout
 
 __all__ = ["table_report", "write_table_report"]
-
-
-def _test_metric(table: Table) -> str:
-    metric = table.base.search.metric
-    return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
 
 
 def table_report(table: Table, study_dir: str) -> str:
@@ -32,7 +31,9 @@ def table_report(table: Table, study_dir: str) -> str:
     parts = [f"# Table {table.spec.name}", "", table.size_line(), ""]
     try:
         data = read_study(study_dir)
-        comparison = build_comparison(data.runs, table.reference_family, _test_metric(table), studies=[table.base.name])
+        comparison = build_comparison(
+            data.runs, table.reference_family, final_metric(table.base.search.metric), studies=[table.base.name]
+        )
         parts.append(render_markdown(comparison))
     except DashboardError as e:
         parts += [f"(no comparison: {e})", ""]
@@ -54,7 +55,7 @@ def table_report(table: Table, study_dir: str) -> str:
     return "\n".join(parts)
 
 
-def write_table_report(table: Table, study_dir: str, parent_run_id: str, tracking_uri: str) -> tuple[str, str]:
+def write_table_report(table: Table, layout: StudyLayout, parent_run_id: str) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
     tag the run with the reference family (the dashboard built next compares with it); returns where it was written
     and its text."""
@@ -63,13 +64,13 @@ def write_table_report(table: Table, study_dir: str, parent_run_id: str, trackin
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text = table_report(table, study_dir)
-    where = f"{study_dir.rstrip('/')}/{R.TABLE_REPORT_FILE}"
+    text = table_report(table, layout.root)
+    where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file
         path = Path(scratch) / R.TABLE_REPORT_FILE
         path.write_text(text, encoding="utf-8")
-        client = mlflow_client(tracking_uri)
+        client = mlflow_client(layout.tracking_uri)
         client.log_artifact(parent_run_id, str(path))
     client.set_tag(parent_run_id, R.REFERENCE, table.reference_family)  # the dashboard compares with it
     return where, text

@@ -4,11 +4,14 @@ Layers, lowest first: ``schema`` (spec models, errors, metric names) ← ``train
 loop) ← ``study`` (validation against the registries, tuning, tracking) ← ``dashboards`` ← ``study.run`` (the
 command line, which composes a study and its dashboard) ← ``study.cli`` (``dmlstudy``, which dispatches to every
 command line). A module may import its own layer and the layers below it, never above — function-local and
-``TYPE_CHECKING`` imports included. Module-level imports must also be free of cycles within a layer.
+``TYPE_CHECKING`` imports included. Imports must also be free of cycles within a layer: those at module level, and
+those made inside functions too (a function-local import that dodges a cycle keeps the cycle; ``TYPE_CHECKING``
+imports, which never run, do not count). ``from P import M`` of a module ``M`` is an import of ``P.M``, as
+``import P.M`` is: that Python runs ``P/__init__.py`` first is true of every import under ``P``.
 
 One door to the stores (:mod:`study.tracking`): no module outside ``study.tracking`` imports ``mlflow`` or opens an
 Optuna storage (``optuna.load_study``/``create_study``/``get_all_study_names``…, ``optuna.storages``), so every store
-call goes through the outage guard; a new door fails CI here. Exit 0 when all three hold, 1 with one line per
+call goes through the outage guard; a new door fails CI here. Exit 0 when all of it holds, 1 with one line per
 violation otherwise.
 """
 
@@ -18,12 +21,27 @@ import ast
 import sys
 from pathlib import Path
 
-__all__ = ["LAYERS", "STORE_DOOR", "import_graph", "upward_imports", "cycles", "store_doors", "main"]
+__all__ = [
+    "LAYERS",
+    "STORE_DOOR",
+    "MODULE",
+    "FUNCTION",
+    "TYPING",
+    "import_graph",
+    "upward_imports",
+    "cycles",
+    "function_cycles",
+    "store_doors",
+    "main",
+]
 
 #: Packages (a sub-package may be a layer of its own below its parent: the torch-free ``trainables.schema``), then the
 #: command lines that sit above them all, lowest layer first.
 LAYERS: tuple[str, ...] = ("trainables.schema", "trainables", "study", "dashboards", "study.run", "study.cli")
 _ROOT = Path(__file__).resolve().parents[1]
+#: Where an import stands: at module level, inside a function (or a class body, or any block but the one below),
+#: under ``if TYPE_CHECKING:`` (never run).
+MODULE, FUNCTION, TYPING = "module", "function", "typing"
 #: The one package that may import ``mlflow`` and open Optuna storages.
 STORE_DOOR = "study.tracking"
 #: Optuna's functions and modules that open a storage from a URL (Optuna's own ``Study`` methods work on a storage
@@ -45,33 +63,49 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph(root: Path = _ROOT) -> dict[str, list[tuple[str, bool]]]:
-    """``module → [(imported module, at module level?)]`` for every module of the layered packages."""
-    graph: dict[str, list[tuple[str, bool]]] = {}
+def _is_module(name: str, root: Path) -> bool:
+    path = root / name.replace(".", "/")
+    return path.is_dir() or path.with_suffix(".py").exists()
+
+
+def _typing_only(tree: ast.Module) -> set[int]:
+    """The ids of the imports under a module-level ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
+    out: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and _dotted(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
+def import_graph(root: Path = _ROOT) -> dict[str, list[tuple[str, str]]]:
+    """``module → [(imported module, where)]`` for every module of the layered packages; ``where`` is :data:`MODULE`,
+    :data:`FUNCTION` or :data:`TYPING`."""
+    graph: dict[str, list[tuple[str, str]]] = {}
     for package in {p.split(".")[0] for p in LAYERS}:
         for path in sorted((root / package).rglob("*.py")):
             module = _module_name(path, root)
             tree = ast.parse(path.read_text(), str(path))
             top_level = {id(node) for node in tree.body}
+            typing_only = _typing_only(tree)
             edges = graph.setdefault(module, [])
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                    inner = [f"{node.module}.{a.name}" for a in node.names]
+                    # ``from P import M`` of modules only is ``import P.M``: no edge to P's __init__ of its own
+                    whole = any(not _is_module(name, root) for name in inner)
+                    names = [node.module, *inner] if whole else inner
                 else:
                     continue
+                where = MODULE if id(node) in top_level else TYPING if id(node) in typing_only else FUNCTION
                 for name in names:
-                    if _layer(name) is not None and (
-                        name in graph
-                        or (root / name.replace(".", "/")).exists()
-                        or (root / (name.replace(".", "/") + ".py")).exists()
-                    ):
-                        edges.append((name, id(node) in top_level))
+                    if _layer(name) is not None and (name in graph or _is_module(name, root)):
+                        edges.append((name, where))
     return graph
 
 
-def upward_imports(graph: dict[str, list[tuple[str, bool]]]) -> list[str]:
+def upward_imports(graph: dict[str, list[tuple[str, str]]]) -> list[str]:
     """``a imports b`` lines where ``b`` sits in a higher layer than ``a``."""
     out = []
     for module, edges in sorted(graph.items()):
@@ -124,9 +158,10 @@ def store_doors(root: Path = _ROOT) -> list[str]:
     return out
 
 
-def cycles(graph: dict[str, list[tuple[str, bool]]]) -> list[list[str]]:
-    """Strongly connected components of more than one module among module-level imports (Tarjan)."""
-    adjacency = {m: sorted({t for t, top in edges if top and t in graph and t != m}) for m, edges in graph.items()}
+def cycles(graph: dict[str, list[tuple[str, str]]], kinds: frozenset[str] = frozenset({MODULE})) -> list[list[str]]:
+    """Strongly connected components of more than one module among the imports of ``kinds`` (module-level ones
+    unless told; Tarjan)."""
+    adjacency = {m: sorted({t for t, k in edges if k in kinds and t in graph and t != m}) for m, edges in graph.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -161,23 +196,43 @@ def cycles(graph: dict[str, list[tuple[str, bool]]]) -> list[list[str]]:
     return found
 
 
+def function_cycles(graph: dict[str, list[tuple[str, str]]]) -> list[str]:
+    """``a -> b (names) -> a`` lines for the cycles that the imports made inside functions close (those of module-level
+    imports alone are :func:`cycles`'), each import of the cycle with where it stands."""
+    module_level = cycles(graph)
+    out = []
+    for component in cycles(graph, frozenset({MODULE, FUNCTION})):
+        if component in module_level:
+            continue
+        members = set(component)
+        ties = sorted(
+            {f"{m} -> {t} ({k})" for m in component for t, k in graph[m] if t in members and t != m and k != TYPING}
+        )
+        out.append(f"{' -> '.join(component)}: {'; '.join(ties)}")
+    return out
+
+
 def main() -> int:
     graph = import_graph()
     upward = upward_imports(graph)
     loops = cycles(graph)
+    function_loops = function_cycles(graph)
     doors = store_doors()
     edges = sum(len(e) for e in graph.values())
     for line in upward:
         print(f"upward import: {line}")
     for component in loops:
         print(f"import cycle: {' -> '.join(component)}")
+    for line in function_loops:
+        print(f"import cycle through a function-level import: {line}")
     for line in doors:
         print(f"store door: {line}")
     print(
         f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join(LAYERS)}; "
-        f"{len(upward)} upward imports, {len(loops)} cycles, {len(doors)} store doors outside {STORE_DOOR}"
+        f"{len(upward)} upward imports, {len(loops)} module-level cycles, {len(function_loops)} cycles through "
+        f"function-level imports, {len(doors)} store doors outside {STORE_DOOR}"
     )
-    return 1 if upward or loops or doors else 0
+    return 1 if upward or loops or function_loops or doors else 0
 
 
 if __name__ == "__main__":

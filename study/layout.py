@@ -4,6 +4,8 @@
 Layout::
 
     spec.yaml          the validated spec the study was started with (resume refuses a different one)
+    table.yaml         a table study's table spec, as it was started (study.table.run)
+    table.md           a table study's report (dashboards.table_report)
     optuna.db          Optuna RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names one
     mlflow.db          MLflow sqlite store, unless ``tracking.uri`` names a server
     mlflow-artifacts/  its artifact root (also with a database ``tracking.uri``; a server keeps its own)
@@ -79,6 +81,16 @@ class StudyLayout:
     @property
     def spec_file(self) -> str:
         return f"{self.root}/{R.SPEC_FILE}"
+
+    @property
+    def table_file(self) -> str:
+        """A table study's table spec, as it was started."""
+        return f"{self.root}/{R.TABLE_SPEC_FILE}"
+
+    @property
+    def table_report(self) -> str:
+        """A table study's report."""
+        return f"{self.root}/{R.TABLE_REPORT_FILE}"
 
     @property
     def tune_dir(self) -> str:

@@ -166,7 +166,7 @@ def _run_table(args: argparse.Namespace) -> int:
         from dashboards.table_report import write_table_report
 
         try:
-            where, text = write_table_report(table, layout.root, outcome.parent_run_id, layout.tracking_uri)
+            where, text = write_table_report(table, layout, outcome.parent_run_id)
         except Exception as e:  # the runs are stored: one line, and --resume writes the report again
             line = _store_failure(e, table.base) or f"{type(e).__name__}: {one_line(str(e))[:500]}"
             print(

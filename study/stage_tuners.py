@@ -17,7 +17,7 @@ from study.search_space import make_sampler, to_optuna
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.stores import optuna_storage
 from trainables.schema import record as R
-from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX
+from trainables.schema.metric_names import final_metric
 from trainables.schema.spec import StudySpec
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ray.tune import Tuner
 
-__all__ = ["stage_tuner", "study_searcher", "search_tuner", "final_tuner", "final_metric"]
+__all__ = ["stage_tuner", "study_searcher", "search_tuner", "final_tuner"]
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -152,12 +152,6 @@ def search_tuner(
     )
 
 
-def final_metric(spec: StudySpec) -> str:
-    """The test metric the final stage's progress table shows: the search metric on the test split."""
-    metric = spec.search.metric
-    return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
-
-
 def final_tuner(
     spec: StudySpec,
     layout: StudyLayout,
@@ -173,7 +167,7 @@ def final_tuner(
 
     callbacks = [
         callback,
-        ProgressTable(final_metric(spec), spec.search.mode, num_points, spec.train.epochs, []),
+        ProgressTable(final_metric(spec.search.metric), spec.search.mode, num_points, spec.train.epochs, []),
         PendingTimeout(pending_timeout_s),
     ]
     restore = Tuner.can_restore(layout.final_dir)

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from study.arguments import ArgumentParser, one_line
+from study.runtime.lock import driver_text
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.spec import StudySpec
@@ -58,24 +59,6 @@ def study_status(spec: StudySpec) -> dict:
         "parent_status": driver,
         "failures": tracking_peek.failures(layout.tracking_uri, spec.name),
     }
-
-
-def driver_text(root: str, parent: str | None, complete: bool) -> str | None:
-    """What ``--status`` says of a study's (or table's) driver: MLflow's parent run status (``parent``) says RUNNING
-    for a live driver and a killed one alike; the study's lock (:func:`~study.runtime.lock.lock_holder`) tells them
-    apart where there is one (not on object storage). ``None``: nothing to say (never started)."""
-    from study.runtime.lock import lock_holder
-
-    holder = lock_holder(root)
-    if holder:
-        return f"running (pid {holder})"
-    if parent == "RUNNING":
-        if holder is None:
-            return "running (or killed; if no driver is alive, continue with --resume)"
-        return "not running (it was killed or lost): continue with --resume"
-    if parent is None:
-        return None
-    return f"ended {parent}" + ("" if complete else "; continue with --resume")
 
 
 def print_status(spec: StudySpec) -> int:

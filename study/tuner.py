@@ -265,7 +265,7 @@ def run_study(
         import ray
 
         try:
-            check_storage_reachable(layout, shared_storage)
+            check_storage_reachable(layout.root, shared_storage)
             unfit = check_cluster_resources(spec, ray.nodes(), local=local)
             if unfit is not None:
                 print(f"warning: {unfit}; trials wait for an autoscaler up to --pending-timeout", file=sys.stderr)

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 # A noise cell and its metric: the first columns of both tables.
-_CELL_COLUMNS = ["family", "noise_kind", "noise_ratio", "subset", "metric", "n_seeds"]
+_CELL_COLUMNS = [R.FAMILY, R.NOISE_KIND, R.NOISE_RATIO, R.SUBSET, "metric", "n_seeds"]
 CSV_COLUMNS = [
     *_CELL_COLUMNS,
     "mean",
@@ -215,11 +215,11 @@ def cell_values(runs: pl.DataFrame, metric: str) -> Cells:
     held: dict[tuple[Cell, str], dict[int, float]] = {}
     held_configs: dict[tuple[Cell, str], str] = {}
     for r in final.iter_rows(named=True):
-        ratio = float(r["noise_ratio"])
+        ratio = float(r[R.NOISE_RATIO])
         # At p = 0 the noise kind means nothing (the tag is whatever the spec's default kind was): one clean column.
-        kind = (r["noise_kind"] or "none") if ratio > 0.0 else "none"
-        key = (Cell(r["family"], kind, ratio, r["subset"] or CLEAN_SUBSET), r["experiment"])
-        held.setdefault(key, {})[int(r["seed"])] = float(r[column])
+        kind = (r[R.NOISE_KIND] or "none") if ratio > 0.0 else "none"
+        key = (Cell(r[R.FAMILY], kind, ratio, r[R.SUBSET] or CLEAN_SUBSET), r["experiment"])
+        held.setdefault(key, {})[int(r[R.SEED])] = float(r[column])
         held_configs[key] = r["config"]
     studies_of: dict[Cell, set[str]] = {}
     for cell, study in held:

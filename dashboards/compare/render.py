@@ -13,6 +13,7 @@ import numpy as np
 
 from dashboards import stats
 from dashboards.compare.cells import CLAIMED_COLUMNS, CSV_COLUMNS, Comparison, Row, noise_text
+from trainables.schema import record as R
 
 __all__ = ["render_csv", "render_claimed_csv", "text_tables", "render_markdown", "render_latex", "legend", "TextTable"]
 
@@ -91,7 +92,7 @@ def text_tables(comparison: Comparison) -> list[TextTable]:
     tables: list[TextTable] = []
     for kind, columns, labels in _layout(rows):
         title = f"{kind} noise" if kind != "none" else "no noise"
-        header = ["family", *map(_column_name, columns)]
+        header = [R.FAMILY, *map(_column_name, columns)]
         body = []
         for label in labels:
             cells = [label]
@@ -130,7 +131,7 @@ def text_tables(comparison: Comparison) -> list[TextTable]:
             for a in c.aggregates
         ]
         caption = f"Across cells: IQM of scores / clean {c.reference} mean, P(family > {c.reference}) [stratified bootstrap 95 %]"
-        tables.append((caption, ["family", "cells", "IQM", f"P(family > {c.reference})"], body))
+        tables.append((caption, [R.FAMILY, "cells", "IQM", f"P(family > {c.reference})"], body))
     if c.claimed:
         tables.append(_claimed_table(c))
     return tables
@@ -171,7 +172,7 @@ def _claimed_table(c: Comparison) -> TextTable:
                 {True: "same", False: "different", None: "?"}[r.same_config],
             ]
         )
-    return caption, ["family", "noise", "honest", "claimed", "optimism", "configuration"], body
+    return caption, [R.FAMILY, "noise", "honest", "claimed", "optimism", "configuration"], body
 
 
 def legend(c: Comparison) -> str:

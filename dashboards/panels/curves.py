@@ -61,15 +61,15 @@ def build(data: DashboardData) -> Panel:
         return panel
     lines = []
     for r in best.head(_MAX_RUNS).iter_rows(named=True):
-        noise = f"p={r['noise_ratio']:g}" + (" topline" if r["subset"] == "clean_only" else "")
-        lines.append((r["best_run_id"], f"{r['family']} {r['dataset']} {noise} ({r[R.BEST_TRIAL_ID]})"))
+        noise = f"p={r[R.NOISE_RATIO]:g}" + (" topline" if r[R.SUBSET] == "clean_only" else "")
+        lines.append((r["best_run_id"], f"{r[R.FAMILY]} {r[R.DATASET]} {noise} ({r[R.BEST_TRIAL_ID]})"))
     drawn = _draw(panel, data, "best", "Best search run of each group, per epoch", lines, search_keys(data))
 
-    final = final_runs(data).sort("group", "start_time").head(_MAX_RUNS)
+    final = final_runs(data).sort(R.GROUP, "start_time").head(_MAX_RUNS)
     if not final.is_empty():
         primary = as_test(data, data.metric if split_of(data.metric) else OBJECTIVE)
         keys = list(dict.fromkeys((primary, as_test(data, NMI), as_test(data, SPECTRAL_DECAY), TRAIN_LOSS)))
-        lines = [(r["run_id"], f"{r['group'] or 'final'} seed {r['seed']}") for r in final.iter_rows(named=True)]
+        lines = [(r["run_id"], f"{r[R.GROUP] or 'final'} seed {r[R.SEED]}") for r in final.iter_rows(named=True)]
         drawn |= _draw(
             panel,
             data,

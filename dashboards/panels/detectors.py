@@ -13,6 +13,7 @@ from matplotlib.ticker import MaxNLocator
 from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import decimals, search_runs
+from trainables.schema import record as R
 from trainables.schema.metric_names import NOISE_AUROC, NOISE_DETECTORS, noise_detector_ap, noise_detector_auroc
 
 __all__ = ["build", "detector_history", "detector_table"]
@@ -24,6 +25,9 @@ _INTRO = (
     "search-stage runs of each family and noise setting."
 )
 _MAX_GROUPS = 6
+#: The column of a family × noise setting ("ms per_class 0.2"), which the panel's curves and rows are of (not the
+#: final stage's group tag).
+_SETTING = "setting"
 _OWN = "own"
 
 
@@ -35,13 +39,13 @@ def _columns() -> dict[str, str]:
 def _groups(data: DashboardData) -> pl.DataFrame:
     runs = search_runs(data).filter(pl.col("status") != "FAILED")
     label = pl.concat_str(
-        [pl.col("family"), pl.col("noise_kind"), pl.col("noise_ratio").cast(pl.Utf8)], separator=" "
-    ).alias("group")
+        [pl.col(R.FAMILY), pl.col(R.NOISE_KIND), pl.col(R.NOISE_RATIO).cast(pl.Utf8)], separator=" "
+    ).alias(_SETTING)
     return runs.select("run_id", label)
 
 
 def detector_history(data: DashboardData) -> pl.DataFrame:
-    """``group, epoch, detector, auroc, runs``: per family × noise setting, epoch and detector, the mean AUROC over
+    """``setting, epoch, detector, auroc, runs``: per family × noise setting, epoch and detector, the mean AUROC over
     the runs that logged it; empty when no run logged a detector."""
     names = _columns()
     detectors = list(names)[:-1]
@@ -49,17 +53,17 @@ def detector_history(data: DashboardData) -> pl.DataFrame:
         return pl.DataFrame()
     rows = data.history.filter(pl.col("key").is_in(list(names))).join(_groups(data), on="run_id")
     return (
-        rows.group_by("group", "step", "key")
+        rows.group_by(_SETTING, "step", "key")
         .agg(pl.col("value").mean().alias("auroc"), pl.col("run_id").n_unique().alias("runs"))
         .with_columns(pl.col("key").replace_strict(names).alias("detector"))
         .rename({"step": "epoch"})
-        .select("group", "epoch", "detector", "auroc", "runs")
-        .sort("group", "detector", "epoch")
+        .select(_SETTING, "epoch", "detector", "auroc", "runs")
+        .sort(_SETTING, "detector", "epoch")
     )
 
 
 def detector_table(data: DashboardData) -> pl.DataFrame:
-    """Per group, each detector's mean AUROC and AP at the last epoch it was scored (and the family's own AUROC)."""
+    """Per family × noise setting, each detector's mean AUROC and AP at the last epoch it was scored (and the family's own AUROC)."""
     history = detector_history(data)
     if history.is_empty():
         return history
@@ -71,17 +75,17 @@ def detector_table(data: DashboardData) -> pl.DataFrame:
         .agg(pl.col("value").last())
         .join(_groups(data), on="run_id")
     )
-    wide = last.group_by("group", "key").agg(pl.col("value").mean()).pivot("key", index="group", values="value")
-    runs = last.group_by("group").agg(pl.col("run_id").n_unique().alias("runs"))
-    return wide.join(runs, on="group").sort("group")
+    wide = last.group_by(_SETTING, "key").agg(pl.col("value").mean()).pivot("key", index=_SETTING, values="value")
+    runs = last.group_by(_SETTING).agg(pl.col("run_id").n_unique().alias("runs"))
+    return wide.join(runs, on=_SETTING).sort(_SETTING)
 
 
 def _curves(panel: Panel, history: pl.DataFrame) -> None:
-    groups = history["group"].unique(maintain_order=True).to_list()[:_MAX_GROUPS]
+    groups = history[_SETTING].unique(maintain_order=True).to_list()[:_MAX_GROUPS]
     fig, axes = new_figure(len(groups), width=3.6, height=2.9)
     colours = {name: f"C{i}" for i, name in enumerate((*NOISE_DETECTORS, _OWN))}
     for ax, group in zip(axes, groups):
-        for (detector,), part in history.filter(pl.col("group") == group).group_by("detector", maintain_order=True):
+        for (detector,), part in history.filter(pl.col(_SETTING) == group).group_by("detector", maintain_order=True):
             style = "--" if detector == _OWN else "-o"
             ax.plot(part["epoch"], part["auroc"], style, color=colours[str(detector)], label=str(detector), ms=3)
         ax.axhline(0.5, color="grey", lw=0.8)
@@ -112,7 +116,7 @@ def build(data: DashboardData) -> Panel:
         "table",
         "Last scored epoch, mean over runs",
         table.select(
-            pl.col("group").alias("family / noise"),
+            pl.col(_SETTING).alias("family / noise"),
             pl.col("runs").cast(pl.Utf8),
             *(
                 (pl.col(c) if c in table.columns else pl.lit(None, pl.Float64))

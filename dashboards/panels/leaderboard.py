@@ -39,7 +39,7 @@ def final_metrics(data: DashboardData) -> tuple[str, ...]:
 
 
 def _noise(r: dict) -> str:
-    return f"{r['noise_kind']} {r['noise_ratio']:g}" if r["noise_kind"] not in ("", "none") else "none"
+    return f"{r[R.NOISE_KIND]} {r[R.NOISE_RATIO]:g}" if r[R.NOISE_KIND] not in ("", "none") else "none"
 
 
 def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metrics: tuple[str, ...]) -> None:
@@ -47,9 +47,9 @@ def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metric
     names = varying_params(data)
     search = data.runs.select(
         "experiment",
-        "trial_id",
+        R.TRIAL_ID,
         "config",
-        "validation",
+        R.VALIDATION,
         *(METRIC + m for m in {data.metric, *metrics} if METRIC + m in data.runs.columns),
     )
     several = finals["experiment"].n_unique() > 1
@@ -60,7 +60,7 @@ def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metric
         row = {"study": r["experiment"]} if several else {}
         row.update(
             {
-                "group": r["group"] or "—",
+                R.GROUP: r[R.GROUP] or "—",
                 "source trial": r[R.SOURCE_TRIAL] or "—",
                 f"{data.metric} of the source trial": decimals(src[METRIC + data.metric])
                 if src.get(METRIC + data.metric) is not None
@@ -76,7 +76,7 @@ def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metric
         if metrics:  # what the search trial itself measured on the test classes (never seen by the searcher)
             value = src.get(METRIC + metrics[0])
             kind = {"kfold": "fold ensemble", "holdout": "holdout model"}.get(
-                src.get("validation", ""), "selected on it"
+                src.get(R.VALIDATION, ""), "selected on it"
             )
             row[f"{metrics[0]} of the source trial ({kind})"] = f"{value:.4f}" if value is not None else "—"
         rows.append(row)
@@ -112,10 +112,10 @@ def build(data: DashboardData) -> Panel:
     rows = []
     for r in best.iter_rows(named=True):
         row = {
-            "family": r["family"],
-            "dataset": r["dataset"],
+            R.FAMILY: r[R.FAMILY],
+            R.DATASET: r[R.DATASET],
             "noise": _noise(r),
-            "subset": r["subset"],
+            R.SUBSET: r[R.SUBSET],
             f"{metric} mean ± std": mean_std(r["mean"], r["std"], r["n_runs"]),
             "runs": str(r["n_runs"]),
             "seeds": ", ".join(r["seeds"]),
@@ -132,7 +132,7 @@ def build(data: DashboardData) -> Panel:
                 row[f"final {primary} mean [95 % CI]"] = ci_text(
                     f[f"mean_{primary}"], f[f"lo_{primary}"], f[f"hi_{primary}"], f[f"n_{primary}"]
                 )
-                row["final group"] = ", ".join(match["group"].to_list())
+                row["final group"] = ", ".join(match[R.GROUP].to_list())
             else:
                 row[f"final {primary} mean [95 % CI]"] = "—"
                 row["final group"] = "—"
@@ -145,7 +145,7 @@ def build(data: DashboardData) -> Panel:
     top = best.sort("best_value", descending=data.mode == "max").row(0, named=True)
     panel.note(
         f"{runs.height} scored search runs, {failed} failed. Best run overall: trial {top[R.BEST_TRIAL_ID]} "
-        f"({top['family']}, {top['dataset']}) with {metric} = {decimals(top['best_value'])}."
+        f"({top[R.FAMILY]}, {top[R.DATASET]}) with {metric} = {decimals(top['best_value'])}."
     )
     on_test = [s.experiment for s in data.studies if s.selection == "test"]
     if on_test:

@@ -9,6 +9,7 @@ import polars as pl
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import as_test, decimals, fmt, search_runs
+from trainables.schema import record as R
 from trainables.schema.metric_names import (
     ETA_HAT,
     MINER_CORRUPT_NEG_SHARE,
@@ -46,20 +47,20 @@ def theory_table(data: DashboardData) -> pl.DataFrame:
     if not any(m in present for m in (Q_POS, Q_NEG, ETA_HAT, P_BOUND_TRIPLET)):
         return pl.DataFrame()
     runs = search_runs(data).filter(pl.col("status") != "FAILED")
-    rule = pl.col("family")
+    rule = pl.col(R.FAMILY)
     if PARAM + "params.mining" in runs.columns:
         rule = (
             pl.when(pl.col(PARAM + "params.mining").is_not_null())
-            .then(pl.concat_str([pl.col("family"), pl.col(PARAM + "params.mining")], separator=" / "))
-            .otherwise(pl.col("family"))
+            .then(pl.concat_str([pl.col(R.FAMILY), pl.col(PARAM + "params.mining")], separator=" / "))
+            .otherwise(pl.col(R.FAMILY))
         )
     runs = runs.with_columns(rule.alias("rule")).filter(
         pl.any_horizontal(pl.col(METRIC + m).is_not_null() for m in present if m != recall)
     )
     return (
-        runs.group_by("rule", "noise_ratio")
+        runs.group_by("rule", R.NOISE_RATIO)
         .agg(pl.len().alias("runs"), *(pl.col(METRIC + m).mean().alias(m) for m in present))
-        .sort("rule", "noise_ratio")
+        .sort("rule", R.NOISE_RATIO)
     )
 
 
@@ -71,7 +72,7 @@ def _scatter(panel: Panel, table: pl.DataFrame) -> None:
     for ax, (expected, observed) in zip(axes, pairs):
         for i, ((rule,), part) in enumerate(table.group_by("rule", maintain_order=True)):
             ax.scatter(part[expected], part[observed], color=f"C{i}", label=rule)
-            for x, y, p in zip(part[expected], part[observed], part["noise_ratio"]):
+            for x, y, p in zip(part[expected], part[observed], part[R.NOISE_RATIO]):
                 ax.annotate(f"p={p:g}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
         top = max(_max(table[expected]), _max(table[observed])) * 1.1 or 1.0
         ax.plot([0, top], [0, top], color="grey", lw=0.8)
@@ -95,7 +96,7 @@ def _vs_noise(panel: Panel, table: pl.DataFrame) -> None:
     fig, axes = new_figure(len(plots))
     for ax, kind in zip(axes, plots):
         for i, ((rule,), part) in enumerate(table.group_by("rule", maintain_order=True)):
-            p = part["noise_ratio"]
+            p = part[R.NOISE_RATIO]
             if kind == "miner":
                 ax.plot(p, part[MINER_CORRUPT_NEG_SHARE], "-o", color=f"C{i}", label=f"{rule} mined")
                 if Q_NEG in part.columns:
@@ -108,7 +109,7 @@ def _vs_noise(panel: Panel, table: pl.DataFrame) -> None:
                 ax.plot(p, part[P_BOUND_TRIPLET], "-o", color=f"C{i}", label=rule)
                 ax.set_ylabel("noise bound of Eq. 27")
         if kind == "bound":
-            top = max(_max(table["noise_ratio"]), _max(table[P_BOUND_TRIPLET]))
+            top = max(_max(table[R.NOISE_RATIO]), _max(table[P_BOUND_TRIPLET]))
             ax.plot([0, top], [0, top], color="grey", lw=0.8, label="p = bound")
         ax.set_xlabel("noise ratio p")
         ax.grid(alpha=0.3)
@@ -131,12 +132,12 @@ def build(data: DashboardData) -> Panel:
         "Noise-theory quantities per mining rule and noise ratio",
         table.select(
             "rule",
-            pl.col("noise_ratio").map_elements(fmt, return_dtype=pl.Utf8).alias("noise ratio"),
+            pl.col(R.NOISE_RATIO).map_elements(fmt, return_dtype=pl.Utf8).alias("noise ratio"),
             pl.col("runs").cast(pl.Utf8),
             *(
                 pl.col(c).map_elements(decimals, return_dtype=pl.Utf8)
                 for c in table.columns
-                if c not in ("rule", "noise_ratio", "runs")
+                if c not in ("rule", R.NOISE_RATIO, "runs")
             ),
         ),
     )

@@ -16,6 +16,7 @@ import polars as pl
 from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import ci_text, final_runs, search_runs
+from trainables.schema import record as R
 from trainables.schema.metric_names import PAIRED_COSINE, PAIRED_MAE, TEST_PREFIX
 
 __all__ = ["build", "latent_colours"]
@@ -37,8 +38,8 @@ def latent_colours(z: np.ndarray) -> np.ndarray:
 def _label_column(runs: pl.DataFrame) -> pl.Expr:
     loss = PARAM + "params.loss"
     if loss in runs.columns:
-        return pl.col(loss).fill_null(pl.col("family"))
-    return pl.col("family")
+        return pl.col(loss).fill_null(pl.col(R.FAMILY))
+    return pl.col(R.FAMILY)
 
 
 def _groups(data: DashboardData) -> list[tuple[str, list[str]]]:
@@ -49,7 +50,7 @@ def _groups(data: DashboardData) -> list[tuple[str, list[str]]]:
     runs = runs.filter(pl.col("run_id").is_in(list(data.paired)))
     if runs.is_empty():
         return []
-    runs = runs.with_columns(_label_column(runs).alias("label")).sort("label", "seed")
+    runs = runs.with_columns(_label_column(runs).alias("label")).sort("label", R.SEED)
     return [(str(key[0]), part["run_id"].to_list()) for key, part in runs.group_by("label", maintain_order=True)]
 
 

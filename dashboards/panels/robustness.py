@@ -19,6 +19,7 @@ from dashboards.load import DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.panels.leaderboard import mean_std
 from dashboards.select import GROUP, as_test, best_configs, final_runs, scored_runs, summarise
+from trainables.schema import record as R
 from trainables.schema.metric_names import NMI, recall_at
 
 __all__ = ["build", "robustness_table", "robustness_metrics"]
@@ -38,14 +39,14 @@ def robustness_metrics(data: DashboardData) -> tuple[str, ...]:
 def _series(best: pl.DataFrame) -> pl.DataFrame:
     """Label each row with its curve (family [/ dataset] [/ noise kind]); a clean (p = 0) row joins every
     noise kind its family was run with."""
-    datasets = best["dataset"].n_unique() > 1
-    several_kinds = len(set(best["noise_kind"].to_list()) - {"none", ""}) > 1
+    datasets = best[R.DATASET].n_unique() > 1
+    several_kinds = len(set(best[R.NOISE_KIND].to_list()) - {"none", ""}) > 1
     labelled = []
-    for (family, dataset), part in best.group_by("family", "dataset", maintain_order=True):
-        kinds = sorted(set(part["noise_kind"].to_list()) - {"none", ""}) or ["none"]
+    for (family, dataset), part in best.group_by(R.FAMILY, R.DATASET, maintain_order=True):
+        kinds = sorted(set(part[R.NOISE_KIND].to_list()) - {"none", ""}) or ["none"]
         for kind in kinds:
             label = " / ".join([family] + ([dataset] if datasets else []) + ([kind] if several_kinds else []))
-            rows = part.filter(pl.col("noise_kind").is_in([kind, "none", ""]))
+            rows = part.filter(pl.col(R.NOISE_KIND).is_in([kind, "none", ""]))
             labelled.append(rows.with_columns(pl.lit(label).alias("series")))
     return pl.concat(labelled)
 
@@ -73,13 +74,13 @@ def robustness_table(data: DashboardData) -> pl.DataFrame:
     best = best_configs(data, runs=search) if not search.is_empty() else pl.DataFrame()
     for r in best.iter_rows(named=True):
         runs = data.runs.filter(pl.col("run_id").is_in(r["run_ids"]))
-        kinds = sorted(set(runs["validation"].to_list()) - {""})
+        kinds = sorted(set(runs[R.VALIDATION].to_list()) - {""})
         source = _SOURCE.get(kinds[0], "search runs") if len(kinds) == 1 else "search runs"
         parts.append(summarise(runs, GROUP, metrics).with_columns(pl.lit(source).alias("source")))
     if not parts:
         return pl.DataFrame()
     table = pl.concat(parts, how="diagonal_relaxed")
-    return _series(table).sort("series", "subset", "noise_ratio")
+    return _series(table).sort("series", R.SUBSET, R.NOISE_RATIO)
 
 
 def build(data: DashboardData) -> Panel:
@@ -98,17 +99,17 @@ def build(data: DashboardData) -> Panel:
     if table.is_empty() or not metrics:
         panel.skipped = "no run reported test/recall_at_1 or test/nmi"
         return panel
-    noisy = table.filter(pl.col("subset") != "clean_only")
-    topline = table.filter(pl.col("subset") == "clean_only")
+    noisy = table.filter(pl.col(R.SUBSET) != "clean_only")
+    topline = table.filter(pl.col(R.SUBSET) == "clean_only")
     fig, axes = new_figure(len(metrics))
     for ax, m in zip(axes, metrics):
         for (series,), part in noisy.group_by("series", maintain_order=True):
-            part = part.sort("noise_ratio")
+            part = part.sort(R.NOISE_RATIO)
             half = (part[f"hi_{m}"] - part[f"mean_{m}"]).fill_null(0.0)
-            ax.errorbar(part["noise_ratio"], part[f"mean_{m}"], yerr=half, marker="o", capsize=3, label=series)
+            ax.errorbar(part[R.NOISE_RATIO], part[f"mean_{m}"], yerr=half, marker="o", capsize=3, label=series)
         for (series,), part in topline.group_by("series", maintain_order=True):
-            part = part.sort("noise_ratio")
-            ax.plot(part["noise_ratio"], part[f"mean_{m}"], "--", marker="s", alpha=0.7, label=f"{series} topline")
+            part = part.sort(R.NOISE_RATIO)
+            ax.plot(part[R.NOISE_RATIO], part[f"mean_{m}"], "--", marker="s", alpha=0.7, label=f"{series} topline")
         ax.set_xlabel("noise ratio p")
         ax.set_ylabel(m)
         ax.grid(alpha=0.3)
@@ -121,15 +122,15 @@ def build(data: DashboardData) -> Panel:
 
     ratios = pl.DataFrame()
     if not topline.is_empty():
-        joined = noisy.join(topline, on=["series", "noise_ratio"], suffix="_top")
+        joined = noisy.join(topline, on=["series", R.NOISE_RATIO], suffix="_top")
         for m in metrics:
             joined = joined.with_columns((pl.col(f"mean_{m}") / pl.col(f"mean_{m}_top")).alias(f"ratio_{m}"))
-        ratios = joined.sort("series", "noise_ratio")
+        ratios = joined.sort("series", R.NOISE_RATIO)
         if not ratios.is_empty():
             fig, axes = new_figure(1)
             for (series,), part in ratios.group_by("series", maintain_order=True):
                 for m, style in zip(metrics, ("-o", "--s")):
-                    axes[0].plot(part["noise_ratio"], part[f"ratio_{m}"], style, label=f"{series} {m}")
+                    axes[0].plot(part[R.NOISE_RATIO], part[f"ratio_{m}"], style, label=f"{series} {m}")
             axes[0].axhline(1.0, color="grey", lw=0.8)
             axes[0].set_xlabel("noise ratio p")
             axes[0].set_ylabel("noisy / topline")
@@ -141,7 +142,7 @@ def build(data: DashboardData) -> Panel:
     for r in noisy.iter_rows(named=True):
         row = {
             "series": r["series"],
-            "noise ratio": f"{r['noise_ratio']:g}",
+            "noise ratio": f"{r[R.NOISE_RATIO]:g}",
             "source": r["source"],
             "runs": str(r["n_runs"]),
             "seeds": ", ".join(r["seeds"]),
@@ -151,7 +152,7 @@ def build(data: DashboardData) -> Panel:
             lo, hi = r[f"lo_{m}"], r[f"hi_{m}"]
             row[f"{m} 95 % CI"] = f"[{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else "—"
         if len(ratios):
-            match = ratios.filter((pl.col("series") == r["series"]) & (pl.col("noise_ratio") == r["noise_ratio"]))
+            match = ratios.filter((pl.col("series") == r["series"]) & (pl.col(R.NOISE_RATIO) == r[R.NOISE_RATIO]))
             for m in metrics:
                 row[f"{m} / topline"] = f"{match[f'ratio_{m}'][0]:.4f}" if match.height else "—"
         rows.append(row)

@@ -36,15 +36,15 @@ def pairs(data: DashboardData, base: str) -> pl.DataFrame:
         runs.filter((pl.col("status") != "FAILED") & pl.col(val).is_finite() & pl.col(test).is_finite())
         .select(
             "run_id",
-            "trial_id",
+            R.TRIAL_ID,
             "experiment",
-            "family",
-            "noise_ratio",
-            "subset",
+            R.FAMILY,
+            R.NOISE_RATIO,
+            R.SUBSET,
             pl.col(val).alias("val"),
             pl.col(test).alias("test"),
         )
-        .sort("experiment", "trial_id")
+        .sort("experiment", R.TRIAL_ID)
     )
 
 
@@ -83,7 +83,7 @@ def build(data: DashboardData) -> Panel:
         ax = axes[0]
         labels = [
             f"{f} p={r:g}" + (" topline" if s == "clean_only" else "")
-            for f, r, s in zip(found["family"], found["noise_ratio"], found["subset"])
+            for f, r, s in zip(found[R.FAMILY], found[R.NOISE_RATIO], found[R.SUBSET])
         ]
         for i, label in enumerate(dict.fromkeys(labels)):
             mask = np.array([lab == label for lab in labels])

@@ -57,7 +57,7 @@ def _lambda_mu(data: DashboardData) -> pl.DataFrame:
         else pl.lit(None, pl.Float64)
     )
     # SPMS is BSPML without the balance term: μ = 0 by definition (BSPML §5 ablation).
-    mu = pl.when(pl.col("family") == "spms").then(pl.lit(0.0)).otherwise(mu)
+    mu = pl.when(pl.col(R.FAMILY) == "spms").then(pl.lit(0.0)).otherwise(mu)
     return runs.select(
         "run_id",
         lam.alias("lambda"),
@@ -125,9 +125,9 @@ def _best_runs(data: DashboardData, needs: str) -> list[tuple[str, str]]:
     out = []
     for r in best.iter_rows(named=True):
         if r["best_run_id"] in have:
-            noise = f"{r['noise_kind']} {r['noise_ratio']:g}" if r["noise_kind"] not in ("", "none") else "clean"
-            top = " topline" if r["subset"] == "clean_only" else ""
-            out.append((r["best_run_id"], f"{r['family']} {r['dataset']} {noise}{top} ({r[R.BEST_TRIAL_ID]})"))
+            noise = f"{r[R.NOISE_KIND]} {r[R.NOISE_RATIO]:g}" if r[R.NOISE_KIND] not in ("", "none") else "clean"
+            top = " topline" if r[R.SUBSET] == "clean_only" else ""
+            out.append((r["best_run_id"], f"{r[R.FAMILY]} {r[R.DATASET]} {noise}{top} ({r[R.BEST_TRIAL_ID]})"))
     return out[:_MAX_RUNS]
 
 
@@ -135,7 +135,7 @@ def _runs_with(data: DashboardData, table: pl.DataFrame) -> list[tuple[str, str]
     """``(run_id, label)`` of the runs in an artifact ``table``: the groups' best runs first, then the others."""
     have = set(table["run_id"].to_list())
     best = dict(_best_runs(data, MAW) + _best_runs(data, W_Q50))
-    trials = dict(data.runs.select("run_id", "trial_id").iter_rows())
+    trials = dict(data.runs.select("run_id", R.TRIAL_ID).iter_rows())
     runs = [(r, label) for r, label in best.items() if r in have]
     runs += [(r, f"trial {trials.get(r, r[:8])}") for r in sorted(have - set(best))]
     return runs[:_MAX_RUNS]

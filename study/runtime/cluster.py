@@ -25,7 +25,6 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from study.layout import StudyLayout
 from study.runtime.compat import loopback_local_instance
 from study.runtime.storage import is_shared_path
 from trainables.schema.errors import SpecError, StudyError
@@ -167,15 +166,16 @@ def connect_ray(address: str | None) -> bool:
     return True
 
 
-def check_storage_reachable(layout: StudyLayout, shared_storage: bool) -> None:
-    """Refuse a node-local storage path when the cluster has more than one node."""
+def check_storage_reachable(root: str, shared_storage: bool) -> None:
+    """Refuse a node-local storage path (the study's directory ``root``) when the cluster has more than one
+    node; a URI (object storage) is reachable from every node."""
     import ray
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]
-    if len(nodes) <= 1 or layout.remote or shared_storage or is_shared_path(Path(layout.root).parent):
+    if len(nodes) <= 1 or "://" in root or shared_storage or is_shared_path(Path(root).parent):
         return
     raise SpecError(
-        f"storage: {layout.root} is on a local disk but the Ray cluster has {len(nodes)} nodes, whose trials "
+        f"storage: {root} is on a local disk but the Ray cluster has {len(nodes)} nodes, whose trials "
         "could not write their checkpoints there; use a shared mount (NFS) or an s3:// / gs:// URI, or pass "
         "--shared-storage if this path is shared"
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trainables.schema.errors import SpecError, StudyLockedError
 
-__all__ = ["study_lock", "lock_holder"]
+__all__ = ["study_lock", "lock_holder", "driver_text"]
 
 
 def _lock_path(root: str) -> Path:
@@ -90,3 +90,19 @@ def study_lock(root: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def driver_text(root: str, parent: str | None, complete: bool) -> str | None:
+    """What ``--status`` says of a study's (or table's) driver: MLflow's parent run status (``parent``) says RUNNING
+    for a live driver and a killed one alike; the study's lock (:func:`lock_holder`) tells them
+    apart where there is one (not on object storage). ``None``: nothing to say (never started)."""
+    holder = lock_holder(root)
+    if holder:
+        return f"running (pid {holder})"
+    if parent == "RUNNING":
+        if holder is None:
+            return "running (or killed; if no driver is alive, continue with --resume)"
+        return "not running (it was killed or lost): continue with --resume"
+    if parent is None:
+        return None
+    return f"ended {parent}" + ("" if complete else "; continue with --resume")

@@ -34,11 +34,7 @@ from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
 from trainables.schema.trial import flatten
 
-__all__ = ["run_table", "table_file", "table_plan", "table_searcher"]
-
-
-def table_file(layout: StudyLayout) -> str:
-    return f"{layout.root}/table.yaml"
+__all__ = ["run_table", "table_plan", "table_searcher"]
 
 
 def _table_text(table: Table) -> bytes:
@@ -48,7 +44,7 @@ def _table_text(table: Table) -> bytes:
 def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
     """A resumed table keeps the spec it was started with, except what says how to run it, not what it is (as a
     study's resume: :data:`study.resume.OPERATIONAL_KEYS`, e.g. ``tracking.outage_budget_s``)."""
-    saved = read_bytes(table_file(layout))
+    saved = read_bytes(layout.table_file)
     if not resume or saved is None:
         return
     old, new = flatten(yaml.safe_load(saved) or {}), flatten(yaml.safe_load(_table_text(table)))
@@ -130,8 +126,8 @@ def run_table(
         if on_start is not None:
             on_start()
         layout.mkdir()
-        if read_bytes(table_file(layout)) is None:
-            write_bytes(table_file(layout), _table_text(table))
+        if read_bytes(layout.table_file) is None:
+            write_bytes(layout.table_file, _table_text(table))
 
     return run_study(
         table.base,

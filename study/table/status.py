@@ -155,7 +155,7 @@ def print_table_status(table: Table) -> int:
         for c in cells
     ]
     from study.layout import StudyLayout
-    from study.status import driver_text
+    from study.runtime.lock import driver_text
     from study.tracking import peek as tracking_peek
 
     layout = StudyLayout.for_spec(table.base)

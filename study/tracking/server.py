@@ -1,21 +1,16 @@
-"""Start a local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
+"""A local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
 
-    python -m study.tracking.server DIR [--host 127.0.0.1] [--port 5000]
-
-prints the ``tracking.uri`` to put in the spec (``http://HOST:PORT``) and serves until interrupted. SIGTERM,
-SIGINT and SIGHUP end the whole server (``mlflow server`` and the uvicorn and job-runner processes it forks, one
-process group), and so does the death of this command's parent (Linux: ``PR_SET_PDEATHSIG``), so a supervisor's
-``kill`` leaves no process serving the port. Started under ``nohup`` it outlives its terminal (no hangup, no
-parent watch); even then SIGKILL of this command ends the server it started. It
-binds to 127.0.0.1 unless ``--host`` says otherwise: the server has no authentication, so exposing it to
-a cluster network (``--host 0.0.0.0``) is a deliberate choice. For a real cluster use a Postgres backend
-(docs/cluster.md). This module runs ``mlflow server`` as a subprocess and does not import mlflow.
+``with serve(DIR) as server: server.uri`` for the length of a block, :func:`start_server` for longer; its command
+line is :mod:`study.mlflow_server` (``dmlstudy mlflow-server DIR``). The server runs in its own process group, so
+:meth:`MlflowServer.stop` ends ``mlflow server`` and the uvicorn and job-runner processes it forks, and with
+``die_with_parent`` a :mod:`study.tracking.reaper` ends that group however this process ends. It binds to 127.0.0.1
+unless told otherwise: the server has no authentication. This module runs ``mlflow server`` as a subprocess and does
+not import mlflow.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -27,12 +22,10 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
-from study.arguments import ArgumentParser
 from trainables.schema import record as R
 
-__all__ = ["MlflowServer", "start_server", "serve", "main", "free_port"]
+__all__ = ["MlflowServer", "start_server", "serve", "free_port"]
 
 
 @dataclass
@@ -62,25 +55,6 @@ class MlflowServer:
         if self.reaper is not None and self.reaper.poll() is None:
             self.reaper.stdin.close()  # type: ignore[union-attr]  # EOF: the reaper finds the group gone and exits
             self.reaper.wait()
-
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _die_with_parent(sig: int = signal.SIGTERM) -> None:
-    """Ask Linux to send ``sig`` to this process when its parent exits (elsewhere: nothing).
-
-    The parent is the *thread* that forked this process; a parent gone while the request is made is caught by
-    comparing ``getppid`` before and after (then ``sig`` is sent at once). One gone before (a ``( cmd & )`` subshell)
-    cannot be told from a process started by init (systemd), so neither is signalled.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    parent = os.getppid()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if os.getppid() != parent:
-        os.kill(os.getpid(), sig)
 
 
 def _start_reaper(pgid: int) -> subprocess.Popen:
@@ -174,45 +148,3 @@ def serve(directory: str | Path, host: str = "127.0.0.1", port: int = 0) -> Iter
         yield server
     finally:
         server.stop()
-
-
-def main(argv: list[str] | None = None, prog: str = "python -m study.tracking.server") -> int:
-    p = ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    p.add_argument("directory", help="where mlflow.db and artifacts/ live")
-    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=5000)
-    args = p.parse_args(argv)
-    # Under ``nohup`` (SIGHUP ignored) the server is meant to outlive its terminal: then neither a hangup nor the
-    # parent's death stops it. Otherwise a supervisor or shell that dies takes the server with it.
-    detached = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
-    for sig in (signal.SIGTERM, signal.SIGINT) if detached else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _stop_on_signal)
-    # One try around everything after the handlers are set: a signal that lands while the banner is printed (a
-    # supervisor that signals as soon as it reads the first line) is a clean stop, not a traceback and exit 1.
-    server: MlflowServer | None = None
-    try:
-        if not detached:
-            _die_with_parent()
-        server = start_server(args.directory, args.host, args.port, die_with_parent=True)
-        print(f"MLflow server for {server.directory} at {server.uri}", flush=True)
-        print(f"  in the spec:  tracking: {{uri: {server.uri}}}", flush=True)
-        code = server.process.wait()
-    except _Stopped:
-        code = 0
-    finally:
-        if server is not None:
-            server.stop()
-    return code
-
-
-class _Stopped(BaseException):  # noqa: N818 - not an error: a signal asked the server to stop
-    """Raised in the main thread by SIGTERM, SIGINT or SIGHUP."""
-
-
-def _stop_on_signal(signum: int, frame: FrameType | None) -> None:
-    signal.signal(signum, signal.SIG_IGN)  # a second signal must not interrupt the shutdown
-    raise _Stopped
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -233,7 +233,7 @@ def test_detector_panel_compares_the_detectors_with_the_familys_own_score(built)
     assert float(triplet["centroid AUROC"]) == pytest.approx(0.55) and triplet["own AUROC"] == "—"
     # Per epoch: the synthetic curves reach the last value as 0.7, 0.85, 1 of it.
     history = detector_history(load(syn.uri, [NAME], syn.study_dir / "scratch_detectors"))
-    xi = history.filter((history["group"] == "bspml per_class 0.2") & (history["detector"] == "xi"))
+    xi = history.filter((history["setting"] == "bspml per_class 0.2") & (history["detector"] == "xi"))
     assert xi["epoch"].to_list() == [1, 2, 3] and xi["runs"].to_list() == [6, 6, 6]
     assert xi["auroc"].to_list() == pytest.approx([0.9 * 0.7, 0.9 * 0.85, 0.9])
     assert "detectors_auroc" in page.captions

@@ -1,4 +1,4 @@
-"""``python -m study.tracking.server`` ends its whole server (``mlflow server``, uvicorn, the job runner) when it is
+"""``python -m study.mlflow_server`` ends its whole server (``mlflow server``, uvicorn, the job runner) when it is
 signalled or its parent dies: afterwards no process of it is left and the port is free for a restart. By default it
 listens on loopback only."""
 
@@ -68,7 +68,7 @@ def _hangup_by_default() -> None:
 def _start(directory: Path, port: int, via_parent: bool = False) -> tuple[subprocess.Popen, int]:
     """The CLI (``via_parent``: under an intermediate ``sh`` that waits for it); returns (top process, CLI pid)
     once the CLI says it serves."""
-    cmd = [sys.executable, "-m", "study.tracking.server", str(directory), "--port", str(port)]
+    cmd = [sys.executable, "-m", "study.mlflow_server", str(directory), "--port", str(port)]
     if via_parent:
         cmd = ["sh", "-c", '"$@" & echo "cli $!"; wait', "sh", *cmd]
     proc = subprocess.Popen(

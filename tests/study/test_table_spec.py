@@ -375,13 +375,13 @@ def test_a_resumed_table_may_change_its_outage_budget_only(tmp_path):
     """As a study's resume (study/resume.py): ``tracking.outage_budget_s`` says how to run it, not what it is."""
     from study.layout import StudyLayout
     from study.runtime.storage import write_bytes
-    from study.table.run import _check_saved_table, _table_text, table_file
+    from study.table.run import _check_saved_table, _table_text
     from trainables.schema.errors import StudyExistsError
 
     started = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}"])
     layout = StudyLayout.for_spec(started.base)
     layout.mkdir()
-    write_bytes(table_file(layout), _table_text(started))
+    write_bytes(layout.table_file, _table_text(started))
     budget = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "tracking.outage_budget_s=900"])
     _check_saved_table(budget, layout, resume=True)
     epochs = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "train.epochs=2"])

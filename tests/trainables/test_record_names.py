@@ -1,5 +1,6 @@
 """Every name the study stores on disk or in MLflow has one home, :mod:`trainables.schema.record`: a literal copy of
-one of them anywhere else in the shipped code (or the harness and benchmarks that read studies back) fails here."""
+one of them anywhere else in the shipped code (or the harness and benchmarks that read studies back) fails here, and so
+does a run tag's name spelled in the dashboards, which read the tags as their columns."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ FILE_NAMES = (
     R.TRAIN_LABELS_FILE,
     R.PAIRED_EMBEDDINGS_FILE,
     R.DASHBOARD_PAGE,
+    R.TABLE_SPEC_FILE,
     R.TABLE_REPORT_FILE,
     R.STUDY_LOG_FILE,
     R.FINAL_CATEGORY_FILE,
@@ -45,6 +47,23 @@ EXACT_NAMES = (
     R.SERVER_LOG,
 )
 
+#: Run tags that are also ordinary words, so a string equal to one is a copy only where the tags are read as columns:
+#: in the dashboards. Elsewhere the same words are spec keys (``family:``, ``dataset:``, ``seed:`` in YAML), whose home
+#: is the spec models. (``validation`` and ``selection`` are left out: ``validation`` also names a dashboard panel.)
+TAG_NAMES = (
+    R.FAMILY,
+    R.DATASET,
+    R.NOISE_KIND,
+    R.NOISE_RATIO,
+    R.SUBSET,
+    R.SEED,
+    R.GROUP,
+    R.TRIAL_ID,
+    R.STAGE,
+)
+#: Where :data:`TAG_NAMES` are read as columns.
+TAG_READERS = ("dashboards",)
+
 
 def _docstrings(tree: ast.AST) -> set[int]:
     out = set()
@@ -57,11 +76,12 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def literal_copies(root: Path = ROOT) -> list[str]:
-    """``path:line: 'literal'`` for every string constant outside the record that copies a stored name (docstrings,
-    which describe the names, and help texts are prose; they are not read)."""
+    """``path:line: 'literal'`` for every string constant outside the record that copies a stored name, or in the
+    dashboards a tag's name (docstrings, which describe the names, and help texts are prose; they are not read)."""
     component = re.compile(r"(?:^|[/\\\s'\"=])(" + "|".join(map(re.escape, FILE_NAMES)) + r")(?:$|[/\\\s'\"])")
     found = []
     for package in PACKAGES:
+        exact = EXACT_NAMES + TAG_NAMES if package in TAG_READERS else EXACT_NAMES
         for path in sorted((root / package).rglob("*.py")):
             if path == HOME:
                 continue
@@ -74,7 +94,7 @@ def literal_copies(root: Path = ROOT) -> list[str]:
                 node
                 for node in ast.walk(tree)
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
-                if node.value in EXACT_NAMES or component.search(node.value)
+                if node.value in exact or component.search(node.value)
             ]
             found += [f"{path.relative_to(root)}:{n.lineno}: {n.value!r}" for n in sorted(hits, key=lambda n: n.lineno)]
     return found
@@ -88,9 +108,19 @@ def test_the_check_finds_a_copy(tmp_path):
     (tmp_path / "study").mkdir()
     (tmp_path / "study" / "x.py").write_text(
         f'"""Docstrings may say {R.SPEC_FILE}."""\nA = "{R.OPTUNA_DB}"\nB = f"{{root}}/{R.SPEC_FILE}"\nC = "{R.ROLE_TAG}"\n'
+        f'SPEC_KEY = "{R.FAMILY}"\n'
+    )
+    (tmp_path / "dashboards").mkdir()
+    (tmp_path / "dashboards" / "y.py").write_text(
+        f'def f(runs):\n    return runs.sort("{R.FAMILY}", "{R.NOISE_RATIO}").group_by(runs["{R.SUBSET}"])\n'
+        f'G = {{"{R.GROUP}": 1}}\n'
     )
     assert [line.split(": ", 1)[0] for line in literal_copies(tmp_path)] == [
         "study/x.py:2",
         "study/x.py:3",
         "study/x.py:4",
+        "dashboards/y.py:2",
+        "dashboards/y.py:2",
+        "dashboards/y.py:2",
+        "dashboards/y.py:3",
     ]

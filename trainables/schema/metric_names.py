@@ -43,6 +43,7 @@ __all__ = [
     "category_key",
     "per_category",
     "split_per_category",
+    "final_metric",
 ]
 
 EPOCH = "epoch"
@@ -169,6 +170,12 @@ def on_val(name: str) -> str:
 def on_test(name: str) -> str:
     """``recall_at_1`` → ``test/recall_at_1``."""
     return TEST_PREFIX + name
+
+
+def final_metric(metric: str) -> str:
+    """The test metric the final stage reports for a search metric: ``val/recall_at_1`` → ``test/recall_at_1``; a
+    metric without the validation prefix (selection on the test classes) is its own."""
+    return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
 
 
 def on_fold(fold: int, name: str) -> str:

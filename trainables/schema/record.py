@@ -64,6 +64,8 @@ __all__ = [
     "PARAM_SEARCH_SPACE",
     "PARAM_VALIDATION_KIND",
     "SPEC_FILE",
+    "TABLE_SPEC_FILE",
+    "TABLE_REPORT_FILE",
     "NONFINITE_MARKER",
     "trial_dir",
     "FINAL_SUMMARY_FILE",
@@ -237,6 +239,8 @@ OPTUNA_DB: Final = "optuna.db"
 MLFLOW_DB: Final = "mlflow.db"
 #: The artifact root of a non-served MLflow store.
 MLFLOW_ARTIFACTS_DIR: Final = "mlflow-artifacts"
+#: A table study's spec, as it was started (a resume refuses another).
+TABLE_SPEC_FILE: Final = "table.yaml"
 #: A table study's report (``python -m study.run TABLE.yaml``): the comparison tables and each cell's winner.
 TABLE_REPORT_FILE: Final = "table.md"
 #: Ray Tune's experiment of the search, and of the final test stage.
