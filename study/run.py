@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
             from study.status import print_status
 
             return print_status(spec)
-        from study.tuner import browse_commands, run_study
+        from study.search.driver import browse_commands, run_study
 
         outcome = run_study(spec, **_run_options(args), on_start=lambda: _warn_selection(spec))
     except StudyStalledError as e:  # the study started and could not go on: it failed
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The command line's options of a run, as :func:`study.tuner.run_study` and :func:`study.table.run.run_table`
+    """The command line's options of a run, as :func:`study.search.driver.run_study` and :func:`study.table.run.run_table`
     both take them."""
     return {
         "resume": args.resume,
@@ -137,8 +137,8 @@ def _run_table(args: argparse.Namespace) -> int:
         return print_table_status(table)
     table.check_budget()  # before anything starts, a table over search.max_hours is one line
     print(table.size_line(), flush=True)
+    from study.search.driver import browse_commands
     from study.table.run import run_table
-    from study.tuner import browse_commands
 
     layout = StudyLayout.for_spec(table.base)
     try:
@@ -215,7 +215,7 @@ def _warn_selection(spec: StudySpec) -> None:
 
 def _print_final(groups: list) -> None:
     """The final test stage: per group, each test metric's mean ± std [95 % CI] over the seeds."""
-    from study.intervals import t_interval
+    from study.final.intervals import t_interval
 
     print("Final test stage (best configuration retrained on all training classes, evaluated on the test classes):")
     for g in groups:

@@ -4,9 +4,9 @@ Every arm × condition cell is searched by its own Optuna study (``<table>.<arm>
 storage) with ``search.num_trials`` trials, all cells' trials in **one** Ray Tune experiment whose searcher
 dispatches to the cells (:class:`study.table.search.TableSearch`; why one experiment: that module's docstring), so
 they share the cluster under the table's ``max_concurrent`` and the table resumes as a whole at trial granularity.
-Then each cell's best configuration (:func:`study.best.pick_best`) is retrained with the final seeds (noise reseeded
+Then each cell's best configuration (:func:`study.final.best.pick_best`) is retrained with the final seeds (noise reseeded
 per seed: the arms are paired) by the study's own final stage, as one group per cell. Everything else is
-:func:`study.tuner.run_study` on the table's base spec (:mod:`study.table.spec`): the lock, the resume checks, the
+:func:`study.search.driver.run_study` on the table's base spec (:mod:`study.table.spec`): the lock, the resume checks, the
 MLflow parent run and callbacks, the final stage. The comparison table is rendered by :mod:`dashboards.table_report`.
 
 Files beside a study's (:mod:`study.layout`): ``table.yaml`` (the table spec it was started with; a resume refuses
@@ -21,15 +21,15 @@ from typing import Any
 import yaml
 
 from study.layout import StudyLayout
-from study.resume import OPERATIONAL_KEYS
 from study.runtime.storage import read_bytes, write_bytes
-from study.stage_tuners import stage_tuner, study_searcher
+from study.search.driver import SearchPlan, StudyOutcome, run_study
+from study.search.resume import OPERATIONAL_KEYS
+from study.search.tuners import stage_tuner, study_searcher
 from study.table.search import TableSearch
 from study.table.spec import Table, cell_of
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.credentials import redacted_spec
 from study.tracking.preflight import preflight_stores
-from study.tuner import SearchPlan, StudyOutcome, run_study
 from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
 from trainables.schema.trial import flatten
@@ -47,7 +47,7 @@ def _table_text(table: Table) -> bytes:
 
 def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
     """A resumed table keeps the spec it was started with, except what says how to run it, not what it is (as a
-    study's resume: :data:`study.resume.OPERATIONAL_KEYS`, e.g. ``tracking.outage_budget_s``)."""
+    study's resume: :data:`study.search.resume.OPERATIONAL_KEYS`, e.g. ``tracking.outage_budget_s``)."""
     saved = read_bytes(table_file(layout))
     if not resume or saved is None:
         return
@@ -61,7 +61,7 @@ def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
 
 
 def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
-    """The table's searcher: one study searcher per cell (:func:`study.stage_tuners.study_searcher`: the guarded Optuna
+    """The table's searcher: one study searcher per cell (:func:`study.search.tuners.study_searcher`: the guarded Optuna
     storage, the ordered sampler with the table's :attr:`~study.table.spec.Table.cell_lag`), ``num_trials`` each."""
     s = table.base.search
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells]
@@ -69,7 +69,7 @@ def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
 
 
 def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
-    """The table's search stage for :func:`study.tuner.run_study`."""
+    """The table's search stage for :func:`study.search.driver.run_study`."""
     from study.runtime.watchdog import PendingTimeout
     from study.table.progress import TableProgress
 

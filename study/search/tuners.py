@@ -1,5 +1,5 @@
 """The Ray Tune ``Tuner`` of each stage of a study, wired once (:func:`stage_tuner`): the search
-(:func:`search_tuner`: Optuna's sampler behind :class:`~study.bookkeeping.StudySearch`, ASHA or FIFO) and the final
+(:func:`search_tuner`: Optuna's sampler behind :class:`~study.search.study_search.StudySearch`, ASHA or FIFO) and the final
 stage (:func:`final_tuner`: a grid over the best configurations' seeds). Both restore their experiment when a driver
 resumes."""
 
@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from study.bookkeeping import PersistentASHA, StudySearch
 from study.layout import StudyLayout
-from study.ordered_search import OrderedSampler
 from study.progress import ProgressTable
 from study.runtime.compat import restored_run_config
 from study.runtime.watchdog import PendingTimeout
-from study.search_space import make_sampler, to_optuna
+from study.search.ordered_sampler import OrderedSampler
+from study.search.persistent_asha import PersistentASHA
+from study.search.space import make_sampler, to_optuna
+from study.search.study_search import StudySearch
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.stores import optuna_storage
 from trainables.schema import record as R
@@ -93,7 +94,7 @@ def stage_tuner(
 
 def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: int) -> StudySearch:
     """The searcher of one Optuna study: the spec's sampler (ordered with ``lag`` when ``search.reproducible``:
-    :mod:`study.ordered_search`) over the study's Optuna storage guarded through outages. A study has one; a table
+    :mod:`study.search.ordered_sampler`) over the study's Optuna storage guarded through outages. A study has one; a table
     one per cell (:mod:`study.table.run`), built here so both get the same storage and ordering."""
     s = spec.search
     sampler = make_sampler(s.sampler, s.space)

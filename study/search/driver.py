@@ -1,7 +1,7 @@
 """Ray Tune orchestration: one study = a search Tuner driven by OptunaSearch, then a final-stage Tuner that
-retrains the best configuration with several seeds (:mod:`study.final_stage`), both tracked in MLflow. The two
-Tuners are wired in :mod:`study.stage_tuners`, Ray is connected by :mod:`study.runtime.cluster`, a resume is checked by
-:mod:`study.resume`; where the study's files live is :mod:`study.layout`.
+retrains the best configuration with several seeds (:mod:`study.final.stage`), both tracked in MLflow. The two
+Tuners are wired in :mod:`study.search.tuners`, Ray is connected by :mod:`study.runtime.cluster`, a resume is checked by
+:mod:`study.search.resume`; where the study's files live is :mod:`study.layout`.
 
 ``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
 (any pyarrow filesystem). A URI cannot hold the sqlite stores, so it requires ``tracking.uri`` and
@@ -23,8 +23,7 @@ import yaml
 
 from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
-from study.environment import numerics_tags
-from study.final_stage import (
+from study.final.stage import (
     FinalGroup,
     best_per_group,
     best_result,
@@ -36,13 +35,14 @@ from study.final_stage import (
     summary_csv,
 )
 from study.layout import StudyLayout
-from study.resume import check_resume
 from study.runtime.cluster import check_storage_reachable, connect_ray
 from study.runtime.lock import study_lock
 from study.runtime.storage import write_bytes
 from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import check_cluster_resources, check_local_resources
-from study.stage_tuners import final_tuner, search_tuner
+from study.search.environment import numerics_tags
+from study.search.resume import check_resume
+from study.search.tuners import final_tuner, search_tuner
 from study.tracking.callback import MlflowTrialCallback, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
 from study.tracking.optuna_link import OptunaRunLink, trial_numbers
@@ -197,7 +197,7 @@ def _summarize(
     spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float, order: dict[str, int]
 ) -> StudyOutcome:
     s = spec.search
-    best = best_result(spec, results, order)  # study.best's rule: best last value, ties to the earliest trial
+    best = best_result(spec, results, order)  # study.final.best's rule: best last value, ties to the earliest trial
     sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
