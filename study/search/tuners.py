@@ -11,6 +11,7 @@ from study.layout import StudyLayout
 from study.progress import ProgressTable
 from study.runtime.compat import restored_run_config
 from study.runtime.watchdog import PendingTimeout
+from study.search.old_names import accept_old_names
 from study.search.ordered_sampler import OrderedSampler
 from study.search.persistent_asha import PersistentASHA
 from study.search.space import make_sampler, to_optuna
@@ -55,6 +56,7 @@ def stage_tuner(
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     failure_config = tune.FailureConfig(max_failures=max_failures)
     if tune_config is None:
+        accept_old_names()  # a study started before the engine moved to study/search/ names the old modules
         tuner = tune.Tuner.restore(
             f"{layout.root}/{experiment}",
             trainable,
