@@ -4,6 +4,7 @@ After Ray Tune's ``search/`` and ``schedulers/``, one role per module:
 
 - :mod:`study.search.driver`: ``run_study``, a study run (or resumed) to completion;
 - :mod:`study.search.resume`: a new study or a resumed one, decided before anything is written;
+- :mod:`study.search.context`: ``RunOptions`` (how to run a study) and ``StudyContext`` (the study as it runs);
 - :mod:`study.search.tuners`: the Ray Tune ``Tuner`` of each stage, wired once;
 - :mod:`study.search.space`: the validated search space as an Optuna define-by-run function and sampler;
 - :mod:`study.search.ordered_sampler`: trial *i* sampled from a history fixed by *i* (``search.reproducible``);

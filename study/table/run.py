@@ -22,7 +22,8 @@ import yaml
 
 from study.layout import StudyLayout
 from study.runtime.storage import read_bytes, write_bytes
-from study.search.driver import SearchPlan, StudyOutcome, run_study
+from study.search.context import RunOptions, SearchPlan, StudyContext
+from study.search.driver import StudyOutcome, run_study
 from study.search.resume import OPERATIONAL_KEYS
 from study.search.tuners import stage_tuner, study_searcher
 from study.table.search import TableSearch
@@ -68,24 +69,18 @@ def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
     return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode, trials_dir=layout.tune_dir)
 
 
-def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
+def table_plan(table: Table) -> SearchPlan:
     """The table's search stage for :func:`study.search.driver.run_study`."""
     from study.runtime.watchdog import PendingTimeout
     from study.table.progress import TableProgress
 
     spec = table.base
 
-    def tuner(
-        param_space: dict[str, Any],
-        callback: MlflowTrialCallback,
-        resuming: bool,
-        max_failures: int,
-        pending_timeout_s: float,
-    ) -> Any:
+    def tuner(context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback) -> Any:
         def search_config() -> dict[str, Any]:
             from ray.tune.schedulers import FIFOScheduler
 
-            searcher = table_searcher(table, layout)
+            searcher = table_searcher(table, context.layout)
             return {
                 "metric": spec.search.metric,
                 "mode": spec.search.mode,
@@ -96,9 +91,9 @@ def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
                 "num_samples": searcher.max_trials,
             }
 
-        callbacks = [callback, TableProgress(table), PendingTimeout(pending_timeout_s)]
-        config = None if resuming else search_config
-        return stage_tuner(spec, layout, R.SEARCH_EXPERIMENT, param_space, callbacks, max_failures, config)
+        callbacks = [callback, TableProgress(table), PendingTimeout(context.options.pending_timeout_s)]
+        config = None if context.resuming else search_config
+        return stage_tuner(context, R.SEARCH_EXPERIMENT, param_space, callbacks, config)
 
     def group(config: dict[str, Any]) -> str | None:
         cell = cell_of(table.cells, config)
@@ -108,23 +103,17 @@ def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
 
 
 def run_table(
-    table: Table,
-    *,
-    resume: bool = False,
-    address: str | None = None,
-    max_failures: int = 0,
-    shared_storage: bool = False,
-    pending_timeout_s: float = 600.0,
-    on_start: Callable[[], None] | None = None,
+    table: Table, *, options: RunOptions | None = None, on_start: Callable[[], None] | None = None
 ) -> StudyOutcome:
     """Run (or resume) the table to its final stage; raises :class:`~trainables.schema.errors.StudyError` before anything is
     written for bad input, a budget over ``search.max_hours``, or a resumed table whose spec changed."""
+    options = RunOptions() if options is None else options
     table.check_budget()
     layout = StudyLayout.for_spec(table.base)
     # The study's pre-flight of its stores (run_study repeats it: cheap, and idempotent), before the table reads its
     # own file there: an unreachable bucket or server is one line and exit 2, as for a study.
     preflight_stores(layout, table.base.name)
-    _check_saved_table(table, layout, resume)
+    _check_saved_table(table, layout, options.resume)
 
     def started() -> None:
         if on_start is not None:
@@ -133,13 +122,4 @@ def run_table(
         if read_bytes(table_file(layout)) is None:
             write_bytes(table_file(layout), _table_text(table))
 
-    return run_study(
-        table.base,
-        resume=resume,
-        address=address,
-        max_failures=max_failures,
-        shared_storage=shared_storage,
-        pending_timeout_s=pending_timeout_s,
-        on_start=started,
-        plan=table_plan(table, layout),
-    )
+    return run_study(table.base, options=options, on_start=started, plan=table_plan(table))
