@@ -56,8 +56,8 @@ def _child(argv: list[str], out: str) -> int:
     _mark("child:imports:begin")
     import study.loading
     import study.run as run_module
+    import study.search.driver as tuner
     import study.tracking.callback as tracking
-    import study.tuner as tuner
 
     _mark("child:imports:end")
     _wrap(study.loading, "load_spec", "load_spec")

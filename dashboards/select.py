@@ -4,7 +4,7 @@ Selection follows the study's protocol: configurations are ranked by the search 
 runs only (``val/…`` with validation on, ``test/…`` with ``validation.kind: none``); the final stage's runs
 (the selected configuration retrained with several seeds, evaluated on the test classes) are summarised
 per final group with Student's t 95 % interval, the same numbers the study logs on its parent run. "Best" is
-:func:`study.best.pick_best`'s rule (best value, ties to the earliest trial: the smallest Optuna trial number), the one
+:func:`study.final.best.pick_best`'s rule (best value, ties to the earliest trial: the smallest Optuna trial number), the one
 the final stage retrains.
 """
 
@@ -16,10 +16,10 @@ import math
 import polars as pl
 
 from dashboards.load import FINAL_STAGE, METRIC, PARAM, DashboardData
-from study.best import best_by_group
+from study.final.best import best_by_group
 
 # The final stage's own rule (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n), one definition for the study and every table.
-from study.intervals import t_interval
+from study.final.intervals import t_interval
 from trainables.schema import record as R
 from trainables.schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
 
@@ -207,7 +207,7 @@ def best_configs(
 
 
 def _creation_order(runs: pl.DataFrame) -> pl.Expr:
-    """``_order``: the tie-break key of :func:`study.final_stage.creation_order` as one sortable string: the zero-padded
+    """``_order``: the tie-break key of :func:`study.final.stage.creation_order` as one sortable string: the zero-padded
     Optuna trial number (tag :data:`~trainables.schema.record.OPTUNA_TRIAL_NUMBER`), else ``~`` and the trial id (after them)."""
     fallback = pl.lit("~") + pl.col(R.TRIAL_ID)
     if R.OPTUNA_TRIAL_NUMBER not in runs.columns:
@@ -217,7 +217,7 @@ def _creation_order(runs: pl.DataFrame) -> pl.Expr:
 
 
 def _best_per_group(frame: pl.DataFrame, value: str, trial_id: str, mode: str) -> pl.DataFrame:
-    """Per :data:`GROUP`, the row :func:`study.best.pick_best` picks: best ``value``, ties to the smallest
+    """Per :data:`GROUP`, the row :func:`study.final.best.pick_best` picks: best ``value``, ties to the smallest
     ``trial_id`` key (``_order``: the earliest trial, the rule the final stage retrains by, so a page and its study
     agree)."""
     picked = best_by_group(

@@ -5,7 +5,7 @@ Why hand-written: the aggregates are a few lines each (Agarwal et al., "Deep Rei
 the Statistical Precipice", Sec. 4 and App. A), and ``rliable`` would add a dependency (and JAX-era pins) for them;
 the paired and Welch intervals are scipy's t quantiles around textbook formulas written out so that the tests can
 check each against an independent scipy call. The Student's t interval of one cell is the final stage's own
-(:func:`study.intervals.t_interval`), used here, not restated; the paired difference is that interval of the
+(:func:`study.final.intervals.t_interval`), used here, not restated; the paired difference is that interval of the
 per-seed differences.
 
 Why these intervals: the final stage runs every cell with the same seeds 0 … n−1 (and, with ``final.reseed_noise``,
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from study.intervals import t_interval
+from study.final.intervals import t_interval
 
 __all__ = [
     "Difference",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ray.tune import Callback
 
-from study.best import pick_best
+from study.final.best import pick_best
 from trainables.schema.metric_names import EPOCH
 
 if TYPE_CHECKING:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from study.arguments import ArgumentParser, one_line
+from study.search.context import RunOptions
 from trainables.schema.errors import StudyError, StudyStalledError
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
     p.add_argument(
         "--max-failures",
         type=int,
-        default=0,
+        default=RunOptions.max_failures,
         metavar="N",
         help="restart a failed trial from its last checkpoint up to N times (-1: always); a NaN loss is never retried",
     )
@@ -52,7 +53,7 @@ def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
     p.add_argument(
         "--pending-timeout",
         type=float,
-        default=600.0,
+        default=RunOptions.pending_timeout_s,
         metavar="SECONDS",
         help="fail the study when its trials have waited this long for resources no node has (0: wait forever)",
     )
@@ -74,9 +75,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
             from study.status import print_status
 
             return print_status(spec)
-        from study.tuner import browse_commands, run_study
+        from study.search.driver import browse_commands, run_study
 
-        outcome = run_study(spec, **_run_options(args), on_start=lambda: _warn_selection(spec))
+        outcome = run_study(spec, options=_run_options(args), on_start=lambda: _warn_selection(spec))
     except StudyStalledError as e:  # the study started and could not go on: it failed
         _print_error(e)
         return 1
@@ -113,16 +114,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
     return 0 if outcome.succeeded else 1
 
 
-def _run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The command line's options of a run, as :func:`study.tuner.run_study` and :func:`study.table.run.run_table`
-    both take them."""
-    return {
-        "resume": args.resume,
-        "address": args.address,
-        "max_failures": args.max_failures,
-        "shared_storage": args.shared_storage,
-        "pending_timeout_s": args.pending_timeout,
-    }
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    """The command line's options of a run, as :func:`study.search.driver.run_study` and
+    :func:`study.table.run.run_table` both take them."""
+    return RunOptions(
+        resume=args.resume,
+        address=args.address,
+        max_failures=args.max_failures,
+        shared_storage=args.shared_storage,
+        pending_timeout_s=args.pending_timeout,
+    )
 
 
 def _run_table(args: argparse.Namespace) -> int:
@@ -137,12 +138,12 @@ def _run_table(args: argparse.Namespace) -> int:
         return print_table_status(table)
     table.check_budget()  # before anything starts, a table over search.max_hours is one line
     print(table.size_line(), flush=True)
+    from study.search.driver import browse_commands
     from study.table.run import run_table
-    from study.tuner import browse_commands
 
     layout = StudyLayout.for_spec(table.base)
     try:
-        outcome = run_table(table, **_run_options(args), on_start=lambda: _warn_selection(table.base))
+        outcome = run_table(table, options=_run_options(args), on_start=lambda: _warn_selection(table.base))
     except StudyStalledError as e:
         _print_error(e)
         return 1
@@ -215,7 +216,7 @@ def _warn_selection(spec: StudySpec) -> None:
 
 def _print_final(groups: list) -> None:
     """The final test stage: per group, each test metric's mean ± std [95 % CI] over the seeds."""
-    from study.intervals import t_interval
+    from study.final.intervals import t_interval
 
     print("Final test stage (best configuration retrained on all training classes, evaluated on the test classes):")
     for g in groups:

@@ -27,7 +27,7 @@ def study_status(spec: StudySpec) -> dict:
 
     Raises :class:`StudyError` when the study has never been started.
     """
-    from study.best import pick_best
+    from study.final.best import pick_best
     from study.layout import StudyLayout
     from study.runtime.storage import read_bytes
     from study.tracking.stores import load_optuna_study
@@ -38,7 +38,7 @@ def study_status(spec: StudySpec) -> dict:
     study = load_optuna_study(spec.name, layout.optuna_url)
     trials = study.get_trials(deepcopy=False)
     counts = Counter(t.state.name for t in trials)
-    # study.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.
+    # study.final.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.
     finished = [t for t in trials if t.state.name == "COMPLETE"]
     best = pick_best(finished, lambda t: t.value, lambda t: t.number, spec.search.mode)
     from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray

@@ -219,7 +219,7 @@ def _check_each_family(spec: StudySpec, families: list[Any]) -> None:
 
 def _check_grid(search: SearchSpec) -> None:
     """The grid sampler enumerates categorical choices (``when:`` allowed); other kinds have no grid."""
-    from study.search_space import grid_points  # imports optuna: only for a grid spec
+    from study.search.space import grid_points  # imports optuna: only for a grid spec
 
     if not search.space:
         raise SpecError("sampler 'grid' needs categorical parameters in search.space, and it has none")

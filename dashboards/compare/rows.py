@@ -28,7 +28,7 @@ from dashboards.compare.cells import (
 )
 from dashboards.load import METRIC, DashboardData, DashboardError
 from dashboards.select import final_runs
-from study.intervals import t_interval
+from study.final.intervals import t_interval
 from trainables.schema.metric_names import TEST_PREFIX
 
 __all__ = ["compare", "aggregates", "claimed_vs_honest", "build_comparison", "dashboard_comparison"]

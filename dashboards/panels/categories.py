@@ -10,7 +10,7 @@ import polars as pl
 from dashboards.load import METRIC, DashboardData
 from dashboards.panels import Panel
 from dashboards.select import decimals, final_runs
-from study.intervals import t_interval
+from study.final.intervals import t_interval
 from trainables.schema import record as R
 from trainables.schema.metric_names import split_per_category
 

@@ -72,7 +72,7 @@ def _metrics_table(data: DashboardData, groups: list[tuple[str, list[str]]]) -> 
             if not values:
                 row[metric] = "—"
                 continue
-            from study.intervals import t_interval
+            from study.final.intervals import t_interval
 
             mean, _, low, high = t_interval(values)
             row[metric] = ci_text(mean, None if low != low else low, None if high != high else high, len(values))

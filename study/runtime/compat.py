@@ -146,7 +146,7 @@ def study_trials(study: optuna.Study, deepcopy: bool, use_cache: bool) -> list[o
 
 def study_with_trials(study: optuna.Study, get_trials: Callable[..., list[optuna.trial.FrozenTrial]]) -> optuna.Study:
     """A shallow copy of ``study`` (same storage, sampler, directions) whose ``_get_trials`` is ``get_trials``: what
-    a sampler given it sees as the study's history (:mod:`study.ordered_search`)."""
+    a sampler given it sees as the study's history (:mod:`study.search.ordered_sampler`)."""
     import copy
 
     view = copy.copy(study)

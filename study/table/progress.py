@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from study.best import pick_best
+from study.final.best import pick_best
 from study.progress import ThrottledTable, format_table
 from study.table.spec import Table, cell_of
 from trainables.schema.metric_names import EPOCH

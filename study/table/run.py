@@ -4,9 +4,9 @@ Every arm × condition cell is searched by its own Optuna study (``<table>.<arm>
 storage) with ``search.num_trials`` trials, all cells' trials in **one** Ray Tune experiment whose searcher
 dispatches to the cells (:class:`study.table.search.TableSearch`; why one experiment: that module's docstring), so
 they share the cluster under the table's ``max_concurrent`` and the table resumes as a whole at trial granularity.
-Then each cell's best configuration (:func:`study.best.pick_best`) is retrained with the final seeds (noise reseeded
+Then each cell's best configuration (:func:`study.final.best.pick_best`) is retrained with the final seeds (noise reseeded
 per seed: the arms are paired) by the study's own final stage, as one group per cell. Everything else is
-:func:`study.tuner.run_study` on the table's base spec (:mod:`study.table.spec`): the lock, the resume checks, the
+:func:`study.search.driver.run_study` on the table's base spec (:mod:`study.table.spec`): the lock, the resume checks, the
 MLflow parent run and callbacks, the final stage. The comparison table is rendered by :mod:`dashboards.table_report`.
 
 Files beside a study's (:mod:`study.layout`): ``table.yaml`` (the table spec it was started with; a resume refuses
@@ -21,15 +21,16 @@ from typing import Any
 import yaml
 
 from study.layout import StudyLayout
-from study.resume import OPERATIONAL_KEYS
 from study.runtime.storage import read_bytes, write_bytes
-from study.stage_tuners import stage_tuner, study_searcher
+from study.search.context import RunOptions, SearchPlan, StudyContext
+from study.search.driver import StudyOutcome, run_study
+from study.search.resume import OPERATIONAL_KEYS
+from study.search.tuners import stage_tuner, study_searcher
 from study.table.search import TableSearch
 from study.table.spec import Table, cell_of
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.credentials import redacted_spec
 from study.tracking.preflight import preflight_stores
-from study.tuner import SearchPlan, StudyOutcome, run_study
 from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
 from trainables.schema.trial import flatten
@@ -43,7 +44,7 @@ def _table_text(table: Table) -> bytes:
 
 def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
     """A resumed table keeps the spec it was started with, except what says how to run it, not what it is (as a
-    study's resume: :data:`study.resume.OPERATIONAL_KEYS`, e.g. ``tracking.outage_budget_s``)."""
+    study's resume: :data:`study.search.resume.OPERATIONAL_KEYS`, e.g. ``tracking.outage_budget_s``)."""
     saved = read_bytes(layout.table_file)
     if not resume or saved is None:
         return
@@ -57,31 +58,25 @@ def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
 
 
 def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
-    """The table's searcher: one study searcher per cell (:func:`study.stage_tuners.study_searcher`: the guarded Optuna
+    """The table's searcher: one study searcher per cell (:func:`study.search.tuners.study_searcher`: the guarded Optuna
     storage, the ordered sampler with the table's :attr:`~study.table.spec.Table.cell_lag`), ``num_trials`` each."""
     s = table.base.search
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells]
     return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode, trials_dir=layout.tune_dir)
 
 
-def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
-    """The table's search stage for :func:`study.tuner.run_study`."""
+def table_plan(table: Table) -> SearchPlan:
+    """The table's search stage for :func:`study.search.driver.run_study`."""
     from study.runtime.watchdog import PendingTimeout
     from study.table.progress import TableProgress
 
     spec = table.base
 
-    def tuner(
-        param_space: dict[str, Any],
-        callback: MlflowTrialCallback,
-        resuming: bool,
-        max_failures: int,
-        pending_timeout_s: float,
-    ) -> Any:
+    def tuner(context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback) -> Any:
         def search_config() -> dict[str, Any]:
             from ray.tune.schedulers import FIFOScheduler
 
-            searcher = table_searcher(table, layout)
+            searcher = table_searcher(table, context.layout)
             return {
                 "metric": spec.search.metric,
                 "mode": spec.search.mode,
@@ -92,9 +87,9 @@ def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
                 "num_samples": searcher.max_trials,
             }
 
-        callbacks = [callback, TableProgress(table), PendingTimeout(pending_timeout_s)]
-        config = None if resuming else search_config
-        return stage_tuner(spec, layout, R.SEARCH_EXPERIMENT, param_space, callbacks, max_failures, config)
+        callbacks = [callback, TableProgress(table), PendingTimeout(context.options.pending_timeout_s)]
+        config = None if context.resuming else search_config
+        return stage_tuner(context, R.SEARCH_EXPERIMENT, param_space, callbacks, config)
 
     def group(config: dict[str, Any]) -> str | None:
         cell = cell_of(table.cells, config)
@@ -104,23 +99,17 @@ def table_plan(table: Table, layout: StudyLayout) -> SearchPlan:
 
 
 def run_table(
-    table: Table,
-    *,
-    resume: bool = False,
-    address: str | None = None,
-    max_failures: int = 0,
-    shared_storage: bool = False,
-    pending_timeout_s: float = 600.0,
-    on_start: Callable[[], None] | None = None,
+    table: Table, *, options: RunOptions | None = None, on_start: Callable[[], None] | None = None
 ) -> StudyOutcome:
     """Run (or resume) the table to its final stage; raises :class:`~trainables.schema.errors.StudyError` before anything is
     written for bad input, a budget over ``search.max_hours``, or a resumed table whose spec changed."""
+    options = RunOptions() if options is None else options
     table.check_budget()
     layout = StudyLayout.for_spec(table.base)
     # The study's pre-flight of its stores (run_study repeats it: cheap, and idempotent), before the table reads its
     # own file there: an unreachable bucket or server is one line and exit 2, as for a study.
     preflight_stores(layout, table.base.name)
-    _check_saved_table(table, layout, resume)
+    _check_saved_table(table, layout, options.resume)
 
     def started() -> None:
         if on_start is not None:
@@ -129,13 +118,4 @@ def run_table(
         if read_bytes(layout.table_file) is None:
             write_bytes(layout.table_file, _table_text(table))
 
-    return run_study(
-        table.base,
-        resume=resume,
-        address=address,
-        max_failures=max_failures,
-        shared_storage=shared_storage,
-        pending_timeout_s=pending_timeout_s,
-        on_start=started,
-        plan=table_plan(table, layout),
-    )
+    return run_study(table.base, options=options, on_start=started, plan=table_plan(table))

@@ -1,5 +1,5 @@
 """The searcher of a table's one Ray Tune experiment: a small dispatcher over one
-:class:`~study.bookkeeping.StudySearch` (Optuna behind Ray) per cell.
+:class:`~study.search.study_search.StudySearch` (Optuna behind Ray) per cell.
 
 Why one experiment with a dispatching searcher, not one Tuner per cell: every cell's trials then share the cluster
 under the table's ``max_concurrent`` (a Tuner per cell would run cells one after another, or need threads around
@@ -9,7 +9,7 @@ Optuna study adopts or fails the trials asked after the last snapshot exactly as
 the MLflow callback and the progress table are the study's own. Each cell keeps its own Optuna study (its own TPE
 history, readable name in optuna-dashboard), and its own budget: a new Ray trial goes to the cell with the fewest
 trials asked so far (ties: table order) that may ask now, so the cells advance together and each sampler sees its
-earlier trials. With ``search.reproducible`` each cell's sampler is ordered (:mod:`study.ordered_search`, lag
+earlier trials. With ``search.reproducible`` each cell's sampler is ordered (:mod:`study.search.ordered_sampler`, lag
 :attr:`~study.table.spec.Table.cell_lag`): what a cell samples depends on its own trials' outcomes, never on timing.
 
 A cell's budget counts *evaluated* trials. A trial Ray reports as errored for a reason outside its configuration (its
@@ -29,9 +29,9 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from study.bookkeeping import StudySearch
 from study.runtime.compat import completed_trials_of, optuna_trials_of
 from study.runtime.storage import read_bytes
+from study.search.study_search import StudySearch
 from study.tracking.outage import through_ray
 from trainables.schema import record as R
 

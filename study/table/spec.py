@@ -75,7 +75,7 @@ class Table:
     @property
     def cell_lag(self) -> int:
         """``search.reproducible`` per cell: a cell's trial i is asked once its trials <= i − lag have ended
-        (:mod:`study.ordered_search`). ``max_concurrent`` slots over n cells need at most ⌈c / n⌉ trials of one
+        (:mod:`study.search.ordered_sampler`). ``max_concurrent`` slots over n cells need at most ⌈c / n⌉ trials of one
         cell in flight, so a table of more cells than slots samples each trial from all its cell's earlier ones at
         no cost in idle slots (the dispatcher gives a free slot to a cell that may ask)."""
         return max(1, math.ceil(self.spec.search.max_concurrent / len(self.cells)))

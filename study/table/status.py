@@ -4,7 +4,7 @@ trial is replaced, one whose loss was not finite counts as evaluated: study/tabl
 and its parameters (with a flag where the winner sits at an end of its searched range); the final seeds done from
 MLflow.
 
-The best trial is :func:`study.best.pick_best`'s on the cell's Optuna trials (ties to the earliest).
+The best trial is :func:`study.final.best.pick_best`'s on the cell's Optuna trials (ties to the earliest).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _final_done(layout_uri: str, name: str) -> Counter[str]:
 def table_status(table: Table) -> list[CellStatus]:
     """Per cell: Optuna trial states, the best trial, final seeds done. Raises :class:`StudyError` when the table
     has never been started."""
-    from study.best import pick_best
+    from study.final.best import pick_best
     from study.layout import StudyLayout
     from study.runtime.storage import read_bytes
     from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names

@@ -15,7 +15,7 @@ __all__ = ["OptunaRunLink", "trial_numbers"]
 
 class OptunaRunLink:
     """Writes the MLflow run id of a search trial's child run into its Optuna trial's user attributes, found by the
-    Ray trial id :class:`study.bookkeeping.StudySearch` wrote there. Called by the MLflow callback once the run exists
+    Ray trial id :class:`study.search.study_search.StudySearch` wrote there. Called by the MLflow callback once the run exists
     (the trial is running, so Optuna still accepts the attribute); picklable, as Ray pickles the callbacks with its
     experiment."""
 
@@ -45,7 +45,7 @@ class OptunaRunLink:
 
 def trial_numbers(optuna_url: str, study_name: str) -> dict[str, int]:
     """Ray trial id → Optuna trial number of every search trial that carries its Ray trial id (the order trials
-    were asked in: the best rule's tie-break, :func:`study.final_stage.creation_order`). A table's cells are Optuna
+    were asked in: the best rule's tie-break, :func:`study.final.stage.creation_order`). A table's cells are Optuna
     studies of their own (``<name>.<arm>.<cell>``): their trials are read too, numbered within their cell, which is
     where the rule compares them."""
     storage = optuna_storage(optuna_url)

@@ -16,7 +16,7 @@ EPOCHS = 3
 NAME = "synth"
 #: Final-stage seeds of each ms group, and how far each seed's test Recall@1 lands from the group's base value.
 FINAL_OFFSETS = (0.0, 0.013, -0.006)
-#: Tags of a search trial of a k-fold study (study/tuner.py ``describe_trial``).
+#: Tags of a search trial of a k-fold study (study/search/driver.py ``describe_trial``).
 #: Last-epoch values of the noise detectors on the bspml runs (the triplet runs log these minus their noise ratio).
 DETECTORS = {
     "noise/xi_auroc": 0.9,

@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 from scipy import stats as sps
 
 from dashboards.build import build_dashboard
-from study.final_stage import FinalGroup, category_csv, summary_csv
+from study.final.stage import FinalGroup, category_csv, summary_csv
 from tests.dashboards.page import read_page
 from tests.dashboards.synthetic import _params, _run, _tags
 

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_spec_yaml_space_matches_the_parent_params_and_falls_back(tmp_path):
     spec = load_spec(str(REPO / "search_spaces" / "bspml_digits.yaml"), [], family_rules=False)
     (tmp_path / R.SPEC_FILE).write_text(yaml.safe_dump(redacted_spec(spec), sort_keys=False))
-    # What study.tuner logs on the parent run: the spec flattened, values as MLflow's strings.
+    # What study.search.driver logs on the parent run: the spec flattened, values as MLflow's strings.
     params = {k: str(v) for k, v in flatten(spec.model_dump(mode="json", include={"search"})).items()}
     from_spec = _spec_space(str(tmp_path))
     assert from_spec == _params_space(params)
@@ -47,15 +47,15 @@ def test_weight_tables_by_the_record_columns():
 
 
 def test_final_groups_show_the_parent_runs_stored_summary_else_compute_it(tmp_path):
-    """A store whose parent run holds ``final_summary.csv`` (written with ``study.final_stage.summary_csv``): the
+    """A store whose parent run holds ``final_summary.csv`` (written with ``study.final.stage.summary_csv``): the
     leaderboard's final groups carry the stored numbers; the same store without the file is summarised from its
     final runs with the t-interval. The stored mean is set apart from the runs' mean so the source is visible."""
     from mlflow import MlflowClient
 
     from dashboards.load import load
     from dashboards.select import final_groups
-    from study.final_stage import FinalGroup, summary_csv
-    from study.intervals import t_interval
+    from study.final.intervals import t_interval
+    from study.final.stage import FinalGroup, summary_csv
     from tests.dashboards.test_compare import make_study
 
     finals = {("ms", 0.2, "all"): {0: 0.60, 1: 0.58, 2: 0.53}}

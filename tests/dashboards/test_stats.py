@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from dashboards import stats
-from study import final_stage
+from study.final import stage as final_stage
 
 
 def test_the_cell_interval_is_the_final_stages_own():

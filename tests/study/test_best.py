@@ -1,4 +1,4 @@
-"""The one "best configuration" rule (``study.best``) and the one t-interval (``study.intervals``), checked against
+"""The one "best configuration" rule (``study.final.best``) and the one t-interval (``study.final.intervals``), checked against
 brute force and hand values, and the places that use them checked to agree on ties."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
-from study.best import best_by_group, pick_best
-from study.intervals import t_interval
+from study.final.best import best_by_group, pick_best
+from study.final.intervals import t_interval
 
 
 def _brute_force(items, mode):
@@ -68,7 +68,7 @@ def test_final_stage_status_and_dashboards_pick_the_same_trial_on_a_tie(tmp_path
     from dashboards.load import DashboardData, StudyInfo
     from dashboards.select import best_configs
     from harness.driver import honest_spec
-    from study.final_stage import best_result
+    from study.final.stage import best_result
     from study.loading import parse_spec
 
     spec = parse_spec(honest_spec())

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from study.loading import parse_spec
-from study.search_space import grid_points, make_sampler, to_optuna
+from study.search.space import grid_points, make_sampler, to_optuna
 from study.validation import family_params
 from study.validation import resolve_trial as resolve_trial_spec
 from trainables.schema.errors import SpecError

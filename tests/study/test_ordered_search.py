@@ -1,4 +1,4 @@
-"""study/ordered_search.py: trial i is sampled from a history that depends on i alone, whatever order the trials end
+"""study/search/ordered_sampler.py: trial i is sampled from a history that depends on i alone, whatever order the trials end
 in. Real Optuna samplers (TPE past its start-up trials, constant liar on and off), trials finishing in random orders
 simulated with Optuna's ask/tell, as Ray drives it; the Ray end-to-end check is tests/study/test_reproducible_e2e.py."""
 
@@ -10,8 +10,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from study.ordered_search import OrderedSampler, may_ask, trials_seen_by
-from study.search_space import make_sampler
+from study.search.ordered_sampler import OrderedSampler, may_ask, trials_seen_by
+from study.search.space import make_sampler
 from trainables.schema.space import SamplerSpec
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -94,8 +94,8 @@ def test_the_view_of_trial_i():
 def test_the_searcher_waits_for_trial_i_minus_lag_and_keeps_waiting_after_a_restore(tmp_path):
     """StudySearch with ``lag``: the next trial is asked only once the trial ``lag`` before it has ended; a restored
     searcher (pickled, as Ray restores it) keeps the rule, after adopting an Optuna trial a killed driver left asked."""
-    from study.bookkeeping import StudySearch
-    from study.search_space import to_optuna
+    from study.search.space import to_optuna
+    from study.search.study_search import StudySearch
     from trainables.schema.record import OPTUNA_RAY_TRIAL_ID
     from trainables.schema.spec import FloatParam
 

@@ -11,8 +11,8 @@ import time
 import optuna
 import pytest
 
-from study.bookkeeping import StudySearch
 from study.runtime.compat import completed_trials_of, optuna_study_of, optuna_trials_of
+from study.search.study_search import StudySearch
 from study.tracking import outage
 from study.tracking.guarded import GuardedRDBStorage
 from study.tracking.outage import OutageEscape, guard, unwrapped

@@ -1,5 +1,5 @@
 """A study run twice, the second time with half its epochs, at random, ending in a sleep, gives the same Optuna trials (params,
-values, states) and the same final test metrics (``search.reproducible``, study/ordered_search.py): 2 trials at a
+values, states) and the same final test metrics (``search.reproducible``, study/search/ordered_sampler.py): 2 trials at a
 time, TPE past its start-up trials. The sleeps are seeded (:func:`~trainables.loop.trainable.epoch_delay`), so the
 test knows which trials they delay and checks that the trials did end out of order. Also Optuna's conventions (metric names, each trial's Ray trial id and MLflow run
 id) and the parent run's numerics record, read back from the stores."""

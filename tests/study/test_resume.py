@@ -58,7 +58,7 @@ def _fake_trial(trial_id: str) -> SimpleNamespace:
 
 
 def test_asha_rungs_survive_a_new_scheduler(tmp_path):
-    from study.bookkeeping import PersistentASHA
+    from study.search.persistent_asha import PersistentASHA
 
     def make() -> PersistentASHA:
         s = PersistentASHA(
@@ -97,8 +97,8 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
     """What a kill between Optuna's ask and Ray's snapshot leaves behind is reconciled on restore."""
     import optuna
 
-    from study.bookkeeping import StudySearch
-    from study.search_space import to_optuna
+    from study.search.space import to_optuna
+    from study.search.study_search import StudySearch
     from trainables.schema.spec import FloatParam
 
     url = f"sqlite:///{tmp_path / 'optuna.db'}"

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from study.loading import parse_spec
-from study.search_space import make_sampler
+from study.search.space import make_sampler
 from trainables.schema.errors import SpecError
 
 

@@ -6,7 +6,7 @@ import pickle
 import optuna
 import pytest
 
-from study.search_space import make_sampler, to_optuna
+from study.search.space import make_sampler, to_optuna
 from trainables.schema.spec import SamplerSpec, SearchSpec
 
 SPACE = {

@@ -23,7 +23,7 @@ from harness.driver import (
     optuna_trials,
 )
 from harness.kill_resume import kill_then_resume
-from study.final_stage import t_interval
+from study.final.stage import t_interval
 from study.loading import parse_spec
 from trainables.data import load_dataset
 from trainables.data.folds import check_validation, fold_splits, validation_groups
@@ -171,7 +171,7 @@ def _check_honest_study(study_dir: Path, name: str, seeds: int) -> None:
         test_steps = [m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1")]
         assert val_steps == [1, 2] and test_steps == [2]  # test: the fold ensemble, once, at the end
     # The final stage: the best configuration, retrained once per seed, tagged, with test metrics.
-    # Ties (tiny digits trials can tie) go to the earliest trial (Optuna's number), as in study.final_stage.best_per_group.
+    # Ties (tiny digits trials can tie) go to the earliest trial (Optuna's number), as in study.final.stage.best_per_group.
     earliest_first = sorted(search, key=lambda r: int(r.data.tags["optuna_trial_number"]))
     best = max(earliest_first, key=lambda r: r.data.metrics["val/recall_at_1"])
     assert sorted(r.data.tags["seed"] for r in final) == [str(s) for s in range(seeds)]
@@ -219,7 +219,7 @@ def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(t
 def test_final_points_retrain_each_group_best_with_every_seed(reseed, tmp_path):
     from types import SimpleNamespace
 
-    from study.final_stage import best_per_group, final_points
+    from study.final.stage import best_per_group, final_points
     from study.validation import resolve_trial
 
     raw = honest_spec(final={"seeds": 3, "group_by": ["family"], "reseed_noise": reseed})

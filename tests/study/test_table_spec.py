@@ -198,8 +198,8 @@ def test_edge_flags():
 
 
 def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
-    from study.bookkeeping import StudySearch
-    from study.search_space import make_sampler, to_optuna
+    from study.search.space import make_sampler, to_optuna
+    from study.search.study_search import StudySearch
     from study.table.search import TableSearch
 
     table = load_table(SPACES / "table_glyphs_quick.yaml")
@@ -228,8 +228,8 @@ def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
 
 def _quick_searcher(budget: int, trials_dir: Path | None):
     """The quick table's dispatcher over in-memory Optuna studies (no Ray), and the table."""
-    from study.bookkeeping import StudySearch
-    from study.search_space import make_sampler, to_optuna
+    from study.search.space import make_sampler, to_optuna
+    from study.search.study_search import StudySearch
     from study.table.search import TableSearch
 
     table = load_table(SPACES / "table_glyphs_quick.yaml")
@@ -372,7 +372,7 @@ def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search
 
 
 def test_a_resumed_table_may_change_its_outage_budget_only(tmp_path):
-    """As a study's resume (study/resume.py): ``tracking.outage_budget_s`` says how to run it, not what it is."""
+    """As a study's resume (study/search/resume.py): ``tracking.outage_budget_s`` says how to run it, not what it is."""
     from study.layout import StudyLayout
     from study.runtime.storage import write_bytes
     from study.table.run import _check_saved_table, _table_text

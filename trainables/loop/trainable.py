@@ -51,7 +51,7 @@ def epoch_delay(sampled: dict[str, Any], epoch: int, delay: float, seed: int = 0
 
 def trial_threads(cpus: float) -> int:
     """Torch's intra-op threads in a trial with ``cpus`` CPUs (``resources.cpu``): one per whole CPU. The thread
-    count changes how reductions are split, so the study records it (study/environment.py)."""
+    count changes how reductions are split, so the study records it (study/search/environment.py)."""
     return max(1, int(cpus))
 
 
@@ -101,7 +101,7 @@ def train_fn(config: dict[str, Any]) -> None:
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one "checkpoint created" line per epoch is noise
     torch.set_num_threads(trial_threads(spec.resources.cpu))
     delay, delay_seed = float(os.environ.get(DELAY_ENV, "0")), int(os.environ.get(DELAY_SEED_ENV, "0"))
-    # A reused worker (study.tuner sets reuse_actors) ran another trial just before: free what that one left in
+    # A reused worker (study.search.driver sets reuse_actors) ran another trial just before: free what that one left in
     # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
     gc.collect()
     trial = TrialRun.build(spec, final=trial_stage(config) == R.STAGE_FINAL)

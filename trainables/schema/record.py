@@ -1,7 +1,7 @@
 """The MLflow record of a study, defined once: run tags and their values, the parent run's params the dashboards
 read, artifact file names and their columns, and the suffixes of the final stage's summary values.
 
-The tracker (``study/tracking/callback.py``, ``study/tuner.py``, ``study/final_stage.py``) writes the record and
+The tracker (``study/tracking/callback.py``, ``study/search/driver.py``, ``study/final/stage.py``) writes the record and
 ``study/status.py`` and the dashboards read it; both sides name every tag, value and file through this module, so a
 rename is one edit and a typo is an ``AttributeError`` rather than a silently empty column. Metric names are in
 :mod:`trainables.schema.metric_names`.
@@ -148,7 +148,7 @@ ARTIFACT_ERROR: Final = "artifact_error"
 
 #: Tags every child run carries; dashboards group by them.
 RUN_TAGS: Final = (TRIAL_ID, FAMILY, DATASET, NOISE_RATIO)
-#: Tags ``study.tuner.describe_trial`` gives a trial run (``GROUP``/``SOURCE_TRIAL`` on final runs only).
+#: Tags ``study.search.driver.describe_trial`` gives a trial run (``GROUP``/``SOURCE_TRIAL`` on final runs only).
 TRIAL_TAGS: Final = (
     STUDY,
     FAMILY,
@@ -171,7 +171,7 @@ SELECTION_TAGS: Final = (STAGE, VALIDATION, SELECTION, GROUP, SOURCE_TRIAL)
 STUDY_DIR: Final = "study_dir"
 #: Number of final runs planned, set when the final stage starts.
 FINAL_PLANNED: Final = "final_planned"
-#: The search's best trial (:func:`study.best.pick_best` over every finished search trial), set when the study ends.
+#: The search's best trial (:func:`study.final.best.pick_best` over every finished search trial), set when the study ends.
 BEST_TRIAL_ID: Final = "best_trial_id"
 #: A table's reference family (``reference:`` of a table spec, docs/tables.md): the dashboards compare with it.
 REFERENCE: Final = "reference"
@@ -188,7 +188,7 @@ PARAM_SEARCH_SPACE: Final = "search.space."
 PARAM_VALIDATION_KIND: Final = "validation.kind"
 
 
-#: Prefix of the parent run's tags that record what decides the study's numerics (``study/environment.py``):
+#: Prefix of the parent run's tags that record what decides the study's numerics (``study/search/environment.py``):
 #: library versions, CPU model and instruction sets torch dispatches to, GPUs, threads, deterministic settings.
 ENV_PREFIX: Final = "env."
 ENV_TAGS: Final = tuple(

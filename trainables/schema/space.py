@@ -140,7 +140,7 @@ class SearchSpec(_Strict):
     scheduler: SchedulerSpec = SchedulerSpec()
     space: dict[str, ParamSpec] = {}
     #: Trial *i* is sampled knowing the outcomes of trials 0 … i − ``max_concurrent`` only (the others are pending),
-    #: so timing never changes the study (study/ordered_search.py). ``false``: the sampler sees whichever trials
+    #: so timing never changes the study (study/search/ordered_sampler.py). ``false``: the sampler sees whichever trials
     #: happen to have finished (no waiting, results depend on timing).
     reproducible: bool = True
 

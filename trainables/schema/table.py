@@ -146,7 +146,7 @@ class TableSearchSpec(_Strict):
     mode: Literal["max", "min"] = "max"
     sampler: SamplerSpec = SamplerSpec()
     #: Each cell's trial *i* is sampled knowing the outcomes of the cell's trials 0 … i − lag only (lag: ⌈
-    #: ``max_concurrent`` / cells⌉), so timing never changes what a cell samples (study/ordered_search.py).
+    #: ``max_concurrent`` / cells⌉), so timing never changes what a cell samples (study/search/ordered_sampler.py).
     #: ``false``: each cell's sampler sees whichever of its trials happen to have finished.
     reproducible: bool = True
     #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).

@@ -7,8 +7,8 @@ are used once, here. With ``final.group_by`` the best configuration is chosen, a
 combination of the named *condition* values (family, noise ratio, subset, ...), which is how a comparison grid
 gets one honest number per cell.
 
-The best configuration is :func:`study.best.pick_best`'s (ties to the earliest trial, :func:`creation_order`); the interval is
-:func:`study.intervals.t_interval` (Student's t over the seeds). The summary's columns are named by
+The best configuration is :func:`study.final.best.pick_best`'s (ties to the earliest trial, :func:`creation_order`); the interval is
+:func:`study.final.intervals.t_interval` (Student's t over the seeds). The summary's columns are named by
 :mod:`trainables.schema.record`.
 """
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from study.best import best_by_group, pick_best
-from study.intervals import t_interval
+from study.final.best import best_by_group, pick_best
+from study.final.intervals import t_interval
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX, split_per_category
 from trainables.schema.spec import StudySpec
@@ -88,7 +88,7 @@ def creation_order(order: Mapping[str, int]) -> Callable[[Result], tuple[float, 
 
 
 def best_result(spec: StudySpec, results: ResultGrid, order: Mapping[str, int]) -> Result | None:
-    """The search's best trial over every group (:func:`study.best.pick_best` on the search metric's last value,
+    """The search's best trial over every group (:func:`study.final.best.pick_best` on the search metric's last value,
     ties to the earliest trial: :func:`creation_order`)."""
     metric = spec.search.metric
     return pick_best(
@@ -102,7 +102,7 @@ def best_per_group(
     order: Mapping[str, int],
     group: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> dict[str, Result]:
-    """Per group, the search trial with the best last value of the search metric (:func:`study.best.pick_best`:
+    """Per group, the search trial with the best last value of the search metric (:func:`study.final.best.pick_best`:
     ties to the earliest trial, so a resumed driver, whose ResultGrid order may differ, and a rerun of the study,
     whose Ray trial ids differ, pick the same).
 

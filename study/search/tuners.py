@@ -1,5 +1,5 @@
 """The Ray Tune ``Tuner`` of each stage of a study, wired once (:func:`stage_tuner`): the search
-(:func:`search_tuner`: Optuna's sampler behind :class:`~study.bookkeeping.StudySearch`, ASHA or FIFO) and the final
+(:func:`search_tuner`: Optuna's sampler behind :class:`~study.search.study_search.StudySearch`, ASHA or FIFO) and the final
 stage (:func:`final_tuner`: a grid over the best configurations' seeds). Both restore their experiment when a driver
 resumes."""
 
@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from study.bookkeeping import PersistentASHA, StudySearch
 from study.layout import StudyLayout
-from study.ordered_search import OrderedSampler
 from study.progress import ProgressTable
 from study.runtime.compat import restored_run_config
 from study.runtime.watchdog import PendingTimeout
-from study.search_space import make_sampler, to_optuna
+from study.search.context import StudyContext
+from study.search.old_names import accept_old_names
+from study.search.ordered_sampler import OrderedSampler
+from study.search.persistent_asha import PersistentASHA
+from study.search.space import make_sampler, to_optuna
+from study.search.study_search import StudySearch
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.stores import optuna_storage
 from trainables.schema import record as R
@@ -33,12 +36,10 @@ def _trial_dirname(trial: Any) -> str:
 
 
 def stage_tuner(
-    spec: StudySpec,
-    layout: StudyLayout,
+    context: StudyContext,
     experiment: str,
     param_space: dict[str, Any],
     callbacks: list[Any],
-    max_failures: int,
     tune_config: Callable[[], dict[str, Any]] | None,
 ) -> Tuner:
     """One stage's Tuner, the same wiring for the search and the final stage: ``train_fn`` with the spec's resources,
@@ -51,9 +52,11 @@ def stage_tuner(
 
     from trainables.loop import train_fn
 
+    spec, layout = context.spec, context.layout
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
-    failure_config = tune.FailureConfig(max_failures=max_failures)
+    failure_config = tune.FailureConfig(max_failures=context.options.max_failures)
     if tune_config is None:
+        accept_old_names()  # a study started before the engine moved to study/search/ names the old modules
         tuner = tune.Tuner.restore(
             f"{layout.root}/{experiment}",
             trainable,
@@ -93,7 +96,7 @@ def stage_tuner(
 
 def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: int) -> StudySearch:
     """The searcher of one Optuna study: the spec's sampler (ordered with ``lag`` when ``search.reproducible``:
-    :mod:`study.ordered_search`) over the study's Optuna storage guarded through outages. A study has one; a table
+    :mod:`study.search.ordered_sampler`) over the study's Optuna storage guarded through outages. A study has one; a table
     one per cell (:mod:`study.table.run`), built here so both get the same storage and ordering."""
     s = spec.search
     sampler = make_sampler(s.sampler, s.space)
@@ -109,21 +112,14 @@ def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: i
     )
 
 
-def search_tuner(
-    spec: StudySpec,
-    layout: StudyLayout,
-    param_space: dict[str, Any],
-    callback: MlflowTrialCallback,
-    resuming: bool,
-    max_failures: int,
-    pending_timeout_s: float,
-) -> Tuner:
+def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback) -> Tuner:
     """The search stage: Optuna's sampler behind :class:`StudySearch`, ASHA or FIFO, ``search.num_trials`` trials."""
+    spec, layout = context.spec, context.layout
     s = spec.search
     callbacks = [
         callback,
         ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space)),
-        PendingTimeout(pending_timeout_s),
+        PendingTimeout(context.options.pending_timeout_s),
     ]
 
     def search_config() -> dict[str, Any]:
@@ -148,29 +144,22 @@ def search_tuner(
         }
 
     return stage_tuner(
-        spec, layout, R.SEARCH_EXPERIMENT, param_space, callbacks, max_failures, None if resuming else search_config
+        context, R.SEARCH_EXPERIMENT, param_space, callbacks, None if context.resuming else search_config
     )
 
 
 def final_tuner(
-    spec: StudySpec,
-    layout: StudyLayout,
-    param_space: dict[str, Any],
-    callback: MlflowTrialCallback,
-    num_points: int,
-    max_failures: int,
-    pending_timeout_s: float,
+    context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback, num_points: int
 ) -> Tuner:
     """The final stage: a grid over ``param_space``'s final points, restored when a driver died during it (its points
     are the same: the search's results are)."""
     from ray.tune import Tuner
 
+    spec = context.spec
     callbacks = [
         callback,
         ProgressTable(final_metric(spec.search.metric), spec.search.mode, num_points, spec.train.epochs, []),
-        PendingTimeout(pending_timeout_s),
+        PendingTimeout(context.options.pending_timeout_s),
     ]
-    restore = Tuner.can_restore(layout.final_dir)
-    return stage_tuner(
-        spec, layout, R.FINAL_EXPERIMENT, param_space, callbacks, max_failures, None if restore else dict
-    )
+    restore = Tuner.can_restore(context.layout.final_dir)
+    return stage_tuner(context, R.FINAL_EXPERIMENT, param_space, callbacks, None if restore else dict)

@@ -1,28 +1,26 @@
-"""What Ray Tune does not keep for us: Optuna trial states that match Ray's decisions, asks in an order timing cannot
-change, and ASHA's rungs across a driver restart (the Optuna↔MLflow link is :mod:`study.tracking.optuna_link`). Used by
-:mod:`study.tuner` and :mod:`study.stage_tuners`."""
+"""The study's Ray searcher, :class:`StudySearch`: what Ray Tune's ``OptunaSearch`` does not keep for us,
+Optuna trial states that match Ray's decisions, asks in an order timing cannot change
+(:mod:`study.search.ordered_sampler`), and the Optuna trials a killed driver left behind. ASHA's rungs across a
+driver restart are :mod:`study.search.persistent_asha`; the Optuna↔MLflow link is
+:mod:`study.tracking.optuna_link`. Used by :mod:`study.search.tuners` and :mod:`study.table.search`."""
 
 from __future__ import annotations
 
 import logging
-import pickle
 import warnings
 from typing import Any
 
 from optuna.exceptions import ExperimentalWarning
-from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from study.ordered_search import may_ask
 from study.runtime.compat import (
-    asha_trial_info,
     completed_trials_of,
     optuna_study_of,
     optuna_trials_of,
     storage_trial_id,
     study_storage,
 )
-from study.runtime.storage import read_bytes, write_bytes
+from study.search.ordered_sampler import may_ask
 from study.tracking.outage import through_ray
 from trainables.schema.errors import StoreOutageError
 from trainables.schema.metric_names import EPOCH
@@ -30,12 +28,12 @@ from trainables.schema.record import OPTUNA_RAY_TRIAL_ID
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["StudySearch", "PersistentASHA"]
+__all__ = ["StudySearch"]
 
 
 class StudySearch(OptunaSearch):
     """OptunaSearch whose Optuna trials end in the state Ray's decision means, asked in an order timing cannot
-    change (``lag``: :mod:`study.ordered_search`), named by the study's metric, each carrying its Ray trial id.
+    change (``lag``: :mod:`study.search.ordered_sampler`), named by the study's metric, each carrying its Ray trial id.
 
     Ray's OptunaSearch tells Optuna COMPLETE for every trial that ends with a value, so a trial stopped
     early by ASHA would enter the sampler's history as if its partial value were final. Here a trial that
@@ -49,7 +47,7 @@ class StudySearch(OptunaSearch):
     def __init__(self, *args: Any, max_t: int, lag: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_t = max_t
-        #: ``search.reproducible``: trial i is asked once trials <= i - lag have finished (study/ordered_search.py).
+        #: ``search.reproducible``: trial i is asked once trials <= i - lag have finished (study/search/ordered_sampler.py).
         self.lag = lag
         # optuna-dashboard and Optuna's plots name the objective by the study's metric instead of "Objective 0".
         with warnings.catch_warnings():
@@ -154,58 +152,3 @@ class StudySearch(OptunaSearch):
             if t.number <= number - lag and not t.state.is_finished() and storage_trial_id(t) not in held:
                 study_storage(study).set_trial_state_values(storage_trial_id(t), optuna.trial.TrialState.FAIL)
         return may_ask(study.get_trials(deepcopy=False), number, lag)
-
-
-class PersistentASHA(ASHAScheduler):
-    """ASHA whose rungs survive a driver restart.
-
-    ``Tuner.restore`` rebuilds the scheduler from the tuner's pickle taken at the study's start, i.e. with
-    empty rungs, so a resumed study would promote every trial again. This scheduler writes its state (the
-    rungs with every recorded value, and which bracket each live trial is in) after every decision and
-    reloads it the first time the restored driver adds a trial.
-    """
-
-    def __init__(self, *args: Any, state_file: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.state_file = state_file
-        self._loaded = False
-
-    def _load_once(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        data = read_bytes(self.state_file)
-        if data is not None:
-            self.__dict__.update({**pickle.loads(data), "state_file": self.state_file, "_loaded": True})
-
-    def _persist(self) -> None:
-        write_bytes(self.state_file, pickle.dumps(self.__dict__))
-
-    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
-        self._load_once()
-        if trial.trial_id not in asha_trial_info(self):  # a restored live trial keeps its bracket
-            super().on_trial_add(tune_controller, trial)
-            self._persist()
-
-    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
-        self._load_once()
-        decision = super().on_trial_result(tune_controller, trial, result)
-        self._persist()
-        return decision
-
-    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
-        self._load_once()
-        if trial.trial_id in asha_trial_info(self):
-            super().on_trial_complete(tune_controller, trial, result)
-            self._persist()
-
-    def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
-        self._load_once()
-        if trial.trial_id in asha_trial_info(self):
-            super().on_trial_remove(tune_controller, trial)
-            self._persist()
-
-    def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
-        self._load_once()
-        asha_trial_info(self).pop(trial.trial_id, None)
-        self._persist()

@@ -4,7 +4,7 @@ dashboards share.
 The rule: among the candidates whose value of the search metric is a finite number, the one with the best value
 (largest for ``mode: max``, smallest for ``mode: min``); **ties go to the earliest trial**: the smallest key the
 caller gives, Optuna's trial number for the search (the order trials were asked in; ``--status`` reads it from
-Optuna, the final stage maps Ray trial ids to it, :func:`study.final_stage.creation_order`, the dashboards read each
+Optuna, the final stage maps Ray trial ids to it, :func:`study.final.stage.creation_order`, the dashboards read each
 run's ``optuna_trial_number`` tag). Ray's trial ids are random hex under a searcher, so they break a tie only where no
 number exists. The tie-break does not depend on the order a store or a restored ``ResultGrid`` returns the candidates
 in, nor on the run: a resumed driver, a rerun of the study, ``--status`` and a dashboard built later pick the same

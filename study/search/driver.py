@@ -1,7 +1,7 @@
 """Ray Tune orchestration: one study = a search Tuner driven by OptunaSearch, then a final-stage Tuner that
-retrains the best configuration with several seeds (:mod:`study.final_stage`), both tracked in MLflow. The two
-Tuners are wired in :mod:`study.stage_tuners`, Ray is connected by :mod:`study.runtime.cluster`, a resume is checked by
-:mod:`study.resume`; where the study's files live is :mod:`study.layout`.
+retrains the best configuration with several seeds (:mod:`study.final.stage`), both tracked in MLflow. The two
+Tuners are wired in :mod:`study.search.tuners`, Ray is connected by :mod:`study.runtime.cluster`, a resume is checked by
+:mod:`study.search.resume`; where the study's files live is :mod:`study.layout`.
 
 ``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
 (any pyarrow filesystem). A URI cannot hold the sqlite stores, so it requires ``tracking.uri`` and
@@ -23,8 +23,7 @@ import yaml
 
 from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
-from study.environment import numerics_tags
-from study.final_stage import (
+from study.final.stage import (
     FinalGroup,
     best_per_group,
     best_result,
@@ -36,13 +35,15 @@ from study.final_stage import (
     summary_csv,
 )
 from study.layout import StudyLayout
-from study.resume import check_resume
 from study.runtime.cluster import check_storage_reachable, connect_ray
 from study.runtime.lock import study_lock
 from study.runtime.storage import write_bytes
 from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import check_cluster_resources, check_local_resources
-from study.stage_tuners import final_tuner, search_tuner
+from study.search.context import RunOptions, SearchPlan, StudyContext
+from study.search.environment import numerics_tags
+from study.search.resume import check_resume
+from study.search.tuners import final_tuner, search_tuner
 from study.tracking.callback import MlflowTrialCallback, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
 from study.tracking.optuna_link import OptunaRunLink, trial_numbers
@@ -59,9 +60,9 @@ from trainables.schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ray.tune import ResultGrid, Tuner
+    from ray.tune import ResultGrid
 
-__all__ = ["StudyOutcome", "SearchPlan", "run_study", "describe_trial", "browse_commands"]
+__all__ = ["StudyOutcome", "run_study", "describe_trial", "browse_commands"]
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +89,6 @@ class StudyOutcome:
     @property
     def succeeded(self) -> bool:
         return self.num_trials - self.num_failed > 0 and not self.interrupted
-
-
-@dataclass(frozen=True)
-class SearchPlan:
-    """A search stage other than the study's own (one Optuna study, ``final.group_by`` groups): a table's
-    (:mod:`study.table.run`). ``tuner(param_space, callback, resuming, max_failures, pending_timeout_s)`` builds the
-    search Tuner; ``group(config)`` names the final-stage group of a search trial's config."""
-
-    tuner: Callable[[dict[str, Any], MlflowTrialCallback, bool, int, float], Tuner]
-    group: Callable[[dict[str, Any]], str | None]
 
 
 def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -135,11 +126,10 @@ def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
     return spec.model_dump(mode="json", exclude={"tracking"})
 
 
-def _trial_callback(
-    spec: StudySpec, layout: StudyLayout, store: TrackingStore, parent: str, stage: str
-) -> MlflowTrialCallback:
+def _trial_callback(context: StudyContext, store: TrackingStore, parent: str, stage: str) -> MlflowTrialCallback:
     """The driver-side MLflow writer of one stage's Tuner: child runs under ``parent``, tagged with ``stage``; a search
     run's id is written to its Optuna trial too."""
+    spec, layout = context.spec, context.layout
     return MlflowTrialCallback(
         uri=layout.tracking_uri,
         experiment_id=store.experiment_id,
@@ -152,15 +142,7 @@ def _trial_callback(
 
 
 def _run_final_stage(
-    spec: StudySpec,
-    layout: StudyLayout,
-    store: TrackingStore,
-    parent: str,
-    search: ResultGrid,
-    max_failures: int,
-    pending_timeout_s: float,
-    failures: list[tuple[str, str]],
-    plan: SearchPlan | None = None,
+    context: StudyContext, store: TrackingStore, parent: str, search: ResultGrid, failures: list[tuple[str, str]]
 ) -> tuple[list[FinalGroup], bool]:
     """Retrain each group's best configuration with ``final.seeds`` seeds on all training classes, evaluate on the
     test classes, and log the summary to the parent run. Resumable: a restored driver continues Ray's final
@@ -168,6 +150,7 @@ def _run_final_stage(
     failed final trials to ``failures``."""
     from ray import tune
 
+    spec, layout, plan = context.spec, context.layout, context.plan
     best = best_per_group(
         spec, search, trial_numbers(layout.optuna_url, spec.name), plan.group if plan is not None else None
     )
@@ -175,9 +158,9 @@ def _run_final_stage(
     if not points:
         return [], False
     store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
-    callback = _trial_callback(spec, layout, store, parent, stage=R.STAGE_FINAL)
+    callback = _trial_callback(context, store, parent, stage=R.STAGE_FINAL)
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
-    tuner = final_tuner(spec, layout, param_space, callback, len(points), max_failures, pending_timeout_s)
+    tuner = final_tuner(context, param_space, callback, len(points))
     results = unwrapped(tuner.fit)
     groups = summarize_final(spec, results, best)
     ended = sum(
@@ -197,7 +180,7 @@ def _summarize(
     spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float, order: dict[str, int]
 ) -> StudyOutcome:
     s = spec.search
-    best = best_result(spec, results, order)  # study.best's rule: best last value, ties to the earliest trial
+    best = best_result(spec, results, order)  # study.final.best's rule: best last value, ties to the earliest trial
     sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
@@ -220,11 +203,7 @@ def failures_of(results: ResultGrid) -> list[tuple[str, str]]:
 def run_study(
     spec: StudySpec,
     *,
-    resume: bool = False,
-    address: str | None = None,
-    max_failures: int = 0,
-    shared_storage: bool = False,
-    pending_timeout_s: float = 600.0,
+    options: RunOptions | None = None,
     on_start: Callable[[], None] | None = None,
     plan: SearchPlan | None = None,
 ) -> StudyOutcome:
@@ -232,18 +211,15 @@ def run_study(
 
     Args:
         spec: the validated study.
-        resume: continue the existing study of this name (``Tuner.restore``).
-        address: Ray cluster to connect to (default ``$RAY_ADDRESS``, else a private local instance).
-        max_failures: restarts of a trial from its last checkpoint after an error (a lost node, say).
-        shared_storage: vouch that a local-looking ``storage`` path is shared by every node.
-        pending_timeout_s: fail the study (:class:`StudyStalledError`) when trials have waited this long for resources
-            with none running (0: wait forever).
+        options: how to run it (:class:`~study.search.context.RunOptions`: resume, Ray address, retries, ...;
+            default its defaults).
         on_start: called once every input check passed, just before anything is written (the CLI warns there).
         plan: the search stage of a table (:class:`SearchPlan`); default the study's own.
 
     Raises :class:`StudyError` subclasses for user errors before anything is written or started
     (:class:`StudyLockedError` when another driver runs the study).
     """
+    options = RunOptions() if options is None else options
     layout = StudyLayout.for_spec(spec)
     check_tracking_env(spec)
     from trainables.checks import check_inputs
@@ -252,20 +228,20 @@ def run_study(
     # The driver downloads missing ImageNet weights (model.download; trials never do), after checking the data root.
     ensure_pretrained(spec.model, before_download=lambda: check_dataset(spec.dataset))
     check_inputs(spec)  # the data root and pretrained weights, before anything is written or Ray starts
-    local = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
+    local = (options.address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     if local:
         check_local_resources(spec)
     set_budget(spec.tracking.outage_budget_s)
     preflight_stores(layout, spec.name)  # servers and buckets answer, before anything is written or Ray starts
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     with study_lock(layout.root), library_log() as study_log:
-        resuming = check_resume(spec, layout, resume)
+        context = StudyContext(spec, layout, options, check_resume(spec, layout, options.resume), plan)
         preload_in_background()
-        started_ray = connect_ray(address)
+        started_ray = connect_ray(options.address)
         import ray
 
         try:
-            check_storage_reachable(layout.root, shared_storage)
+            check_storage_reachable(layout.root, options.shared_storage)
             unfit = check_cluster_resources(spec, ray.nodes(), local=local)
             if unfit is not None:
                 print(f"warning: {unfit}; trials wait for an autoscaler up to --pending-timeout", file=sys.stderr)
@@ -273,23 +249,14 @@ def run_study(
             if started_ray:
                 ray.shutdown()
             raise
-        return _run_validated(
-            spec, layout, resuming, started_ray, max_failures, pending_timeout_s, on_start, plan, study_log
-        )
+        return _run_validated(context, started_ray, on_start, study_log)
 
 
 def _run_validated(
-    spec: StudySpec,
-    layout: StudyLayout,
-    resuming: bool,
-    started_ray: bool,
-    max_failures: int,
-    pending_timeout_s: float,
-    on_start: Callable[[], None] | None,
-    plan: SearchPlan | None,
-    study_log: StudyLog,
+    context: StudyContext, started_ray: bool, on_start: Callable[[], None] | None, study_log: StudyLog
 ) -> StudyOutcome:
     """:func:`run_study` once every input check passed, under the study's lock, with Ray connected."""
+    spec, layout, resuming = context.spec, context.layout, context.resuming
     # Everything is validated: from here on we write.
     if on_start is not None:
         on_start()
@@ -314,23 +281,19 @@ def _run_validated(
         },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
-    callback = _trial_callback(spec, layout, store, parent, stage=R.STAGE_SEARCH)
+    callback = _trial_callback(context, store, parent, stage=R.STAGE_SEARCH)
     started = time.perf_counter()
     try:
         store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not resuming else {})
         param_space = {SPEC_KEY: trial_spec_data(spec)}
-        if plan is None:
-            tuner = search_tuner(spec, layout, param_space, callback, resuming, max_failures, pending_timeout_s)
-        else:
-            tuner = plan.tuner(param_space, callback, resuming, max_failures, pending_timeout_s)
+        build = search_tuner if context.plan is None else context.plan.tuner
+        tuner = build(context, param_space, callback)
         results = unwrapped(tuner.fit)
         order = trial_numbers(layout.optuna_url, spec.name)
         outcome = _summarize(spec, results, parent, time.perf_counter() - started, order)
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:
-            groups, final_interrupted = _run_final_stage(
-                spec, layout, store, parent, results, max_failures, pending_timeout_s, outcome.failures, plan
-            )
+            groups, final_interrupted = _run_final_stage(context, store, parent, results, outcome.failures)
             outcome = dataclasses.replace(
                 outcome, final=groups, interrupted=final_interrupted, wall_time_s=time.perf_counter() - started
             )

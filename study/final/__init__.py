@@ -1,0 +1,8 @@
+"""The final stage's statistics: which configuration is best, what its retraining over seeds gives, how sure that is.
+
+- :mod:`study.final.best`: the one "best configuration" rule (ties to the earliest trial);
+- :mod:`study.final.stage`: the final test stage's points, groups and summary files;
+- :mod:`study.final.intervals`: the one 95 % confidence interval of a mean over seeds.
+
+The driver (:mod:`study.search.driver`), ``--status`` and the dashboards read them; none imports Ray at module level.
+"""

@@ -1,0 +1,17 @@
+"""The search engine: Ray Tune drives Optuna's sampler, one study from its checks to its final stage.
+
+After Ray Tune's ``search/`` and ``schedulers/``, one role per module:
+
+- :mod:`study.search.driver`: ``run_study``, a study run (or resumed) to completion;
+- :mod:`study.search.resume`: a new study or a resumed one, decided before anything is written;
+- :mod:`study.search.context`: ``RunOptions`` (how to run a study) and ``StudyContext`` (the study as it runs);
+- :mod:`study.search.tuners`: the Ray Tune ``Tuner`` of each stage, wired once;
+- :mod:`study.search.space`: the validated search space as an Optuna define-by-run function and sampler;
+- :mod:`study.search.ordered_sampler`: trial *i* sampled from a history fixed by *i* (``search.reproducible``);
+- :mod:`study.search.study_search`: ``StudySearch``, the Ray searcher whose Optuna trials end as Ray decided;
+- :mod:`study.search.persistent_asha`: ``PersistentASHA``, ASHA whose rungs survive a driver restart;
+- :mod:`study.search.environment`: what decides the numbers besides the spec, tagged on the parent run.
+- :mod:`study.search.old_names`: the modules an older study's pickles name, resolved where their contents live now.
+
+What the final stage computes from the results is :mod:`study.final`; the stores are :mod:`study.tracking`.
+"""

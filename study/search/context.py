@@ -1,0 +1,64 @@
+"""The bundles the driver's core passes around: how a study is run (:class:`RunOptions`, the command line's run
+options, declared once), and the study as this driver runs it (:class:`StudyContext`: the spec, where its files live,
+the options, whether the search resumes, whose search stage it is). A table brings its own search stage
+(:class:`SearchPlan`). Nothing here imports Ray or the stores: the command line builds a :class:`RunOptions` before
+it decides what to run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ray.tune import Tuner
+
+    from study.layout import StudyLayout
+    from study.tracking.callback import MlflowTrialCallback
+    from trainables.schema.spec import StudySpec
+
+__all__ = ["RunOptions", "SearchPlan", "StudyContext"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a study, not what it is (``python -m study.run``'s options; a study and a table take the same).
+
+    Args:
+        resume: continue the existing study of this name (``Tuner.restore``).
+        address: Ray cluster to connect to (default ``$RAY_ADDRESS``, else a private local instance).
+        max_failures: restarts of a trial from its last checkpoint after an error (a lost node, say; -1: always).
+        shared_storage: vouch that a local-looking ``storage`` path is shared by every node.
+        pending_timeout_s: fail the study (:class:`~trainables.schema.errors.StudyStalledError`) when trials have
+            waited this long for resources with none running (0: wait forever).
+    """
+
+    resume: bool = False
+    address: str | None = None
+    max_failures: int = 0
+    shared_storage: bool = False
+    pending_timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A search stage other than the study's own (one Optuna study, ``final.group_by`` groups): a table's
+    (:mod:`study.table.run`). ``tuner(context, param_space, callback)`` builds the search Tuner; ``group(config)``
+    names the final-stage group of a search trial's config."""
+
+    tuner: Callable[[StudyContext, dict[str, Any], MlflowTrialCallback], Tuner]
+    group: Callable[[dict[str, Any]], str | None]
+
+
+@dataclass(frozen=True)
+class StudyContext:
+    """The study as this driver runs it, once its inputs are checked and its lock is held: made by
+    :func:`study.search.driver.run_study`, read by the stages and their Tuners (:mod:`study.search.tuners`)."""
+
+    spec: StudySpec
+    layout: StudyLayout
+    options: RunOptions
+    #: Ray's search experiment is restored (:func:`study.search.resume.check_resume`), not started.
+    resuming: bool
+    #: The search stage when it is not the study's own (a table's).
+    plan: SearchPlan | None = None

@@ -1,0 +1,48 @@
+"""The names an older study's pickles use for what has since moved, so that ``--resume`` still restores it.
+
+Ray pickles the search stage into the study directory (the ``Tuner`` with its searcher, scheduler, callbacks and
+directory-name function; the searcher's state with its Optuna space and sampler), and a pickle names each class and
+function by the module it was defined in. Issue 43 moved the search engine into :mod:`study.search`; a study
+started before that names the old modules. :func:`accept_old_names` lets the unpickler find them, as aliases that
+resolve each name at the module where it lives now: nothing imports an old name, and what is pickled again is pickled
+under the new one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
+
+__all__ = ["MOVED", "accept_old_names"]
+
+#: Old module → the modules that now hold what a pickle may name from it.
+MOVED: dict[str, tuple[str, ...]] = {
+    "study.search.study_search": ("study.search.study_search", "study.search.persistent_asha"),
+    "study.search.space": ("study.search.space",),
+    "study.search.ordered_sampler": ("study.search.ordered_sampler",),
+    "study.search.tuners": ("study.search.tuners",),
+    "study.search.driver": ("study.search.driver",),
+}
+
+
+def _moved(old: str, homes: tuple[str, ...]) -> types.ModuleType:
+    alias = types.ModuleType(old, f"moved to {', '.join(homes)}: read only by the unpickler of an older study")
+
+    def resolve(name: str) -> Any:  # PEP 562: called for a name the alias does not hold
+        for home in homes:
+            module = importlib.import_module(home)
+            if hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(f"module {old!r} (moved to {', '.join(homes)}) has no attribute {name!r}")
+
+    alias.__getattr__ = resolve  # type: ignore[method-assign]
+    return alias
+
+
+def accept_old_names() -> None:
+    """Before Ray unpickles a stage to restore it: the old module names resolve to where their contents live now.
+    Idempotent; a name that is a real module in this process is left as it is."""
+    for old, homes in MOVED.items():
+        sys.modules.setdefault(old, _moved(old, homes))

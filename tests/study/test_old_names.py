@@ -1,0 +1,53 @@
+"""study.search.old_names: a pickle an older study wrote (Ray's tuner.pkl, the searcher's state) names the modules
+the search engine had before it moved to study/search/; after ``accept_old_names`` each name resolves to the object
+that lives in the new module now."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from study.search import driver, persistent_asha, space, study_search, tuners
+from study.search.old_names import MOVED, accept_old_names
+
+
+def _old_pickle(obj: object, new: str, old: str) -> bytes:
+    """``obj`` pickled (protocol 0: one ``c<module>`` line per global) as a study written before the move names it."""
+    data = pickle.dumps(obj, protocol=0)
+    assert f"c{new}\n".encode() in data
+    return data.replace(f"c{new}\n".encode(), f"c{old}\n".encode())
+
+
+@pytest.mark.parametrize(
+    ("old", "name", "where"),
+    [
+        ("study.bookkeeping", "StudySearch", study_search),
+        ("study.bookkeeping", "PersistentASHA", persistent_asha),
+        ("study.search_space", "DefineByRun", space),
+        ("study.search_space", "ConditionalGridSampler", space),
+        ("study.ordered_search", "OrderedSampler", None),
+        ("study.stage_tuners", "_trial_dirname", tuners),
+        ("study.tuner", "describe_trial", driver),
+    ],
+)
+def test_an_old_name_resolves_to_its_new_home(old: str, name: str, where: object) -> None:
+    accept_old_names()
+    found = pickle.loads(f"c{old}\n{name}\n.".encode())
+    if where is not None:
+        assert found is getattr(where, name)
+    assert found.__module__ in MOVED[old]
+
+
+def test_an_old_pickle_of_an_instance_loads_and_pickles_again_under_the_new_name() -> None:
+    accept_old_names()
+    data = _old_pickle(space.DefineByRun({}), "study.search.space", "study.search_space")
+    restored = pickle.loads(data)
+    assert isinstance(restored, space.DefineByRun)
+    assert b"study.search_space" not in pickle.dumps(restored, protocol=0)
+
+
+def test_an_unknown_old_name_is_an_attribute_error() -> None:
+    accept_old_names()
+    with pytest.raises(AttributeError, match="no_such_name"):
+        pickle.loads(b"cstudy.tuner\nno_such_name\n.")
