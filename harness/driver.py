@@ -42,6 +42,35 @@ def tiny_spec(name: str, epochs: int, num_trials: int = 1, **search: object) -> 
     }
 
 
+def tiny_table(name: str, epochs: int, batches_per_epoch: int, num_trials: int, seeds: int, **over: object) -> dict:
+    """A digits table small enough for a test: ms (the reference) and spl, whose arm searches its learning rate, at
+    20 % per-class noise (one cell each), ``num_trials`` random trials per cell, ``seeds`` final seeds; ``over``
+    replaces top-level keys (``arms`` included)."""
+    table: dict[str, object] = {
+        "name": name,
+        "reference": "ms",
+        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
+        "train": {
+            "epochs": epochs,
+            "classes_per_batch": 5,
+            "samples_per_class": 4,
+            "batches_per_epoch": batches_per_epoch,
+            "recall_at": [1],
+        },
+        "validation": {"kind": "none"},  # digits: too few classes for folds
+        "search": {"num_trials": num_trials, "max_concurrent": 1, "sampler": {"type": "random", "seed": 0}},
+        "final": {"seeds": seeds},
+        "diagnostics": {"every": 0},
+        "arms": {
+            "ms": {"family": "ms", "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
+            "spl": {"family": "spl", "space": {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-3}}},
+        },
+        "cells": {"dataset.noise.ratio": [0.2]},
+    }
+    table.update(over)
+    return table
+
+
 def honest_spec(name: str = "t_honest", **over: object) -> dict:
     """A digits study with honest selection, small enough for a test: 2 class-disjoint folds of the 5 training
     classes (P = 2), 2 epochs of 3 batches, 2 trials, 2 final seeds."""

@@ -18,7 +18,7 @@ import optuna
 import pytest
 import yaml
 
-from harness.driver import count_in_mlflow, driver_env, kill_driver, start_driver
+from harness.driver import count_in_mlflow, driver_env, kill_driver, start_driver, tiny_table
 from trainables.schema import record as R
 
 pytestmark = pytest.mark.e2e
@@ -29,28 +29,10 @@ TRIALS = 2
 
 def _table() -> dict:
     """ms (the reference) and spl, whose every trial's loss overflows (SGD at lr 1e38); one trial at a time."""
-    return {
-        "name": NAME,
-        "reference": "ms",
-        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
-        "train": {
-            "epochs": 3,
-            "classes_per_batch": 5,
-            "samples_per_class": 4,
-            "batches_per_epoch": 8,
-            "recall_at": [1],
-            "optimizer": {"name": "sgd", "lr": 1.0e-3},
-        },
-        "validation": {"kind": "none"},  # digits: too few classes for folds
-        "search": {"num_trials": TRIALS, "max_concurrent": 1, "sampler": {"type": "random", "seed": 0}},
-        "final": {"seeds": 1},
-        "diagnostics": {"every": 0},
-        "arms": {
-            "ms": {"family": "ms", "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
-            "spl": {"family": "spl", "space": {"train.optimizer.lr": {"type": "categorical", "choices": [1.0e38]}}},
-        },
-        "cells": {"dataset.noise.ratio": [0.2]},
-    }
+    table = tiny_table(NAME, 3, 8, TRIALS, 1)
+    table["train"] = {**table["train"], "optimizer": {"name": "sgd", "lr": 1.0e-3}}
+    table["arms"]["spl"]["space"] = {"train.optimizer.lr": {"type": "categorical", "choices": [1.0e38]}}
+    return table
 
 
 def _ms_epochs(study_dir: Path) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from harness.driver import mlflow_children
+from harness.driver import mlflow_children, tiny_table
 from harness.kill_resume import EPOCHS, kill_then_resume, restarted_rows, snapshot_has_checkpointed_trial_in_flight
 from trainables.schema import record as R
 
@@ -24,27 +24,7 @@ CELLS = ["ms.p0.2", "spl.p0.2"]
 
 def _table() -> dict:
     """Two arms × one condition, 3 trials per cell one at a time, 1 final seed: digits, 3 epochs of 8 batches."""
-    return {
-        "name": NAME,
-        "reference": "ms",
-        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
-        "train": {
-            "epochs": EPOCHS,
-            "classes_per_batch": 5,
-            "samples_per_class": 4,
-            "batches_per_epoch": 8,
-            "recall_at": [1],
-        },
-        "validation": {"kind": "none"},  # digits: too few classes for folds
-        "search": {"num_trials": TRIALS, "max_concurrent": 1, "sampler": {"type": "random", "seed": 0}},
-        "final": {"seeds": 1},
-        "diagnostics": {"every": 0},
-        "arms": {
-            "ms": {"family": "ms", "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
-            "spl": {"family": "spl", "space": {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-3}}},
-        },
-        "cells": {"dataset.noise.ratio": [0.2]},
-    }
+    return tiny_table(NAME, EPOCHS, 8, TRIALS, 1)
 
 
 def _states(study_dir: Path) -> dict[str, list[str]]:

@@ -17,7 +17,7 @@ import optuna
 import pytest
 import yaml
 
-from harness.driver import REPO
+from harness.driver import REPO, tiny_table
 from harness.postgres import PASSWORD_ENV, postgres_server, postgres_unavailable_reason
 from harness.s3 import s3_server, s3_unavailable_reason
 from study.tracking.server import free_port
@@ -31,30 +31,11 @@ NAME = "t_s3_table"
 
 
 def _table(pg) -> dict:
-    """Two arms × one condition, one trial per cell, two final seeds: digits, one epoch of 4 batches."""
-    return {
-        "name": NAME,
-        "reference": "ms",
-        "dataset": {"name": "digits", "noise": {"kind": "per_class", "ratio": 0.2, "seed": 0}},
-        "train": {
-            "epochs": 1,
-            "classes_per_batch": 5,
-            "samples_per_class": 4,
-            "batches_per_epoch": 4,
-            "recall_at": [1],
-        },
-        "validation": {"kind": "none"},  # digits: too few classes for folds
-        "search": {"num_trials": 1, "max_concurrent": 2, "sampler": {"type": "random", "seed": 0}},
-        "final": {"seeds": 2},
-        "diagnostics": {"every": 0},
-        "storage": f"s3://{BUCKET}/runs",
-        "tracking": {"uri": pg.url("mlflow"), "optuna_uri": pg.url("optuna")},
-        "arms": {
-            "ms": {"family": "ms", "space": {"ms_alpha": {"type": "float", "low": 1.0, "high": 3.0}}},
-            "spl": {"family": "spl", "space": {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-3}}},
-        },
-        "cells": {"dataset.noise.ratio": [0.2]},
-    }
+    """Two arms × one condition, one trial per cell (2 at a time), two final seeds: digits, one epoch of 4 batches."""
+    table = tiny_table(NAME, 1, 4, 1, 2, storage=f"s3://{BUCKET}/runs")
+    table["search"] = {**table["search"], "max_concurrent": 2}
+    table["tracking"] = {"uri": pg.url("mlflow"), "optuna_uri": pg.url("optuna")}
+    return table
 
 
 def _run(tmp_path: Path, env: dict[str, str], *args: str, module: str = "study.run") -> subprocess.CompletedProcess:

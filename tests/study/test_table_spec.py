@@ -198,19 +198,10 @@ def test_edge_flags():
 
 
 def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
-    from study.search.space import make_sampler, to_optuna
-    from study.search.study_search import StudySearch
     from study.table.search import TableSearch
 
-    table = load_table(SPACES / "table_glyphs_quick.yaml")
-    cells = []
-    for c in table.cells:
-        s = c.spec.search
-        searcher = StudySearch(
-            space=to_optuna(s.space), metric=s.metric, mode=s.mode, sampler=make_sampler(s.sampler), max_t=4
-        )
-        cells.append((c.label, c.fixed, searcher))
-    search = TableSearch(cells, budget=2, metric="val/recall_at_1", mode="max")
+    search, table = _quick_searcher(2, None)
+    cells = search.cells
     configs = [search.suggest(f"t{i}") for i in range(8)]
     assert search.suggest("t8") is None  # every cell is full, but a running trial may yet be lost and replaced
     labels = [cell_of(table.cells, cfg).label for cfg in configs]
