@@ -19,11 +19,11 @@ __all__ = ["MOVED", "accept_old_names"]
 
 #: Old module → the modules that now hold what a pickle may name from it.
 MOVED: dict[str, tuple[str, ...]] = {
-    "study.search.study_search": ("study.search.study_search", "study.search.persistent_asha"),
-    "study.search.space": ("study.search.space",),
-    "study.search.ordered_sampler": ("study.search.ordered_sampler",),
-    "study.search.tuners": ("study.search.tuners",),
-    "study.search.driver": ("study.search.driver",),
+    "study.bookkeeping": ("study.search.study_search", "study.search.persistent_asha"),
+    "study.search_space": ("study.search.space",),
+    "study.ordered_search": ("study.search.ordered_sampler",),
+    "study.stage_tuners": ("study.search.tuners",),
+    "study.tuner": ("study.search.driver",),
 }
 
 
