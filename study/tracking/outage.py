@@ -140,7 +140,6 @@ class OutageGuard:
             try:
                 result = fn(*args, **kwargs)
             except Exception as e:
-                _inside.depth = 0
                 if not is_transient(e):
                     raise
                 self._failed(e)
