@@ -323,7 +323,7 @@ exec python -m study.run "$SPEC" "$@" --max-failures {d.max_failures}
 
 
 def configmap(d: Deployment) -> dict[str, Any]:
-    spec_text = yaml.safe_dump(d.raw, sort_keys=False, allow_unicode=True, width=120)
+    spec_text = yaml.safe_dump(d.raw, sort_keys=False, default_flow_style=None, allow_unicode=True, width=120)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -439,7 +439,17 @@ def _header(d: Deployment, output: str | None) -> str:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the spec, the script) as literal blocks, so the manifest reads as the files it carries."""
+    """Multi-line strings (the spec, the script) as literal blocks, so the manifest reads as the files it carries; the
+    entries of the lists below and the resource amounts on one line each, as Kubernetes' own examples write them."""
+
+
+#: Lists whose entries are written one per line, and mappings written on one line.
+_ONE_LINE_ENTRIES = ("env", "ports", "volumeMounts", "volumes")
+_ONE_LINE_MAPPINGS = ("limits", "requests")
+
+
+class _Flow(dict):
+    """A mapping :class:`_Dumper` writes on one line."""
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -447,13 +457,40 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
+def _flow(dumper: yaml.SafeDumper, value: _Flow) -> yaml.MappingNode:
+    return dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=True)
+
+
 _Dumper.add_representer(str, _str)
+_Dumper.add_representer(_Flow, _flow)
+
+
+def _compact(node: Any) -> Any:
+    """``node`` with the entries of :data:`_ONE_LINE_ENTRIES` and the :data:`_ONE_LINE_MAPPINGS` marked one-line."""
+    if isinstance(node, list):
+        return [_compact(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _ONE_LINE_ENTRIES and isinstance(value, list):
+            out[key] = [_Flow(item) for item in value]
+        elif key in _ONE_LINE_MAPPINGS and isinstance(value, dict):
+            out[key] = _Flow(value)
+        else:
+            out[key] = _compact(value)
+    return out
 
 
 def render(d: Deployment, output: str | None = None) -> str:
     """The manifest: the header's comments, then the ConfigMap and the RayJob as two YAML documents."""
     body = yaml.dump_all(
-        [configmap(d), rayjob(d)], Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True, explicit_start=True
+        [configmap(d), _compact(rayjob(d))],
+        Dumper=_Dumper,
+        sort_keys=False,
+        width=200,  # a one-line entry stays on its line
+        allow_unicode=True,
+        explicit_start=True,
     )
     return _header(d, output) + body
 

@@ -202,6 +202,17 @@ def test_the_rendered_rayjob_validates_against_the_crd_schema():
     assert job["spec"]["entrypoint"] == "bash /etc/dmlstudy/start.sh"  # no shell syntax: KubeRay pastes it into bash
     assert job["spec"]["shutdownAfterJobFinishes"] is True and job["spec"]["backoffLimit"] == 2
     assert job["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token", "secretName": "dmlstudy"}
+    # The operator's own checks (ray-operator/controllers/ray/utils/validation.go, v1.7.0) that this manifest meets:
+    # token auth needs rayVersion >= 2.52.0; without autoscaling a group sets minReplicas <= replicas <= maxReplicas;
+    # a group's Ray resources are not set both in rayStartParams and in its resources field.
+    cluster = job["spec"]["rayClusterSpec"]
+    assert tuple(int(p) for p in cluster["rayVersion"].split(".")[:2]) >= (2, 52)
+    group = _worker_group(job)
+    assert (
+        cluster["enableInTreeAutoscaling"] is False
+        and group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    )
+    assert "resources" not in group and "resources" not in cluster["headGroupSpec"]
 
 
 @pytest.mark.parametrize(
