@@ -179,10 +179,10 @@ def _sizing(spec: StudySpec, args: argparse.Namespace) -> Sizing:
     cpu, gpu = spec.resources.cpu, spec.resources.gpu
     gpus = math.ceil(gpu) if args.gpus_per_worker is None else args.gpus_per_worker
     if gpu > gpus:
-        raise SpecError(f"a trial needs resources.gpu={gpu:g} but a worker would have {gpus}: no trial could run")
+        raise SpecError(f"a trial needs resources.gpu={gpu:g} but a worker would have {gpus}", "--gpus-per-worker")
     if args.cpus_per_worker is not None and cpu > args.cpus_per_worker:
         raise SpecError(
-            f"a trial needs resources.cpu={cpu:g} but a worker would have {args.cpus_per_worker}: no trial could run"
+            f"a trial needs resources.cpu={cpu:g} but a worker would have {args.cpus_per_worker}", "--cpus-per-worker"
         )
     fits = [math.floor(gpus / gpu + 1e-9)] if gpu > 0 else []
     if args.cpus_per_worker is not None:
