@@ -55,12 +55,14 @@ STORE_OPTIONAL = ("PGPASSWORD", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PAS
 #: KubeRay names a RayJob's cluster ``<job>-<5 chars>``, and a RayCluster name may hold 53 (MaxRayJobNameLength).
 MAX_JOB_NAME = 47
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 #: A Kubernetes memory quantity (``16Gi``, ``500M``, ``1e9``).
 _QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?([eE][0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+#: A ``${VAR}`` in a tracking URL, as :mod:`study.tracking.credentials` resolves it in the driver.
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LOOPBACK_HOSTS = ("localhost", "::1", "0.0.0.0")
-#: Memory per CPU of a worker unless ``--memory-per-worker`` says otherwise (Ray's own rule of thumb for training).
+#: Memory per CPU of a worker unless ``--memory-per-worker`` says otherwise (a guess: data loaders and a model per trial).
 GIB_PER_CPU = 4
 #: Spec keys naming files the pods read: relative, they would resolve against Ray's job directory on the head.
 _POD_PATHS = (("dataset", "root"), ("dataset", "split_file"), ("dataset", "noise", "file"), ("dataset", "cache_dir"))
@@ -97,10 +99,8 @@ class Deployment:
     backoff_limit: int
     ttl_seconds: int
     ray_version: str
-
-    @property
-    def study_root(self) -> str:
-        return f"{self.spec.storage.rstrip('/')}/{self.spec.name}"
+    #: The study's directory in the bucket (:class:`study.layout.StudyLayout`'s root).
+    study_root: str
 
     @property
     def db_vars(self) -> list[str]:
@@ -208,6 +208,7 @@ def _volume(text: str) -> tuple[str, str]:
 
 def deployment(args: argparse.Namespace) -> Deployment:
     """The checked deployment of the command line ``args``; :class:`SpecError` (one line) on bad input."""
+    from study.layout import StudyLayout
     from study.loading import load_spec, read_raw
     from study.table.spec import is_table, load_table
 
@@ -225,7 +226,7 @@ def deployment(args: argparse.Namespace) -> Deployment:
     _check_deployable(spec, raw, db)
     name = _check_name(args.name or job_name(spec.name), "--name", _DNS1035, MAX_JOB_NAME, "RayJob name")
     namespace = (
-        None if args.namespace is None else _check_name(args.namespace, "--namespace", _DNS1035, 63, "namespace")
+        None if args.namespace is None else _check_name(args.namespace, "--namespace", _DNS1123_LABEL, 63, "namespace")
     )
     if not args.image or any(c.isspace() for c in args.image):
         raise SpecError(f"{args.image!r} is not an image reference", "--image")
@@ -248,6 +249,7 @@ def deployment(args: argparse.Namespace) -> Deployment:
         backoff_limit=args.backoff_limit,
         ttl_seconds=args.ttl_seconds_after_finished,
         ray_version=metadata.version("ray"),
+        study_root=StudyLayout.for_spec(spec).root,
     )
 
 
