@@ -102,7 +102,12 @@ def test_an_extra_cell_for_one_arm_and_condition_labels():
         ({"cells": {"train.epochs": [2, 4]}}, "cells: 'train.epochs' would make cells differ"),
         ({"reference": "spl"}, "reference 'spl' is not an arm"),
         ({"arms": {"ms": {"family": "ms"}, "ms2": {"family": "ms"}}}, "family 'ms' is in two arms"),
-        ({"search": {"num_trials": 2, "scheduler": {"type": "asha"}}}, "a table runs every trial to the end"),
+        # Early stopping per cell decides on validation scores only, and must be able to stop something.
+        (
+            {"search": {"scheduler": {"type": "asha"}}, "validation": {"kind": "none"}},
+            "would decide on the test classes",
+        ),
+        ({"search": {"scheduler": {"type": "asha", "grace_period": 4}}}, "grace_period 4 must be below train.epochs"),
         ({"search": {"num_trials": 2, "max_hours": 1}}, "max_hours needs epoch_seconds"),
         ({"arms": {"ms": {"family": "ms", "params": {"ms_alpha": 2}, "space": {"ms_alpha": {}}}}}, None),
         ({"arms": {"ms": {"family": "ms", "params": {"ms_gamma": 2}}}}, "arms.ms in cell p0"),
