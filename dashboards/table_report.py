@@ -1,7 +1,8 @@
 """The report of a finished table (``python -m study.run TABLE.yaml`` prints it and writes it to
 ``<study dir>/table.md`` and the parent run's artifacts): the comparison tables of :mod:`dashboards.compare.cli` over the
-table's final stage (the reference arm the spec names), then per cell the search: trials finished / budget, pruned,
-failed (a lost trial is replaced, one whose loss was not finite counts as evaluated), the best validation score and
+table's final stage (the reference arm the spec names), then per cell the search: trials finished / budget, stopped
+early, failed (a lost trial is replaced, one whose loss was not finite counts as evaluated), what the cell cost
+(model-epochs, wall, GPU-hours on a GPU, the share early stopping saved: study.table.status), the best validation score and
 its parameters with a flag where one sits at an end of its searched range (:func:`study.table.status.edge_flag`), and
 the final seeds retrained. The study directory may be a local path or an object-store URI (``s3://…``).
 """
@@ -42,8 +43,9 @@ def table_report(table: Table, study_dir: str) -> str:
         {
             "cell": c.cell.label,
             "finished": f"{c.finished}/{table.spec.search.num_trials}",
-            "pruned": c.pruned,
+            "stopped early": c.pruned,
             "failed": c.failed_text(),
+            **c.cost_columns(),
             f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
             "final seeds": c.final_done,
             "winning parameters (an end of the searched range flagged)": winner_text(c),

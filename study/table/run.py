@@ -34,6 +34,7 @@ from study.tracking.credentials import redacted_spec
 from study.tracking.preflight import preflight_stores
 from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
+from trainables.schema.space import SchedulerSpec
 from trainables.schema.trial import flatten
 
 if TYPE_CHECKING:
@@ -52,7 +53,10 @@ def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
     saved = read_bytes(layout.table_file)
     if not resume or saved is None:
         return
-    old, new = flatten(yaml.safe_load(saved) or {}), flatten(yaml.safe_load(_table_text(table)))
+    # A table started before tables took a scheduler saved none: it ran FIFO, today's default.
+    before_schedulers = flatten({"search": {"scheduler": SchedulerSpec().model_dump(mode="json")}})
+    old = {**before_schedulers, **flatten(yaml.safe_load(saved) or {})}
+    new = flatten(yaml.safe_load(_table_text(table)))
     changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in OPERATIONAL_KEYS)
     if changed:
         raise StudyExistsError(
