@@ -112,8 +112,9 @@ def test_decisions_equal_a_brute_force_per_cell_asha(tmp_path, seed):
 def test_a_noisy_cells_best_trial_is_promoted_though_below_every_clean_trial(tmp_path):
     """Two clean trials reach rung 1 at 0.90 and 0.91, a noisy one at 0.30; the noisy cell's next trial scores 0.35:
     best of its cell, below every clean value. Per cell it goes on; one ASHA over the table (Ray's) stops it."""
-    cell_asha, one_asha = _scheduler(str(tmp_path / "asha.pkl")), ASHAScheduler(
-        metric="val", mode="max", max_t=MAX_T, grace_period=GRACE, reduction_factor=ETA
+    cell_asha, one_asha = (
+        _scheduler(str(tmp_path / "asha.pkl")),
+        ASHAScheduler(metric="val", mode="max", max_t=MAX_T, grace_period=GRACE, reduction_factor=ETA),
     )
     outcome = {}
     for scheduler in (cell_asha, one_asha):
@@ -163,3 +164,30 @@ def test_rungs_survive_a_restart_with_none_lost_and_none_decided_twice(tmp_path)
         if expected == TrialScheduler.STOP:
             restored.on_trial_complete(None, trial, result)
     assert rung_values(restored) == rung_values(straight)
+
+
+def test_a_cells_winner_is_its_best_trial_that_trained_every_epoch(tmp_path):
+    """A stopped trial's last value is of an earlier epoch: cell A's stopped 0.9 at epoch 1 does not beat its full
+    trial's 0.8 at epoch 4; cell B, where no trial ran to the end, keeps its best stopped one."""
+    from pathlib import Path
+
+    from study.final.stage import best_per_group
+    from study.table.spec import load_table
+
+    table = load_table(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml")
+    cell_a, cell_b = table.cells[0], table.cells[1]
+    rows = [(cell_a, 1, 0.9), (cell_a, 4, 0.8), (cell_a, 4, 0.7), (cell_b, 1, 0.5), (cell_b, 2, 0.4)]
+    results = [
+        SimpleNamespace(
+            config={**cell.fixed, "n": i},
+            metrics={"val/recall_at_1": v, "epoch": e},
+            error=None,
+            path=str(tmp_path / f"trial_{i}"),
+        )
+        for i, (cell, e, v) in enumerate(rows)
+    ]
+    grid = type("Grid", (), {"__len__": lambda self: len(results), "__getitem__": lambda self, i: results[i]})()
+    best = best_per_group(
+        table.base, grid, {}, lambda config: next(c.label for c in table.cells if c.fixed.items() <= config.items())
+    )
+    assert {label: r.config["n"] for label, r in best.items()} == {cell_a.label: 1, cell_b.label: 3}
