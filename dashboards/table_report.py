@@ -17,7 +17,7 @@ from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardError
 from study.progress import format_table
 from study.table.spec import Table
-from study.table.status import table_status, winner_text
+from study.table.status import slot_use, table_status, winner_text
 from trainables.schema import record as R
 from trainables.schema.metric_names import final_metric
 
@@ -39,6 +39,7 @@ def table_report(table: Table, study_dir: str) -> str:
     except DashboardError as e:
         parts += [f"(no comparison: {e})", ""]
     metric = table.base.search.metric
+    cells = table_status(table)
     rows = [
         {
             "cell": c.cell.label,
@@ -50,10 +51,12 @@ def table_report(table: Table, study_dir: str) -> str:
             "final seeds": c.final_done,
             "winning parameters (an end of the searched range flagged)": winner_text(c),
         }
-        for c in table_status(table)
+        for c in cells
     ]
     parts += ["Search winners per cell (each cell's own Optuna study; best trial, ties to the earliest):", ""]
     parts += ["```", format_table(rows, list(rows[0])), "```", ""]
+    if (use := slot_use(cells, table.spec.search.max_concurrent)) is not None:
+        parts += [use.text(), ""]
     return "\n".join(parts)
 
 

@@ -15,6 +15,7 @@ import math
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from study.table.spec import Table, TableCell
@@ -23,7 +24,7 @@ from trainables.schema.errors import StudyError
 from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL
 from trainables.schema.space import CategoricalParam, ParamSpec
 
-__all__ = ["CellStatus", "table_status", "print_table_status", "edge_flag", "EDGE_SHARE"]
+__all__ = ["CellStatus", "SlotUse", "table_status", "print_table_status", "slot_use", "edge_flag", "EDGE_SHARE"]
 
 #: A winner within this share of its range (log scale for ``log: true``) from an end is flagged.
 EDGE_SHARE = 0.05
@@ -46,6 +47,8 @@ class CellStatus:
     wall_s: float = 0.0
     gpu_s: float | None = None
     full_model_epochs: float = 0.0
+    #: When the cell's first trial was asked and its last one ended (Optuna's times; ``None`` before any).
+    span: tuple[datetime, datetime] | None = None
 
     @property
     def finished(self) -> int:
@@ -95,6 +98,42 @@ def _cost(trials: list[Any], per_trial: float) -> dict[str, Any]:
         "gpu_s": sum(gpu) if gpu else None,
         "full_model_epochs": len(costed) * per_trial,
     }
+
+
+def _span(trials: list[Any]) -> tuple[datetime, datetime] | None:
+    starts = [t.datetime_start for t in trials if t.datetime_start is not None]
+    ends = [t.datetime_complete for t in trials if t.datetime_complete is not None]
+    return (min(starts), max(ends)) if starts and ends else None
+
+
+@dataclass(frozen=True)
+class SlotUse:
+    """How busy the search kept its slots: its wall time (first trial asked → last trial ended, over every cell)
+    against the summed trial wall time divided by the slots (``max_concurrent``). 1.0: every slot busy all the time;
+    the goal is ≤ 1.2. A resumed table's wall time includes the time no driver ran."""
+
+    wall_s: float
+    trial_s: float
+    slots: int
+
+    @property
+    def ratio(self) -> float:
+        return self.wall_s / (self.trial_s / self.slots) if self.trial_s > 0 else math.nan
+
+    def text(self) -> str:
+        return (
+            f"search slot use: {_duration(self.wall_s)} wall for {_duration(self.trial_s)} of trial time on "
+            f"{self.slots} slots = {self.ratio:.2f} (1.00: every slot busy throughout)"
+        )
+
+
+def slot_use(cells: list[CellStatus], slots: int) -> SlotUse | None:
+    """:class:`SlotUse` of the cells' ended trials; ``None`` before any ended."""
+    spans = [c.span for c in cells if c.span is not None]
+    if not spans:
+        return None
+    wall = (max(end for _, end in spans) - min(start for start, _ in spans)).total_seconds()
+    return SlotUse(wall, sum(c.wall_s for c in cells), slots)
 
 
 def edge_flag(param: ParamSpec, value: Any) -> str:
@@ -150,6 +189,7 @@ def table_status(table: Table) -> list[CellStatus]:
                 finals.get(cell.label, 0),
                 sum(t.user_attrs.get(R.OPTUNA_FAILURE) == R.FAILURE_NONFINITE for t in trials),
                 **_cost(trials, table.trial_model_epochs),
+                span=_span(trials),
             )
         )
     return out
@@ -205,6 +245,8 @@ def print_table_status(table: Table) -> int:
     layout = StudyLayout.for_spec(table.base)
     print(table.size_line())
     print(format_table(rows, list(rows[0])))
+    if (use := slot_use(cells, s.search.max_concurrent)) is not None:
+        print(use.text())
     stage = tracking_peek.parent_tags(layout.tracking_uri, table.base.name).get(R.STAGE, R.STAGE_SEARCH)
     parent = tracking_peek.parent_status(layout.tracking_uri, table.base.name)
     driver = driver_text(layout.root, parent, complete=all(c.final_done >= s.final.seeds for c in cells))

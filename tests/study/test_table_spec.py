@@ -343,7 +343,8 @@ def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch)
     left = ((16 * 4 - 6) * 3 + 8 * 4) * 60 / (6 * 3)  # 686.7 s
     assert f"search trials 1/16 finished; ETA ≈ {left / 60:.0f} min (then 8 final runs)" in text, text
     rows = {line.split()[0]: line.split() for line in text.splitlines()[3:]}
-    assert rows["ms.p0"][1:5] == ["1/4", "0", "0", "0.5"] and rows["bspml.p0"][1:4] == ["0/4", "1", "0"]
+    # finished, stopped early, running, failed, best
+    assert rows["ms.p0"][1:6] == ["1/4", "0", "0", "0", "0.5"] and rows["bspml.p0"][1:5] == ["0/4", "0", "1", "0"]
 
 
 def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search():
