@@ -70,8 +70,7 @@ class TableProgress(ThrottledTable):
                     "cell": label,
                     "finished": f"{sum(t.status == 'TERMINATED' for t in members)}/{self.table.spec.search.num_trials}",
                     "stopped early": sum(
-                        t.status == "TERMINATED" and int((t.last_result or {}).get(EPOCH, 0)) < epochs
-                        for t in members
+                        t.status == "TERMINATED" and int((t.last_result or {}).get(EPOCH, 0)) < epochs for t in members
                     ),
                     "running": sum(t.status == "RUNNING" for t in members),
                     "failed": sum(t.status == "ERROR" for t in members),
