@@ -18,6 +18,7 @@ from harness.driver import tiny_table
 from harness.kill_resume import kill_then_resume, snapshot_has_checkpointed_trial_in_flight
 from study.runtime.compat import asha_rungs
 from trainables.schema import record as R
+from trainables.schema.metric_names import COST_MODEL_EPOCHS
 
 pytestmark = pytest.mark.e2e
 
@@ -72,6 +73,7 @@ def test_a_killed_table_keeps_every_cells_rungs(tmp_path):
             assert recorded.items() <= final[label][milestone].items(), (label, milestone)
 
     storage = R.sqlite_uri(study_dir / R.OPTUNA_DB)
+    pruned = 0
     for cell in CELLS:
         trials = optuna.load_study(study_name=f"{NAME}.{cell}", storage=storage).get_trials()
         states = sorted(t.state.name for t in trials)
@@ -86,4 +88,6 @@ def test_a_killed_table_keeps_every_cells_rungs(tmp_path):
             for milestone, recorded in final[cell].items():
                 if milestone < EPOCHS and milestone <= last:
                     assert recorded[ray_id] == pytest.approx(t.intermediate_values[int(milestone)])
-            assert t.user_attrs["cost/model_epochs"] == 2 * last  # 2 folds × the epochs it trained
+            assert t.user_attrs[COST_MODEL_EPOCHS] == 2 * last  # 2 folds × the epochs it trained
+        pruned += states.count("PRUNED")
+    assert pruned, "ASHA stopped no trial: the test needs one (a stopped trial must count as finished)"
