@@ -1,7 +1,8 @@
 """The report of a finished table (``python -m study.run TABLE.yaml`` prints it and writes it to
 ``<study dir>/table.md`` and the parent run's artifacts): the comparison tables of :mod:`dashboards.compare.cli` over the
-table's final stage (the reference arm the spec names), then per cell the search: trials finished / budget, pruned,
-failed (a lost trial is replaced, one whose loss was not finite counts as evaluated), the best validation score and
+table's final stage (the reference arm the spec names), then per cell the search: trials finished / budget, stopped
+early, failed (a lost trial is replaced, one whose loss was not finite counts as evaluated), what the cell cost
+(model-epochs, wall, GPU-hours on a GPU, the share early stopping saved: study.table.status), the best validation score and
 its parameters with a flag where one sits at an end of its searched range (:func:`study.table.status.edge_flag`), and
 the final seeds retrained. The study directory may be a local path or an object-store URI (``s3://…``).
 """
@@ -16,7 +17,7 @@ from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardError
 from study.progress import format_table
 from study.table.spec import Table
-from study.table.status import table_status, winner_text
+from study.table.status import slot_use, table_status, winner_text
 from trainables.schema import record as R
 from trainables.schema.metric_names import final_metric
 
@@ -38,20 +39,24 @@ def table_report(table: Table, study_dir: str) -> str:
     except DashboardError as e:
         parts += [f"(no comparison: {e})", ""]
     metric = table.base.search.metric
+    cells = table_status(table)
     rows = [
         {
             "cell": c.cell.label,
             "finished": f"{c.finished}/{table.spec.search.num_trials}",
-            "pruned": c.pruned,
+            "stopped early": c.pruned,
             "failed": c.failed_text(),
+            **c.cost_columns(),
             f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
             "final seeds": c.final_done,
             "winning parameters (an end of the searched range flagged)": winner_text(c),
         }
-        for c in table_status(table)
+        for c in cells
     ]
     parts += ["Search winners per cell (each cell's own Optuna study; best trial, ties to the earliest):", ""]
     parts += ["```", format_table(rows, list(rows[0])), "```", ""]
+    if (use := slot_use(cells, table.spec.search.max_concurrent)) is not None:
+        parts += [use.text(), ""]
     return "\n".join(parts)
 
 

@@ -102,15 +102,24 @@ def best_per_group(
     order: Mapping[str, int],
     group: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> dict[str, Result]:
-    """Per group, the search trial with the best last value of the search metric (:func:`study.final.best.pick_best`:
+    """Per group, the search trial with the best last value of the search metric among those that trained every epoch
+    where any did (:func:`study.final.best.pick_best`:
     ties to the earliest trial, so a resumed driver, whose ResultGrid order may differ, and a rerun of the study,
     whose Ray trial ids differ, pick the same).
 
     ``group`` maps a trial's config to its group (default: the ``final.group_by`` values; a table: its cell)."""
     metric = spec.search.metric
     label = group or (lambda config: group_label(spec, sampled_values(config)))
+    finished = _finished(results_of(results))
+    # Under early stopping a stopped trial's last value is of an earlier epoch than a full trial's: not comparable.
+    # A group's winner is then its best trial that trained every epoch (Optuna's COMPLETE, as --status picks it);
+    # a group where none did keeps the best of what it has.
+    full = {label(_config(r)) for r in finished if int(_metrics(r).get(EPOCH, 0)) >= spec.train.epochs}
+    finished = [
+        r for r in finished if label(_config(r)) not in full or int(_metrics(r).get(EPOCH, 0)) >= spec.train.epochs
+    ]
     picked = best_by_group(
-        _finished(results_of(results)),
+        finished,
         lambda r: label(_config(r)),
         lambda r: _metrics(r).get(metric),
         creation_order(order),

@@ -32,6 +32,7 @@ __all__ = [
     "study_storage",
     "storage_trial_id",
     "asha_trial_info",
+    "asha_rungs",
     "gcs_client",
     "loopback_local_instance",
     "study_trials",
@@ -95,6 +96,12 @@ def storage_trial_id(trial: Any) -> int:
 def asha_trial_info(scheduler: ASHAScheduler) -> dict[str, Any]:
     """ASHA's map from Ray trial id to the bracket the trial is in."""
     return scheduler._trial_info
+
+
+def asha_rungs(scheduler: ASHAScheduler) -> dict[float, dict[str, float]]:
+    """The rungs of a one-bracket ASHA, the live dicts: milestone → {Ray trial id: the value recorded there, times
+    the mode's sign (larger is better)}."""
+    return {milestone: recorded for milestone, recorded in scheduler._brackets[0]._rungs}
 
 
 def gcs_client(address: str) -> Any:

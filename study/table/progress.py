@@ -1,4 +1,5 @@
-"""The live table of a table's search: per cell, trials finished / budget, running, failed (a lost trial is replaced:
+"""The live table of a table's search: per cell, trials finished / budget, stopped early (by the table's scheduler;
+they count as finished), running, failed (a lost trial is replaced:
 study/table/search.py), best validation score; in the header the trials finished and, once trials have finished in
 this driver, the estimated time left (search and final stage).
 
@@ -47,11 +48,14 @@ class TableProgress(ThrottledTable):
         t, epochs = self.table, self.table.spec.train.epochs
         trained = sum(min(int((x.last_result or {}).get(EPOCH, 0)), epochs) for x in trials)
         per_epoch = (time.monotonic() - self._started) / (self._epochs_here * t.search_cost())
-        left = ((t.search_trials * epochs - trained) * t.search_cost() + t.final_runs * epochs) * per_epoch
+        # Under early stopping the search is expected to train its share of every trial's epochs (study.table.asha_cost).
+        search_left = max(0.0, t.search_trials * epochs * t.search_share() - trained)
+        left = (search_left * t.search_cost() + t.final_runs * epochs) * per_epoch
         return f"; ETA ≈ {eta_text(left)} (then {t.final_runs} final runs)"
 
     def render(self, trials: list[Trial]) -> str:
         metric, mode = self.table.base.search.metric, self.table.base.search.mode
+        epochs = self.table.spec.train.epochs
         per_cell: dict[str, list[Trial]] = {c.label: [] for c in self.table.cells}
         for trial in trials:
             cell = cell_of(self.table.cells, trial.config)
@@ -65,6 +69,9 @@ class TableProgress(ThrottledTable):
                 {
                     "cell": label,
                     "finished": f"{sum(t.status == 'TERMINATED' for t in members)}/{self.table.spec.search.num_trials}",
+                    "stopped early": sum(
+                        t.status == "TERMINATED" and int((t.last_result or {}).get(EPOCH, 0)) < epochs for t in members
+                    ),
                     "running": sum(t.status == "RUNNING" for t in members),
                     "failed": sum(t.status == "ERROR" for t in members),
                     f"best {metric}": "" if best is None else best[1],
@@ -75,7 +82,7 @@ class TableProgress(ThrottledTable):
             f"== table {self.table.spec.name}: search trials {done}/{self.table.search_trials} finished"
             f"{self._eta(trials)}"
         )
-        columns = ["cell", "finished", "running", "failed", f"best {metric}"]
+        columns = ["cell", "finished", "stopped early", "running", "failed", f"best {metric}"]
         return f"{header}\n{format_table(rows, columns)}"
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:

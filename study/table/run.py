@@ -16,7 +16,7 @@ another), ``spec.yaml`` (its base spec, so ``dashboards.compare.cli`` reads the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -26,6 +26,7 @@ from study.search.context import RunOptions, SearchPlan, StudyContext
 from study.search.driver import StudyOutcome, run_study
 from study.search.resume import OPERATIONAL_KEYS
 from study.search.tuners import stage_tuner, study_searcher
+from study.table.scheduler import CellASHA
 from study.table.search import TableSearch
 from study.table.spec import Table, cell_of
 from study.tracking.callback import MlflowTrialCallback
@@ -33,9 +34,13 @@ from study.tracking.credentials import redacted_spec
 from study.tracking.preflight import preflight_stores
 from trainables.schema import record as R
 from trainables.schema.errors import StudyExistsError
+from trainables.schema.space import SchedulerSpec
 from trainables.schema.trial import flatten
 
-__all__ = ["run_table", "table_plan", "table_searcher"]
+if TYPE_CHECKING:
+    from ray.tune.schedulers import TrialScheduler
+
+__all__ = ["run_table", "table_plan", "table_searcher", "table_scheduler"]
 
 
 def _table_text(table: Table) -> bytes:
@@ -48,7 +53,10 @@ def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
     saved = read_bytes(layout.table_file)
     if not resume or saved is None:
         return
-    old, new = flatten(yaml.safe_load(saved) or {}), flatten(yaml.safe_load(_table_text(table)))
+    # A table started before tables took a scheduler saved none: it ran FIFO, today's default.
+    before_schedulers = flatten({"search": {"scheduler": SchedulerSpec().model_dump(mode="json")}})
+    old = {**before_schedulers, **flatten(yaml.safe_load(saved) or {})}
+    new = flatten(yaml.safe_load(_table_text(table)))
     changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in OPERATIONAL_KEYS)
     if changed:
         raise StudyExistsError(
@@ -65,6 +73,25 @@ def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
     return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode, trials_dir=layout.tune_dir)
 
 
+def table_scheduler(table: Table, layout: StudyLayout) -> TrialScheduler:
+    """FIFO, or with ``search.scheduler.type: asha`` one ASHA rung set per cell (:class:`~study.table.scheduler.CellASHA`:
+    a trial is compared with its own cell's trials only), its rungs kept in the study directory across resumes."""
+    from ray.tune.schedulers import FIFOScheduler
+
+    s = table.spec.search
+    if s.scheduler.type != "asha":
+        return FIFOScheduler()
+    return CellASHA(
+        [(c.label, c.fixed) for c in table.cells],
+        metric=table.base.search.metric,
+        mode=s.mode,
+        max_t=table.spec.train.epochs,
+        grace_period=s.scheduler.grace_period,
+        reduction_factor=s.scheduler.reduction_factor,
+        state_file=layout.asha_state,
+    )
+
+
 def table_plan(table: Table) -> SearchPlan:
     """The table's search stage for :func:`study.search.driver.run_study`."""
     from study.runtime.watchdog import PendingTimeout
@@ -74,14 +101,12 @@ def table_plan(table: Table) -> SearchPlan:
 
     def tuner(context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback) -> Any:
         def search_config() -> dict[str, Any]:
-            from ray.tune.schedulers import FIFOScheduler
-
             searcher = table_searcher(table, context.layout)
             return {
                 "metric": spec.search.metric,
                 "mode": spec.search.mode,
                 "search_alg": searcher,
-                "scheduler": FIFOScheduler(),
+                "scheduler": table_scheduler(table, context.layout),
                 # The searcher ends the experiment (Searcher.FINISHED) once every cell has its budget; Ray's own
                 # limit leaves room for the replacements of lost trials.
                 "num_samples": searcher.max_trials,

@@ -34,6 +34,7 @@ from study.runtime.storage import read_bytes
 from study.search.study_search import StudySearch
 from study.tracking.outage import through_ray
 from trainables.schema import record as R
+from trainables.schema.metric_names import COST_METRICS
 
 __all__ = ["TableSearch"]
 
@@ -138,7 +139,20 @@ class TableSearch(Searcher):
             elif self.replaced[index] < self.budget:
                 self.replaced[index] += 1  # lost, not evaluated: the cell asks another
         self.ended.add(trial_id)
+        self._record_cost(searcher, trial_id, result)
         searcher.on_trial_complete(trial_id, result=result, error=error)
+
+    @staticmethod
+    def _record_cost(searcher: StudySearch, trial_id: str, result: dict | None) -> None:
+        """The trial's cost (:data:`~trainables.schema.metric_names.COST_METRICS`, from its last result) as user
+        attributes of its Optuna trial, before it is told (a finished trial takes none): ``--status`` and the report
+        sum them per cell from Optuna, without reading every MLflow run."""
+        trial = optuna_trials_of(searcher).get(trial_id)
+        if trial is None or trial_id in completed_trials_of(searcher):
+            return
+        for name in COST_METRICS:
+            if isinstance(value := (result or {}).get(name), (int, float)):
+                trial.set_user_attr(name, float(value))
 
     def _nonfinite(self, trial_id: str) -> bool:
         """Whether the trial failed on a loss that was not finite (its configuration's failure, evaluated)."""

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from study.loading import parse_spec, read_raw
+from study.table.asha_cost import asymptotic_share, expected_share, milestones
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 from trainables.schema.table import TableSpec
@@ -90,15 +91,50 @@ class Table:
         v = self.spec.validation
         return float(v.folds - 1) if v.kind == "kfold" else (1.0 - v.fraction if v.kind == "holdout" else 1.0)
 
-    def model_epochs(self) -> float:
-        """The table's whole training, in model-epochs on all training classes."""
-        return (self.search_trials * self.search_cost() + self.final_runs) * self.spec.train.epochs
+    @property
+    def trial_model_epochs(self) -> float:
+        """One search trial run to the end, in models × epochs as a trial records its cost (k folds: k models)."""
+        v = self.spec.validation
+        return float((v.folds if v.kind == "kfold" else 1) * self.spec.train.epochs)
 
-    def estimated_hours(self) -> float | None:
+    @property
+    def scheduled(self) -> bool:
+        """Whether the search stops trials early (``search.scheduler.type: asha``, per cell)."""
+        return self.spec.search.scheduler.type == "asha"
+
+    def search_share(self) -> float:
+        """The expected share of the search's model-epochs its trials train: 1 without a scheduler; with ASHA per
+        cell, Ray's rule on a cell of ``num_trials`` trials (:func:`study.table.asha_cost.expected_share`)."""
+        if not self.scheduled:
+            return 1.0
+        sch, s = self.spec.search.scheduler, self.spec
+        return expected_share(s.train.epochs, sch.grace_period, sch.reduction_factor, s.search.num_trials)
+
+    def model_epochs(self, scheduled: bool | None = None) -> float:
+        """The table's whole training, in model-epochs on all training classes; ``scheduled`` (default: whether the
+        table has a scheduler) counts the search at its expected share under early stopping."""
+        share = self.search_share() if (self.scheduled if scheduled is None else scheduled) else 1.0
+        return (self.search_trials * self.search_cost() * share + self.final_runs) * self.spec.train.epochs
+
+    def estimated_hours(self, scheduled: bool | None = None) -> float | None:
         s = self.spec.search
         if s.epoch_seconds is None:
             return None
-        return self.model_epochs() * s.epoch_seconds / s.max_concurrent / 3600.0
+        return self.model_epochs(scheduled) * s.epoch_seconds / s.max_concurrent / 3600.0
+
+    def _scheduler_text(self) -> str:
+        """``; with asha per cell (…): the search ≈ 45 % of its model-epochs …, 1 234 model-epochs in all, ≈ 5.1 h``."""
+        sch, s = self.spec.search.scheduler, self.spec
+        rungs = ", ".join(f"{m:g}" for m in milestones(s.train.epochs, sch.grace_period, sch.reduction_factor))
+        asymptote = asymptotic_share(s.train.epochs, sch.grace_period, sch.reduction_factor)
+        text = (
+            f"; with asha per cell (grace {sch.grace_period}, η {sch.reduction_factor:g}, rungs at epoch {rungs} of "
+            f"{s.train.epochs}): the search ≈ {self.search_share():.0%} of its model-epochs "
+            f"(expected for {s.search.num_trials} trials a cell; {asymptote:.0%} for many), "
+            f"{self.model_epochs(True):.0f} model-epochs in all"
+        )
+        hours = self.estimated_hours(True)
+        return text + ("" if hours is None else f", ≈ {hours:.1f} h")
 
     def size_line(self) -> str:
         s, arms = self.spec, len(self.spec.arms)
@@ -112,9 +148,12 @@ class Table:
             f"{self.search_trials} search trials ({models}), then {len(self.cells)} × {s.final.seeds} final seeds = "
             f"{self.final_runs} final runs; {s.search.max_concurrent} at a time"
         )
-        hours = self.estimated_hours()
+        line += f"; every trial to the end: {self.model_epochs(False):.0f} model-epochs"
+        hours = self.estimated_hours(False)
         if hours is not None:
-            line += f"; ≈ {hours:.1f} h at {s.search.epoch_seconds:g} s per model-epoch"
+            line += f", ≈ {hours:.1f} h at {s.search.epoch_seconds:g} s per model-epoch"
+        if self.scheduled:
+            line += self._scheduler_text()
         sampler = s.search.sampler
         searched = any(arm.space for arm in s.arms.values())
         if searched and sampler.type in ("tpe", "gp") and s.search.num_trials <= sampler.n_startup_trials:
@@ -128,8 +167,9 @@ class Table:
         """Refuse, before anything starts, a table whose estimate exceeds ``search.max_hours``."""
         hours, limit = self.estimated_hours(), self.spec.search.max_hours
         if hours is not None and limit is not None and hours > limit:
+            expected = " (expected under early stopping)" if self.scheduled else ""
             raise SpecError(
-                f"the table needs ≈ {hours:.1f} h ({self.model_epochs():.0f} model-epochs × "
+                f"the table needs ≈ {hours:.1f} h{expected} ({self.model_epochs():.0f} model-epochs × "
                 f"{self.spec.search.epoch_seconds:g} s / {self.spec.search.max_concurrent} at a time) but "
                 f"search.max_hours is {limit:g}; lower search.num_trials, final.seeds or train.epochs, or raise it",
                 "search.max_hours",

@@ -1,8 +1,10 @@
 """Where a table stands, per cell, read from its stores without starting anything (``python -m study.run TABLE.yaml
---status``): from each cell's Optuna study the trials finished (COMPLETE or PRUNED) / budget, pruned and failed (a lost
+--status``): from each cell's Optuna study the trials finished (COMPLETE or PRUNED) / budget, stopped early (PRUNED:
+a table's scheduler stopped them) and failed (a lost
 trial is replaced, one whose loss was not finite counts as evaluated: study/table/search.py), the best validation score
-and its parameters (with a flag where the winner sits at an end of its searched range); the final seeds done from
-MLflow.
+and its parameters (with a flag where the winner sits at an end of its searched range); what the cell cost (model-epochs,
+wall time, GPU-hours on a GPU, and the share early stopping saved against running the same trials to the end: each
+trial's cost is recorded on its Optuna trial when it ends, study/table/search.py); the final seeds done from MLflow.
 
 The best trial is :func:`study.final.best.pick_best`'s on the cell's Optuna trials (ties to the earliest).
 """
@@ -13,14 +15,16 @@ import math
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from study.table.spec import Table, TableCell
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
+from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL
 from trainables.schema.space import CategoricalParam, ParamSpec
 
-__all__ = ["CellStatus", "table_status", "print_table_status", "edge_flag", "EDGE_SHARE"]
+__all__ = ["CellStatus", "SlotUse", "table_status", "print_table_status", "slot_use", "edge_flag", "EDGE_SHARE"]
 
 #: A winner within this share of its range (log scale for ``log: true``) from an end is flagged.
 EDGE_SHARE = 0.05
@@ -36,6 +40,15 @@ class CellStatus:
     final_done: int = 0
     #: FAIL trials whose loss was not finite: evaluated, not replaced (study/table/search.py).
     nonfinite: int = 0
+    #: What the cell's ended trials cost (study/table/search.py records each on its Optuna trial): models × epochs
+    #: trained, wall seconds, GPU-seconds (``None`` without a GPU); ``full_model_epochs``: what the same trials
+    #: would have cost run to the end.
+    model_epochs: float = 0.0
+    wall_s: float = 0.0
+    gpu_s: float | None = None
+    full_model_epochs: float = 0.0
+    #: When the cell's first trial was asked and its last one ended (Optuna's times; ``None`` before any).
+    span: tuple[datetime, datetime] | None = None
 
     @property
     def finished(self) -> int:
@@ -50,9 +63,77 @@ class CellStatus:
     def failed(self) -> int:
         return self.counts.get("FAIL", 0)
 
+    @property
+    def saved(self) -> float | None:
+        """The share of model-epochs early stopping saved against running the same trials to the end."""
+        return None if self.full_model_epochs <= 0 else 1.0 - self.model_epochs / self.full_model_epochs
+
+    def cost_columns(self) -> dict[str, str]:
+        """``model-epochs``, ``wall``, ``GPU-h`` (with a GPU), ``saved``: the cell's bill so far, for the tables."""
+        out = {"model-epochs": f"{self.model_epochs:.0f}", "wall": _duration(self.wall_s)}
+        if self.gpu_s is not None:
+            out["GPU-h"] = f"{self.gpu_s / 3600:.2f}"
+        out["saved"] = "" if self.saved is None else f"{self.saved:.0%}"
+        return out
+
     def failed_text(self) -> str:
         """``2`` or ``2 (1 nan)``: FAIL trials, those that count as evaluated (a loss not finite) named."""
         return f"{self.failed} ({self.nonfinite} nan)" if self.nonfinite else str(self.failed)
+
+
+def _duration(seconds: float) -> str:
+    """``41 s``, ``12.5 min``, ``3.2 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _cost(trials: list[Any], per_trial: float) -> dict[str, Any]:
+    """The cost fields of :class:`CellStatus` from a cell's Optuna trials (those that ended and recorded one)."""
+    costed = [t.user_attrs for t in trials if COST_MODEL_EPOCHS in t.user_attrs]
+    gpu = [a[COST_GPU] for a in costed if COST_GPU in a]
+    return {
+        "model_epochs": sum(a[COST_MODEL_EPOCHS] for a in costed),
+        "wall_s": sum(a.get(COST_WALL, 0.0) for a in costed),
+        "gpu_s": sum(gpu) if gpu else None,
+        "full_model_epochs": len(costed) * per_trial,
+    }
+
+
+def _span(trials: list[Any]) -> tuple[datetime, datetime] | None:
+    starts = [t.datetime_start for t in trials if t.datetime_start is not None]
+    ends = [t.datetime_complete for t in trials if t.datetime_complete is not None]
+    return (min(starts), max(ends)) if starts and ends else None
+
+
+@dataclass(frozen=True)
+class SlotUse:
+    """How busy the search kept its slots: its wall time (first trial asked → last trial ended, over every cell)
+    against the summed trial wall time divided by the slots (``max_concurrent``). 1.0: every slot busy all the time;
+    the goal is ≤ 1.2. A resumed table's wall time includes the time no driver ran."""
+
+    wall_s: float
+    trial_s: float
+    slots: int
+
+    @property
+    def ratio(self) -> float:
+        return self.wall_s / (self.trial_s / self.slots) if self.trial_s > 0 else math.nan
+
+    def text(self) -> str:
+        return (
+            f"search slot use: {_duration(self.wall_s)} wall for {_duration(self.trial_s)} of trial time on "
+            f"{self.slots} slots = {self.ratio:.2f} (1.00: every slot busy throughout)"
+        )
+
+
+def slot_use(cells: list[CellStatus], slots: int) -> SlotUse | None:
+    """:class:`SlotUse` of the cells' ended trials; ``None`` before any ended."""
+    spans = [c.span for c in cells if c.span is not None]
+    if not spans:
+        return None
+    wall = (max(end for _, end in spans) - min(start for start, _ in spans)).total_seconds()
+    return SlotUse(wall, sum(c.wall_s for c in cells), slots)
 
 
 def edge_flag(param: ParamSpec, value: Any) -> str:
@@ -107,6 +188,8 @@ def table_status(table: Table) -> list[CellStatus]:
                 {} if best is None else dict(best.params),
                 finals.get(cell.label, 0),
                 sum(t.user_attrs.get(R.OPTUNA_FAILURE) == R.FAILURE_NONFINITE for t in trials),
+                **_cost(trials, table.trial_model_epochs),
+                span=_span(trials),
             )
         )
     return out
@@ -145,9 +228,10 @@ def print_table_status(table: Table) -> int:
             "cell": c.cell.label,
             "optuna study": c.cell.study_name,
             "finished": f"{c.finished}/{s.search.num_trials}",
-            "pruned": c.pruned,
+            "stopped early": c.pruned,
             "failed": c.failed_text(),
             "running": c.counts.get("RUNNING", 0),
+            **c.cost_columns(),
             f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
             "final seeds": f"{c.final_done}/{s.final.seeds}",
             "best parameters": winner_text(c),
@@ -161,6 +245,8 @@ def print_table_status(table: Table) -> int:
     layout = StudyLayout.for_spec(table.base)
     print(table.size_line())
     print(format_table(rows, list(rows[0])))
+    if (use := slot_use(cells, s.search.max_concurrent)) is not None:
+        print(use.text())
     stage = tracking_peek.parent_tags(layout.tracking_uri, table.base.name).get(R.STAGE, R.STAGE_SEARCH)
     parent = tracking_peek.parent_status(layout.tracking_uri, table.base.name)
     driver = driver_text(layout.root, parent, complete=all(c.final_done >= s.final.seeds for c in cells))

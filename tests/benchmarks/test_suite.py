@@ -114,3 +114,22 @@ def test_gpu_cached_trial_runs_its_plumbing_on_the_cpu() -> None:
         False, backbone="small_cnn", classes=4, per_class=4, batch=16, workers=0, batches=2, image_size=32
     )
     assert out["img_s"] > 0 and out["build_s"] > 0 and out["images"] == 32
+
+
+def test_table_cost_conclusions_agree_unless_a_significant_difference_flips() -> None:
+    """benchmarks.table_cost's rule on hand-made rows: a difference significant under either run must keep its sign
+    under the other; a sign change of a difference significant under neither is no different conclusion."""
+    from benchmarks.table_cost import conclusions
+    from dashboards.compare.cells import Cell, Row
+    from dashboards.stats import Difference
+
+    def row(family: str, ratio: float, delta: float, significant: bool) -> Row:
+        diff = Difference(delta, delta - 0.01, delta + 0.01, 0.01 if significant else 0.5, 7, True)
+        cell = Cell(family, "per_class", ratio, "all")
+        return Row(cell, "test/recall_at_1", {}, 0.5, 0.01, 0.49, 0.51, diff, significant)
+
+    fifo = [row("bspml", 0.2, 0.03, True), row("spl", 0.2, -0.004, False)]
+    assert conclusions(fifo, [row("bspml", 0.2, 0.01, False), row("spl", 0.2, 0.002, False)])[0]
+    same, lines = conclusions(fifo, [row("bspml", 0.2, -0.01, False), row("spl", 0.2, 0.002, False)])
+    assert not same and "DIFFERS" in lines[0] and lines[1].endswith("same")
+    assert not conclusions(fifo, [row("bspml", 0.2, 0.03, True), row("spl", 0.2, 0.02, True)])[0]

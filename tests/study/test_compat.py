@@ -55,6 +55,11 @@ def test_asha_keeps_its_trial_brackets():
     assert compat.asha_trial_info(ASHAScheduler(metric="m", mode="max", max_t=2)) == {}
 
 
+def test_asha_rungs_are_its_first_brackets_milestones():
+    rungs = compat.asha_rungs(ASHAScheduler(metric="m", mode="max", max_t=9, grace_period=1, reduction_factor=3))
+    assert sorted(rungs) == [1, 3, 9] and all(recorded == {} for recorded in rungs.values())
+
+
 def test_gcs_client_class_is_where_compat_reads_it():
     """compat.gcs_client builds ``ray._raylet.GcsClient(address=...)``; tests/study/test_ray_cli_cluster.py drives it
     against a real token-authenticated head (the driver without the token gets one line, exit 2)."""

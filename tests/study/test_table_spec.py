@@ -102,7 +102,12 @@ def test_an_extra_cell_for_one_arm_and_condition_labels():
         ({"cells": {"train.epochs": [2, 4]}}, "cells: 'train.epochs' would make cells differ"),
         ({"reference": "spl"}, "reference 'spl' is not an arm"),
         ({"arms": {"ms": {"family": "ms"}, "ms2": {"family": "ms"}}}, "family 'ms' is in two arms"),
-        ({"search": {"num_trials": 2, "scheduler": {"type": "asha"}}}, "a table runs every trial to the end"),
+        # Early stopping per cell decides on validation scores only, and must be able to stop something.
+        (
+            {"search": {"scheduler": {"type": "asha"}}, "validation": {"kind": "none"}},
+            "would decide on the test classes",
+        ),
+        ({"search": {"scheduler": {"type": "asha", "grace_period": 4}}}, "grace_period 4 must be below train.epochs"),
         ({"search": {"num_trials": 2, "max_hours": 1}}, "max_hours needs epoch_seconds"),
         ({"arms": {"ms": {"family": "ms", "params": {"ms_alpha": 2}, "space": {"ms_alpha": {}}}}}, None),
         ({"arms": {"ms": {"family": "ms", "params": {"ms_gamma": 2}}}}, "arms.ms in cell p0"),
@@ -338,7 +343,8 @@ def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch)
     left = ((16 * 4 - 6) * 3 + 8 * 4) * 60 / (6 * 3)  # 686.7 s
     assert f"search trials 1/16 finished; ETA ≈ {left / 60:.0f} min (then 8 final runs)" in text, text
     rows = {line.split()[0]: line.split() for line in text.splitlines()[3:]}
-    assert rows["ms.p0"][1:5] == ["1/4", "0", "0", "0.5"] and rows["bspml.p0"][1:4] == ["0/4", "1", "0"]
+    # finished, stopped early, running, failed, best
+    assert rows["ms.p0"][1:6] == ["1/4", "0", "0", "0", "0.5"] and rows["bspml.p0"][1:5] == ["0/4", "0", "1", "0"]
 
 
 def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search():
@@ -380,6 +386,14 @@ def test_a_resumed_table_may_change_its_outage_budget_only(tmp_path):
         StudyExistsError, match="differs from the one 'table_glyphs_quick' was started with at train.epochs"
     ):
         _check_saved_table(epochs, layout, resume=True)
+    # A table started before tables took a scheduler (its table.yaml has none) resumes as FIFO, and only so.
+    old = yaml.safe_load(_table_text(started))
+    del old["search"]["scheduler"]
+    write_bytes(layout.table_file, yaml.safe_dump(old).encode())
+    _check_saved_table(started, layout, resume=True)
+    asha = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.scheduler.type=asha"])
+    with pytest.raises(StudyExistsError, match="at search.scheduler.type"):
+        _check_saved_table(asha, layout, resume=True)
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
@@ -411,3 +425,25 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkey
     assert code == 1
     assert err.splitlines() == [err.strip()] and err.startswith("error: the table's report could not be written to ")
     assert "ACCESS_DENIED second line" in err and "--resume writes it again" in err
+
+
+def test_the_size_line_prices_the_table_with_and_without_early_stopping():
+    """ASHA per cell's expected share, against hand computations: many trials (7 epochs, rungs 1 and 3, η 3): 2/3 stop
+    at 1, 2/9 at 3, 1/9 run 7 → 19/63 of the epochs; two trials, one rung (3 epochs): the first always goes on, the
+    second stops at 1 with probability 1/2 → (3 + 2) / 6."""
+    from study.table.asha_cost import asymptotic_share, expected_share, milestones
+
+    assert milestones(7, 1, 3.0) == [1, 3] and milestones(60, 5, 3.0) == [5, 15, 45]
+    assert asymptotic_share(7, 1, 3.0) == pytest.approx(19 / 63)
+    assert expected_share(3, 1, 3.0, 2) == pytest.approx(5 / 6, abs=0.03)
+    assert asymptotic_share(7, 1, 3.0) < expected_share(7, 1, 3.0, 8) < 1.0  # a small cell promotes more than 1/η
+    fifo = load_table(SPACES / "table_cub.yaml")
+    asha = load_table(SPACES / "table_cub.yaml", ["search.scheduler.type=asha"])
+    share = asha.search_share()
+    assert fifo.search_share() == 1.0 and share == expected_share(60, 5, 3.0, 16)
+    assert asha.model_epochs() == pytest.approx((96 * 3 * share + 30) * 60)
+    assert asha.model_epochs(False) == fifo.model_epochs() == (96 * 3 + 30) * 60
+    line = asha.size_line()
+    assert "every trial to the end: 19080 model-epochs, ≈ 39.8 h" in line and "with asha per cell (grace 5" in line
+    assert f"{asha.model_epochs():.0f} model-epochs in all, ≈ {asha.estimated_hours():.1f} h" in line
+    assert "with asha" not in fifo.size_line()

@@ -16,6 +16,9 @@ from trainables.loop.member import Member
 from trainables.metrics.retrieval import retrieval_metrics
 from trainables.models import input_dataset
 from trainables.schema.metric_names import (
+    COST_GPU,
+    COST_MODEL_EPOCHS,
+    COST_WALL,
     EPOCH,
     EPOCH_TIME,
     EVAL_TIME,
@@ -58,6 +61,9 @@ class TrialRun:
     #: The dataset with its label noise; its test classes are evaluated by the end-of-trial ensemble only.
     full: DatasetSplits
     on_validation: bool
+    #: Wall seconds this trial has spent in all its attempts (the trainable adds each attempt's; the checkpoint keeps
+    #: the sum, so a restarted trial's cost goes on from its last epoch).
+    spent_s: float = 0.0
 
     @classmethod
     def build(cls, spec: StudySpec, final: bool = False, data: DatasetSplits | None = None) -> TrialRun:
@@ -105,6 +111,14 @@ class TrialRun:
         metrics[EPOCH] = self.epoch
         return metrics
 
+    def cost(self) -> dict[str, float]:
+        """What the trial has cost so far: models × epochs trained, wall seconds, GPU-seconds (on a GPU: wall × the
+        GPUs the trial holds, ``resources.gpu``, a share of one counted as its share)."""
+        out = {COST_MODEL_EPOCHS: float(self.epoch * len(self.members)), COST_WALL: self.spent_s}
+        if self.members[0].device.type == "cuda":
+            out[COST_GPU] = self.spent_s * self.spec.resources.gpu
+        return out
+
     def ensemble_test(self) -> dict[str, float]:
         """Retrieval metrics of the models' concatenated embeddings on the test classes (one model: its own)."""
         test = _normalized_concat([m.embed(self.full.test) for m in self.members])
@@ -114,12 +128,13 @@ class TrialRun:
 
     def save(self, directory: Path) -> None:
         """One checkpoint file with every model's state; the first model's artifacts for MLflow."""
-        torch.save({"members": [m.state() for m in self.members]}, directory / CHECKPOINT_FILE)
+        torch.save({"members": [m.state() for m in self.members], "spent_s": self.spent_s}, directory / CHECKPOINT_FILE)
         self.members[0].write_artifacts(directory / ARTIFACTS_DIR)
 
     def restore(self, directory: Path) -> None:
         state = torch.load(directory / CHECKPOINT_FILE, map_location=self.members[0].device, weights_only=False)
         assert len(state["members"]) == len(self.members), "a checkpoint of another validation layout"
+        self.spent_s = float(state.get("spent_s", 0.0))  # a checkpoint written before costs were kept: from 0
         for member, member_state in zip(self.members, state["members"]):
             member.load_state(member_state)  # the RNG states are equal: the last one restored is the live one
 

@@ -104,6 +104,7 @@ def train_fn(config: dict[str, Any]) -> None:
     # A reused worker (study.search.driver sets reuse_actors) ran another trial just before: free what that one left in
     # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
     gc.collect()
+    clock = time.perf_counter()  # this attempt's cost starts here: building the data and models is the trial's too
     trial = TrialRun.build(spec, final=trial_stage(config) == R.STAGE_FINAL)
     # A NaN is deterministic: a retry (``--max-failures``) would replay the same batches into the same NaN.
     # The marker in the trial's directory makes the retry fail at once instead of retraining.
@@ -114,6 +115,7 @@ def train_fn(config: dict[str, Any]) -> None:
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             trial.restore(Path(directory))
+    spent_before = trial.spent_s
     every = spec.train.checkpoint_every
     while trial.epoch < spec.train.epochs:
         try:
@@ -123,6 +125,8 @@ def train_fn(config: dict[str, Any]) -> None:
         except NonFiniteLossError as e:
             marker.write(str(e))
             raise
+        trial.spent_s = spent_before + time.perf_counter() - clock
+        metrics.update(trial.cost())
         if trial.epoch % every and trial.epoch < spec.train.epochs:
             tune.report(metrics)
             continue

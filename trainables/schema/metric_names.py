@@ -16,6 +16,10 @@ __all__ = [
     "TRAIN_LOSS_PREFIX",
     "EPOCH_TIME",
     "EVAL_TIME",
+    "COST_MODEL_EPOCHS",
+    "COST_WALL",
+    "COST_GPU",
+    "COST_METRICS",
     "LR",
     "MAP_AT_R",
     "R_PRECISION",
@@ -53,6 +57,13 @@ TRAIN_LOSS = "train/loss"
 TRAIN_LOSS_PREFIX = "train/loss/"
 EPOCH_TIME = "epoch_time_s"
 EVAL_TIME = "eval_time_s"
+# What a trial has cost so far, reported every epoch (cumulative over its restarts, from its checkpoint): models ×
+# epochs trained (k folds train k models per epoch), wall seconds in the trial, and GPU-seconds (wall × the GPUs it
+# holds) on a GPU only. A table's ``--status`` and report sum them per cell (study/table/status.py).
+COST_MODEL_EPOCHS = "cost/model_epochs"
+COST_WALL = "cost/wall_s"
+COST_GPU = "cost/gpu_s"
+COST_METRICS = (COST_MODEL_EPOCHS, COST_WALL, COST_GPU)
 ACC1 = "acc1"  # linear-probe top-1 accuracy on the test set (train.linear_probe)
 ACC5 = "acc5"  # linear-probe top-5 accuracy
 LR = "lr"  # the learning rate the epoch trained with (train.lr_schedule)

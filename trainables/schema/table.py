@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from trainables.schema._strict import Seed, _Strict
-from trainables.schema.space import ParamSpec, SamplerSpec
+from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec
 from trainables.schema.spec import (
     DatasetSpec,
     DiagnosticsSpec,
@@ -149,21 +149,15 @@ class TableSearchSpec(_Strict):
     #: ``max_concurrent`` / cells⌉), so timing never changes what a cell samples (study/search/ordered_sampler.py).
     #: ``false``: each cell's sampler sees whichever of its trials happen to have finished.
     reproducible: bool = True
+    #: Early stopping per cell (docs/tables.md): ``asha`` keeps separate rungs for every cell, so a trial is compared
+    #: only with trials of its own cell, on the validation metric (study/table/scheduler.py). The same for every arm,
+    #: and a trial it stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
+    scheduler: SchedulerSpec = SchedulerSpec()
     #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).
     max_hours: float | None = Field(None, gt=0)
     #: Seconds one model takes per epoch on all training classes with ``resources`` (e.g. a previous study's
     #: ``epoch_time_s``): the unit of the table's time estimate.
     epoch_seconds: float | None = Field(None, gt=0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_scheduler(cls, raw: Any) -> Any:
-        if isinstance(raw, dict) and "scheduler" in raw:
-            raise ValueError(
-                "a table runs every trial to the end (fifo): one ASHA over all cells would stop a noisy cell's "
-                "trials for scoring below a clean cell's"
-            )
-        return raw
 
     @model_validator(mode="after")
     def _estimate(self) -> TableSearchSpec:
@@ -218,6 +212,17 @@ class TableSpec(_Strict):
                 "each family once"
             )
         _check_condition(self.cells, "cells")
+        scheduler = self.search.scheduler
+        if scheduler.type == "asha" and not self.validation.enabled:
+            raise ValueError(
+                "search.scheduler asha stops trials on their validation score; with validation.kind none it would "
+                "decide on the test classes: set validation (holdout or kfold) or scheduler fifo"
+            )
+        if scheduler.type == "asha" and scheduler.grace_period >= self.train.epochs:
+            raise ValueError(
+                f"search.scheduler.grace_period {scheduler.grace_period} must be below train.epochs "
+                f"{self.train.epochs}: ASHA could never stop a trial"
+            )
         for key, values in self.cells.items():
             if not values or len(values) != len({repr(v) for v in values}):
                 raise ValueError(f"cells.{key}: a non-empty list of distinct values")

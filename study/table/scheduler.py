@@ -1,0 +1,170 @@
+"""Early stopping in a table: :class:`CellASHA`, one ASHA rung set per cell, so a trial is compared only with trials of
+its own cell (docs/tables.md, "Multi-fidelity per cell").
+
+Why by hand: Ray's ``ASHAScheduler`` keeps one rung set for every trial of an experiment, and a table's one experiment
+(study/table/search.py) holds every cell's trials; one ASHA over them would stop a noisy cell's trials for scoring
+below a clean cell's, and the arms would no longer get the same search. Hyperband's several brackets are left out
+on purpose: a cell has 8-16 trials, and splitting those across brackets would leave each bracket's rungs a handful
+of values, a cutoff that is mostly noise; one bracket (ASHA) gives every trial of a cell the same grace period.
+
+What it keeps per cell is Ray's own ASHA (the cutoff rule, a trial recorded at most once per rung), fed only that
+cell's trials. Every cell gets the same ``grace_period``, ``reduction_factor`` and ``max_t`` (the table's
+``search.scheduler``; an arm cannot set its own, trainables/schema/table.py). Decisions read the search metric (a
+``val/`` name; a table with a scheduler must validate), which with k-fold validation is the mean over the folds,
+trained in lockstep (trainables/loop/run.py), so a rung is decided on every fold at that epoch. A stopped trial ends
+without error: the table's searcher counts it as evaluated, and :class:`~study.search.study_search.StudySearch` tells
+Optuna PRUNED with its last value, so TPE learns from it.
+
+Like :class:`~study.search.persistent_asha.PersistentASHA`, its state (every cell's rungs with every recorded value,
+and each live trial's cell) is written to the study directory whenever a decision changed it and read back the first
+time a restored driver calls it: Ray restores a scheduler from the pickle taken at the experiment's start.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
+
+from study.runtime.compat import asha_rungs, asha_trial_info
+from study.runtime.storage import read_bytes, write_bytes
+
+__all__ = ["CellASHA", "cell_label_of", "rung_values"]
+
+
+def cell_label_of(cells: list[tuple[str, dict[str, Any]]], config: dict[str, Any]) -> str | None:
+    """The label of the cell whose fixed values ``config`` carries (:func:`study.table.spec.cell_of`'s rule, on the
+    ``(label, fixed)`` pairs this scheduler keeps: small to pickle at every decision)."""
+    for label, fixed in cells:
+        if all(config.get(k) == v for k, v in fixed.items()):
+            return label
+    return None
+
+
+def rung_values(scheduler: CellASHA) -> dict[str, dict[float, dict[str, float]]]:
+    """Every cell's rungs: label → milestone → {Ray trial id: recorded value, sign-adjusted (larger is better)}."""
+    return {label: {m: dict(r) for m, r in asha_rungs(s).items()} for label, s in scheduler.per_cell.items()}
+
+
+class CellASHA(FIFOScheduler):
+    """ASHA with separate rungs per table cell, persisted in ``state_file``.
+
+    Args:
+        cells: each cell's ``(label, fixed values)``; a trial belongs to the cell whose fixed values its config holds.
+        metric, mode: the table's search metric (a validation metric) and its direction.
+        max_t, grace_period, reduction_factor: Ray's ASHA arguments, the same for every cell (``training_iteration``
+            is the epoch: the trainable reports once per epoch).
+        state_file: where the rungs are kept across driver restarts (the study's ``asha_state.pkl``).
+    """
+
+    def __init__(
+        self,
+        cells: list[tuple[str, dict[str, Any]]],
+        *,
+        metric: str,
+        mode: str,
+        max_t: int,
+        grace_period: int,
+        reduction_factor: float,
+        state_file: str,
+    ) -> None:
+        super().__init__()
+        self.cells = cells
+        self._metric, self._mode = metric, mode
+        self.per_cell: dict[str, ASHAScheduler] = {
+            label: ASHAScheduler(
+                time_attr="training_iteration",
+                metric=metric,
+                mode=mode,
+                max_t=max_t,
+                grace_period=min(grace_period, max_t),
+                reduction_factor=reduction_factor,
+            )
+            for label, _ in cells
+        }
+        #: Ray trial id → its cell's label, for every trial this scheduler was given.
+        self.trial_cell: dict[str, str] = {}
+        self.state_file = state_file
+        self._loaded = False
+        self._saved: tuple[int, ...] | None = None
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        # The table passes its own metric and mode to TuneConfig as well: the same ones, so nothing to refuse.
+        return metric in (None, self._metric) and mode in (None, self._mode)
+
+    # ------------------------------------------------------------------------------------------------ persistence
+
+    def _load_once(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        data = read_bytes(self.state_file)
+        if data is not None:
+            state = pickle.loads(data)  # noqa: S301 - this scheduler's own file in the study directory
+            self.per_cell, self.trial_cell = state["per_cell"], state["trial_cell"]
+            self._saved = self._fingerprint()
+
+    def _fingerprint(self) -> tuple[int, ...]:
+        """What a decision can change: values recorded per rung and live trials, per cell (values are never
+        rewritten: a trial is recorded once per rung)."""
+        out: list[int] = [len(self.trial_cell)]
+        for scheduler in self.per_cell.values():
+            out.append(len(asha_trial_info(scheduler)))
+            out += [len(recorded) for recorded in asha_rungs(scheduler).values()]
+        return tuple(out)
+
+    def _persist(self) -> None:
+        """Write the state when a decision changed it: a result between rungs changes nothing, and an epoch's
+        result then costs the driver no write."""
+        fingerprint = self._fingerprint()
+        if fingerprint != self._saved:
+            write_bytes(self.state_file, pickle.dumps({"per_cell": self.per_cell, "trial_cell": self.trial_cell}))
+            self._saved = fingerprint
+
+    # --------------------------------------------------------------------------------------- Ray's scheduler calls
+
+    def _cell(self, trial: Any) -> ASHAScheduler | None:
+        label = self.trial_cell.get(trial.trial_id)
+        return None if label is None else self.per_cell[label]
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        self._load_once()
+        if trial.trial_id in self.trial_cell:  # a restored live trial keeps its cell and rungs
+            return
+        label = cell_label_of(self.cells, trial.config)
+        if label is None:  # not a cell's trial (the table's searcher makes none): it runs to the end
+            return
+        self.trial_cell[trial.trial_id] = label
+        self.per_cell[label].on_trial_add(tune_controller, trial)
+        self._persist()
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        self._load_once()
+        scheduler = self._cell(trial)
+        if scheduler is None or trial.trial_id not in asha_trial_info(scheduler):
+            return TrialScheduler.CONTINUE
+        decision = scheduler.on_trial_result(tune_controller, trial, result)
+        self._persist()
+        return decision
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        self._load_once()
+        scheduler = self._cell(trial)
+        if scheduler is not None and trial.trial_id in asha_trial_info(scheduler):
+            scheduler.on_trial_complete(tune_controller, trial, result)
+            asha_trial_info(scheduler).pop(trial.trial_id, None)  # Ray's keeps it when the result lacks the metric
+            self._persist()
+
+    def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
+        self._load_once()
+        scheduler = self._cell(trial)
+        if scheduler is not None:
+            asha_trial_info(scheduler).pop(trial.trial_id, None)
+            self._persist()
+
+    def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
+        self.on_trial_remove(tune_controller, trial)
+
+    def debug_string(self) -> str:
+        return "CellASHA: " + "; ".join(f"{label}: {s.debug_string()}" for label, s in self.per_cell.items())
