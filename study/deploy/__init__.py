@@ -1,0 +1,1 @@
+"""Deploying a study where the GPUs are: ``dmlstudy slurm`` (:mod:`study.deploy.slurm`)."""
