@@ -189,6 +189,7 @@ class SlurmCluster:
         return dict(f.split("=", 1) for f in out.split() if "=" in f)
 
     def __exit__(self, *exc: object) -> None:
+        self._kill_jobs()
         for proc in reversed(self._procs):  # slurmd before slurmctld before munged; each by its PID
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGTERM)
@@ -199,4 +200,14 @@ class SlurmCluster:
                     os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(5)
         self._procs.clear()
+        self._kill_jobs()
         subprocess.run(["ip", "netns", "delete", self.netns], capture_output=True)
+
+    def _kill_jobs(self) -> None:
+        """SIGKILL what the jobs left (slurmstepd, their scripts, Ray): every process in the cluster's private
+        namespace but the daemons this object started. All of them are this cluster's; each is ended by PID."""
+        daemons = {p.pid for p in self._procs}
+        listed = subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True).stdout.split()
+        for pid in {int(p) for p in listed} - daemons:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -27,8 +27,8 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "export-csv": ("study.data.__main__", ("export-csv",), "write a dataset as open-metric-learning's CSV"),
     "dashboard": ("dashboards.build", (), "build the HTML dashboard of studies (spec files or study directories)"),
     "compare": ("dashboards.compare.cli", (), "family x noise comparison tables of studies' final stages"),
-    "slurm": ("study.deploy.slurm", (), "submit a study or table as a Slurm job (own Ray cluster, requeued at its limit)"),
     "mlflow-server": ("study.mlflow_server", (), "serve a directory's MLflow store over HTTP"),
+    "slurm": ("study.deploy.slurm", (), "submit a study or table as a Slurm job that requeues itself at its limit"),
 }
 
 

@@ -37,7 +37,7 @@ from study.arguments import ArgumentParser, one_line
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
 
-__all__ = ["SlurmJob", "job_line", "job_state", "main", "parse_time", "render_script"]
+__all__ = ["SlurmJob", "job_line", "job_state", "print_job_line", "main", "parse_time", "render_script"]
 
 #: Each job gets 100 ports from here on, by its id (below Linux's ephemeral range, 32768-60999).
 PORT_BASE = 20000
@@ -168,6 +168,7 @@ STUDY_DIR={q(str(job.study_dir))}
 PYTHON={q(job.python)}
 RAY={q(str(Path(job.python).with_name("ray")))}
 MAX_REQUEUES={job.max_requeues}
+CONTINUE={q(job.command_line)}
 restarts=${{SLURM_RESTART_COUNT:-0}}
 say() {{ echo "[$(date '+%F %T')] $*"; }}
 say "job $SLURM_JOB_ID run $((restarts + 1)) (SLURM_RESTART_COUNT=$restarts) on $SLURM_JOB_NODELIST"
@@ -223,7 +224,7 @@ start_node() {{  # INDEX NODE ray-start-arguments...
 }}
 stop_ray() {{
   say "stopping this job's Ray nodes (srun PIDs ${{ray_pids[*]}})"
-  kill -TERM "${{ray_pids[@]}}" 2>/dev/null  # srun passes SIGTERM to `ray start --block`, which ends its node
+  kill -TERM "${{ray_pids[@]}}" 2>/dev/null  # srun ends its step: Slurm signals its every process (ray, raylet, workers)
   for _ in $(seq 60); do
     kill -0 "${{ray_pids[@]}}" 2>/dev/null || break
     sleep 1
@@ -232,13 +233,16 @@ stop_ray() {{
   wait "${{ray_pids[@]}}" 2>/dev/null
 }}
 
-start_node 0 "${{nodes[0]}}" --head --port="$port_base" --ray-client-server-port=$((port_base + 1)) \\
-  --include-dashboard=false
+start_node 0 "${{nodes[0]}}" --head --port="$port_base" --include-dashboard=false
 for _ in $(seq 120); do  # the head's GCS answers
   (exec 3<>"/dev/tcp/$head_ip/$port_base") 2>/dev/null && break
   kill -0 "${{ray_pids[0]}}" 2>/dev/null || break
   sleep 1
 done
+if ! kill -0 "${{ray_pids[0]}}" 2>/dev/null; then
+  say "the Ray head did not start (its lines are above); not requeued"
+  exit 1
+fi
 for i in $(seq 1 $(( ${{#nodes[@]}} - 1 ))); do
   start_node "$i" "${{nodes[$i]}}" --address="$RAY_ADDRESS"
 done
@@ -252,7 +256,7 @@ print(f"ray: {{sum(n['Alive'] for n in ray.nodes())}} of {{sys.argv[2]}} nodes u
 EOF
 say "Ray cluster at $RAY_ADDRESS"
 
-# A study that exists (its spec.yaml is written before its first trial) is resumed: a requeued run, or a new job
+# A study that exists (its {R.SPEC_FILE} is written before its first trial) is resumed: a requeued run, or a new job
 # for a study that ran before. Not SLURM_RESTART_COUNT alone: a run stopped before the study began must start it.
 resume=""
 [ -e "$STUDY_DIR/{R.SPEC_FILE}" ] && resume="--resume"
@@ -282,7 +286,7 @@ case $rc in
       scontrol requeue "$SLURM_JOB_ID"
       exit 0
     fi
-    say "stopped after $MAX_REQUEUES requeues (--max-requeues); continue the study with: {job.command_line}"
+    say "stopped after $MAX_REQUEUES requeues (--max-requeues); continue the study with: $CONTINUE"
     exit 3 ;;
   *)
     say "the driver failed (exit $rc: 2 bad input, 1 the study failed); not requeued; see $STUDY_DIR/{R.STUDY_LOG_FILE}"
@@ -306,9 +310,9 @@ def _parser(prog: str) -> ArgumentParser:
     p.add_argument(
         "--signal-lead",
         type=int,
-        default=300,
+        default=None,
         metavar="SECONDS",
-        help="USR1 this long before the time limit: stop, save, requeue (default 300)",
+        help="USR1 this long before the time limit: stop, save, requeue (default 300, at most half of --time)",
     )
     p.add_argument("--max-requeues", type=int, default=20, metavar="K", help="stop after K requeues (default 20)")
     p.add_argument("--max-failures", type=int, default=3, metavar="N", help="study.run --max-failures (default 3)")
@@ -344,6 +348,8 @@ def _check_options(args: argparse.Namespace) -> None:
                 f"--{opt.replace('_', '-')} must be {'>= 0' if opt == 'gpus_per_node' else '>= 1'}, got {v}"
             )
     limit = parse_time(a.time)
+    if a.signal_lead is None:
+        a.signal_lead = min(300, max(10, limit // 2))
     lead = a.signal_lead
     if not 10 <= lead < limit or lead > 65535:
         raise SpecError(
@@ -447,6 +453,12 @@ def job_line(study_dir: str) -> str | None:
         return None
     state, restarts = job_state(job_id)
     return f"Slurm job {job_id}: {state}, restarted {restarts} time(s); log {Path(study_dir) / R.SLURM_LOG_FILE}"
+
+
+def print_job_line(study_dir: str, indent: str = "") -> None:
+    """Print :func:`job_line` when the study was launched by ``dmlstudy slurm`` (``dmlstudy status``)."""
+    if (line := job_line(study_dir)) is not None:
+        print(indent + line)
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.slurm") -> int:

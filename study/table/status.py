@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from study.deploy.slurm import print_job_line
 from study.table.spec import Table, TableCell
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -166,4 +167,5 @@ def print_table_status(table: Table) -> int:
     driver = driver_text(layout.root, parent, complete=all(c.final_done >= s.final.seeds for c in cells))
     print(f"stage: {stage}" + ("" if driver is None else f"; driver: {driver}"))
     print(f"optuna-dashboard {layout.optuna_url}")
+    print_job_line(layout.root)  # dmlstudy slurm's job (study.deploy.slurm), if it launched the table
     return 0

@@ -40,7 +40,17 @@ def test_the_console_script_is_declared_and_lists_every_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: dmlstudy [-h] COMMAND ...")
     listed = [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("    ") and line[4] != " "]
-    assert listed == ["run", "status", "fetch", "weights", "export-csv", "dashboard", "compare", "mlflow-server"]
+    assert listed == [
+        "run",
+        "status",
+        "fetch",
+        "weights",
+        "export-csv",
+        "dashboard",
+        "compare",
+        "mlflow-server",
+        "slurm",
+    ]
     bad = _dmlstudy("bogus", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("dmlstudy: error: argument COMMAND")
     # The run command leaves through study.run's fast exit: its exit code survives it.

@@ -22,10 +22,10 @@ import yaml
 from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, tiny_spec
 from harness.slurm import SlurmCluster, slurm_unavailable_reason
 from trainables.schema import record as R
-from trainables.schema.metric_names import EPOCH
 
 NAME = "t_slurm"
-EPOCHS = 8
+OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation none)
+EPOCHS = 10
 TRIALS = 4
 
 
@@ -74,7 +74,7 @@ def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
         env = cluster.env(TMPDIR=str(tmp), PYTHONPATH=str(REPO))
         submit = cluster.run(
             [sys.executable, "-m", "study.cli", "slurm", str(spec_file), "--nodes", "2", "--time", "2",
-             "--signal-lead", "70", "--max-requeues", "2"],
+             "--signal-lead", "45", "--max-requeues", "2"],
             env=env, cwd=tmp_path,
         )  # fmt: skip
         assert submit.returncode == 0, submit.stderr
@@ -116,7 +116,7 @@ def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
     assert len(children) == TRIALS and {c.info.status for c in children} == {"FINISHED"}
     client = mlflow_children(study_dir, NAME)[0]
     for child in children:
-        steps = [m.step for m in client.get_metric_history(child.info.run_id, EPOCH)]
+        steps = [m.step for m in client.get_metric_history(child.info.run_id, OBJECTIVE)]
         assert steps == list(range(1, EPOCHS + 1)), steps  # each epoch once
     assert not list(tmp.glob(f"dmlray-{job_id}")), "the finished job left its RAY_TMPDIR"
     subprocess.run(["rm", "-rf", str(tmp)], check=False)
