@@ -58,7 +58,7 @@ def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
     if (reason := slurm_unavailable_reason()) is not None:
         pytest.skip(reason)
     spec = tiny_spec(NAME, epochs=EPOCHS, num_trials=TRIALS, max_concurrent=2)
-    spec["train"]["batches_per_epoch"] = 160
+    spec["train"]["batches_per_epoch"] = 400  # ~90 s of study on a quiet 2-core machine: past the signal
     spec["storage"] = str(tmp_path / "runs")
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(spec))
