@@ -452,7 +452,8 @@ def job_line(study_dir: str) -> str | None:
     except OSError:
         return None
     state, restarts = job_state(job_id)
-    return f"Slurm job {job_id}: {state}, restarted {restarts} time(s); log {Path(study_dir) / R.SLURM_LOG_FILE}"
+    again = "restarts unknown" if restarts == "unknown" else f"restarted {restarts} time(s)"
+    return f"Slurm job {job_id}: {state}, {again}; log {Path(study_dir) / R.SLURM_LOG_FILE.replace('%j', job_id)}"
 
 
 def print_job_line(study_dir: str, indent: str = "") -> None:

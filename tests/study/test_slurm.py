@@ -64,6 +64,13 @@ def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
     spec_file.write_text(yaml.safe_dump(spec))
     study_dir = tmp_path / "runs" / NAME
     tmp = Path(tempfile.mkdtemp(prefix="slt", dir="/tmp"))  # short: Ray's unix sockets live under RAY_TMPDIR
+    try:
+        _run_the_chain(tmp_path, spec_file, study_dir, tmp)
+    finally:
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) -> None:
     timeline: list[str] = []
     with SlurmCluster(tmp_path / "slurm", cpus=1) as cluster:
         t0 = time.monotonic()
@@ -119,4 +126,3 @@ def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
         steps = [m.step for m in client.get_metric_history(child.info.run_id, OBJECTIVE)]
         assert steps == list(range(1, EPOCHS + 1)), steps  # each epoch once
     assert not list(tmp.glob(f"dmlray-{job_id}")), "the finished job left its RAY_TMPDIR"
-    subprocess.run(["rm", "-rf", str(tmp)], check=False)
