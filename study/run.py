@@ -1,11 +1,15 @@
 """Command line: ``python -m study.run SPEC.yaml|TABLE.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]
-[--max-failures N] [--shared-storage] [--pending-timeout S] [--status]``.
+[--max-failures N] [--shared-storage] [--pending-timeout S] [--drain-timeout S] [--status]``.
 
 A TABLE.yaml (a spec naming ``arms``: :mod:`study.table.run`, docs/tables.md) runs a whole paper table.
 
 Exit codes: 0 the study finished; 2 invalid spec or command line (one line on stderr, nothing started);
 1 the study itself failed (every trial failed, or it was interrupted, or a store could not be written: disk
-full, read-only, permission lost; one line naming the store and the remedy).
+full, read-only, permission lost; one line naming the store and the remedy); 3 the study stopped on a signal
+(``SIGUSR1``: a batch job's time limit is near; ``SIGTERM``: preemption): no new trial was started, the running ones
+reached their next checkpoint (or ``--drain-timeout`` passed), Ray's experiment state and the stores are saved and
+the MLflow runs are KILLED, not FAILED; continue with ``--resume`` (``dmlstudy slurm`` requeues the job that does:
+:mod:`study.deploy.slurm`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 from study.arguments import ArgumentParser, one_line
+from study.runtime import stopping
 from study.search.context import RunOptions
 from trainables.schema.errors import StudyError, StudyStalledError
 
@@ -57,6 +62,13 @@ def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="fail the study when its trials have waited this long for resources no node has (0: wait forever)",
     )
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=RunOptions.drain_timeout_s,
+        metavar="SECONDS",
+        help="on SIGUSR1/SIGTERM, wait this long for running trials to reach their next checkpoint, then stop (exit 3)",
+    )
     p.add_argument("--status", action="store_true", help="print the study's progress and exit; starts nothing")
     return p
 
@@ -66,6 +78,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
     from study.loading import load_spec, read_raw
     from study.table.spec import is_table
 
+    if not args.status:
+        stopping.install()  # SIGUSR1/SIGTERM stop the study for --resume (exit 3) instead of killing it
     spec = None
     try:
         if is_table(read_raw(args.spec, args.overrides)):
@@ -81,6 +95,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
     except StudyStalledError as e:  # the study started and could not go on: it failed
         _print_error(e)
         return 1
+    except stopping.StudyStopped as e:
+        _print_error(e)
+        return stopping.EXIT_STOPPED
     except StudyError as e:
         _print_error(e)
         return 2
@@ -103,6 +120,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
         _print_final(outcome.final)
     if outcome.interrupted:
         print(f"The study was interrupted; continue it with: python -m study.run {args.spec} --resume")
+        if stopping.received() is not None:
+            return stopping.EXIT_STOPPED
     print("Browse the results:")
     for command in browse_commands(spec, outcome.experiment_id):
         print(f"  {command}")
@@ -123,6 +142,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         max_failures=args.max_failures,
         shared_storage=args.shared_storage,
         pending_timeout_s=args.pending_timeout,
+        drain_timeout_s=args.drain_timeout,
     )
 
 
@@ -162,7 +182,7 @@ def _run_table(args: argparse.Namespace) -> int:
         print(f"  failed: trial {trial_id}: {reason}")
     if outcome.interrupted:
         print(f"The table was interrupted; continue it with: python -m study.run {args.spec} --resume")
-        return 1
+        return stopping.EXIT_STOPPED if stopping.received() is not None else 1
     if outcome.final:
         from dashboards.table_report import write_table_report
 

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from study.arguments import ArgumentParser, one_line
+from study.deploy.slurm import print_job_line
 from study.runtime.lock import driver_text
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -89,6 +90,7 @@ def print_status(spec: StudySpec) -> int:
     driver = driver_text(st["root"], st["parent_status"], complete=done + c["FAIL"] >= st["num_trials"])
     if driver is not None:
         print(f"  driver: {driver}")
+    print_job_line(st["root"], indent="  ")  # launched by dmlstudy slurm: what Slurm says of its job
     print(f"  tracking: {st['tracking_uri']}")
     print(f"  optuna:   {st['optuna_url']}")
     return 0

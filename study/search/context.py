@@ -31,6 +31,8 @@ class RunOptions:
         shared_storage: vouch that a local-looking ``storage`` path is shared by every node.
         pending_timeout_s: fail the study (:class:`~trainables.schema.errors.StudyStalledError`) when trials have
             waited this long for resources with none running (0: wait forever).
+        drain_timeout_s: on a stop signal (:mod:`study.runtime.stopping`), how long running trials may take to
+            reach their next checkpoint before the stage ends anyway.
     """
 
     resume: bool = False
@@ -38,6 +40,7 @@ class RunOptions:
     max_failures: int = 0
     shared_storage: bool = False
     pending_timeout_s: float = 600.0
+    drain_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from study.final.stage import (
 from study.layout import StudyLayout
 from study.runtime.cluster import check_storage_reachable, connect_ray
 from study.runtime.lock import study_lock
+from study.runtime.stopping import StudyStopped, check_stop, fit_window
 from study.runtime.storage import write_bytes
 from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import check_cluster_resources, check_local_resources
@@ -161,7 +162,8 @@ def _run_final_stage(
     callback = _trial_callback(context, store, parent, stage=R.STAGE_FINAL)
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
     tuner = final_tuner(context, param_space, callback, len(points))
-    results = unwrapped(tuner.fit)
+    with fit_window():
+        results = unwrapped(tuner.fit)
     groups = summarize_final(spec, results, best)
     ended = sum(
         r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results)
@@ -234,6 +236,7 @@ def run_study(
     set_budget(spec.tracking.outage_budget_s)
     preflight_stores(layout, spec.name)  # servers and buckets answer, before anything is written or Ray starts
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
+    check_stop("before the study started")
     with study_lock(layout.root), library_log() as study_log:
         context = StudyContext(spec, layout, options, check_resume(spec, layout, options.resume), plan)
         preload_in_background()
@@ -288,15 +291,24 @@ def _run_validated(
         param_space = {SPEC_KEY: trial_spec_data(spec)}
         build = search_tuner if context.plan is None else context.plan.tuner
         tuner = build(context, param_space, callback)
-        results = unwrapped(tuner.fit)
+        check_stop("before the search stage started")
+        with fit_window():
+            results = unwrapped(tuner.fit)
         order = trial_numbers(layout.optuna_url, spec.name)
         outcome = _summarize(spec, results, parent, time.perf_counter() - started, order)
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:
+            check_stop("after the search stage, before the final stage")
             groups, final_interrupted = _run_final_stage(context, store, parent, results, outcome.failures)
             outcome = dataclasses.replace(
                 outcome, final=groups, interrupted=final_interrupted, wall_time_s=time.perf_counter() - started
             )
+    except StudyStopped:
+        # A stop signal at a point where nothing is half-written: the runs are KILLED (resumable), not FAILED.
+        with contextlib.suppress(Exception):
+            store.close_orphans(parent, status="KILLED")
+            store.end_parent(parent, "KILLED", {}, {})
+        raise
     except BaseException:
         # The driver itself broke: no run may stay RUNNING. A store that broke (a full disk) cannot record that
         # either: the original error is the one to report, and --resume closes what stays RUNNING.

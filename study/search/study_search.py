@@ -20,6 +20,7 @@ from study.runtime.compat import (
     storage_trial_id,
     study_storage,
 )
+from study.runtime.stopping import stopping
 from study.search.ordered_sampler import may_ask
 from study.tracking.outage import through_ray
 from trainables.schema.errors import StoreOutageError
@@ -116,6 +117,8 @@ class StudySearch(OptunaSearch):
     def suggest(self, trial_id: str) -> dict | None:
         import optuna
 
+        if stopping():
+            return None  # a stop signal: no new trial; the running ones drain (study.runtime.stopping)
         orphans = getattr(self, "_orphans", [])
         if trial_id not in optuna_trials_of(self) and self._must_wait(orphans):
             return None  # Ray asks again on its next step

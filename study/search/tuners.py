@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from study.layout import StudyLayout
 from study.progress import ProgressTable
 from study.runtime.compat import restored_run_config
+from study.runtime.stop_callback import StopOnSignal
 from study.runtime.watchdog import PendingTimeout
 from study.search.context import StudyContext
 from study.search.old_names import accept_old_names
@@ -43,7 +44,7 @@ def stage_tuner(
     tune_config: Callable[[], dict[str, Any]] | None,
 ) -> Tuner:
     """One stage's Tuner, the same wiring for the search and the final stage: ``train_fn`` with the spec's resources,
-    this driver's callbacks and retry budget, one checkpoint kept per trial, ``trial_<id>`` directories.
+    this driver's callbacks (and :class:`StopOnSignal`) and retry budget, one checkpoint kept per trial, ``trial_<id>`` directories.
 
     ``tune_config=None`` restores the stage's experiment (``<root>/<experiment>``); else a new one is built with
     ``tune_config()``'s ``TuneConfig`` options (the search's searcher and scheduler are built only then).
@@ -53,6 +54,7 @@ def stage_tuner(
     from trainables.loop import train_fn
 
     spec, layout = context.spec, context.layout
+    callbacks = [*callbacks, StopOnSignal(context.options.drain_timeout_s)]  # every stage (a table's too) drains
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     failure_config = tune.FailureConfig(max_failures=context.options.max_failures)
     if tune_config is None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from study.deploy.slurm import print_job_line
 from study.table.spec import Table, TableCell
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -252,4 +253,5 @@ def print_table_status(table: Table) -> int:
     driver = driver_text(layout.root, parent, complete=all(c.final_done >= s.final.seeds for c in cells))
     print(f"stage: {stage}" + ("" if driver is None else f"; driver: {driver}"))
     print(f"optuna-dashboard {layout.optuna_url}")
+    print_job_line(layout.root)  # dmlstudy slurm's job (study.deploy.slurm), if it launched the table
     return 0

@@ -49,6 +49,7 @@ def test_the_console_script_is_declared_and_lists_every_command(tmp_path):
         "dashboard",
         "compare",
         "mlflow-server",
+        "slurm",
         "kuberay",
     ]
     bad = _dmlstudy("bogus", cwd=tmp_path)

@@ -65,6 +65,9 @@ __all__ = [
     "PARAM_VALIDATION_KIND",
     "SPEC_FILE",
     "TABLE_SPEC_FILE",
+    "SLURM_SCRIPT_FILE",
+    "SLURM_JOB_FILE",
+    "SLURM_LOG_FILE",
     "TABLE_REPORT_FILE",
     "NONFINITE_MARKER",
     "trial_dir",
@@ -233,6 +236,11 @@ DEFAULT_STORAGE: Final = "runs"
 SPEC_FILE: Final = "spec.yaml"
 #: The libraries' start-up lines and warnings (Ray, MLflow, Optuna), kept off the terminal.
 STUDY_LOG_FILE: Final = "study.log"
+#: ``dmlstudy slurm`` (study.deploy.slurm): the sbatch script it wrote and submitted, the Slurm job id it got (one
+#: line; ``dmlstudy status`` asks Slurm about it), and the job's output, every requeued run appended (``%j``: the id).
+SLURM_SCRIPT_FILE: Final = "slurm.sbatch"
+SLURM_JOB_FILE: Final = "slurm_job_id"
+SLURM_LOG_FILE: Final = "slurm-%j.out"
 #: Optuna's RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names a server.
 OPTUNA_DB: Final = "optuna.db"
 #: MLflow's sqlite store, unless ``tracking.uri`` names a server; also the local tracking server's backend.

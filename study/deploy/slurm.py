@@ -1,0 +1,513 @@
+"""``dmlstudy slurm SPEC.yaml`` (``python -m study.deploy.slurm``): run a study or a table as a Slurm job with a Ray
+cluster of its own, through the job's time limit and preemption by requeueing and resuming.
+
+The command writes an sbatch script into the study directory (:data:`~trainables.schema.record.SLURM_SCRIPT_FILE`)
+and submits it (``sbatch --parsable``; ``--dry-run`` prints it instead). The script is written by hand, not through a
+Slurm or Ray library, because it has to be the script a user could have written: readable, editable, resubmittable
+with plain ``sbatch``, and debuggable from its own log. What it does, and why (docs/cluster.md "Deploy on Slurm"):
+
+- one ``srun`` step per node: ``ray start --head`` on the first, ``ray start --address`` on every other one, at the
+  address Slurm itself reaches the node at (its ``NodeAddr``), on ports and a ``RAY_TMPDIR`` derived from the job
+  id (two jobs on one node never collide on Ray's default ports: ray #10154, #59551);
+- a fresh token from ``/dev/urandom`` each run, exported (``RAY_AUTH_MODE=token``): every step and the driver inherit
+  it; it is in no file, not even this script;
+- the driver with an explicit ``--address`` (``address="auto"`` could attach to another user's cluster), with
+  ``--resume`` once the study exists;
+- ``--signal=B:USR1@LEAD``: the script forwards ``USR1`` (and ``TERM``, preemption) to the driver, which stops for
+  ``--resume`` (exit 3, :mod:`study.runtime.stopping`); the script then ends its own Ray nodes by the PIDs of its own
+  ``srun`` steps (never ``ray stop``: it ends every user's Ray on the node) and requeues the job
+  (``scontrol requeue``), at most ``--max-requeues`` times; the requeued run resumes.
+
+``dmlstudy status`` shows the job's id, state and restart count (:func:`job_line`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from study.arguments import ArgumentParser, one_line
+from trainables.schema import record as R
+from trainables.schema.errors import SpecError, StudyError
+
+__all__ = ["SlurmJob", "job_line", "job_state", "print_job_line", "main", "parse_time", "render_script"]
+
+#: Each job gets 100 ports from here on, by its id (below Linux's ephemeral range, 32768-60999).
+PORT_BASE = 20000
+PORT_SLOTS = 120
+#: Most nodes a job may have: each node's dashboard agent gets its own port of the job's 100.
+MAX_NODES = 90
+#: sbatch options the command sets itself: an ``--sbatch`` line naming one is refused (one place decides each).
+_MANAGED = {
+    "--nodes": "--nodes",
+    "-N": "--nodes",
+    "--ntasks-per-node": "--nodes",
+    "--ntasks": "--nodes",
+    "-n": "--nodes",
+    "--cpus-per-task": "--cpus-per-node",
+    "-c": "--cpus-per-node",
+    "--gpus-per-node": "--gpus-per-node",
+    "--time": "--time",
+    "-t": "--time",
+    "--partition": "--partition",
+    "-p": "--partition",
+    "--account": "--account",
+    "-A": "--account",
+    "--signal": "--signal-lead",
+    "--requeue": "--max-requeues",
+    "--no-requeue": "--max-requeues",
+    "--output": "(the study directory)",
+    "-o": "(the study directory)",
+    "--error": "(the study directory)",
+    "-e": "(the study directory)",
+    "--open-mode": "(append)",
+    "--chdir": "(the current directory)",
+    "-D": "(the current directory)",
+    "--job-name": "--job-name",
+    "-J": "--job-name",
+}
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def parse_time(text: str) -> int:
+    """A Slurm ``--time`` in seconds (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``)."""
+    m = _TIME.match(text.strip())
+    if m is None:
+        raise SpecError(f"--time {text!r} is not a Slurm time (MM, HH:MM:SS, D-HH, D-HH:MM:SS)")
+    days, a, b, c = m.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        seconds = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+    elif c is not None:  # HH:MM:SS
+        seconds = int(a) * 3600 + int(b) * 60 + int(c)
+    else:  # MM[:SS]
+        seconds = int(a) * 60 + int(b or 0)
+    if seconds <= 0:
+        raise SpecError(f"--time {text!r} must be positive")
+    return seconds
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """Everything the script says, checked (:func:`_job_from_args`)."""
+
+    name: str
+    spec_path: Path
+    overrides: tuple[str, ...]
+    study_dir: Path
+    workdir: Path
+    python: str
+    nodes: int
+    cpus_per_node: int
+    gpus_per_node: int
+    time: str
+    signal_lead_s: int
+    drain_timeout_s: int
+    max_requeues: int
+    max_failures: int
+    partition: str | None = None
+    account: str | None = None
+    job_name: str = ""
+    sbatch_lines: tuple[str, ...] = ()
+    setup_lines: tuple[str, ...] = ()
+    command_line: str = ""
+
+
+def render_script(job: SlurmJob) -> str:
+    """The sbatch script (no secret in it: the token is made inside the job)."""
+    q = shlex.quote
+    head = [
+        "#!/bin/bash",
+        f"# Written by `dmlstudy slurm` for study {job.name!r} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC):",
+        f"#   {job.command_line}",
+        '# The script you would write by hand (docs/cluster.md, "Deploy on Slurm"): edit it and `sbatch` it again',
+        "# freely. Its log (every requeued run appended) is beside it.",
+        f"#SBATCH --job-name={job.job_name}",
+        f"#SBATCH --nodes={job.nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --cpus-per-task={job.cpus_per_node}",
+    ]
+    if job.gpus_per_node:
+        head.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
+    head.append(f"#SBATCH --time={job.time}")
+    if job.partition:
+        head.append(f"#SBATCH --partition={job.partition}")
+    if job.account:
+        head.append(f"#SBATCH --account={job.account}")
+    head += [
+        f"#SBATCH --signal=B:USR1@{job.signal_lead_s}",
+        "#SBATCH --requeue",
+        "#SBATCH --open-mode=append",
+        f"#SBATCH --output={job.study_dir}/{R.SLURM_LOG_FILE}",
+        f"#SBATCH --chdir={job.workdir}",
+        *(f"#SBATCH {line}" for line in job.sbatch_lines),
+    ]
+    gres = f" --gres=gpu:{job.gpus_per_node}" if job.gpus_per_node else ""
+    driver = [
+        '"$PYTHON" -m study.run',
+        q(str(job.spec_path)),
+        *(f"--set {q(o)}" for o in job.overrides),
+        '--address "$RAY_ADDRESS" --shared-storage',
+        f"--max-failures {job.max_failures}",
+        f"--drain-timeout {job.drain_timeout_s}",
+        "$resume",
+    ]
+    setup = "\n".join(job.setup_lines) if job.setup_lines else "# (no --setup lines)"
+    body = f"""
+# USR1 comes {job.signal_lead_s} s before the time limit (Slurm looks every ~30 s, so up to ~30 s earlier); the driver
+# then has --drain-timeout {job.drain_timeout_s} s for running trials to checkpoint, and the rest to save and stop.
+# Not `set -e`: every exit code below is looked at.
+set -uo pipefail
+STUDY_DIR={q(str(job.study_dir))}
+PYTHON={q(job.python)}
+RAY={q(str(Path(job.python).with_name("ray")))}
+MAX_REQUEUES={job.max_requeues}
+CONTINUE={q(job.command_line)}
+restarts=${{SLURM_RESTART_COUNT:-0}}
+say() {{ echo "[$(date '+%F %T')] $*"; }}
+say "job $SLURM_JOB_ID run $((restarts + 1)) (SLURM_RESTART_COUNT=$restarts) on $SLURM_JOB_NODELIST"
+
+{setup}
+
+# A Ray cluster of this job's own. Its ports and temp dir come from the job id, so two jobs on one node never meet
+# (Ray's defaults, 6379 and /tmp/ray, are every user's); a requeued run keeps its id and reuses them.
+port_base=$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SLOTS} * 100 ))
+export RAY_TMPDIR="${{TMPDIR:-/tmp}}/dmlray-$SLURM_JOB_ID"
+# Token authentication (Ray >= 2.59): a fresh token for this run, in the environment only. srun passes the
+# environment to every step, the driver inherits it; it is written to no file, not even this script.
+export RAY_AUTH_MODE=token
+RAY_AUTH_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')
+export RAY_AUTH_TOKEN
+# On SIGTERM a node drains for 2 s, not Ray's default 30 s: well inside Slurm's KillWait.
+export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=2
+
+# Each node at the address Slurm reaches it at (its NodeAddr), head first.
+node_ip() {{
+  local addr
+  addr=$(scontrol show node "$1" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
+  getent ahostsv4 "$addr" | awk 'NR == 1 {{ print $1 }}'
+}}
+mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+head_ip=$(node_ip "${{nodes[0]}}")
+export RAY_ADDRESS="$head_ip:$port_base"
+
+signalled=""
+driver_pid=""
+on_signal() {{
+  signalled=$1
+  if [ -n "$driver_pid" ]; then
+    say "SIG$1: asking the driver (PID $driver_pid) to stop at its trials' next checkpoint"
+    kill -USR1 "$driver_pid" 2>/dev/null
+  else
+    say "SIG$1 before the driver started"
+  fi
+}}
+trap 'on_signal USR1' USR1
+trap 'on_signal TERM' TERM
+
+# One srun step per node (the PIDs below are this job's Ray, the only Ray it ever stops).
+ray_pids=()
+start_node() {{  # INDEX NODE ray-start-arguments...
+  local i=$1 node=$2
+  shift 2
+  srun --nodes=1 --ntasks=1 --nodelist="$node" --cpus-per-task={job.cpus_per_node}{gres} \\
+    "$RAY" start --block --disable-usage-stats --node-ip-address="$(node_ip "$node")" \\
+    --num-cpus={job.cpus_per_node} --num-gpus={job.gpus_per_node} --temp-dir="$RAY_TMPDIR" \\
+    --dashboard-agent-listen-port=$((port_base + 10 + i)) "$@" &
+  ray_pids+=($!)
+}}
+stop_ray() {{
+  say "stopping this job's Ray nodes (srun PIDs ${{ray_pids[*]}})"
+  kill -TERM "${{ray_pids[@]}}" 2>/dev/null  # srun ends its step: Slurm signals its every process (ray, raylet, workers)
+  for _ in $(seq 60); do
+    kill -0 "${{ray_pids[@]}}" 2>/dev/null || break
+    sleep 1
+  done
+  kill -KILL "${{ray_pids[@]}}" 2>/dev/null
+  wait "${{ray_pids[@]}}" 2>/dev/null
+}}
+
+start_node 0 "${{nodes[0]}}" --head --port="$port_base" --include-dashboard=false
+for _ in $(seq 120); do  # the head's GCS answers
+  (exec 3<>"/dev/tcp/$head_ip/$port_base") 2>/dev/null && break
+  kill -0 "${{ray_pids[0]}}" 2>/dev/null || break
+  sleep 1
+done
+if ! kill -0 "${{ray_pids[0]}}" 2>/dev/null; then
+  say "the Ray head did not start (its lines are above); not requeued"
+  exit 1
+fi
+for i in $(seq 1 $(( ${{#nodes[@]}} - 1 ))); do
+  start_node "$i" "${{nodes[$i]}}" --address="$RAY_ADDRESS"
+done
+"$PYTHON" - "$RAY_ADDRESS" "${{#nodes[@]}}" <<'EOF'  # wait until every node has joined (at most 5 min)
+import sys, time, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+deadline = time.monotonic() + 300
+while sum(n["Alive"] for n in ray.nodes()) < int(sys.argv[2]) and time.monotonic() < deadline:
+    time.sleep(1)
+print(f"ray: {{sum(n['Alive'] for n in ray.nodes())}} of {{sys.argv[2]}} nodes up", flush=True)
+EOF
+say "Ray cluster at $RAY_ADDRESS"
+
+# A study that exists (its {R.SPEC_FILE} is written before its first trial) is resumed: a requeued run, or a new job
+# for a study that ran before. Not SLURM_RESTART_COUNT alone: a run stopped before the study began must start it.
+resume=""
+[ -e "$STUDY_DIR/{R.SPEC_FILE}" ] && resume="--resume"
+if [ -z "$signalled" ]; then
+  say "driver: study.run $resume"
+  {" ".join(driver)} &
+  driver_pid=$!
+  while :; do  # a trap interrupts `wait`: wait again until the driver has really exited
+    wait "$driver_pid"
+    rc=$?
+    kill -0 "$driver_pid" 2>/dev/null || break
+  done
+else
+  rc=3
+fi
+say "driver exited with $rc"
+stop_ray
+
+case $rc in
+  0)
+    srun --nodes={job.nodes} --ntasks-per-node=1 rm -rf "$RAY_TMPDIR"
+    say "study finished"
+    exit 0 ;;
+  3)  # stopped on the signal, nothing lost: the requeued run resumes
+    if [ "$restarts" -lt "$MAX_REQUEUES" ]; then
+      say "requeueing (requeue $((restarts + 1)) of at most $MAX_REQUEUES)"
+      scontrol requeue "$SLURM_JOB_ID"
+      exit 0
+    fi
+    say "stopped after $MAX_REQUEUES requeues (--max-requeues); continue the study with: $CONTINUE"
+    exit 3 ;;
+  *)
+    say "the driver failed (exit $rc: 2 bad input, 1 the study failed); not requeued; see $STUDY_DIR/{R.STUDY_LOG_FILE}"
+    exit "$rc" ;;
+esac
+"""
+    return "\n".join(head) + "\n" + body
+
+
+def _parser(prog: str) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Run a study (or a table) as a Slurm job with its own Ray cluster.")
+    p.add_argument("spec", help="YAML study or table spec")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--nodes", type=int, default=1, metavar="N", help="nodes (one Ray node each; default 1)")
+    p.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="default: resources.gpu")
+    p.add_argument("--cpus-per-node", type=int, default=None, metavar="C", help="default: resources.cpu per GPU trial")
+    p.add_argument("--time", required=True, help="the job's time limit (Slurm's format: 1-00:00:00, 23:30:00, 90)")
+    p.add_argument("--partition", default=None)
+    p.add_argument("--account", default=None)
+    p.add_argument("--job-name", default=None, help="default: dml-<study name>")
+    p.add_argument(
+        "--signal-lead",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="USR1 this long before the time limit: stop, save, requeue (default 300, at most half of --time)",
+    )
+    p.add_argument("--max-requeues", type=int, default=20, metavar="K", help="stop after K requeues (default 20)")
+    p.add_argument("--max-failures", type=int, default=3, metavar="N", help="study.run --max-failures (default 3)")
+    p.add_argument(
+        "--sbatch",
+        dest="sbatch_lines",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an extra #SBATCH line, e.g. --sbatch=--mem=64G (repeatable)",
+    )
+    p.add_argument(
+        "--setup",
+        dest="setup_lines",
+        action="append",
+        default=[],
+        metavar="LINE",
+        help="a shell line run on the job's first node before Ray starts, e.g. 'module load cuda' (repeatable)",
+    )
+    p.add_argument("--python", default=sys.executable, help="the Python on the nodes (default: this one)")
+    p.add_argument("--dry-run", action="store_true", help="print the sbatch script; write and submit nothing")
+    return p
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    a = args
+    if not 1 <= a.nodes <= MAX_NODES:
+        raise SpecError(f"--nodes must be in [1, {MAX_NODES}], but got {a.nodes}")
+    for opt in ("gpus_per_node", "cpus_per_node"):
+        v = getattr(a, opt)
+        if v is not None and v < (0 if opt == "gpus_per_node" else 1):
+            raise SpecError(
+                f"--{opt.replace('_', '-')} must be {'>= 0' if opt == 'gpus_per_node' else '>= 1'}, got {v}"
+            )
+    limit = parse_time(a.time)
+    if a.signal_lead is None:
+        a.signal_lead = min(300, max(10, limit // 2))
+    lead = a.signal_lead
+    if not 10 <= lead < limit or lead > 65535:
+        raise SpecError(
+            f"--signal-lead must be at least 10 s, at most 65535 s and below --time ({limit} s), but got {lead}"
+        )
+    if a.max_requeues < 0:
+        raise SpecError(f"--max-requeues must be >= 0, but got {a.max_requeues}")
+    for line in [*a.sbatch_lines, *a.setup_lines]:
+        if "\n" in line or "\r" in line:
+            raise SpecError(f"--sbatch/--setup {line!r}: one line each")
+    for line in a.sbatch_lines:
+        option = line.removeprefix("#SBATCH").strip().split("=", 1)[0].split()[0] if line.strip() else ""
+        if not option.startswith("-"):
+            raise SpecError(f"--sbatch {line!r} is not an sbatch option (write e.g. --sbatch=--mem=64G)")
+        if option in _MANAGED:
+            raise SpecError(f"--sbatch {line!r}: {option} is set by dmlstudy slurm itself; use {_MANAGED[option]}")
+
+
+def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> SlurmJob:
+    """Validate the options and the spec (a study or a table) and build the job; raises :class:`SpecError`."""
+    from study.layout import StudyLayout
+    from study.loading import load_spec, read_raw
+    from study.table.spec import is_table, load_table
+
+    a = args
+    _check_options(a)
+    if is_table(read_raw(a.spec, a.overrides)):
+        table = load_table(a.spec, a.overrides)
+        table.check_budget()
+        spec = table.base
+    else:
+        spec = load_spec(a.spec, a.overrides)
+    layout = StudyLayout.for_spec(spec)
+    if layout.remote:
+        raise SpecError(
+            f"dmlstudy slurm: storage {spec.storage!r} is an object store; the job's script and log need a directory "
+            "every node mounts (storage: a shared path)"
+        )
+    gpu, cpu = spec.resources.gpu, spec.resources.cpu
+    gpus = a.gpus_per_node if a.gpus_per_node is not None else int(gpu)
+    per_node = max(1, int(gpus // gpu)) if gpu else 1
+    cpus = a.cpus_per_node if a.cpus_per_node is not None else max(1, int(cpu * per_node))
+    if gpu > gpus:
+        raise SpecError(f"a trial needs resources.gpu = {gpu} GPUs but --gpus-per-node is {gpus}")
+    if cpu > cpus:
+        raise SpecError(f"a trial needs resources.cpu = {cpu} CPUs but --cpus-per-node is {cpus}")
+    lead = a.signal_lead
+    return SlurmJob(
+        name=spec.name,
+        spec_path=Path(a.spec).resolve(),
+        overrides=tuple(a.overrides),
+        study_dir=Path(layout.root).resolve(),
+        workdir=Path.cwd(),
+        python=a.python,
+        nodes=a.nodes,
+        cpus_per_node=cpus,
+        gpus_per_node=gpus,
+        time=a.time,
+        signal_lead_s=lead,
+        drain_timeout_s=max(5, lead // 2),  # the other half: Tune's snapshot, the stores, stopping Ray, requeueing
+        max_requeues=a.max_requeues,
+        max_failures=a.max_failures,
+        partition=a.partition,
+        account=a.account,
+        job_name=a.job_name or f"dml-{spec.name}",
+        sbatch_lines=tuple(line.removeprefix("#SBATCH").strip() for line in a.sbatch_lines),
+        setup_lines=tuple(a.setup_lines),
+        command_line=shlex.join([*prog.split(), *[x for x in argv if x != "--dry-run"]]),
+    )
+
+
+def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def job_state(job_id: str) -> tuple[str, str]:
+    """``(state, restarts)`` of a Slurm job from ``scontrol show job`` (then ``sacct`` for a job Slurm has
+    forgotten); ``"unknown"`` where neither answers (no Slurm here, or the job is gone from both)."""
+    shown = _run(["scontrol", "show", "job", "-o", job_id], timeout=10)
+    if shown is not None and shown.returncode == 0:
+        fields = dict(f.split("=", 1) for f in shown.stdout.split() if "=" in f)
+        if "JobState" in fields:
+            return fields["JobState"], fields.get("Restarts", "unknown")
+    acct = _run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], timeout=10)
+    if acct is not None and acct.returncode == 0 and acct.stdout.strip():
+        return acct.stdout.split()[0], "unknown"
+    return "unknown", "unknown"
+
+
+def job_line(study_dir: str) -> str | None:
+    """``Slurm job 123: RUNNING, restarted 1 time(s)`` for a study launched by ``dmlstudy slurm``, else ``None``."""
+    if "://" in study_dir:
+        return None
+    path = Path(study_dir) / R.SLURM_JOB_FILE
+    try:
+        job_id = path.read_text().strip()
+    except OSError:
+        return None
+    state, restarts = job_state(job_id)
+    again = "restarts unknown" if restarts == "unknown" else f"restarted {restarts} time(s)"
+    return f"Slurm job {job_id}: {state}, {again}; log {Path(study_dir) / R.SLURM_LOG_FILE.replace('%j', job_id)}"
+
+
+def print_job_line(study_dir: str, indent: str = "") -> None:
+    """Print :func:`job_line` when the study was launched by ``dmlstudy slurm`` (``dmlstudy status``)."""
+    if (line := job_line(study_dir)) is not None:
+        print(indent + line)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.slurm") -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser(prog).parse_args(argv)
+    try:
+        job = _job_from_args(args, argv, prog)
+        if not args.dry_run and shutil.which("sbatch") is None:
+            raise SpecError("sbatch not found on PATH: run dmlstudy slurm on a Slurm login node (or use --dry-run)")
+        if not args.dry_run and (running := _live_job(job.study_dir)) is not None:
+            raise SpecError(
+                f"study {job.name!r} already has Slurm job {running}; it resumes the study by itself "
+                f"(scancel {running.split()[0]} first to submit a new one)"
+            )
+    except StudyError as e:
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
+        return 2
+    script = render_script(job)
+    if args.dry_run:
+        print(script, end="")
+        return 0
+    job.study_dir.mkdir(parents=True, exist_ok=True)
+    script_path = job.study_dir / R.SLURM_SCRIPT_FILE
+    script_path.write_text(script)
+    submitted = _run(["sbatch", "--parsable", str(script_path)], timeout=120)
+    if submitted is None or submitted.returncode != 0:
+        why = "no answer" if submitted is None else (submitted.stderr.strip() or f"exit {submitted.returncode}")
+        script_path.unlink()
+        print(f"error: sbatch refused the job: {one_line(why)}", file=sys.stderr)
+        return 2
+    job_id = submitted.stdout.strip().split(";")[0]  # --parsable: "ID" or "ID;CLUSTER"
+    (job.study_dir / R.SLURM_JOB_FILE).write_text(job_id + "\n")
+    print(f"Submitted Slurm job {job_id} for study {job.name!r}: {script_path}")
+    print(f"  log:    {job.study_dir / R.SLURM_LOG_FILE.replace('%j', job_id)}")
+    print(f"  status: dmlstudy status {shlex.quote(str(job.spec_path))}")
+    return 0
+
+
+def _live_job(study_dir: Path) -> str | None:
+    """The study's earlier job if Slurm still has it pending or running (``"123 (RUNNING)"``), else ``None``."""
+    try:
+        job_id = (study_dir / R.SLURM_JOB_FILE).read_text().strip()
+    except OSError:
+        return None
+    state, _ = job_state(job_id)
+    live = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUE_HOLD", "RESIZING")
+    return f"{job_id} ({state})" if state in live else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
