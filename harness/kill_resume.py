@@ -70,9 +70,13 @@ def kill_then_resume(
     extra_delay_s: float = 0.0,
     timeout: float = 300,
     resume_args: tuple[str, ...] = (),
+    stop_signal: int | None = None,
 ) -> dict:
     """Start ``spec``'s study, SIGKILL its driver (and its Ray) once ``kill_when(study_dir)`` holds (plus a delay),
-    run ``study.status``, then ``--resume`` it; return what a checker needs."""
+    run ``study.status``, then ``--resume`` it; return what a checker needs.
+
+    With ``stop_signal`` (``SIGUSR1``, ``SIGTERM``) the driver is sent that signal instead and left to stop by itself
+    (``first_code`` is its exit code); whatever of its session is still alive after it exited is then killed."""
     path = workdir / R.SPEC_FILE
     path.write_text(yaml.safe_dump(spec))
     study_dir = workdir / R.DEFAULT_STORAGE / spec["name"]
@@ -86,6 +90,13 @@ def kill_then_resume(
             time.sleep(0.2)
         time.sleep(extra_delay_s)
         finished_before_kill = proc.poll() is not None
+        first_code = None
+        if stop_signal is not None and not finished_before_kill:
+            proc.send_signal(stop_signal)
+            try:
+                first_code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                first_code = None  # it did not stop: the checker says so
         kill_driver(proc)
         first_output = proc.stdout.read() if proc.stdout else ""
         epochs_at_kill = logged_epochs(study_dir, spec["name"])
@@ -113,6 +124,7 @@ def kill_then_resume(
         "name": spec["name"],
         "epochs_at_kill": epochs_at_kill,
         "finished_before_kill": finished_before_kill,
+        "first_code": first_code,
         "first_output": first_output,
         "status": status,
     }
