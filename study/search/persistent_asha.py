@@ -11,7 +11,18 @@ from ray.tune.schedulers import ASHAScheduler
 from study.runtime.compat import asha_trial_info
 from study.runtime.storage import read_bytes, write_bytes
 
-__all__ = ["PersistentASHA"]
+__all__ = ["PersistentASHA", "read_state_once"]
+
+
+def read_state_once(scheduler: Any) -> Any:
+    """What ``scheduler`` last wrote to its ``state_file``, the first time it asks (a restored driver's first call),
+    else ``None``; sets its ``_loaded``. Shared by :class:`PersistentASHA` and a table's
+    :class:`~study.table.scheduler.CellASHA`."""
+    if scheduler._loaded:
+        return None
+    scheduler._loaded = True
+    data = read_bytes(scheduler.state_file)
+    return None if data is None else pickle.loads(data)  # noqa: S301 - the scheduler's own file in the study directory
 
 
 class PersistentASHA(ASHAScheduler):
@@ -29,12 +40,8 @@ class PersistentASHA(ASHAScheduler):
         self._loaded = False
 
     def _load_once(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        data = read_bytes(self.state_file)
-        if data is not None:
-            self.__dict__.update({**pickle.loads(data), "state_file": self.state_file, "_loaded": True})
+        if (state := read_state_once(self)) is not None:
+            self.__dict__.update({**state, "state_file": self.state_file, "_loaded": True})
 
     def _persist(self) -> None:
         write_bytes(self.state_file, pickle.dumps(self.__dict__))

@@ -28,7 +28,8 @@ from typing import Any
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 
 from study.runtime.compat import asha_rungs, asha_trial_info
-from study.runtime.storage import read_bytes, write_bytes
+from study.runtime.storage import write_bytes
+from study.search.persistent_asha import read_state_once
 
 __all__ = ["CellASHA", "cell_label_of", "rung_values"]
 
@@ -96,12 +97,7 @@ class CellASHA(FIFOScheduler):
     # ------------------------------------------------------------------------------------------------ persistence
 
     def _load_once(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        data = read_bytes(self.state_file)
-        if data is not None:
-            state = pickle.loads(data)  # noqa: S301 - this scheduler's own file in the study directory
+        if (state := read_state_once(self)) is not None:
             self.per_cell, self.trial_cell = state["per_cell"], state["trial_cell"]
             self._saved = self._fingerprint()
 

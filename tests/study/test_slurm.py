@@ -1,20 +1,22 @@
 """``dmlstudy slurm`` on a real Slurm (issue 41): two slurmd nodes in a private network namespace (harness/slurm.py),
-one job of a small study on ``--nodes 2`` whose time limit falls mid-study. Slurm signals the job's script, the
-driver stops for ``--resume`` (exit 3), the script stops its own Ray nodes and requeues the job, the requeued run
-resumes and finishes.
+one job of a small study on ``--nodes 2`` (``--max-requeues 1``) whose 2-minute limit falls mid-study twice. Slurm
+signals the job's script, the driver stops for ``--resume`` (exit 3), the script stops its own Ray nodes and requeues
+the job; the requeued run resumes (``dmlstudy status`` names the job and its restart) and is stopped again, and with
+its requeues used up the job ends with one line saying how to continue. The test runs that command with a longer
+limit (``--time 10``): the second job resumes and finishes the study, every trial and epoch once.
 
-The test prints the job's timeline (submit, signal, requeue, resume, finish) and its log. Between the runs, once the
-job is requeued, it raises the job's time limit (``scontrol update``, as a researcher may): each run of the chain
-would otherwise get the same 2 minutes, and the study would need as many requeues as its length allows.
+The test prints the timeline (submit, signal, requeue, resume, exhaustion, continuation, finish) and the jobs' logs.
 """
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -58,7 +60,7 @@ def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
     if (reason := slurm_unavailable_reason()) is not None:
         pytest.skip(reason)
     spec = tiny_spec(NAME, epochs=EPOCHS, num_trials=TRIALS, max_concurrent=2)
-    spec["train"]["batches_per_epoch"] = 400  # ~90 s of study on a quiet 2-core machine: past the signal
+    spec["train"]["batches_per_epoch"] = 800  # ~3 min of study on a quiet 2-core machine: past two signals
     spec["storage"] = str(tmp_path / "runs")
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(spec))
@@ -70,8 +72,27 @@ def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 
+def _follow(cluster: SlurmCluster, job_id: str, mark: Any, until: float, on_state: Any) -> str:
+    """Poll job ``job_id`` until it ends (or ``until``); ``on_state(state, restarts)`` on every poll; its last state."""
+    seen: tuple[str, str] = ("", "")
+    while time.monotonic() < until:
+        job = cluster.job(job_id)
+        state = (job.get("JobState", "gone"), job.get("Restarts", "?"))
+        if state != seen:
+            mark(f"job {job_id}: JobState={state[0]} Restarts={state[1]}")
+            seen = state
+        on_state(*state)
+        if state[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "gone"):
+            break
+        time.sleep(1)
+    return seen[0]
+
+
 def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) -> None:
     timeline: list[str] = []
+    tokens: set[str] = set()
+    epochs: dict[str, int] = {}
+    status: list[str] = []
     with SlurmCluster(tmp_path / "slurm", cpus=1) as cluster:
         t0 = time.monotonic()
 
@@ -79,42 +100,55 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
             timeline.append(f"{time.monotonic() - t0:6.1f} s  {event}")
 
         env = cluster.env(TMPDIR=str(tmp), PYTHONPATH=str(REPO))
+        dmlstudy = [sys.executable, "-m", "study.cli"]
         submit = cluster.run(
-            [sys.executable, "-m", "study.cli", "slurm", str(spec_file), "--nodes", "2", "--time", "2",
-             "--signal-lead", "45", "--max-requeues", "2"],
+            [*dmlstudy, "slurm", str(spec_file), "--nodes", "2", "--time", "2", "--signal-lead", "45",
+             "--max-requeues", "1"],
             env=env, cwd=tmp_path,
         )  # fmt: skip
         assert submit.returncode == 0, submit.stderr
-        job_id = (study_dir / R.SLURM_JOB_FILE).read_text().strip()
-        mark(f"submitted job {job_id}")
-        tokens: set[str] = set()
-        seen: tuple[str, str] = ("", "")
-        mid_epochs = None
-        while time.monotonic() - t0 < 480:
-            job = cluster.job(job_id)
-            state = (job.get("JobState", "gone"), job.get("Restarts", "?"))
-            if state != seen:
-                mark(f"JobState={state[0]} Restarts={state[1]}")
-                seen = state
-            if state[0] == "RUNNING":
-                tokens |= _tokens(job_id)
-            if state[1] == "1" and state[0] == "PENDING" and mid_epochs is None:
-                mid_epochs = logged_epochs(study_dir, NAME)
+        first = (study_dir / R.SLURM_JOB_FILE).read_text().strip()
+        mark(f"submitted job {first}")
+
+        def first_job(state: str, restarts: str) -> None:
+            if state == "RUNNING":
+                tokens.update(_tokens(first))
+            if state == "PENDING" and restarts == "1" and "requeued" not in epochs:
+                epochs["requeued"] = logged_epochs(study_dir, NAME)
                 assert not _files_holding([tmp], tokens), "the first run's token is in a file under RAY_TMPDIR"
-                cluster.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=10"])
-                mark(f"requeued with {mid_epochs} of {TRIALS * EPOCHS} epochs logged; time limit raised to 10 min")
-            if state[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "gone"):
-                break
-            time.sleep(1)
-        log = (study_dir / R.SLURM_LOG_FILE.replace("%j", job_id)).read_text()
-        print("\n".join(timeline), "\n--- job log ---\n", log, sep="\n")
+                mark(f"requeued with {epochs['requeued']} of {TRIALS * EPOCHS} epochs logged")
+            if state == "RUNNING" and restarts == "1" and not status:  # the study says which job runs it
+                shown = cluster.run([*dmlstudy, "status", str(spec_file)], env=env, cwd=tmp_path)
+                status.append(shown.stdout + shown.stderr)
+                mark("dmlstudy status: " + next((x.strip() for x in status[0].splitlines() if "Slurm job" in x), "?"))
+
+        ended = _follow(cluster, first, mark, t0 + 420, first_job)
+        epochs["exhausted"] = logged_epochs(study_dir, NAME)
+        log = (study_dir / R.SLURM_LOG_FILE.replace("%j", first)).read_text()
+        # After --max-requeues the job stopped with one line saying how to continue: run it, with a longer limit.
+        said = next((x for x in log.splitlines() if "continue the study with: " in x), "")
+        mark(f"requeues used up with {epochs['exhausted']} epochs logged: {said.split('] ', 1)[-1]}")
+        again = shlex.split(said.split("continue the study with: ", 1)[-1])
+        assert again[:2] == ["dmlstudy", "slurm"], said
+        cont = cluster.run([*dmlstudy, *again[1:], "--time", "10"], env=env, cwd=tmp_path)
+        assert cont.returncode == 0, cont.stderr
+        second = (study_dir / R.SLURM_JOB_FILE).read_text().strip()
+        mark(f"submitted job {second}: the printed command, --time 10")
+        final = _follow(cluster, second, mark, t0 + 720, lambda state, _: tokens.update(_tokens(second)))
+        log2 = (study_dir / R.SLURM_LOG_FILE.replace("%j", second)).read_text()
+        print("\n".join(timeline), f"\n--- job {first} ---\n", log, f"\n--- job {second} ---\n", log2, sep="\n")
         leaks = _files_holding([study_dir, cluster.root, tmp, tmp_path / "spec.yaml"], tokens)
 
-    assert seen[0] == "COMPLETED", f"job ended {seen}: {log[-2000:]}"
-    assert mid_epochs is not None and 0 < mid_epochs < TRIALS * EPOCHS, mid_epochs  # the limit fell mid-study
-    assert "SIGUSR1" in log and "requeueing (requeue 1" in log and "SLURM_RESTART_COUNT=1" in log
-    assert "driver exited with 3" in log and "driver exited with 0" in log and "2 of 2 nodes up" in log
-    assert len(tokens) >= 2, tokens  # a fresh token per run, seen in the job's processes
+    assert ended == "FAILED", f"job {first} ended {ended}: {log[-2000:]}"  # exit 3: stopped, not requeued
+    assert final == "COMPLETED", f"job {second} ended {final}: {log2[-2000:]}"
+    # Each run of the first job stopped mid-study: the limit fell mid-study twice.
+    assert 0 < epochs["requeued"] < epochs["exhausted"] < TRIALS * EPOCHS, epochs
+    assert log.count("SIGUSR1") >= 2 and "requeueing (requeue 1 of at most 1)" in log, log[-3000:]
+    assert "SLURM_RESTART_COUNT=1" in log and log.count("driver exited with 3") == 2 and "2 of 2 nodes up" in log
+    assert "stopped after 1 requeues (--max-requeues)" in said
+    assert f"Slurm job {first}: RUNNING, restarted 1 time(s)" in status[0], status
+    assert "driver exited with 0" in log2 and "SLURM_RESTART_COUNT=0" in log2
+    assert len(tokens) >= 3, tokens  # a fresh token per run, seen in the job's processes
     assert not leaks, leaks
     trials = optuna_trials(study_dir, NAME)
     assert sorted(t.state.name for t in trials) == ["COMPLETE"] * TRIALS
@@ -125,4 +159,4 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
     for child in children:
         steps = [m.step for m in client.get_metric_history(child.info.run_id, OBJECTIVE)]
         assert steps == list(range(1, EPOCHS + 1)), steps  # each epoch once
-    assert not list(tmp.glob(f"dmlray-{job_id}")), "the finished job left its RAY_TMPDIR"
+    assert not list(tmp.glob(f"dmlray-{second}")), "the finished job left its RAY_TMPDIR"
