@@ -24,6 +24,7 @@ with plain ``sbatch``, and debuggable from its own log. What it does, and why (d
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import shutil
@@ -421,9 +422,21 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
     )
 
 
-def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str] | None:
+#: What ``sbatch`` must not pass on from the submitting shell (it exports the whole environment, and slurmctld keeps a
+#: copy in its state directory while the job is known): a Ray token the user has for another cluster (the job makes
+#: its own each run) and a Ray address (the job's driver is given its own, explicitly).
+_NOT_EXPORTED = ("RAY_AUTH_TOKEN", "RAY_ADDRESS")
+
+
+def _submit_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _NOT_EXPORTED}
+
+
+def _run(
+    argv: list[str], timeout: float = 30, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str] | None:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -484,7 +497,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.slur
     job.study_dir.mkdir(parents=True, exist_ok=True)
     script_path = job.study_dir / R.SLURM_SCRIPT_FILE
     script_path.write_text(script)
-    submitted = _run(["sbatch", "--parsable", str(script_path)], timeout=120)
+    submitted = _run(["sbatch", "--parsable", str(script_path)], timeout=120, env=_submit_env())
     if submitted is None or submitted.returncode != 0:
         why = "no answer" if submitted is None else (submitted.stderr.strip() or f"exit {submitted.returncode}")
         script_path.unlink()

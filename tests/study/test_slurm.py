@@ -29,6 +29,7 @@ NAME = "t_slurm"
 OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation none)
 EPOCHS = 10
 TRIALS = 4
+FOREIGN_TOKEN = "foreign0token0of0another0cluster"
 
 
 def _tokens(job_id: str) -> set[str]:
@@ -99,7 +100,9 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
         def mark(event: str) -> None:
             timeline.append(f"{time.monotonic() - t0:6.1f} s  {event}")
 
-        env = cluster.env(TMPDIR=str(tmp), PYTHONPATH=str(REPO))
+        # The submitting shell holds a token of another Ray cluster (as a researcher's may, or this test process's
+        # after in-process studies): sbatch must not carry it into the job, nor Slurm's state files.
+        env = cluster.env(TMPDIR=str(tmp), PYTHONPATH=str(REPO), RAY_AUTH_TOKEN=FOREIGN_TOKEN)
         dmlstudy = [sys.executable, "-m", "study.cli"]
         submit = cluster.run(
             [*dmlstudy, "slurm", str(spec_file), "--nodes", "2", "--time", "2", "--signal-lead", "45",
@@ -137,7 +140,7 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
         final = _follow(cluster, second, mark, t0 + 720, lambda state, _: tokens.update(_tokens(second)))
         log2 = (study_dir / R.SLURM_LOG_FILE.replace("%j", second)).read_text()
         print("\n".join(timeline), f"\n--- job {first} ---\n", log, f"\n--- job {second} ---\n", log2, sep="\n")
-        leaks = _files_holding([study_dir, cluster.root, tmp, tmp_path / "spec.yaml"], tokens)
+        leaks = _files_holding([study_dir, cluster.root, tmp, tmp_path / "spec.yaml"], tokens | {FOREIGN_TOKEN})
 
     assert ended == "FAILED", f"job {first} ended {ended}: {log[-2000:]}"  # exit 3: stopped, not requeued
     assert final == "COMPLETED", f"job {second} ended {final}: {log2[-2000:]}"
@@ -148,6 +151,8 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
     assert "stopped after 1 requeues (--max-requeues)" in said
     assert f"Slurm job {first}: RUNNING, restarted 1 time(s)" in status[0], status
     assert "driver exited with 0" in log2 and "SLURM_RESTART_COUNT=0" in log2
+    assert FOREIGN_TOKEN not in tokens, "the submitting shell's token reached the job"
+    tokens.discard(FOREIGN_TOKEN)
     assert len(tokens) >= 3, tokens  # a fresh token per run, seen in the job's processes
     assert not leaks, leaks
     trials = optuna_trials(study_dir, NAME)

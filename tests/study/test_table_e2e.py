@@ -31,8 +31,8 @@ def test_the_quick_glyphs_table_end_to_end(tmp_path, run_cli):
     out = proc.stdout
     assert out.splitlines()[0] == (
         "Table table_glyphs_quick: 2 arms × 2 cells × 2 trials × 2 epochs = 8 search trials (2 folds), "
-        "then 4 × 2 final seeds = 8 final runs; 2 at a time"
-    )
+        "then 4 × 2 final seeds = 8 final runs; 2 at a time; every trial to the end: 32 model-epochs"
+    )  # 8 trials × 2 epochs × 1 model on all training classes (2 folds of half each) + 8 final runs × 2 epochs
     assert "ETA ≈" in out  # the live table, once trials have finished
     root = tmp_path / "runs" / "table_glyphs_quick"
     storage = f"sqlite:///{root / 'optuna.db'}"
