@@ -28,7 +28,7 @@ from trainables.schema import record as R
 NAME = "t_slurm"
 OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation none)
 EPOCHS = 10
-TRIALS = 4
+TRIALS = 10
 FOREIGN_TOKEN = "foreign0token0of0another0cluster"
 
 
@@ -61,7 +61,7 @@ def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
     if (reason := slurm_unavailable_reason()) is not None:
         pytest.skip(reason)
     spec = tiny_spec(NAME, epochs=EPOCHS, num_trials=TRIALS, max_concurrent=2)
-    spec["train"]["batches_per_epoch"] = 800  # ~3 min of study on a quiet 2-core machine: past two signals
+    spec["train"]["batches_per_epoch"] = 800  # ~5 min of study quiet (4 trials took 2): past two signals
     spec["storage"] = str(tmp_path / "runs")
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(spec))
