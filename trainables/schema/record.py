@@ -68,6 +68,7 @@ __all__ = [
     "SLURM_SCRIPT_FILE",
     "SLURM_JOB_FILE",
     "SLURM_LOG_FILE",
+    "RUN_PROGRESS_FILE",
     "TABLE_REPORT_FILE",
     "NONFINITE_MARKER",
     "trial_dir",
@@ -241,6 +242,9 @@ STUDY_LOG_FILE: Final = "study.log"
 SLURM_SCRIPT_FILE: Final = "slurm.sbatch"
 SLURM_JOB_FILE: Final = "slurm_job_id"
 SLURM_LOG_FILE: Final = "slurm-%j.out"
+#: What the driver's last run did (study.runtime.run_progress): the epochs it checkpointed, its start-up and epoch
+#: seconds, the signal it stopped on and its exit code; a job script reads it to decide whether a requeue gains anything.
+RUN_PROGRESS_FILE: Final = "run_progress.json"
 #: Optuna's RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names a server.
 OPTUNA_DB: Final = "optuna.db"
 #: MLflow's sqlite store, unless ``tracking.uri`` names a server; also the local tracking server's backend.

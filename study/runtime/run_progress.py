@@ -1,0 +1,57 @@
+"""What one run of the driver achieved (:class:`RunProgress`), written to the study directory as it exits
+(:data:`~trainables.schema.record.RUN_PROGRESS_FILE`) and read by a batch job's script before it requeues the job.
+
+A requeued run that restores its trials, trains part of an epoch and is stopped again before any trial reaches its
+next checkpoint gains nothing; requeueing it again only repeats that. The driver counts the checkpoints its trials
+reported in this run and times its start-up and its epochs, so the job script (``dmlstudy slurm``) can stop the chain
+with one line saying which ``--time`` would work instead of requeueing in vain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainables.schema import record as R
+
+__all__ = ["RunProgress", "read_run_progress", "write_run_progress"]
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """One driver run, from its start to its exit.
+
+    Args:
+        epochs_checkpointed: trial-epochs whose checkpoint a trial reported during this run (search and final stage).
+        startup_s: seconds from the driver's start to the first epoch any trial reported (``None``: none reported).
+        epoch_s: the median seconds of one trial-epoch seen in this run (``None``: none finished).
+        run_s: seconds from the driver's start to its exit.
+        stopped_on: the stop signal's name (``"SIGUSR1"``), or ``None`` when the run was not stopped by one.
+        exit_code: the driver's exit code (0 finished, 1 failed, 2 bad input, 3 stopped for ``--resume``).
+    """
+
+    epochs_checkpointed: int
+    startup_s: float | None
+    epoch_s: float | None
+    run_s: float
+    stopped_on: str | None
+    exit_code: int
+
+
+def write_run_progress(study_dir: str | Path, progress: RunProgress) -> None:
+    """Write ``progress`` to the study directory (a local or shared path; replaced atomically)."""
+    path = Path(study_dir) / R.RUN_PROGRESS_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(dataclasses.asdict(progress), indent=1) + "\n")
+    tmp.replace(path)
+
+
+def read_run_progress(study_dir: str | Path) -> RunProgress | None:
+    """The last run's progress, or ``None`` when no run wrote one (or the file cannot be read)."""
+    try:
+        data = json.loads((Path(study_dir) / R.RUN_PROGRESS_FILE).read_text())
+        return RunProgress(**{f.name: data[f.name] for f in dataclasses.fields(RunProgress)})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
