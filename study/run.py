@@ -3,30 +3,49 @@
 
 A TABLE.yaml (a spec naming ``arms``: :mod:`study.table.run`, docs/tables.md) runs a whole paper table.
 
-Exit codes: 0 the study finished; 2 invalid spec or command line (one line on stderr, nothing started);
-1 the study itself failed (every trial failed, or it was interrupted, or a store could not be written: disk
-full, read-only, permission lost; one line naming the store and the remedy); 3 the study stopped on a signal
-(``SIGUSR1``: a batch job's time limit is near; ``SIGTERM``: preemption): no new trial was started, the running ones
-reached their next checkpoint (or ``--drain-timeout`` passed), Ray's experiment state and the stores are saved and
-the MLflow runs are KILLED, not FAILED; continue with ``--resume`` (``dmlstudy slurm`` requeues the job that does:
-:mod:`study.deploy.slurm`).
+Exit codes:
+
+- 0: the study finished: every trial trained all the epochs its scheduler allowed (or failed) and the final stage
+  is complete;
+- 2: invalid spec or command line (one line on stderr, nothing started);
+- 1: the study itself failed (every trial failed, or it was interrupted without a stop signal, or a store could not
+  be written: disk full, read-only, permission lost; one line naming the store and the remedy);
+- 3: the study stopped on a signal before it finished (``SIGUSR1``: a batch job's time limit is near; ``SIGTERM``:
+  preemption, ``scancel``, ``timeout``; ``SIGINT``: Ctrl-C): no new trial was started, the running ones reached their
+  next checkpoint (or the drain's bound passed: :mod:`study.runtime.stopping`), Ray's experiment state and the stores
+  are saved and the MLflow runs are KILLED, not FAILED; the last line is the command that continues it (with
+  ``--resume``, or, when nothing was started, the same command again). ``dmlstudy slurm`` requeues the job that
+  does: :mod:`study.deploy.slurm`.
+
+Every exit of a run that reached its study directory writes what the run achieved there
+(:mod:`study.runtime.run_progress`: epochs checkpointed, start-up and epoch seconds, the stop signal, the exit code).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from study.arguments import ArgumentParser, one_line
 from study.runtime import stopping
+from study.runtime.run_progress import run_meter, start_run_meter, write_run_progress
 from study.search.context import RunOptions
+from trainables.schema import record as R
 from trainables.schema.errors import StudyError, StudyStalledError
 
 if TYPE_CHECKING:
+    from study.layout import StudyLayout
+    from study.search.driver import StudyOutcome
     from trainables.schema.spec import StudySpec
 
 __all__ = ["main"]
+
+#: The driver's start (this module is the first the command line imports): a run's start-up is counted from here.
+_STARTED = time.time()
 
 
 def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
@@ -67,23 +86,105 @@ def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
         type=float,
         default=RunOptions.drain_timeout_s,
         metavar="SECONDS",
-        help="on SIGUSR1/SIGTERM, wait this long for running trials to reach their next checkpoint, then stop (exit 3)",
+        help="on a stop signal, wait this long for running trials to reach their next checkpoint, then stop (exit 3); "
+        f"on SIGTERM and Ctrl-C at most {stopping.URGENT_DRAIN_S:g} s (Slurm's KillWait follows SIGTERM)",
     )
     p.add_argument("--status", action="store_true", help="print the study's progress and exit; starts nothing")
     return p
 
 
+class _Run:
+    """One invocation of the command line: the commands that repeat or continue it (every option that locates and
+    shapes the study, ``--set`` overrides included, shell-quoted, passwords masked), its study directory once known,
+    and its last words: the line saying how to continue, and what it achieved (:class:`RunProgress`)."""
+
+    def __init__(self, prog: str, args: argparse.Namespace) -> None:
+        self.prog = prog
+        self.args = args
+        self.layout: StudyLayout | None = None
+        #: Why it stopped, for its last line (``stopped on SIGUSR1 before the study started``).
+        self.reason = ""
+        self.said = False
+
+    def command(self, resume: bool) -> str:
+        """This command line again, with ``--resume`` or without."""
+        a, defaults = self.args, RunOptions()
+        words = [a.spec, *(w for override in a.overrides for w in ("--set", override))]
+        if a.address:
+            words += ["--address", a.address]
+        if a.max_failures != defaults.max_failures:
+            words += ["--max-failures", str(a.max_failures)]
+        if a.shared_storage:
+            words.append("--shared-storage")
+        if a.pending_timeout != defaults.pending_timeout_s:
+            words += ["--pending-timeout", f"{a.pending_timeout:g}"]
+        if a.drain_timeout != defaults.drain_timeout_s:
+            words += ["--drain-timeout", f"{a.drain_timeout:g}"]
+        if a.no_dashboard:
+            words.append("--no-dashboard")
+        if resume:
+            words.append("--resume")
+        from study.tracking.credentials import mask_passwords  # (Optuna's storage classes: loaded by the run anyway)
+
+        return mask_passwords(f"{self.prog} {shlex.join(words)}")
+
+    def study_exists(self) -> bool:
+        """Whether the study's ``spec.yaml`` exists (what a job script decides ``--resume`` by)."""
+        if self.layout is None:
+            return False
+        from study.runtime.storage import read_bytes
+
+        try:
+            return read_bytes(self.layout.spec_file) is not None
+        except OSError:
+            return True  # unreadable now: it was there to be found; --resume says if it is not
+
+    def continue_line(self, interrupted: str = "") -> str:
+        """The last line of a run that did not finish: why, then the command that continues it."""
+        why = self.reason or interrupted or f"stopped on {stopping.received()}"
+        if self.study_exists():
+            return f"{why}; continue it with: {self.command(resume=True)}"
+        return f"{why}; nothing was started: run the same command again: {self.command(resume=False)}"
+
+    def last_words(self, code: int) -> None:
+        """As the driver exits with ``code``: the continue line after a stop (once), and the run's progress in its
+        study directory (any exit but 2, bad input, once the directory exists; not on a remote storage)."""
+        if code == stopping.EXIT_STOPPED and not self.said:
+            self.said = True
+            print(self.continue_line(), flush=True)
+        if code == 2 or self.args.status or self.layout is None or self.layout.remote:
+            return
+        if Path(self.layout.root).is_dir():
+            try:
+                write_run_progress(self.layout.root, run_meter().progress(stopping.received(), code))
+            except OSError as e:  # a full disk: the exit code still says what happened
+                print(f"warning: {R.RUN_PROGRESS_FILE} could not be written: {e.strerror}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> int:
     args = _parser(prog).parse_args(argv)
+    run = _Run(prog, args)
+    if not args.status:
+        start_run_meter(_STARTED if argv is None else time.time())
+        # SIGUSR1/SIGTERM/SIGINT stop the study for --resume (exit 3) instead of killing it.
+        stopping.install(last_words=run.last_words)
+    code = 1  # an exception that escapes: Python exits 1
+    try:
+        code = _main(args, run)
+    finally:
+        run.last_words(code)
+    return code
+
+
+def _main(args: argparse.Namespace, run: _Run) -> int:
+    from study.layout import StudyLayout
     from study.loading import load_spec, read_raw
     from study.table.spec import is_table
 
-    if not args.status:
-        stopping.install()  # SIGUSR1/SIGTERM stop the study for --resume (exit 3) instead of killing it
     spec = None
     try:
         if is_table(read_raw(args.spec, args.overrides)):
-            return _run_table(args)
+            return _run_table(args, run)
         spec = load_spec(args.spec, args.overrides, family_rules=not args.status)  # --status imports no trainer
         if args.status:
             from study.status import print_status
@@ -91,12 +192,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
             return print_status(spec)
         from study.search.driver import browse_commands, run_study
 
+        run.layout = StudyLayout.for_spec(spec)
         outcome = run_study(spec, options=_run_options(args), on_start=lambda: _warn_selection(spec))
     except StudyStalledError as e:  # the study started and could not go on: it failed
         _print_error(e)
         return 1
     except stopping.StudyStopped as e:
-        _print_error(e)
+        run.reason = str(e)
         return stopping.EXIT_STOPPED
     except StudyError as e:
         _print_error(e)
@@ -107,6 +209,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
         print(f"error: {one_line(line)}", file=sys.stderr)
         return 1
     print()
+    if outcome.interrupted:  # a stop, or an interrupted fit: where it stands, no result yet
+        print(_progress_line(f"Study {spec.name!r}", outcome))
+        for trial_id, reason in outcome.failures:
+            print(f"  failed: trial {trial_id}: {reason}")
+        if stopping.received() is not None:
+            return stopping.EXIT_STOPPED  # the continue line is the run's last (_Run.last_words)
+        print(run.continue_line("the study was interrupted"))
+        return 1
     print(
         f"Study {spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in {outcome.wall_time_s:.0f} s"
     )
@@ -118,10 +228,6 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
             print(f"  {name} = {value}")
     if outcome.final:
         _print_final(outcome.final)
-    if outcome.interrupted:
-        print(f"The study was interrupted; continue it with: python -m study.run {args.spec} --resume")
-        if stopping.received() is not None:
-            return stopping.EXIT_STOPPED
     print("Browse the results:")
     for command in browse_commands(spec, outcome.experiment_id):
         print(f"  {command}")
@@ -146,7 +252,18 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
     )
 
 
-def _run_table(args: argparse.Namespace) -> int:
+def _progress_line(what: str, outcome: StudyOutcome) -> str:
+    """Where a study that did not finish stands: its stage, the trials that ended, those a stop left mid-way."""
+    ended = outcome.num_trials - outcome.unfinished
+    stopped = f" on {name}" if (name := stopping.received()) is not None else ""
+    return (
+        f"{what} stopped{stopped} in its {outcome.stage} stage after {outcome.wall_time_s:.0f} s: {ended} of "
+        f"{outcome.planned} trials ended ({outcome.num_failed} failed), {outcome.unfinished} stopped at their last "
+        "checkpoint; no result yet"
+    )
+
+
+def _run_table(args: argparse.Namespace, run: _Run) -> int:
     """A table (:mod:`study.table.run`): its size, the run or ``--status``, then the comparison and the winners."""
     from study.layout import StudyLayout
     from study.table.spec import load_table
@@ -162,6 +279,7 @@ def _run_table(args: argparse.Namespace) -> int:
     from study.table.run import run_table
 
     layout = StudyLayout.for_spec(table.base)
+    run.layout = layout
     try:
         outcome = run_table(table, options=_run_options(args), on_start=lambda: _warn_selection(table.base))
     except StudyStalledError as e:
@@ -174,15 +292,20 @@ def _run_table(args: argparse.Namespace) -> int:
             raise
         print(f"error: {one_line(line)}", file=sys.stderr)
         return 1
+    if outcome.interrupted:  # a stop, or an interrupted fit: where it stands, no result yet
+        print("\n" + _progress_line(f"Table {table.spec.name!r}", outcome))
+        for trial_id, reason in outcome.failures:
+            print(f"  failed: trial {trial_id}: {reason}")
+        if stopping.received() is not None:
+            return stopping.EXIT_STOPPED  # the continue line is the run's last (_Run.last_words)
+        print(run.continue_line("the table was interrupted"))
+        return 1
     print(
         f"\nTable {table.spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in "
         f"{outcome.wall_time_s:.0f} s"
     )
     for trial_id, reason in outcome.failures:
         print(f"  failed: trial {trial_id}: {reason}")
-    if outcome.interrupted:
-        print(f"The table was interrupted; continue it with: python -m study.run {args.spec} --resume")
-        return stopping.EXIT_STOPPED if stopping.received() is not None else 1
     if outcome.final:
         from dashboards.table_report import write_table_report
 
@@ -192,7 +315,7 @@ def _run_table(args: argparse.Namespace) -> int:
             line = _store_failure(e, table.base) or f"{type(e).__name__}: {one_line(str(e))[:500]}"
             print(
                 f"error: the table's report could not be written to {layout.root}: {line}; its runs are stored, "
-                f"and python -m study.run {args.spec} --resume writes it again",
+                f"and {run.command(resume=True)} writes it again",
                 file=sys.stderr,
             )
             return 1

@@ -25,7 +25,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from study.runtime.compat import loopback_local_instance
+from study.runtime.compat import loopback_local_instance, own_session_local_instance
 from study.runtime.storage import is_shared_path
 from trainables.schema.errors import SpecError, StudyError
 
@@ -157,7 +157,10 @@ def connect_ray(address: str | None) -> bool:
     else:
         private_instance_token()
     try:
-        with contextlib.nullcontext() if address != "local" else loopback_local_instance():
+        with (
+            contextlib.nullcontext() if address != "local" else loopback_local_instance(),
+            contextlib.nullcontext() if address != "local" else own_session_local_instance(),
+        ):
             ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     except Exception as e:
         if address == "local" or (line := connect_error(e, address)) is None:

@@ -2,8 +2,8 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
-private instance on loopback; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
+read ASHA's per-trial brackets; give a trial one more retry; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
+private instance on loopback, in sessions of its own; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4 and 5) are the versions these were checked against.
 """
@@ -32,9 +32,12 @@ __all__ = [
     "study_storage",
     "storage_trial_id",
     "asha_trial_info",
+    "spare_failure",
+    "trial_failures",
     "asha_rungs",
     "gcs_client",
     "loopback_local_instance",
+    "own_session_local_instance",
     "study_trials",
     "study_with_trials",
     "RDB_PRIVATE_CALLS",
@@ -104,6 +107,22 @@ def asha_rungs(scheduler: ASHAScheduler) -> dict[float, dict[str, float]]:
     return {milestone: recorded for milestone, recorded in scheduler._brackets[0]._rungs}
 
 
+def trial_failures(trial: Any) -> int:
+    """How often a Ray Tune ``Trial`` has failed so far (what ``Trial.should_recover`` compares with its
+    ``max_failures``)."""
+    return int(trial.run_metadata.num_failures)
+
+
+def spare_failure(trial: Any, delta: int) -> bool:
+    """Give a Ray Tune ``Trial`` ``delta`` more retries from its checkpoint (its own ``max_failures``, set from
+    ``FailureConfig`` when it was created and kept in the experiment state); ``False``, and nothing changed, when it
+    retries without limit (-1)."""
+    if trial.max_failures < 0:
+        return False
+    trial.max_failures += delta
+    return True
+
+
 def gcs_client(address: str) -> Any:
     """A client of the GCS at ``host:port``; building it authenticates with this process's ``RAY_AUTH_*``
     environment and raises ``ray.exceptions.AuthenticationError`` when the cluster refuses the token."""
@@ -143,6 +162,39 @@ def loopback_local_instance() -> Iterator[None]:
             os.environ.pop(LOCAL_ONLY_ENV, None)
         else:
             os.environ[LOCAL_ONLY_ENV] = before_env
+
+
+@contextlib.contextmanager
+def own_session_local_instance() -> Iterator[None]:
+    """While the block runs, each process Ray starts for a local instance (its GCS, raylet, log monitor, autoscaler
+    monitor, dashboard; the raylet then starts the agents and workers below itself) starts in a session of its own, so
+    a signal sent to the driver's process group (Ctrl-C, ``timeout``, ``kill -TERM -PGID``) reaches the driver alone:
+    the driver stops the study (:mod:`study.runtime.stopping`) while its Ray is still there to save it.
+
+    Ray starts them through ``ray._private.services.ConsolePopen`` (a ``subprocess.Popen`` on Linux, looked up when
+    each process starts), and blocks only ``SIGINT`` in them; on Windows it already gives each its own process group.
+    Their fate stays shared with the driver: Ray sets ``PR_SET_PDEATHSIG`` in each (``fate_share``), so they still
+    end when the driver dies. Where the kernel offers no fate-sharing, Ray's reaper ends them by process group
+    instead, and nothing is changed. Checked against Ray 2.60.
+    """
+    from ray._private import services
+    from ray._private.utils import detect_fate_sharing_support
+
+    base = services.ConsolePopen
+    if not detect_fate_sharing_support():
+        yield
+        return
+
+    class OwnSession(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("start_new_session", True)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = OwnSession  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        services.ConsolePopen = base  # type: ignore[misc]
 
 
 def study_trials(study: optuna.Study, deepcopy: bool, use_cache: bool) -> list[optuna.trial.FrozenTrial]:

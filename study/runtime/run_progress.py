@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+import statistics
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainables.schema import record as R
 
-__all__ = ["RunProgress", "read_run_progress", "write_run_progress"]
+__all__ = ["RunMeter", "RunProgress", "read_run_progress", "run_meter", "start_run_meter", "write_run_progress"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +57,56 @@ def read_run_progress(study_dir: str | Path) -> RunProgress | None:
         return RunProgress(**{f.name: data[f.name] for f in dataclasses.fields(RunProgress)})
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+@dataclass
+class RunMeter:
+    """What this driver run has achieved so far, counted as it happens by a Tune callback of every stage
+    (:class:`~study.runtime.stop_callback.StageLedger`) and turned into :class:`RunProgress` at the driver's exit.
+
+    Args:
+        started: the driver's start (``time.time()``).
+    """
+
+    started: float = field(default_factory=time.time)
+    checkpoints: int = 0
+    first_result: float | None = None
+    epoch_times: list[float] = field(default_factory=list)
+
+    def result(self, seconds: object) -> None:
+        """A trial reported an epoch that took ``seconds`` (its ``time_this_iter_s``; anything else is not timed)."""
+        if self.first_result is None:
+            self.first_result = time.time()
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
+            self.epoch_times.append(float(seconds))
+
+    def checkpoint(self) -> None:
+        """A trial reported a checkpoint: one model-epoch that a later run does not train again."""
+        self.checkpoints += 1
+
+    def progress(self, stopped_on: str | None, exit_code: int) -> RunProgress:
+        """This run, from its start to now, as the driver exits with ``exit_code``."""
+        now = time.time()
+        return RunProgress(
+            epochs_checkpointed=self.checkpoints,
+            startup_s=None if self.first_result is None else round(self.first_result - self.started, 3),
+            epoch_s=round(statistics.median(self.epoch_times), 3) if self.epoch_times else None,
+            run_s=round(now - self.started, 3),
+            stopped_on=stopped_on,
+            exit_code=exit_code,
+        )
+
+
+_meter = RunMeter()
+
+
+def start_run_meter(started: float) -> RunMeter:
+    """Begin counting a driver run that started at ``started`` (``time.time()``); returns its meter."""
+    global _meter
+    _meter = RunMeter(started=started)
+    return _meter
+
+
+def run_meter() -> RunMeter:
+    """The meter of this process's driver run (a fresh one counting from import when none was started)."""
+    return _meter

@@ -35,8 +35,10 @@ from study.final.stage import (
     summary_csv,
 )
 from study.layout import StudyLayout
+from study.runtime import stopping
 from study.runtime.cluster import check_storage_reachable, connect_ray
 from study.runtime.lock import study_lock
+from study.runtime.stop_callback import RayLossWatch, caused_by_stop
 from study.runtime.stopping import StudyStopped, check_stop, fit_window
 from study.runtime.storage import write_bytes
 from study.runtime.store_errors import quiet_store_failures
@@ -44,7 +46,7 @@ from study.runtime.watchdog import check_cluster_resources, check_local_resource
 from study.search.context import RunOptions, SearchPlan, StudyContext
 from study.search.environment import numerics_tags
 from study.search.resume import check_resume
-from study.search.tuners import final_tuner, search_tuner
+from study.search.tuners import final_tuner, search_tuner, stage_ledger
 from study.tracking.callback import MlflowTrialCallback, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
 from study.tracking.optuna_link import OptunaRunLink, trial_numbers
@@ -78,6 +80,8 @@ class StudyOutcome:
     best_value: float | None
     best_params: dict[str, Any]
     parent_run_id: str
+    #: The stage did not finish: a trial had not ended (RUNNING, PENDING, PAUSED: a stop signal ended Tune's loop),
+    #: or fewer trials than planned exist. ``--resume`` continues it.
     interrupted: bool
     wall_time_s: float
     #: The final test stage's groups (empty when it was skipped or did not run).
@@ -86,6 +90,11 @@ class StudyOutcome:
     experiment_id: str = ""
     #: ``(trial_id, the line naming its exception)`` of every failed trial, search and final stage.
     failures: list[tuple[str, str]] = field(default_factory=list)
+    #: The stage the study was in when it ended (``search``, ``final``), its planned trials, and those of its trials
+    #: a stop left unfinished (they continue from their checkpoints on ``--resume``).
+    stage: str = R.STAGE_SEARCH
+    planned: int = 0
+    unfinished: int = 0
 
     @property
     def succeeded(self) -> bool:
@@ -144,11 +153,12 @@ def _trial_callback(context: StudyContext, store: TrackingStore, parent: str, st
 
 def _run_final_stage(
     context: StudyContext, store: TrackingStore, parent: str, search: ResultGrid, failures: list[tuple[str, str]]
-) -> tuple[list[FinalGroup], bool]:
+) -> tuple[list[FinalGroup], int | None, int]:
     """Retrain each group's best configuration with ``final.seeds`` seeds on all training classes, evaluate on the
     test classes, and log the summary to the parent run. Resumable: a restored driver continues Ray's final
-    experiment, whose points are the same (the search's results are). Returns the groups and ``interrupted``; adds the
-    failed final trials to ``failures``."""
+    experiment, whose points are the same (the search's results are). Returns the groups, the final trials a stop
+    left unfinished (``None`` when the stage finished) and the planned ones; adds the failed final trials to
+    ``failures``."""
     from ray import tune
 
     spec, layout, plan = context.spec, context.layout, context.plan
@@ -157,30 +167,40 @@ def _run_final_stage(
     )
     points = final_points(spec, best)
     if not points:
-        return [], False
+        return [], None, 0
     store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
     callback = _trial_callback(context, store, parent, stage=R.STAGE_FINAL)
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
     tuner = final_tuner(context, param_space, callback, len(points))
     with fit_window():
         results = unwrapped(tuner.fit)
+    ledger = stage_ledger(tuner)
     groups = summarize_final(spec, results, best)
-    ended = sum(
+    # Every final trial trains every epoch (no scheduler): it ended by Tune's status and by its last epoch.
+    trained = sum(
         r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results)
     )
-    interrupted = ended < len(points)
+    unfinished = ledger.unfinished() if not ledger.finished(len(points)) or trained < len(points) else None
     failures.extend(failures_of(results))
+    if unfinished is not None:  # stopped: some seeds are missing, so there is no summary yet (--resume writes it)
+        return [], unfinished, len(points)
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
     store.log_text(parent, summary_csv(groups), R.FINAL_SUMMARY_FILE)
     if (per_category := category_csv(groups)) is not None:
         store.log_text(parent, per_category, R.FINAL_CATEGORY_FILE)
-    return groups, interrupted
+    return groups, unfinished, len(points)
 
 
 def _summarize(
-    spec: StudySpec, results: ResultGrid, parent_run_id: str, wall: float, order: dict[str, int]
+    spec: StudySpec,
+    results: ResultGrid,
+    parent_run_id: str,
+    wall: float,
+    order: dict[str, int],
+    unfinished: int | None,
 ) -> StudyOutcome:
+    """The search stage's outcome; ``unfinished``: its trials a stop left unfinished, ``None`` when it finished."""
     s = spec.search
     best = best_result(spec, results, order)  # study.final.best's rule: best last value, ties to the earliest trial
     sampled = sampled_values(best.config or {}) if best is not None else {}
@@ -191,9 +211,11 @@ def _summarize(
         best_value=float((best.metrics or {})[s.metric]) if best is not None else None,
         best_params=sampled,
         parent_run_id=parent_run_id,
-        interrupted=len(results) < s.num_trials,
+        interrupted=unfinished is not None,
         wall_time_s=wall,
         failures=failures_of(results),
+        planned=s.num_trials,
+        unfinished=unfinished or 0,
     )
 
 
@@ -243,20 +265,35 @@ def run_study(
         started_ray = connect_ray(options.address)
         import ray
 
+        # After a stop signal, Ray's GCS going away (Slurm signals every process of a job) ends the driver with 3.
+        watch = RayLossWatch(ray.get_runtime_context().gcs_address).start() if stopping.is_installed() else None
         try:
             check_storage_reachable(layout.root, options.shared_storage)
             unfit = check_cluster_resources(spec, ray.nodes(), local=local)
             if unfit is not None:
                 print(f"warning: {unfit}; trials wait for an autoscaler up to --pending-timeout", file=sys.stderr)
         except SpecError:
-            if started_ray:
-                ray.shutdown()
+            _shutdown_ray(started_ray, watch)
             raise
-        return _run_validated(context, started_ray, on_start, study_log)
+        return _run_validated(context, started_ray, on_start, study_log, watch)
+
+
+def _shutdown_ray(started_ray: bool, watch: RayLossWatch | None) -> None:
+    """Shut down the Ray this driver started (the watch first: the GCS goes away on purpose now)."""
+    if watch is not None:
+        watch.disarm()
+    if started_ray:
+        import ray
+
+        ray.shutdown()
 
 
 def _run_validated(
-    context: StudyContext, started_ray: bool, on_start: Callable[[], None] | None, study_log: StudyLog
+    context: StudyContext,
+    started_ray: bool,
+    on_start: Callable[[], None] | None,
+    study_log: StudyLog,
+    watch: RayLossWatch | None,
 ) -> StudyOutcome:
     """:func:`run_study` once every input check passed, under the study's lock, with Ray connected."""
     spec, layout, resuming = context.spec, context.layout, context.resuming
@@ -284,6 +321,14 @@ def _run_validated(
         },
     )
     store.close_orphans(parent)  # runs a killed driver left RUNNING
+
+    def killed() -> None:
+        """A stop: the runs are KILLED (resumable), not FAILED."""
+        store.close_orphans(parent, status="KILLED")
+        store.end_parent(parent, "KILLED", {}, {})
+
+    if watch is not None:
+        watch.closing = killed
     callback = _trial_callback(context, store, parent, stage=R.STAGE_SEARCH)
     started = time.perf_counter()
     try:
@@ -294,22 +339,36 @@ def _run_validated(
         check_stop("before the search stage started")
         with fit_window():
             results = unwrapped(tuner.fit)
+        ledger = stage_ledger(tuner)
+        # A table replaces its cells' errored trials (study.table.search): after a stop, one may still be due.
+        search_done = ledger.finished(spec.search.num_trials, errors_replaced=context.plan is not None)
         order = trial_numbers(layout.optuna_url, spec.name)
-        outcome = _summarize(spec, results, parent, time.perf_counter() - started, order)
+        outcome = _summarize(
+            spec, results, parent, time.perf_counter() - started, order, None if search_done else ledger.unfinished()
+        )
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:
             check_stop("after the search stage, before the final stage")
-            groups, final_interrupted = _run_final_stage(context, store, parent, results, outcome.failures)
+            groups, unfinished, planned = _run_final_stage(context, store, parent, results, outcome.failures)
             outcome = dataclasses.replace(
-                outcome, final=groups, interrupted=final_interrupted, wall_time_s=time.perf_counter() - started
+                outcome,
+                final=groups,
+                interrupted=unfinished is not None,
+                wall_time_s=time.perf_counter() - started,
+                stage=R.STAGE_FINAL,
+                planned=planned,
+                unfinished=unfinished or 0,
             )
     except StudyStopped:
-        # A stop signal at a point where nothing is half-written: the runs are KILLED (resumable), not FAILED.
+        # A stop signal at a point where nothing is half-written.
         with contextlib.suppress(Exception):
-            store.close_orphans(parent, status="KILLED")
-            store.end_parent(parent, "KILLED", {}, {})
+            killed()
         raise
-    except BaseException:
+    except BaseException as e:
+        if watch is not None and caused_by_stop(e):
+            # Ray ended with the driver's stop (or Ctrl-C came twice): what is saved is saved, and Ray may be gone,
+            # so neither its shutdown nor Python's teardown (Ray's atexit hook) would return. Exit 3 now.
+            watch.end(f"{type(e).__name__} during the stop")
         # The driver itself broke: no run may stay RUNNING. A store that broke (a full disk) cannot record that
         # either: the original error is the one to report, and --resume closes what stays RUNNING.
         with contextlib.suppress(Exception):
@@ -317,16 +376,15 @@ def _run_validated(
             store.end_parent(parent, "FAILED", {}, {})
         raise
     finally:
-        if started_ray:
-            import ray
-
-            ray.shutdown()
+        _shutdown_ray(started_ray, watch)
     status = "FINISHED" if outcome.succeeded else ("KILLED" if outcome.interrupted else "FAILED")
     store.close_orphans(parent, status="KILLED")
     metrics = {"num_trials": float(outcome.num_trials), "num_failed": float(outcome.num_failed)}
-    if outcome.best_value is not None:
-        metrics[R.best_metric(spec.search.metric)] = outcome.best_value
-    tags = {R.BEST_TRIAL_ID: outcome.best_trial_id or ""}
+    tags: dict[str, str] = {}
+    if not outcome.interrupted:  # a stopped study's best so far is no result: --resume writes it
+        if outcome.best_value is not None:
+            metrics[R.best_metric(spec.search.metric)] = outcome.best_value
+        tags[R.BEST_TRIAL_ID] = outcome.best_trial_id or ""
     if outcome.succeeded:
         tags[R.STAGE] = R.STAGE_DONE
     store.end_parent(parent, status, metrics, tags)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from study.layout import StudyLayout
 from study.progress import ProgressTable
 from study.runtime.compat import restored_run_config
-from study.runtime.stop_callback import StopOnSignal
+from study.runtime.run_progress import run_meter
+from study.runtime.stop_callback import StageLedger, StopOnSignal
 from study.runtime.watchdog import PendingTimeout
 from study.search.context import StudyContext
 from study.search.old_names import accept_old_names
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from ray.tune import Tuner
 
-__all__ = ["stage_tuner", "study_searcher", "search_tuner", "final_tuner"]
+__all__ = ["stage_tuner", "stage_ledger", "study_searcher", "search_tuner", "final_tuner"]
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -44,7 +45,8 @@ def stage_tuner(
     tune_config: Callable[[], dict[str, Any]] | None,
 ) -> Tuner:
     """One stage's Tuner, the same wiring for the search and the final stage: ``train_fn`` with the spec's resources,
-    this driver's callbacks (and :class:`StopOnSignal`) and retry budget, one checkpoint kept per trial, ``trial_<id>`` directories.
+    this driver's callbacks (and :class:`StopOnSignal`, and a :class:`StageLedger` for :func:`stage_ledger`) and retry
+    budget, one checkpoint kept per trial, ``trial_<id>`` directories.
 
     ``tune_config=None`` restores the stage's experiment (``<root>/<experiment>``); else a new one is built with
     ``tune_config()``'s ``TuneConfig`` options (the search's searcher and scheduler are built only then).
@@ -54,7 +56,8 @@ def stage_tuner(
     from trainables.loop import train_fn
 
     spec, layout = context.spec, context.layout
-    callbacks = [*callbacks, StopOnSignal(context.options.drain_timeout_s)]  # every stage (a table's too) drains
+    # Every stage (a table's too) drains on a stop signal and says which of its trials ended.
+    callbacks = [*callbacks, StageLedger(run_meter()), StopOnSignal(context.options.drain_timeout_s)]
     trainable = tune.with_resources(train_fn, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
     failure_config = tune.FailureConfig(max_failures=context.options.max_failures)
     if tune_config is None:
@@ -94,6 +97,13 @@ def stage_tuner(
             verbose=0,  # ProgressTable replaces Ray's reporter, which prints the whole spec per trial
         ),
     )
+
+
+def stage_ledger(tuner: Tuner) -> StageLedger:
+    """The :class:`StageLedger` :func:`stage_tuner` gave ``tuner``: after ``fit``, which of the stage's trials ended."""
+    found = [c for c in restored_run_config(tuner).callbacks or [] if isinstance(c, StageLedger)]
+    assert len(found) == 1, f"a stage's Tuner has one StageLedger, not {len(found)}"
+    return found[0]
 
 
 def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: int) -> StudySearch:
