@@ -117,12 +117,33 @@ def start_driver(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Popen
     )
 
 
-def kill_driver(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver, then the rest of its session (a private Ray instance's raylet, GCS, workers)."""
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment process ``pid`` started with (empty once it has exited, or when it is not ours to read)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def ray_processes(ray_tmp: str) -> list[int]:
+    """The processes started with ``RAY_TMPDIR=ray_tmp``: a test's driver and its private Ray (whose processes run in
+    sessions of their own: study.runtime.compat.own_session_local_instance), and nothing of another test's."""
+    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return [pid for pid in pids if pid != os.getpid() and environ_of(pid).get("RAY_TMPDIR") == ray_tmp]
+
+
+def kill_driver(proc: subprocess.Popen, ray_tmp: str | None = None) -> None:
+    """SIGKILL the driver, then the rest of its session and every process of its private Ray instance (raylet, GCS,
+    agents, workers: those of ``RAY_TMPDIR=ray_tmp``, by default the driver's own while it still runs)."""
+    ray_tmp = ray_tmp or environ_of(proc.pid).get("RAY_TMPDIR")
     proc.kill()
     proc.wait()
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+    for pid in ray_processes(ray_tmp) if ray_tmp else []:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     time.sleep(1)
 
 

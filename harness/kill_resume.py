@@ -5,7 +5,10 @@ Used by ``tests/study/test_resume.py`` and ``benchmarks/kill_resume.py`` (which 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,9 +26,12 @@ from harness.driver import (
     logged_epochs,
     mlflow_children,
     optuna_trials,
+    ray_processes,
     start_driver,
     tiny_spec,
 )
+from study.runtime.run_progress import read_run_progress
+from study.runtime.stopping import EXIT_STOPPED
 from trainables.schema import record as R
 
 NUM_TRIALS, EPOCHS = 3, 3
@@ -62,6 +68,77 @@ def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
     return False
 
 
+#: How a test stops a running driver: ``stop(proc, ray_tmp)`` sends the signals (to the driver, its process group,
+#: its private Ray's processes: :func:`harness.driver.ray_processes`).
+Stop = Callable[[subprocess.Popen, str], None]
+
+
+def signal_driver(sig: int) -> Stop:
+    """Send ``sig`` to the driver alone (Slurm's ``--signal=B:USR1`` reaches it through the job script)."""
+    return lambda proc, ray_tmp: proc.send_signal(sig)
+
+
+def signal_group(sig: int, with_ray: bool = False) -> Stop:
+    """Send ``sig`` to the driver's process group (Ctrl-C, ``timeout``); ``with_ray``: to every process of its
+    private Ray too, at the same moment (Slurm's preemption and ``scancel --full`` signal every process of a job)."""
+
+    def stop(proc: subprocess.Popen, ray_tmp: str) -> None:
+        targets = [pid for pid in ray_processes(ray_tmp) if pid != proc.pid] if with_ray else []
+        os.killpg(proc.pid, sig)
+        for pid in targets:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    return stop
+
+
+def run_and_stop(
+    workdir: Path,
+    env: dict[str, str],
+    args: list[str],
+    study_dir: Path,
+    stop_when: Callable[[Path], bool],
+    stop: Stop | None,
+    *,
+    extra_delay_s: float = 0.0,
+    timeout: float = 300,
+) -> dict:
+    """Start ``python -m study.run ARGS`` (own session, ``env``), and once ``stop_when(study_dir)`` holds (plus a
+    delay) ``stop`` it and wait for it to exit by itself (``stop=None``: SIGKILL it and its Ray). Whatever of it is
+    still alive afterwards is killed. Returns ``finished_before_kill``, ``code`` (``None``: killed, or it did not
+    stop within ``timeout``), ``output`` and ``stop_s`` (seconds from the stop to the exit)."""
+    proc = start_driver(workdir, env, *args)
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and not stop_when(study_dir):
+        assert time.monotonic() < deadline, "the study did not reach the kill point"
+        time.sleep(0.2)
+    time.sleep(extra_delay_s)
+    finished_before_kill = proc.poll() is not None
+    code, stop_s = None, None
+    if stop is not None and not finished_before_kill:
+        sent = time.monotonic()
+        stop(proc, env["RAY_TMPDIR"])
+        try:
+            code = proc.wait(timeout)
+            stop_s = time.monotonic() - sent
+        except subprocess.TimeoutExpired:
+            code = None  # it did not stop: the checker says so
+    kill_driver(proc, env["RAY_TMPDIR"])
+    output = proc.stdout.read() if proc.stdout else ""
+    return {"finished_before_kill": finished_before_kill, "code": code, "output": output, "stop_s": stop_s}
+
+
+def continue_args(output: str) -> list[str]:
+    """The arguments of ``python -m study.run`` that a stopped driver's last line says continue it
+    (``...: continue it with: python -m study.run ARGS``)."""
+    line = output.strip().splitlines()[-1]
+    marker = "continue it with: "
+    assert marker in line, line
+    words = shlex.split(line.split(marker, 1)[1])
+    assert words[:3] == ["python", "-m", "study.run"], words
+    return words[3:]
+
+
 def kill_then_resume(
     workdir: Path,
     spec: dict,
@@ -71,45 +148,51 @@ def kill_then_resume(
     timeout: float = 300,
     resume_args: tuple[str, ...] = (),
     stop_signal: int | None = None,
+    stop: Stop | None = None,
+    storage: Path | None = None,
+    between: Callable[[Path], object] | None = None,
 ) -> dict:
     """Start ``spec``'s study, SIGKILL its driver (and its Ray) once ``kill_when(study_dir)`` holds (plus a delay),
     run ``study.status``, then ``--resume`` it; return what a checker needs.
 
-    With ``stop_signal`` (``SIGUSR1``, ``SIGTERM``) the driver is sent that signal instead and left to stop by itself
-    (``first_code`` is its exit code); whatever of its session is still alive after it exited is then killed."""
+    With ``stop_signal`` (``SIGUSR1``, ``SIGTERM``) the driver is sent that signal instead, or with ``stop`` stopped
+    that way (:func:`signal_group`), and left to stop by itself (``first_code`` is its exit code, ``stop_s`` the
+    seconds it took); whatever of it is still alive after it exited is then killed. It is then resumed with the
+    command its last line printed. With ``storage``, every command carries ``--set storage=STORAGE``; ``between(study_dir)``
+    looks at the study between the two drivers (returned as ``between``)."""
     path = workdir / R.SPEC_FILE
     path.write_text(yaml.safe_dump(spec))
-    study_dir = workdir / R.DEFAULT_STORAGE / spec["name"]
+    study_dir = (storage or workdir / R.DEFAULT_STORAGE) / spec["name"]
+    located = ["--set", f"storage={storage}"] if storage is not None else []
+    stop = stop or (signal_driver(stop_signal) if stop_signal is not None else None)
     ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
     try:
         env = driver_env(ray_tmp)
-        proc = start_driver(workdir, env, str(path))
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None and not kill_when(study_dir):
-            assert time.monotonic() < deadline, "the study did not reach the kill point"
-            time.sleep(0.2)
-        time.sleep(extra_delay_s)
-        finished_before_kill = proc.poll() is not None
-        first_code = None
-        if stop_signal is not None and not finished_before_kill:
-            proc.send_signal(stop_signal)
-            try:
-                first_code = proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                first_code = None  # it did not stop: the checker says so
-        kill_driver(proc)
-        first_output = proc.stdout.read() if proc.stdout else ""
+        first = run_and_stop(
+            workdir,
+            env,
+            [str(path), *located],
+            study_dir,
+            kill_when,
+            stop,
+            extra_delay_s=extra_delay_s,
+            timeout=timeout,
+        )
         epochs_at_kill = logged_epochs(study_dir, spec["name"])
+        progress = read_run_progress(study_dir)
+        seen = between(study_dir) if between is not None else None
         status = subprocess.run(
-            [sys.executable, "-m", "study.status", str(path)],
+            [sys.executable, "-m", "study.status", str(path), *located],
             cwd=workdir,
             env=env,
             capture_output=True,
             text=True,
             timeout=120,
         )
+        # A driver that stopped by itself said what continues it: that command, as printed.
+        args = continue_args(first["output"]) if first["code"] == EXIT_STOPPED else [str(path), *located, "--resume"]
         resumed = subprocess.run(
-            [sys.executable, "-m", "study.run", str(path), "--resume", *resume_args],
+            [sys.executable, "-m", "study.run", *args, *resume_args],
             cwd=workdir,
             env=env,
             capture_output=True,
@@ -123,9 +206,12 @@ def kill_then_resume(
         "study_dir": study_dir,
         "name": spec["name"],
         "epochs_at_kill": epochs_at_kill,
-        "finished_before_kill": finished_before_kill,
-        "first_code": first_code,
-        "first_output": first_output,
+        "finished_before_kill": first["finished_before_kill"],
+        "first_code": first["code"],
+        "first_output": first["output"],
+        "stop_s": first["stop_s"],
+        "progress": progress,
+        "between": seen,
         "status": status,
     }
 

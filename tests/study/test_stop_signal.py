@@ -1,19 +1,34 @@
-"""A stop signal (a batch job's time limit: ``SIGUSR1``; a preemption: ``SIGTERM``) at each moment of a study: the
-driver exits 3 with nothing half-written, its runs KILLED (never FAILED), and ``--resume`` ends the study with every
-trial and every epoch once. ``tests/study/test_slurm.py`` runs the same through Slurm's own signal and requeue."""
+"""A stop signal (a batch job's time limit: ``SIGUSR1``; a preemption: ``SIGTERM``; Ctrl-C: ``SIGINT`` to the process
+group) at each moment of a study, the worst ones included: the driver exits 3 with nothing half-written, its runs KILLED
+(never FAILED), its progress written (``run_progress.json``), and the command its last line prints (``--set``
+overrides and all) ends the study with every trial and every epoch once. ``tests/study/test_slurm.py`` runs the same
+through Slurm's own signal and requeue."""
 
 from __future__ import annotations
 
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.driver import count_in_mlflow, driver_env, logged_epochs, mlflow_children, optuna_trials
-from harness.kill_resume import EPOCHS, NUM_TRIALS, check_resumed, kill_spec, kill_then_resume
+from harness.kill_resume import (
+    EPOCHS,
+    NUM_TRIALS,
+    check_resumed,
+    continue_args,
+    kill_spec,
+    kill_then_resume,
+    run_and_stop,
+    signal_group,
+)
+from study.runtime.run_progress import read_run_progress
 from study.runtime.stopping import EXIT_STOPPED
 from trainables.schema import record as R
 
@@ -34,6 +49,22 @@ def _stopped_cleanly(out: dict) -> None:
     assert not out["finished_before_kill"], "the study ended before the signal"
     assert out["first_code"] == EXIT_STOPPED, out["first_output"][-3000:]
     assert "continue" in out["first_output"] and "--resume" in out["first_output"]
+
+
+def _runs_left(study_dir: Path, name: str) -> dict:
+    """Where a stopped study's stores stand: the parent run's (status, stage), its children's and Optuna's states."""
+    _, parents, children = mlflow_children(study_dir, name)
+    return {
+        "parent": [(p.info.status, p.data.tags.get(R.STAGE)) for p in parents],
+        "children": sorted(c.info.status for c in children),
+        "optuna": sorted(t.state.name for t in optuna_trials(study_dir, name)),
+    }
+
+
+def _killed_not_done(left: dict) -> None:
+    """A stopped study: its parent run KILLED and not "done", no run FAILED or left RUNNING."""
+    assert left["parent"] == [("KILLED", R.STAGE_SEARCH)], left
+    assert set(left["children"]) <= {"FINISHED", "KILLED"}, left
 
 
 @pytest.mark.e2e
@@ -79,6 +110,92 @@ def test_sigterm_in_the_final_stage_then_resume_finishes(tmp_path):
         assert sorted(steps) == list(range(1, EPOCHS + 1)), (run.data.tags.get(R.STAGE), steps)
 
 
+@pytest.mark.e2e
+def test_sigusr1_once_every_trial_exists_is_no_result_and_resume_finishes(tmp_path):
+    # The worst moment for counting trials: all of them exist (the last one at epoch 1 of 3) and final.seeds is 0, so
+    # only Tune's own state of each trial says the study is not done. It lives where --set storage= puts it, so the
+    # command the driver prints (kill_then_resume resumes with it) must carry that override.
+    spec = kill_spec(160, name="t_stop_last")
+    storage = tmp_path / "elsewhere"
+    out = kill_then_resume(
+        tmp_path,
+        spec,
+        lambda d: logged_epochs(d, spec["name"]) >= (NUM_TRIALS - 1) * EPOCHS + 1,
+        stop_signal=signal.SIGUSR1,
+        storage=storage,
+        between=lambda d: _runs_left(d, spec["name"]),
+    )
+    _stopped_cleanly(out)
+    first = out["first_output"]
+    assert "Best trial" not in first and "stopped on SIGUSR1 in its search stage" in first, first[-3000:]
+    located = shlex.join([str(tmp_path / R.SPEC_FILE), "--set", f"storage={storage}"])
+    assert first.strip().splitlines()[-1] == (
+        f"stopped on SIGUSR1; continue it with: python -m study.run {located} --resume"
+    )
+    left = out["between"]
+    _killed_not_done(left)
+    assert left["children"] == ["FINISHED"] * (NUM_TRIALS - 1) + ["KILLED"], left
+    assert left["optuna"] == ["COMPLETE"] * (NUM_TRIALS - 1) + ["RUNNING"], left  # the last one continues
+    # The run's progress: every epoch it checkpointed (the stop's drained one included), timed, and how it ended.
+    progress = out["progress"]
+    assert progress is not None and (progress.exit_code, progress.stopped_on) == (EXIT_STOPPED, "SIGUSR1")
+    assert (NUM_TRIALS - 1) * EPOCHS + 1 <= progress.epochs_checkpointed < NUM_TRIALS * EPOCHS, progress
+    assert progress.startup_s is not None and 0 < progress.startup_s < progress.run_s, progress
+    assert progress.epoch_s is not None and progress.epoch_s > 0, progress
+    check_resumed(out)  # exit 0, each trial COMPLETE once, epochs 1..EPOCHS once, parent FINISHED
+    resumed = read_run_progress(out["study_dir"])
+    assert resumed is not None and (resumed.exit_code, resumed.stopped_on) == (0, None), resumed
+    assert resumed.epochs_checkpointed >= 1, resumed
+
+
+@pytest.mark.e2e
+def test_ctrl_c_then_a_preemption_of_every_process_exit_3_and_resume_finishes(tmp_path):
+    # Ctrl-C (SIGINT to the driver's process group) with the first trial mid-way: the private Ray runs in sessions of
+    # its own, so it is still there to save the study. Then, in the run that continues it, a preemption as Slurm
+    # does it (SIGTERM to the driver's group and to every process of its Ray at once) with the second trial mid-way:
+    # the driver does not wait Ray's minute for its GCS, exits 3 and writes its progress. The third run finishes.
+    spec = kill_spec(160, name="t_stop_group")
+    path = tmp_path / R.SPEC_FILE
+    path.write_text(yaml.safe_dump(spec))
+    name, study_dir = spec["name"], tmp_path / R.DEFAULT_STORAGE / spec["name"]
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
+    try:
+        env = driver_env(ray_tmp)
+        first = run_and_stop(
+            tmp_path, env, [str(path)], study_dir, lambda d: logged_epochs(d, name) >= 1, signal_group(signal.SIGINT)
+        )
+        out = first["output"]
+        assert not first["finished_before_kill"] and first["code"] == EXIT_STOPPED, out[-3000:]
+        assert "SIGINT received" in out and "went away" not in out, out[-3000:]
+        _killed_not_done(_runs_left(study_dir, name))
+        second = run_and_stop(
+            tmp_path,
+            env,
+            continue_args(out),
+            study_dir,
+            lambda d: logged_epochs(d, name) >= EPOCHS + 2,
+            signal_group(signal.SIGTERM, with_ray=True),
+        )
+        out = second["output"]
+        assert not second["finished_before_kill"] and second["code"] == EXIT_STOPPED, out[-3000:]
+        assert "SIGTERM received" in out and "went away during the stop" in out, out[-3000:]
+        _killed_not_done(_runs_left(study_dir, name))
+        progress = read_run_progress(study_dir)
+        assert progress is not None and (progress.exit_code, progress.stopped_on) == (EXIT_STOPPED, "SIGTERM")
+        print(f"signal to exit: Ctrl-C {first['stop_s']:.1f} s, SIGTERM to every process {second['stop_s']:.1f} s")
+        resumed = subprocess.run(
+            [sys.executable, "-m", "study.run", *continue_args(out)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    check_resumed({"resumed": resumed, "study_dir": study_dir, "name": name, "first_output": out})
+
+
 #: ``python -m study.run SPEC`` with the signal already received when ``main`` begins (the handler recorded it).
 _SIGNAL_FIRST = (
     "import os, signal, sys\n"
@@ -92,12 +209,14 @@ _SIGNAL_FIRST = (
 
 def test_a_signal_before_the_study_starts_writes_nothing(tmp_path):
     # SIGUSR1 while the driver is still importing and checking its inputs: exit 3, no study directory, so the job
-    # script's next run starts the study afresh rather than --resume-ing one that never began.
+    # script's next run starts the study afresh rather than --resume-ing one that never began; the driver says to run
+    # the same command again (its overrides included), not --resume.
     path = tmp_path / R.SPEC_FILE
     path.write_text(yaml.safe_dump(kill_spec(4, name="t_stop_early")))
     env = driver_env(str(tmp_path / "ray"))
+    storage = tmp_path / "my runs"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _SIGNAL_FIRST, str(path)],
+        [sys.executable, "-c", _SIGNAL_FIRST, str(path), "--set", f"storage={storage}"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -106,5 +225,9 @@ def test_a_signal_before_the_study_starts_writes_nothing(tmp_path):
     )
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_STOPPED, output[-2000:]
-    assert "before the study started" in output and "--resume" in output
-    assert not (tmp_path / R.DEFAULT_STORAGE / "t_stop_early").exists()
+    again = shlex.join([str(path), "--set", f"storage={storage}"])
+    assert output.strip().splitlines()[-1] == (
+        "stopped on SIGUSR1 before the study started; nothing was started: run the same command again: "
+        f"python -m study.run {again}"
+    )
+    assert not storage.exists() and not (tmp_path / R.DEFAULT_STORAGE).exists()
