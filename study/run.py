@@ -256,10 +256,13 @@ def _progress_line(what: str, outcome: StudyOutcome) -> str:
     """Where a study that did not finish stands: its stage, the trials that ended, those a stop left mid-way."""
     ended = outcome.num_trials - outcome.unfinished
     stopped = f" on {name}" if (name := stopping.received()) is not None else ""
-    return (
-        f"{what} stopped{stopped} in its {outcome.stage} stage after {outcome.wall_time_s:.0f} s: {ended} of "
-        f"{outcome.planned} trials ended ({outcome.num_failed} failed), {outcome.unfinished} stopped at their last "
-        "checkpoint; no result yet"
+    parts = [f"{ended} of {outcome.planned} trials ended ({outcome.num_failed} failed)"]
+    if outcome.unfinished:
+        parts.append(f"{outcome.unfinished} stopped mid-way")
+    if (waiting := outcome.planned - outcome.num_trials) > 0:
+        parts.append(f"{waiting} not started")
+    return f"{what} stopped{stopped} in its {outcome.stage} stage after {outcome.wall_time_s:.0f} s: " + (
+        ", ".join(parts) + "; no result yet"
     )
 
 

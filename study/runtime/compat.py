@@ -2,7 +2,7 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets; give a trial one more retry; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
+read ASHA's per-trial brackets; give a trial one more retry; keep Tune from waiting for a trial no searcher will give; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
 private instance on loopback, in sessions of its own; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4 and 5) are the versions these were checked against.
@@ -34,6 +34,8 @@ __all__ = [
     "asha_trial_info",
     "spare_failure",
     "trial_failures",
+    "tune_asks_without_waiting_while",
+    "tune_interrupted",
     "asha_rungs",
     "gcs_client",
     "loopback_local_instance",
@@ -121,6 +123,39 @@ def spare_failure(trial: Any, delta: int) -> bool:
         return False
     trial.max_failures += delta
     return True
+
+
+def tune_asks_without_waiting_while(condition: Callable[[], bool]) -> None:
+    """While ``condition()`` holds, Ray Tune's controller asks its searcher for a next trial without waiting for one.
+
+    With no trial running, pending or paused, ``TuneController._update_trial_queue(blocking=True)`` calls the
+    searcher once a second until it gives a trial, for up to 600 s (a timeout Ray 2.60 does not expose), and Tune
+    looks at its interrupt only after that. A study's searcher gives none once a stop signal has come
+    (:mod:`study.runtime.stopping`), so a stop between two trials, or after the last running trial failed, would hold
+    the driver ten minutes instead of ending ``fit``. Installed once per process; the condition of the first call
+    stays."""
+    from ray.tune.execution.tune_controller import TuneController
+
+    original = TuneController._update_trial_queue
+    if getattr(original, "_asks_without_waiting", False):
+        return
+
+    def update_trial_queue(self: TuneController, blocking: bool = False, timeout: int = 600) -> bool:
+        return original(self, blocking=blocking and not condition(), timeout=timeout)
+
+    update_trial_queue._asks_without_waiting = True  # type: ignore[attr-defined]
+    TuneController._update_trial_queue = update_trial_queue  # type: ignore[method-assign]
+
+
+def tune_interrupted(handler: Any) -> bool:
+    """Whether Ray Tune's signal handler ``handler`` (``signal_interrupt_tune_run``, which
+    ``ray.tune.tune._setup_signal_catching`` installs for ``SIGUSR1`` as ``fit`` starts) has already fired: the
+    ``experiment_interrupted_event`` it closes over is set."""
+    code, closure = getattr(handler, "__code__", None), getattr(handler, "__closure__", None)
+    if code is None or closure is None:
+        return False
+    event = dict(zip(code.co_freevars, closure)).get("experiment_interrupted_event")
+    return event is not None and event.cell_contents.is_set()
 
 
 def gcs_client(address: str) -> Any:

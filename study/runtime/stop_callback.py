@@ -22,7 +22,7 @@ from typing import Any
 from ray.tune import Callback
 
 from study.runtime import stopping
-from study.runtime.compat import spare_failure, trial_failures
+from study.runtime.compat import spare_failure, trial_failures, tune_asks_without_waiting_while, tune_interrupted
 from study.runtime.run_progress import RunMeter
 from study.runtime.store_errors import chain
 from trainables.schema.errors import StoreOutageError
@@ -44,16 +44,22 @@ class StopOnSignal(Callback):
     tracking callback skips epochs it has logged).
 
     A trial whose worker dies during the stop (Slurm signals the workers too) failed because of the stop, not because
-    of its configuration: each trial not ended when the stop begins gets one more retry (Tune's ``max_failures``), so
-    Tune requeues it from its checkpoint (PENDING, continued by ``--resume``) instead of marking it ERROR, and neither
-    Optuna nor MLflow records a failure. The retry is taken back at the last step from every trial that did not fail.
+    of its configuration: each trial not ended when the signal comes gets one more retry (Tune's ``max_failures``,
+    given in the signal's handler, before Tune can see the worker's death), so Tune requeues it from its checkpoint
+    (PENDING, continued by ``--resume``) instead of marking it ERROR, and neither Optuna nor MLflow records a failure.
+    The retry is taken back at the last step from every trial that did not fail.
+
+    Once the stop has come, Tune asks its searcher for a next trial without waiting for one
+    (:func:`~study.runtime.compat.tune_asks_without_waiting_while`): none comes, and with no trial left running Tune
+    would otherwise wait ten minutes before it looks at its interrupt.
     """
 
     def __init__(self, drain_timeout_s: float) -> None:
         self.drain_timeout_s = drain_timeout_s
         self._tune_handler: Callable[[int, Any], Any] | None = None
         self._waiting: set[str] | None = None
-        self._spared: list[tuple[Any, int]] = []
+        self._trials: list = []
+        self._spared: list[tuple[Any, int]] | None = None
         self._since = 0.0
         self._bound = drain_timeout_s
         self._ended = False
@@ -65,13 +71,25 @@ class StopOnSignal(Callback):
         self._tune_handler = handler if callable(handler) else None
         for sig in stopping.SIGNALS:
             signal.signal(sig, stopping.record)
+        if tune_interrupted(handler):  # SIGUSR1 came while fit was starting, to Tune's handler: ours records it
+            stopping.record(signal.SIGUSR1, None)
+        stopping.on_stop(self._spare)
+        tune_asks_without_waiting_while(stopping.stopping)
+
+    def _spare(self) -> None:
+        """One more retry for every trial not ended (once; in the signal's handler, or at the first step after it)."""
+        if self._spared is None:
+            self._spared = [
+                (t, trial_failures(t)) for t in self._trials if t.status not in ENDED and spare_failure(t, 1)
+            ]
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        self._trials = trials  # Tune's own list, kept up to date by Tune
         if self._tune_handler is None or not stopping.stopping() or self._ended:
             return
         if self._waiting is None:
+            self._spare()
             self._waiting = {t.trial_id for t in trials if t.status == "RUNNING"}
-            self._spared = [(t, trial_failures(t)) for t in trials if t.status not in ENDED and spare_failure(t, 1)]
             self._since = time.monotonic()
             self._bound = stopping.drain_bound(self.drain_timeout_s)
             print(

@@ -52,6 +52,7 @@ __all__ = [
     "hurried",
     "install",
     "is_installed",
+    "on_stop",
     "record",
     "received",
     "stopping",
@@ -75,6 +76,7 @@ _in_fit = False
 _lock = threading.Lock()
 _event = threading.Event()
 _last_words: Callable[[int], None] | None = None
+_on_stop: list[Callable[[], None]] = []
 
 
 class StudyStopped(StudyError):
@@ -125,6 +127,8 @@ def record(signum: int, frame: Any) -> None:
         else:
             _repeats += 1
     if first:
+        for hook in list(_on_stop):
+            hook()
         again = " (Ctrl-C again: stop without waiting for the running trials)" if signum == signal.SIGINT else ""
         print(f"{name} received: stopping the study{again}", flush=True)
         _event.set()
@@ -133,6 +137,12 @@ def record(signum: int, frame: Any) -> None:
         print(f"{name} received again: stopping without waiting for the running trials", flush=True)
     if signum == signal.SIGINT and not _in_fit:
         raise KeyboardInterrupt
+
+
+def on_stop(hook: Callable[[], None]) -> None:
+    """Call ``hook()`` inside the handler of the first stop signal (main thread; quick, writes nothing), until the
+    current :func:`fit_window` ends."""
+    _on_stop.append(hook)
 
 
 def install(last_words: Callable[[int], None] | None = None) -> None:
@@ -179,6 +189,7 @@ def fit_window() -> Iterator[None]:
         yield
     finally:
         _in_fit = False
+        _on_stop.clear()
         if _installed:
             for sig in SIGNALS:
                 signal.signal(sig, record)

@@ -195,3 +195,36 @@ def test_a_trial_is_given_one_more_retry_and_it_is_taken_back():
     assert compat.spare_failure(trial, 1) and trial.should_recover()
     assert compat.spare_failure(trial, -1) and not trial.should_recover()
     assert not compat.spare_failure(Trial("__fake", stub=True, max_failures=-1), 1)  # retries forever already
+
+
+def test_tune_asks_its_searcher_without_waiting_once_a_stop_came(stopped):
+    """``tune_asks_without_waiting_while`` wraps ``TuneController._update_trial_queue(blocking, timeout)``, which with
+    ``blocking`` asks ``_search_alg.next_trial()`` once a second until ``is_finished()`` or the timeout."""
+    from ray.tune.execution.tune_controller import TuneController
+
+    asked: list[int] = []
+    searcher = SimpleNamespace(next_trial=lambda: asked.append(1))
+    controller = SimpleNamespace(_search_alg=searcher, is_finished=lambda: False)
+    compat.tune_asks_without_waiting_while(stopping.stopping)
+    assert TuneController._update_trial_queue(controller, blocking=True, timeout=1.5) is False  # type: ignore[arg-type]
+    assert len(asked) >= 2  # no stop: Tune waits, asking again
+    asked.clear()
+    stopped()
+    assert TuneController._update_trial_queue(controller, blocking=True, timeout=60) is False  # type: ignore[arg-type]
+    assert asked == [1]
+
+
+def test_tunes_signal_handler_says_when_it_has_fired():
+    """``tune_interrupted`` reads the ``experiment_interrupted_event`` Tune's ``SIGUSR1`` handler closes over."""
+    from ray.tune.tune import _setup_signal_catching
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGUSR1, signal.SIGINT)}
+    try:
+        event = _setup_signal_catching()
+        handler = signal.getsignal(signal.SIGUSR1)
+        assert not compat.tune_interrupted(handler) and not compat.tune_interrupted(signal.SIG_DFL)
+        handler(signal.SIGUSR1, None)
+        assert event.is_set() and compat.tune_interrupted(handler)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
