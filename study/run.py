@@ -200,6 +200,11 @@ def _main(args: argparse.Namespace, run: _Run) -> int:
     except stopping.StudyStopped as e:
         run.reason = str(e)
         return stopping.EXIT_STOPPED
+    except KeyboardInterrupt:  # Ctrl-C twice, outside Tune's loop (inside it, the driver ends itself: RayLossWatch)
+        if not stopping.stopping():
+            raise
+        run.reason = f"stopped on {stopping.received()}, then Ctrl-C again"
+        return stopping.EXIT_STOPPED
     except StudyError as e:
         _print_error(e)
         return 2
