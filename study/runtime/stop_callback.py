@@ -127,16 +127,24 @@ class StopOnSignal(Callback):
 class StageLedger(Callback):
     """A Tune callback that keeps, for the driver, Tune's status of every trial of a stage at the loop's last step
     (once ``fit`` returns, Tune's cleanup has stopped the running trials and calls them TERMINATED too; its last
-    experiment snapshot, which ``--resume`` restores, still holds them RUNNING), and counts the run's checkpoints and
-    epoch times into ``meter``.
+    experiment snapshot, which ``--resume`` restores, still holds them RUNNING), or at the experiment's end when the
+    loop ran no step, and counts the run's checkpoints and epoch times into ``meter``.
     """
 
     def __init__(self, meter: RunMeter) -> None:
         self.meter = meter
         self.statuses: dict[str, str] = {}
+        self._stepped = False
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         self.statuses = {t.trial_id: t.status for t in trials}
+        self._stepped = True
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        # A restored stage whose trials had all ended runs no step; nor does one whose fit was interrupted before its
+        # first step. Then no trial was started here, and Tune's cleanup changed no status.
+        if not self._stepped:
+            self.statuses = {t.trial_id: t.status for t in trials}
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         self.meter.result(result.get("time_this_iter_s"))

@@ -49,6 +49,14 @@ def test_a_stage_is_finished_when_every_planned_trial_ended(stopped):
         ledger = _ledger("TERMINATED", "TERMINATED", status)
         assert not ledger.finished(3) and ledger.unfinished() == 1
     assert not StageLedger(RunMeter()).finished(1)  # no step seen: nothing is known to have ended
+    # A restored stage whose trials had all ended runs no step: the experiment's end says so. After a step, the
+    # experiment's end (Tune's cleanup calls the trials it stops TERMINATED) changes nothing.
+    restored = StageLedger(RunMeter())
+    restored.on_experiment_end([SimpleNamespace(trial_id=str(i), status="TERMINATED") for i in range(3)])
+    assert restored.finished(3)
+    stepped = _ledger("TERMINATED", "RUNNING")
+    stepped.on_experiment_end([SimpleNamespace(trial_id=str(i), status="TERMINATED") for i in range(2)])
+    assert not stepped.finished(2)
     # A table replaces an errored trial: after a stop, its replacement may not have been asked yet.
     assert _ledger("TERMINATED", "ERROR").finished(2, errors_replaced=True)
     stopped()
