@@ -259,14 +259,16 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 
 def _progress_line(what: str, outcome: StudyOutcome) -> str:
     """Where a study that did not finish stands: its stage, the trials that ended, those a stop left mid-way."""
-    ended = outcome.num_trials - outcome.unfinished
     stopped = f" on {name}" if (name := stopping.received()) is not None else ""
-    parts = [f"{ended} of {outcome.planned} trials ended ({outcome.num_failed} failed)"]
-    if outcome.unfinished:
-        parts.append(f"{outcome.unfinished} stopped mid-way")
-    if (waiting := outcome.planned - outcome.num_trials) > 0:
-        parts.append(f"{waiting} not started")
-    return f"{what} stopped{stopped} in its {outcome.stage} stage after {outcome.wall_time_s:.0f} s: " + (
+    p = outcome.progress
+    if p is None:
+        return f"{what} stopped{stopped} after {outcome.wall_time_s:.0f} s; no result yet"
+    parts = [f"{p.trials - p.unfinished} of {p.planned} trials ended ({p.failed} failed)"]
+    if p.unfinished:
+        parts.append(f"{p.unfinished} stopped mid-way")
+    if p.planned > p.trials:
+        parts.append(f"{p.planned - p.trials} not started")
+    return f"{what} stopped{stopped} in its {p.stage} stage after {outcome.wall_time_s:.0f} s: " + (
         ", ".join(parts) + "; no result yet"
     )
 

@@ -38,7 +38,7 @@ from study.layout import StudyLayout
 from study.runtime import stopping
 from study.runtime.cluster import check_storage_reachable, connect_ray
 from study.runtime.lock import study_lock
-from study.runtime.stop_callback import RayLossWatch, caused_by_stop
+from study.runtime.stop_callback import RayLossWatch, StageLedger, caused_by_stop
 from study.runtime.stopping import StudyStopped, check_stop, fit_window
 from study.runtime.storage import write_bytes
 from study.runtime.store_errors import quiet_store_failures
@@ -65,9 +65,33 @@ if TYPE_CHECKING:
 
     from ray.tune import ResultGrid
 
-__all__ = ["StudyOutcome", "run_study", "describe_trial", "browse_commands"]
+__all__ = ["StageProgress", "StudyOutcome", "run_study", "describe_trial", "browse_commands"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StageProgress:
+    """Where a stage that did not finish stands (Tune's statuses when its loop ended: :class:`StageLedger`).
+
+    Args:
+        stage: ``search`` or ``final``.
+        planned: the trials the stage is to run.
+        trials: the trials that exist.
+        failed: those that ended in ERROR.
+        unfinished: those a stop left RUNNING, PENDING or PAUSED (``--resume`` continues them).
+    """
+
+    stage: str
+    planned: int
+    trials: int
+    failed: int
+    unfinished: int
+
+    @classmethod
+    def of(cls, ledger: StageLedger, stage: str, planned: int) -> StageProgress:
+        failed = sum(status == "ERROR" for status in ledger.statuses.values())
+        return cls(stage, planned, len(ledger.statuses), failed, ledger.unfinished())
 
 
 @dataclass(frozen=True)
@@ -90,11 +114,8 @@ class StudyOutcome:
     experiment_id: str = ""
     #: ``(trial_id, the line naming its exception)`` of every failed trial, search and final stage.
     failures: list[tuple[str, str]] = field(default_factory=list)
-    #: The stage the study was in when it ended (``search``, ``final``), its planned trials, and those of its trials
-    #: a stop left unfinished (they continue from their checkpoints on ``--resume``).
-    stage: str = R.STAGE_SEARCH
-    planned: int = 0
-    unfinished: int = 0
+    #: Where the stage that did not finish stands (``None`` when none was interrupted).
+    progress: StageProgress | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -153,12 +174,11 @@ def _trial_callback(context: StudyContext, store: TrackingStore, parent: str, st
 
 def _run_final_stage(
     context: StudyContext, store: TrackingStore, parent: str, search: ResultGrid, failures: list[tuple[str, str]]
-) -> tuple[list[FinalGroup], int | None, int]:
+) -> tuple[list[FinalGroup], StageProgress | None]:
     """Retrain each group's best configuration with ``final.seeds`` seeds on all training classes, evaluate on the
     test classes, and log the summary to the parent run. Resumable: a restored driver continues Ray's final
-    experiment, whose points are the same (the search's results are). Returns the groups, the final trials a stop
-    left unfinished (``None`` when the stage finished) and the planned ones; adds the failed final trials to
-    ``failures``."""
+    experiment, whose points are the same (the search's results are). Returns the groups and, when the stage did not
+    finish, where it stands (``None`` when it did); adds the failed final trials to ``failures``."""
     from ray import tune
 
     spec, layout, plan = context.spec, context.layout, context.plan
@@ -167,7 +187,7 @@ def _run_final_stage(
     )
     points = final_points(spec, best)
     if not points:
-        return [], None, 0
+        return [], None
     store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
     callback = _trial_callback(context, store, parent, stage=R.STAGE_FINAL)
     param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
@@ -180,16 +200,16 @@ def _run_final_stage(
     trained = sum(
         r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results)
     )
-    unfinished = ledger.unfinished() if not ledger.finished(len(points)) or trained < len(points) else None
     failures.extend(failures_of(results))
-    if unfinished is not None:  # stopped: some seeds are missing, so there is no summary yet (--resume writes it)
-        return [], unfinished, len(points)
+    if not ledger.finished(len(points)) or trained < len(points):
+        # Stopped: some seeds are missing, so there is no summary yet (--resume writes it).
+        return [], StageProgress.of(ledger, R.STAGE_FINAL, len(points))
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
     store.log_text(parent, summary_csv(groups), R.FINAL_SUMMARY_FILE)
     if (per_category := category_csv(groups)) is not None:
         store.log_text(parent, per_category, R.FINAL_CATEGORY_FILE)
-    return groups, unfinished, len(points)
+    return groups, None
 
 
 def _summarize(
@@ -198,9 +218,9 @@ def _summarize(
     parent_run_id: str,
     wall: float,
     order: dict[str, int],
-    unfinished: int | None,
+    progress: StageProgress | None,
 ) -> StudyOutcome:
-    """The search stage's outcome; ``unfinished``: its trials a stop left unfinished, ``None`` when it finished."""
+    """The search stage's outcome; ``progress``: where it stands, ``None`` when it finished."""
     s = spec.search
     best = best_result(spec, results, order)  # study.final.best's rule: best last value, ties to the earliest trial
     sampled = sampled_values(best.config or {}) if best is not None else {}
@@ -211,11 +231,10 @@ def _summarize(
         best_value=float((best.metrics or {})[s.metric]) if best is not None else None,
         best_params=sampled,
         parent_run_id=parent_run_id,
-        interrupted=unfinished is not None,
+        interrupted=progress is not None,
         wall_time_s=wall,
         failures=failures_of(results),
-        planned=s.num_trials,
-        unfinished=unfinished or 0,
+        progress=progress,
     )
 
 
@@ -341,23 +360,20 @@ def _run_validated(
             results = unwrapped(tuner.fit)
         ledger = stage_ledger(tuner)
         # A table replaces its cells' errored trials (study.table.search): after a stop, one may still be due.
-        search_done = ledger.finished(spec.search.num_trials, errors_replaced=context.plan is not None)
+        done = ledger.finished(spec.search.num_trials, errors_replaced=context.plan is not None)
+        progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, spec.search.num_trials)
         order = trial_numbers(layout.optuna_url, spec.name)
-        outcome = _summarize(
-            spec, results, parent, time.perf_counter() - started, order, None if search_done else ledger.unfinished()
-        )
+        outcome = _summarize(spec, results, parent, time.perf_counter() - started, order, progress)
         outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
         if outcome.succeeded and spec.final.seeds > 0:
             check_stop("after the search stage, before the final stage")
-            groups, unfinished, planned = _run_final_stage(context, store, parent, results, outcome.failures)
+            groups, progress = _run_final_stage(context, store, parent, results, outcome.failures)
             outcome = dataclasses.replace(
                 outcome,
                 final=groups,
-                interrupted=unfinished is not None,
+                interrupted=progress is not None,
                 wall_time_s=time.perf_counter() - started,
-                stage=R.STAGE_FINAL,
-                planned=planned,
-                unfinished=unfinished or 0,
+                progress=progress,
             )
     except StudyStopped:
         # A stop signal at a point where nothing is half-written.

@@ -113,6 +113,7 @@ def test_sigusr1_once_every_trial_exists_is_no_result_and_resume_finishes(tmp_pa
     # Between the two drivers the study says where it stands, starting nothing.
     assert out["status"].returncode == 0 and f"of {NUM_TRIALS}" in out["status"].stdout, out["status"]
     assert "Best trial" not in first and "stopped on SIGUSR1 in its search stage" in first, first[-3000:]
+    assert f"{NUM_TRIALS - 1} of {NUM_TRIALS} trials ended (0 failed), 1 stopped mid-way; no result yet" in first
     located = shlex.join([str(tmp_path / R.SPEC_FILE), "--set", f"storage={storage}"])
     assert first.strip().splitlines()[-1] == (
         f"stopped on SIGUSR1; continue it with: python -m study.run {located} --resume"
