@@ -73,7 +73,7 @@ _received: int | None = None
 _repeats = 0
 _installed = False
 _in_fit = False
-_lock = threading.Lock()
+_lock = threading.RLock()  # a second signal may interrupt the first one's handler, in the same thread
 _event = threading.Event()
 _last_words: Callable[[int], None] | None = None
 _on_stop: list[Callable[[], None]] = []
@@ -128,15 +128,25 @@ def record(signum: int, frame: Any) -> None:
             _repeats += 1
     if first:
         for hook in list(_on_stop):
-            hook()
+            with contextlib.suppress(Exception):  # a handler must not raise into whatever it interrupted
+                hook()
         again = " (Ctrl-C again: stop without waiting for the running trials)" if signum == signal.SIGINT else ""
-        print(f"{name} received: stopping the study{again}", flush=True)
+        _say(f"{name} received: stopping the study{again}")
         _event.set()
         return
     if _repeats == 1:
-        print(f"{name} received again: stopping without waiting for the running trials", flush=True)
+        _say(f"{name} received again: stopping without waiting for the running trials")
     if signum == signal.SIGINT and not _in_fit:
         raise KeyboardInterrupt
+
+
+def _say(line: str) -> None:
+    """Print ``line`` from a signal handler, which may have interrupted a print (Python refuses a reentrant write to a
+    buffered stream: the line then goes straight to file descriptor 1)."""
+    try:
+        print(line, flush=True)
+    except RuntimeError:
+        os.write(1, (line + "\n").encode())
 
 
 def on_stop(hook: Callable[[], None]) -> None:
