@@ -77,8 +77,11 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 KillWait=30
 MinJobAge=600
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 {nodes}
-PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes={node_list} MaxTime=INFINITE State=UP PriorityTier=2
 """
 
 
@@ -169,8 +172,8 @@ class SlurmCluster:
         log.close()
 
     def _nodes_idle(self) -> bool:
-        out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"]).stdout.split()
-        return out.count("idle") == len(self.nodes)
+        lines = set(self.run(["sinfo", "-h", "-N", "-o", "%N %t"]).stdout.splitlines())  # a node per partition
+        return sum(line.endswith(" idle") for line in lines) == len(self.nodes)
 
     def _wait(self, ready: Any, what: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
