@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from study.arguments import ArgumentParser, one_line
+from study.deploy.render import fill, load_template
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
 
@@ -302,26 +303,19 @@ def _configmap_name(d: Deployment) -> str:
     return f"{d.name}-spec"
 
 
+#: The entrypoint's template (package data: study/deploy/templates/), filled by :func:`study.deploy.render.fill`.
+TEMPLATE = "kuberay_start.sh"
+
+
 def start_script(d: Deployment) -> str:
     """The entrypoint: start the study, or continue it (``--resume``) when its ``spec.yaml`` is in the bucket."""
-    study_spec = f"{d.study_root}/{R.SPEC_FILE}"
-    return f"""#!/bin/bash
-# The RayJob's entrypoint: Ray's job supervisor runs it on the head pod, with RAY_ADDRESS set to this cluster and the
-# head's environment (the token, the S3 keys and the stores' passwords, all from Secrets). Written by dmlstudy kuberay.
-set -u
-SPEC={MOUNT}/{R.SPEC_FILE}
-# The driver writes the study's {R.SPEC_FILE} to the bucket when it starts it. A RayJob retried after a failure
-# (backoffLimit: a new cluster) or applied again finds it there and continues the study: finished trials are kept,
-# running ones restart from their last checkpoint (python -m study.run refuses an existing study without --resume).
-STUDY_SPEC={study_spec}
-python -c 'import sys; from study.runtime.storage import read_bytes; sys.exit(0 if read_bytes(sys.argv[1]) is not None else 3)' "$STUDY_SPEC"
-case $? in
-  0) echo "continuing study {d.spec.name} (found $STUDY_SPEC): --resume"; set -- --resume ;;
-  3) echo "starting study {d.spec.name}"; set -- ;;
-  *) echo "error: cannot tell whether $STUDY_SPEC exists (above): check the S3 Secret and AWS_ENDPOINT_URL" >&2; exit 1 ;;
-esac
-exec python -m study.run "$SPEC" "$@" --max-failures {d.max_failures}
-"""
+    values = {
+        "spec": f"{MOUNT}/{R.SPEC_FILE}",
+        "name": d.spec.name,
+        "study_spec": f"{d.study_root}/{R.SPEC_FILE}",
+        "max_failures": d.max_failures,
+    }
+    return fill(load_template(TEMPLATE), values)
 
 
 def configmap(d: Deployment) -> dict[str, Any]:

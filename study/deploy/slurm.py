@@ -2,9 +2,11 @@
 cluster of its own, through the job's time limit and preemption by requeueing and resuming.
 
 The command writes an sbatch script into the study directory (:data:`~trainables.schema.record.SLURM_SCRIPT_FILE`)
-and submits it (``sbatch --parsable``; ``--dry-run`` prints it instead). The script is written by hand, not through a
-Slurm or Ray library, because it has to be the script a user could have written: readable, editable, resubmittable
-with plain ``sbatch``, and debuggable from its own log. What it does, and why (docs/cluster.md "Deploy on Slurm"):
+and submits it (``sbatch --parsable``; ``--dry-run`` prints it instead). The script is a real shell file,
+``study/deploy/templates/slurm.sbatch.sh``, not made through a Slurm or Ray library, because it has to be the script a
+user could have written: readable, editable (its marked sections), resubmittable with plain ``sbatch``, and debuggable
+from its own log; :func:`study.deploy.render.fill` writes each value into it, quoted for where it lands. What it does,
+and why (docs/cluster.md "Deploy on Slurm"):
 
 - one ``srun`` step per node: ``ray start --head`` on the first, ``ray start --address`` on every other one, at the
   address Slurm itself reaches the node at (its ``NodeAddr``), on ports and a ``RAY_TMPDIR`` derived from the job
@@ -35,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from study.arguments import ArgumentParser, one_line
+from study.deploy.render import fill, load_template
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
 
@@ -120,181 +123,48 @@ class SlurmJob:
     command_line: str = ""
 
 
+#: The sbatch script's template (package data: study/deploy/templates/), filled by :func:`study.deploy.render.fill`.
+TEMPLATE = "slurm.sbatch.sh"
+
+
 def render_script(job: SlurmJob) -> str:
-    """The sbatch script (no secret in it: the token is made inside the job)."""
-    q = shlex.quote
-    head = [
-        "#!/bin/bash",
-        f"# Written by `dmlstudy slurm` for study {job.name!r} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC):",
-        f"#   {job.command_line}",
-        '# The script you would write by hand (docs/cluster.md, "Deploy on Slurm"): edit it and `sbatch` it again',
-        "# freely. Its log (every requeued run appended) is beside it.",
-        f"#SBATCH --job-name={job.job_name}",
-        f"#SBATCH --nodes={job.nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --cpus-per-task={job.cpus_per_node}",
-    ]
-    if job.gpus_per_node:
-        head.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
-    head.append(f"#SBATCH --time={job.time}")
-    if job.partition:
-        head.append(f"#SBATCH --partition={job.partition}")
-    if job.account:
-        head.append(f"#SBATCH --account={job.account}")
-    head += [
-        f"#SBATCH --signal=B:USR1@{job.signal_lead_s}",
-        "#SBATCH --requeue",
-        "#SBATCH --open-mode=append",
-        f"#SBATCH --output={job.study_dir}/{R.SLURM_LOG_FILE}",
-        f"#SBATCH --chdir={job.workdir}",
-        *(f"#SBATCH {line}" for line in job.sbatch_lines),
-    ]
-    gres = f" --gres=gpu:{job.gpus_per_node}" if job.gpus_per_node else ""
-    driver = [
-        '"$PYTHON" -m study.run',
-        q(str(job.spec_path)),
-        *(f"--set {q(o)}" for o in job.overrides),
-        '--address "$RAY_ADDRESS" --shared-storage',
-        f"--max-failures {job.max_failures}",
-        f"--drain-timeout {job.drain_timeout_s}",
-        "$resume",
-    ]
-    setup = "\n".join(job.setup_lines) if job.setup_lines else "# (no --setup lines)"
-    body = f"""
-# USR1 comes {job.signal_lead_s} s before the time limit (Slurm looks every ~30 s, so up to ~30 s earlier); the driver
-# then has --drain-timeout {job.drain_timeout_s} s for running trials to checkpoint, and the rest to save and stop.
-# Not `set -e`: every exit code below is looked at.
-set -uo pipefail
-STUDY_DIR={q(str(job.study_dir))}
-PYTHON={q(job.python)}
-RAY={q(str(Path(job.python).with_name("ray")))}
-MAX_REQUEUES={job.max_requeues}
-CONTINUE={q(job.command_line)}
-restarts=${{SLURM_RESTART_COUNT:-0}}
-say() {{ echo "[$(date '+%F %T')] $*"; }}
-say "job $SLURM_JOB_ID run $((restarts + 1)) (SLURM_RESTART_COUNT=$restarts) on $SLURM_JOB_NODELIST"
-
-{setup}
-
-# A Ray cluster of this job's own. Its ports and temp dir come from the job id, so two jobs on one node never meet
-# (Ray's defaults, 6379 and /tmp/ray, are every user's); a requeued run keeps its id and reuses them.
-port_base=$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SLOTS} * 100 ))
-export RAY_TMPDIR="${{TMPDIR:-/tmp}}/dmlray-$SLURM_JOB_ID"
-# Token authentication (Ray >= 2.59): a fresh token for this run, in the environment only. srun passes the
-# environment to every step, the driver inherits it; it is written to no file, not even this script.
-export RAY_AUTH_MODE=token
-RAY_AUTH_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')
-export RAY_AUTH_TOKEN
-# On SIGTERM a node drains for 2 s, not Ray's default 30 s: well inside Slurm's KillWait.
-export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=2
-
-# Each node at the address Slurm reaches it at (its NodeAddr), head first.
-node_ip() {{
-  local addr
-  addr=$(scontrol show node "$1" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-  getent ahostsv4 "$addr" | awk 'NR == 1 {{ print $1 }}'
-}}
-mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
-head_ip=$(node_ip "${{nodes[0]}}")
-export RAY_ADDRESS="$head_ip:$port_base"
-
-signalled=""
-driver_pid=""
-on_signal() {{
-  signalled=$1
-  if [ -n "$driver_pid" ]; then
-    say "SIG$1: asking the driver (PID $driver_pid) to stop at its trials' next checkpoint"
-    kill -USR1 "$driver_pid" 2>/dev/null
-  else
-    say "SIG$1 before the driver started"
-  fi
-}}
-trap 'on_signal USR1' USR1
-trap 'on_signal TERM' TERM
-
-# One srun step per node (the PIDs below are this job's Ray, the only Ray it ever stops).
-ray_pids=()
-start_node() {{  # INDEX NODE ray-start-arguments...
-  local i=$1 node=$2
-  shift 2
-  srun --nodes=1 --ntasks=1 --nodelist="$node" --cpus-per-task={job.cpus_per_node}{gres} \\
-    "$RAY" start --block --disable-usage-stats --node-ip-address="$(node_ip "$node")" \\
-    --num-cpus={job.cpus_per_node} --num-gpus={job.gpus_per_node} --temp-dir="$RAY_TMPDIR" \\
-    --dashboard-agent-listen-port=$((port_base + 10 + i)) "$@" &
-  ray_pids+=($!)
-}}
-stop_ray() {{
-  say "stopping this job's Ray nodes (srun PIDs ${{ray_pids[*]}})"
-  kill -TERM "${{ray_pids[@]}}" 2>/dev/null  # srun ends its step: Slurm signals its every process (ray, raylet, workers)
-  for _ in $(seq 60); do
-    kill -0 "${{ray_pids[@]}}" 2>/dev/null || break
-    sleep 1
-  done
-  kill -KILL "${{ray_pids[@]}}" 2>/dev/null
-  wait "${{ray_pids[@]}}" 2>/dev/null
-}}
-
-start_node 0 "${{nodes[0]}}" --head --port="$port_base" --include-dashboard=false
-for _ in $(seq 120); do  # the head's GCS answers
-  (exec 3<>"/dev/tcp/$head_ip/$port_base") 2>/dev/null && break
-  kill -0 "${{ray_pids[0]}}" 2>/dev/null || break
-  sleep 1
-done
-if ! kill -0 "${{ray_pids[0]}}" 2>/dev/null; then
-  say "the Ray head did not start (its lines are above); not requeued"
-  exit 1
-fi
-for i in $(seq 1 $(( ${{#nodes[@]}} - 1 ))); do
-  start_node "$i" "${{nodes[$i]}}" --address="$RAY_ADDRESS"
-done
-"$PYTHON" - "$RAY_ADDRESS" "${{#nodes[@]}}" <<'EOF'  # wait until every node has joined (at most 5 min)
-import sys, time, ray
-ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-deadline = time.monotonic() + 300
-while sum(n["Alive"] for n in ray.nodes()) < int(sys.argv[2]) and time.monotonic() < deadline:
-    time.sleep(1)
-print(f"ray: {{sum(n['Alive'] for n in ray.nodes())}} of {{sys.argv[2]}} nodes up", flush=True)
-EOF
-say "Ray cluster at $RAY_ADDRESS"
-
-# A study that exists (its {R.SPEC_FILE} is written before its first trial) is resumed: a requeued run, or a new job
-# for a study that ran before. Not SLURM_RESTART_COUNT alone: a run stopped before the study began must start it.
-resume=""
-[ -e "$STUDY_DIR/{R.SPEC_FILE}" ] && resume="--resume"
-if [ -z "$signalled" ]; then
-  say "driver: study.run $resume"
-  {" ".join(driver)} &
-  driver_pid=$!
-  while :; do  # a trap interrupts `wait`: wait again until the driver has really exited
-    wait "$driver_pid"
-    rc=$?
-    kill -0 "$driver_pid" 2>/dev/null || break
-  done
-else
-  rc=3
-fi
-say "driver exited with $rc"
-stop_ray
-
-case $rc in
-  0)
-    srun --nodes={job.nodes} --ntasks-per-node=1 rm -rf "$RAY_TMPDIR"
-    say "study finished"
-    exit 0 ;;
-  3)  # stopped on the signal, nothing lost: the requeued run resumes
-    if [ "$restarts" -lt "$MAX_REQUEUES" ]; then
-      say "requeueing (requeue $((restarts + 1)) of at most $MAX_REQUEUES)"
-      scontrol requeue "$SLURM_JOB_ID"
-      exit 0
-    fi
-    say "stopped after $MAX_REQUEUES requeues (--max-requeues); continue the study with: $CONTINUE"
-    exit 3 ;;
-  *)
-    say "the driver failed (exit $rc: 2 bad input, 1 the study failed); not requeued; see $STUDY_DIR/{R.STUDY_LOG_FILE}"
-    exit "$rc" ;;
-esac
-"""
-    return "\n".join(head) + "\n" + body
+    """The sbatch script (no secret in it: the token is made inside the job): :data:`TEMPLATE`, every value quoted
+    for where it lands (:mod:`study.deploy.render`)."""
+    sets = [word for o in job.overrides for word in ("--set", o)]
+    values = {
+        "name": job.name,
+        "written_at": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
+        "command_line": job.command_line,
+        "job_name": job.job_name,
+        "nodes": job.nodes,
+        "cpus_per_node": job.cpus_per_node,
+        "gpus_per_node": job.gpus_per_node,
+        "gpus_option": job.gpus_per_node or None,  # no --gpus-per-node line without GPUs
+        "time": job.time,
+        "partition": job.partition or None,
+        "account": job.account or None,
+        "signal_lead_s": job.signal_lead_s,
+        "drain_timeout_s": job.drain_timeout_s,
+        # Slurm expands %j and the like in --output: a % of the directory's own is written %%.
+        "output": f"{str(job.study_dir).replace('%', '%%')}/{R.SLURM_LOG_FILE}",
+        "workdir": str(job.workdir),
+        "sbatch_lines": list(job.sbatch_lines),
+        "study_dir": str(job.study_dir),
+        "study_spec": str(job.study_dir / R.SPEC_FILE),
+        "study_log": str(job.study_dir / R.STUDY_LOG_FILE),
+        "python": job.python,
+        "ray": str(Path(job.python).with_name("ray")),
+        "spec": str(job.spec_path),
+        "sets": sets,
+        "max_requeues": job.max_requeues,
+        "max_failures": job.max_failures,
+        "continue_command": job.command_line,
+        "gres": [f"--gres=gpu:{job.gpus_per_node}"] if job.gpus_per_node else [],
+        "setup": list(job.setup_lines) or ["# (no --setup lines)"],
+        "port_base": PORT_BASE,
+        "port_slots": PORT_SLOTS,
+    }
+    return fill(load_template(TEMPLATE), values)
 
 
 def _parser(prog: str) -> ArgumentParser:
