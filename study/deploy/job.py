@@ -81,9 +81,10 @@ CLOCK_SLACK_S = 5
 _ENDING_STATES = frozenset({"COMPLETING", "CANCELLED", "PREEMPTED", "TIMEOUT"})
 
 
-def say(line: str) -> None:
-    """One line of the job's log, as the script's ``say`` writes it."""
-    print(f"[{datetime.now():%Y-%m-%d %H:%M:%S}] {line}", flush=True)
+def say(line: str, err: bool = False) -> None:
+    """One line of the job's log, as the script's ``say`` writes it (``err``: on stderr, where a command's stdout is
+    the script's value)."""
+    print(f"[{datetime.now():%Y-%m-%d %H:%M:%S}] {line}", file=sys.stderr if err else sys.stdout, flush=True)
 
 
 # ------------------------------------------------------------------------------------------------------ the nodes
@@ -240,11 +241,12 @@ def slurm_seconds(text: str) -> int | None:
     if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
         return None
     numbers = [int(p) for p in parts]
+    if days:  # D-HH[:MM[:SS]]
+        numbers += [0] * (3 - len(numbers))
+        return int(days) * 86400 + numbers[0] * 3600 + numbers[1] * 60 + numbers[2]
     if len(numbers) == 1:  # MM
-        seconds = numbers[0] * 60
-    else:  # [HH:]MM:SS
-        seconds = sum(n * 60**i for i, n in enumerate(reversed(numbers)))
-    return seconds + int(days or 0) * 86400
+        return numbers[0] * 60
+    return sum(n * 60**i for i, n in enumerate(reversed(numbers)))  # [HH:]MM:SS
 
 
 def parse_job_fields(text: str) -> SlurmView | None:
@@ -358,9 +360,9 @@ def _checkpointed(progress: RunProgress | None) -> str:
 def _no_progress(end: RunEnd) -> Ending:
     """Exit 3 after a run that checkpointed nothing: a requeue would repeat it. Say which ``--time`` would work."""
     p, limit = end.progress, end.slurm.time_limit_s if end.slurm else None
-    run = f"this run ran {end.elapsed_s:.0f} s"
+    run = f"in its {end.elapsed_s:.0f} s"
     if p is not None:
-        run += f" (the driver {p.run_s:.0f} s{f', stopped on {p.stopped_on}' if p.stopped_on else ''})"
+        run += f" (the driver ran {p.run_s:.0f} s{f', stopped on {p.stopped_on}' if p.stopped_on else ''})"
     elif not end.driver_started:
         run += " (the signal came before the driver started)"
     # The time from the job's start to its first checkpoint: Ray's start-up (the run less the driver), then the
@@ -374,7 +376,7 @@ def _no_progress(end: RunEnd) -> Ending:
         first = before_driver + (m.startup_s if m.startup_s else 2 * (m.epoch_s or 0))
         need = first + end.signal_lead_s + SIGNAL_SLACK_S
         need += max(60.0, 0.25 * first)  # margin: a loaded node, a slower restore
-        epoch = f"a trial-epoch takes {m.epoch_s:.0f} s" if m.epoch_s else "no epoch time is known"
+        epoch = f"A trial-epoch takes {m.epoch_s:.0f} s" if m.epoch_s else "No epoch time is known"
         startup = f"start-up to the first epoch {m.startup_s:.0f} s" if m.startup_s else "start-up unknown"
         minutes = _minutes(need)
         why = (
@@ -383,10 +385,10 @@ def _no_progress(end: RunEnd) -> Ending:
         )
     else:
         minutes = 2 * _minutes(limit) if limit else 2 * _minutes(end.elapsed_s)
-        why = "no epoch finished within it, so the time an epoch takes is unknown: give it at least double"
+        why = "No epoch finished within it, so the time an epoch takes is unknown: give it at least double"
     return Ending(
         "stop",
-        f"not requeued: this run checkpointed no epoch, {run}, and a requeued run would do the same. {why}: "
+        f"not requeued: this run checkpointed no epoch {run}, and a requeued run would do the same. {why}: "
         f"--time {minutes}{now}; continue the study with: {with_time(end.continue_command, minutes)}",
         3,
     )
@@ -423,21 +425,27 @@ def decide(end: RunEnd) -> Ending:
     if end.progress is None or end.progress.epochs_checkpointed == 0:
         return _no_progress(end)
     if end.restarts >= end.max_requeues:
-        return Ending(
-            "stop", f"stopped after {end.max_requeues} requeues (--max-requeues){done}; {_continue(end)}", 3
-        )
+        return Ending("stop", f"stopped after {end.max_requeues} requeues (--max-requeues){done}; {_continue(end)}", 3)
     p = end.progress
     times = ", ".join(
-        t for t in (f"epoch {p.epoch_s:.0f} s" if p.epoch_s else "", f"start-up {p.startup_s:.0f} s" if p.startup_s else "") if t
+        t
+        for t in (
+            f"epoch {p.epoch_s:.0f} s" if p.epoch_s else "",
+            f"start-up {p.startup_s:.0f} s" if p.startup_s else "",
+        )
+        if t
     )
     return Ending(
         "requeue",
-        f"requeueing (requeue {end.restarts + 1} of at most {end.max_requeues}){done}" + (f" ({times})" if times else ""),
+        f"requeueing (requeue {end.restarts + 1} of at most {end.max_requeues}){done}"
+        + (f" ({times})" if times else ""),
         0,
     )
 
 
-def finish(end: RunEnd, job_id: str, requeue: Callable[[], tuple[int, str]], view: Callable[[], SlurmView | None]) -> Ending:
+def finish(
+    end: RunEnd, job_id: str, requeue: Callable[[], tuple[int, str]], view: Callable[[], SlurmView | None]
+) -> Ending:
     """Say :func:`decide`'s line and, for a requeue, run ``requeue()`` (``scontrol requeue``: its exit code and
     message); when it fails the job is either being requeued by Slurm itself (``view()``: preemption) or it ends
     FAILED (exit 3) with one more line and the command that continues the study."""
@@ -543,7 +551,7 @@ def _parser() -> ArgumentParser:
     nodes.add_argument("--timeout", type=float, default=NODES_TIMEOUT_S)
     end = sub.add_parser("end", help="after the driver: requeue, or say why not; exits with the job's code")
     end.add_argument("--rc", type=int, required=True)
-    end.add_argument("--driver-started", choices=("yes", "no"), default="yes")
+    end.add_argument("--driver-pid", default="", help="the driver's PID (empty: it never started)")
     end.add_argument("--elapsed", type=float, required=True, help="seconds since the script started")
     end.add_argument("--study-dir", required=True)
     end.add_argument("--max-requeues", type=int, required=True)
@@ -584,7 +592,7 @@ def _wait_nodes(address: str, count: int, timeout_s: float) -> int:
 def _end(a: argparse.Namespace) -> int:
     job_id = os.environ.get("SLURM_JOB_ID", "?")
     study_dir = Path(a.study_dir)
-    driver_started = a.driver_started == "yes"
+    driver_started = bool(a.driver_pid)
     progress, note = (None, "the driver did not run")
     if driver_started:
         progress, note = _this_runs_progress(study_dir, a.rc, time.time() - a.elapsed)
@@ -629,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "wait-head":
         address, why = wait_head(a.tmpdir, a.since, a.timeout, alive=lambda: _pid_alive(a.pid))
         if address is None:
-            say(f"{why}; not requeued")
+            say(f"{why}; not requeued", err=True)
             return 1
         print(address)
         return 0

@@ -43,10 +43,7 @@ from trainables.schema.errors import SpecError, StudyError
 
 __all__ = ["SlurmJob", "job_line", "job_state", "print_job_line", "main", "parse_time", "render_script"]
 
-#: Each job gets 100 ports from here on, by its id (below Linux's ephemeral range, 32768-60999).
-PORT_BASE = 20000
-PORT_SLOTS = 120
-#: Most nodes a job may have: each node's dashboard agent gets its own port of the job's 100.
+#: Most nodes a job may have (a bound of the command's, kept from when each node took one of the job's 100 ports).
 MAX_NODES = 90
 #: sbatch options the command sets itself: an ``--sbatch`` line naming one is refused (one place decides each).
 _MANAGED = {
@@ -161,8 +158,6 @@ def render_script(job: SlurmJob) -> str:
         "continue_command": job.command_line,
         "gres": [f"--gres=gpu:{job.gpus_per_node}"] if job.gpus_per_node else [],
         "setup": list(job.setup_lines) or ["# (no --setup lines)"],
-        "port_base": PORT_BASE,
-        "port_slots": PORT_SLOTS,
     }
     return fill(load_template(TEMPLATE), values)
 

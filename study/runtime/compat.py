@@ -128,7 +128,7 @@ def cluster_nodes(address: str, timeout_s: float) -> list[GcsNode]:
     starting a driver (``ray.init``): ``GcsClient.get_all_node_info`` and ``GcsNodeInfo``'s fields. Raises
     ``ray.exceptions.AuthenticationError`` when the cluster refuses the token; building the client against a port
     where nothing listens takes Ray's ~40 s of retries, so connect first."""
-    from ray.core.generated.gcs_pb2 import GcsNodeInfo
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
 
     infos = gcs_client(address).get_all_node_info(timeout=timeout_s)
     return [GcsNode(n.is_head_node, n.state == GcsNodeInfo.ALIVE, n.temp_dir) for n in infos.values()]

@@ -26,7 +26,6 @@
 set -uo pipefail
 
 # --- values: filled in by dmlstudy slurm, each quoted for bash ---
-# shellcheck disable=SC2034  # the study's directory, for lines of your own (nothing below needs it)
 STUDY_DIR={{sh:study_dir}}
 STUDY_SPEC={{sh:study_spec}}
 STUDY_LOG={{sh:study_log}}
@@ -47,9 +46,9 @@ say "job $SLURM_JOB_ID run $((restarts + 1)) (SLURM_RESTART_COUNT=$restarts) on 
 {{lines:setup}}
 # --- end setup ---
 
-# A Ray cluster of this job's own. Its ports and temp dir come from the job id, so two jobs on one node never meet
-# (Ray's defaults, 6379 and /tmp/ray, are every user's); a requeued run keeps its id and reuses them.
-port_base=$(( {{int:port_base}} + SLURM_JOB_ID % {{int:port_slots}} * 100 ))
+# A Ray cluster of this job's own, in a temp dir of the job's (Ray's default, /tmp/ray, is every user's; a requeued run
+# keeps its id and reuses it). Every port its nodes listen on is the kernel's pick as they bind (python -m
+# study.deploy.job ray-node): none can be one another job on the node holds (Ray's defaults, 6379 and up, are fixed).
 export RAY_TMPDIR="${TMPDIR:-/tmp}/dmlray-$SLURM_JOB_ID"
 # Token authentication (Ray >= 2.59): a fresh token for this run, in the environment only. srun passes the
 # environment to every step, the driver inherits it; it is written to no file, not even this script.
@@ -59,15 +58,13 @@ export RAY_AUTH_TOKEN
 # On SIGTERM a node drains for 2 s, not Ray's default 30 s: well inside Slurm's KillWait.
 export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=2
 
-# Each node at the address Slurm reaches it at (its NodeAddr), head first.
+# Each node at the address Slurm reaches it at (its NodeAddr); the head first, on the node that runs this script.
 node_ip() {
   local addr
   addr=$(scontrol show node "$1" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
   getent ahostsv4 "$addr" | awk 'NR == 1 { print $1 }'
 }
-mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
-head_ip=$(node_ip "${nodes[0]}")
-export RAY_ADDRESS="$head_ip:$port_base"
+mapfile -t nodes < <("$PYTHON" -m study.deploy.job nodes)
 
 signalled=""
 driver_pid=""
@@ -86,13 +83,12 @@ trap 'on_signal TERM' TERM
 
 # One srun step per node (the PIDs below are this job's Ray, the only Ray it ever stops).
 ray_pids=()
-start_node() {  # INDEX NODE ray-start-arguments...
-  local i=$1 node=$2
-  shift 2
+start_node() {  # NODE [--address HEAD]: `ray start --block` there (no --address: the head)
+  local node=$1
+  shift
   srun --nodes=1 --ntasks=1 --nodelist="$node" --cpus-per-task={{int:cpus_per_node}} "${GRES[@]}" \
-    "$RAY" start --block --disable-usage-stats --node-ip-address="$(node_ip "$node")" \
-    --num-cpus={{int:cpus_per_node}} --num-gpus={{int:gpus_per_node}} --temp-dir="$RAY_TMPDIR" \
-    --dashboard-agent-listen-port=$((port_base + 10 + i)) "$@" &
+    "$PYTHON" -m study.deploy.job ray-node --ray "$RAY" --ip "$(node_ip "$node")" --cpus {{int:cpus_per_node}} \
+    --gpus {{int:gpus_per_node}} --tmpdir "$RAY_TMPDIR" "$@" &
   ray_pids+=($!)
 }
 stop_ray() {
@@ -106,27 +102,20 @@ stop_ray() {
   wait "${ray_pids[@]}" 2>/dev/null
 }
 
-start_node 0 "${nodes[0]}" --head --port="$port_base" --include-dashboard=false
-for _ in $(seq 120); do  # the head's GCS answers
-  (exec 3<>"/dev/tcp/$head_ip/$port_base") 2>/dev/null && break
-  kill -0 "${ray_pids[0]}" 2>/dev/null || break
-  sleep 1
-done
-if ! kill -0 "${ray_pids[0]}" 2>/dev/null; then
-  say "the Ray head did not start (its lines are above); not requeued"
+head_started=$(date +%s)
+start_node "${nodes[0]}"
+# The address Ray wrote to RAY_TMPDIR in this run, once a head there accepts this run's token and is this job's (its
+# temp dir): another job's head on the same port is not taken for it (at most 2 min).
+if ! RAY_ADDRESS=$("$PYTHON" -m study.deploy.job wait-head --tmpdir "$RAY_TMPDIR" --pid "${ray_pids[0]}" \
+    --since "$head_started"); then
+  stop_ray
   exit 1
 fi
-for i in $(seq 1 $(( ${#nodes[@]} - 1 ))); do
-  start_node "$i" "${nodes[$i]}" --address="$RAY_ADDRESS"
+export RAY_ADDRESS
+for node in "${nodes[@]:1}"; do
+  start_node "$node" --address "$RAY_ADDRESS"
 done
-"$PYTHON" - "$RAY_ADDRESS" "${#nodes[@]}" <<'EOF'  # wait until every node has joined (at most 5 min)
-import sys, time, ray
-ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-deadline = time.monotonic() + 300
-while sum(n["Alive"] for n in ray.nodes()) < int(sys.argv[2]) and time.monotonic() < deadline:
-    time.sleep(1)
-print(f"ray: {sum(n['Alive'] for n in ray.nodes())} of {sys.argv[2]} nodes up", flush=True)
-EOF
+"$PYTHON" -m study.deploy.job wait-nodes "$RAY_ADDRESS" "${#nodes[@]}"  # every node joined (at most 5 min)
 say "Ray cluster at $RAY_ADDRESS"
 
 # A study that exists (its spec file is written before its first trial) is resumed: a requeued run, or a new job
@@ -148,21 +137,13 @@ else
 fi
 say "driver exited with $rc"
 stop_ray
+[ "$rc" -eq 0 ] && srun --nodes={{int:nodes}} --ntasks-per-node=1 rm -rf "$RAY_TMPDIR"
 
-case $rc in
-  0)
-    srun --nodes={{int:nodes}} --ntasks-per-node=1 rm -rf "$RAY_TMPDIR"
-    say "study finished"
-    exit 0 ;;
-  3)  # stopped on the signal, nothing lost: the requeued run resumes
-    if [ "$restarts" -lt "$MAX_REQUEUES" ]; then
-      say "requeueing (requeue $((restarts + 1)) of at most $MAX_REQUEUES)"
-      scontrol requeue "$SLURM_JOB_ID"
-      exit 0
-    fi
-    say "stopped after $MAX_REQUEUES requeues (--max-requeues); continue the study with: $CONTINUE"
-    exit 3 ;;
-  *)
-    say "the driver failed (exit $rc: 2 bad input, 1 the study failed); not requeued; see $STUDY_LOG"
-    exit "$rc" ;;
-esac
+# What next (python -m study.deploy.job end, docs/cluster.md): exit 3 is requeued (scontrol requeue) only after a run
+# that checkpointed an epoch, while --max-requeues lasts, and not when the job was cancelled or Slurm requeues it
+# itself (preemption). Every other ending is one line with the command that continues the study; a stop that is not
+# requeued ends the job FAILED (exit 3).
+"$PYTHON" -m study.deploy.job end --rc "$rc" --driver-pid "$driver_pid" --elapsed "$SECONDS" \
+  --study-dir "$STUDY_DIR" --max-requeues "$MAX_REQUEUES" --signal-lead {{int:signal_lead_s}} \
+  --continue "$CONTINUE" --study-log "$STUDY_LOG"
+exit $?
