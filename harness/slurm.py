@@ -9,7 +9,8 @@ Debian's slurmctld/slurmd/slurm-client/munge (22.05) run unmodified; what makes 
   exec`` would remount /sys, and slurmd then fails on cgroups. ``127.0.0.2/8`` on ``lo``: without a second address
   slurmctld loops on getaddrinfo.
 - munged of its own (key, socket, pid, log under the cluster's directory): the host's munge is left alone.
-- ``AuthInfo=...,cred_expire=10``: a requeued job is held for the credential's lifetime (120 s by default).
+- ``AuthInfo=...,cred_expire=10``: a requeued job is held for the credential's lifetime (120 s by default);
+  ``sched_interval=5,bf_interval=5``: then started within seconds (Slurm's scheduler passes come every 60 and 30 s).
 - Preemption as a cluster may configure it: ``PreemptType=preempt/partition_prio``, ``PreemptMode=REQUEUE``; a job
   submitted to ``urgent`` (``PriorityTier=2``) preempts one in ``debug`` (the default, ``PriorityTier=1``) on the
   same CPUs, and Slurm requeues the preempted job itself (SIGTERM to every process, ``KillWait`` 30 s).
@@ -72,6 +73,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=5,bf_interval=5
 JobRequeue=1
 ReturnToService=2
 MpiDefault=none

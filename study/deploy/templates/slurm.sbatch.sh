@@ -71,12 +71,12 @@ driver_pid=""
 # shellcheck disable=SC2329  # called by the traps below
 on_signal() {
   signalled=$1
-  if [ -n "$driver_pid" ]; then
+  if [ -z "$driver_pid" ]; then
+    say "SIG$1 before the driver started"
+  elif kill -0 "$driver_pid" 2>/dev/null; then
     say "SIG$1: asking the driver (PID $driver_pid) to stop at its trials' next checkpoint"
     kill -USR1 "$driver_pid" 2>/dev/null
-  else
-    say "SIG$1 before the driver started"
-  fi
+  fi  # (after the driver: Slurm's TERM to a job being requeued or cancelled; the lines below say what happens)
 }
 trap 'on_signal USR1' USR1
 trap 'on_signal TERM' TERM
