@@ -132,8 +132,8 @@ def test_term_to_every_process_requeues_and_a_refused_requeue_fails_with_the_com
     checkpointed. Run 2: requeue turned off on the job, the same signal: "scontrol requeue ... failed (Requested
     operation is presently disabled ...)", FAILED 3:0, and the command that continues the study; that command
     finishes it. (The driver's exit 3 after Ray's nodes got the TERM with it is the driver's part: study.run.)"""
-    epochs = 6
-    spec, study_dir = slurm.spec("t_term", epochs=epochs, batches=300)  # ~2-3 s an epoch
+    epochs = 4  # run 1 checkpoints one, run 2 one more (TERM ends Ray too: no drain), the continuation the rest
+    spec, study_dir = slurm.spec("t_term", epochs=epochs, batches=300)  # 3-8 s an epoch
     job = slurm.submit(
         ["slurm", str(spec), "--nodes", "1", "--time", "5", "--signal-lead", "30", "--max-requeues", "3"]
     )
