@@ -43,6 +43,7 @@ class Slurm:
 
     cluster: SlurmCluster
     root: Path
+    tmp: Path
     env: dict[str, str]
     t0: float = field(default_factory=time.monotonic)
     timeline: list[str] = field(default_factory=list)
@@ -103,7 +104,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     tmp = Path(tempfile.mkdtemp(prefix="slf", dir="/tmp"))  # short: Ray's unix sockets live under RAY_TMPDIR
     try:
         with SlurmCluster(root / "slurm", cpus=2) as cluster:
-            yield Slurm(cluster, root, cluster.env(TMPDIR=str(tmp), PYTHONPATH=str(REPO)))
+            yield Slurm(cluster, root, tmp, cluster.env(TMPDIR=str(tmp), PYTHONPATH=str(REPO)))
     finally:
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
@@ -214,4 +215,5 @@ def test_two_jobs_120_ids_apart_share_a_node(slurm: Slurm):
     for job, (_, study_dir) in zip((first, second), specs):
         assert ended[job].get("JobState") == "COMPLETED", logs[job][-3000:]
         assert "study finished" in logs[job] and ended[job].get("NodeList") == "n1"
+        assert not (slurm.tmp / f"dmlray-{job}").exists(), "the finished job left its RAY_TMPDIR"
         _epochs_once(study_dir, study_dir.name, 1)
