@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from study.validation import validate_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
+from trainables.schema.plain_text import control_character
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import set_path, spec_error
 
@@ -53,8 +54,24 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         except yaml.YAMLError as e:
             # The value is not echoed: it may be a URL with a password.
             raise SpecError(f"--set {key}: cannot parse the value as YAML ({_yaml_problem(e)})") from None
+        # Nor here. A control character, as typed or from a YAML escape ("a\nb"), would end a line of the job script
+        # or of a log that quotes the value.
+        for where in (text, *_strings(value)):
+            if (bad := control_character(where)) is not None:
+                raise SpecError(f"--set {key}: the value holds the control character {bad} (a value is one line)")
         set_path(tree, tuple(key.split(".")), value, f"--set {key}")
     return tree
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a parsed YAML value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _yaml_line(e: yaml.YAMLError) -> str:
