@@ -49,18 +49,22 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         key, sep, text = item.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*", key):
             raise SpecError(f"--set {item!r}: expected dotted.key=value")
+        # A control character, as typed or from a YAML escape ("a\nb"), would end a line of the job script or of a
+        # log that quotes the value. (The value is not echoed: it may be a URL with a password.)
+        _refuse_control(key, text)
         try:
             value = _load_yaml(text)
         except yaml.YAMLError as e:
-            # The value is not echoed: it may be a URL with a password.
             raise SpecError(f"--set {key}: cannot parse the value as YAML ({_yaml_problem(e)})") from None
-        # Nor here. A control character, as typed or from a YAML escape ("a\nb"), would end a line of the job script
-        # or of a log that quotes the value.
-        for where in (text, *_strings(value)):
-            if (bad := control_character(where)) is not None:
-                raise SpecError(f"--set {key}: the value holds the control character {bad} (a value is one line)")
+        for string in _strings(value):
+            _refuse_control(key, string)
         set_path(tree, tuple(key.split(".")), value, f"--set {key}")
     return tree
+
+
+def _refuse_control(key: str, text: str) -> None:
+    if (bad := control_character(text)) is not None:
+        raise SpecError(f"--set {key}: the value holds the control character {bad} (a value is one line)")
 
 
 def _strings(value: Any) -> list[str]:

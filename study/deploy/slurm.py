@@ -49,7 +49,16 @@ from trainables.schema.plain_text import control_character
 if TYPE_CHECKING:
     from trainables.schema.spec import StudySpec
 
-__all__ = ["SlurmJob", "job_line", "job_state", "print_job_line", "main", "parse_time", "render_script"]
+__all__ = [
+    "SlurmJob",
+    "job_line",
+    "job_state",
+    "print_job_line",
+    "print_unstarted",
+    "main",
+    "parse_time",
+    "render_script",
+]
 
 #: Each job gets 100 ports from here on, by its id (below Linux's ephemeral range, 32768-60999).
 PORT_BASE = 20000
@@ -440,6 +449,12 @@ def job_state(job_id: str) -> tuple[str, str]:
 
 def job_line(study_dir: str) -> str | None:
     """``Slurm job 123: RUNNING, restarted 1 time(s)`` for a study launched by ``dmlstudy slurm``, else ``None``."""
+    found = _job_of(study_dir)
+    return None if found is None else found[0]
+
+
+def _job_of(study_dir: str) -> tuple[str, str] | None:
+    """:func:`job_line` and the job's state (``"unknown"`` without an answer), or ``None`` without a job."""
     if "://" in study_dir:
         return None
     path = Path(study_dir) / R.SLURM_JOB_FILE
@@ -449,7 +464,37 @@ def job_line(study_dir: str) -> str | None:
         return None
     state, restarts = job_state(job_id)
     again = "restarts unknown" if restarts == "unknown" else f"restarted {restarts} time(s)"
-    return f"Slurm job {job_id}: {state}, {again}; log {Path(study_dir) / R.SLURM_LOG_FILE.replace('%j', job_id)}"
+    log = Path(study_dir) / R.SLURM_LOG_FILE.replace("%j", job_id)
+    return f"Slurm job {job_id}: {state}, {again}; log {log}", state
+
+
+#: Slurm's states of a job that will not run again (``scontrol``'s and ``sacct``'s names).
+_ENDED = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
+
+
+def print_unstarted(study_dir: str, what: str = "study") -> int | None:
+    """``dmlstudy status`` of a study (or table) that ``dmlstudy slurm`` submitted and whose job has not started it
+    yet (no spec file in its directory): print the job's line and return the exit code (0 while the job may still
+    start it, 2 once it has ended); ``None`` when no job was submitted from ``study_dir``."""
+    found = _job_of(study_dir)
+    if found is None:
+        return None
+    line, state = found
+    if state in _ENDED:
+        print(f"error: the {what} in {study_dir} was never started: {line}", file=sys.stderr)
+        return 2
+    print(f"{line}; the {what} has not started yet")
+    return 0
 
 
 def print_job_line(study_dir: str, indent: str = "") -> None:

@@ -26,18 +26,21 @@
 set -uo pipefail
 
 # --- values: filled in by dmlstudy slurm, each quoted for bash ---
-# shellcheck disable=SC2034  # the study's directory, for lines of your own (nothing below needs it)
-STUDY_DIR={{sh:study_dir}}
-STUDY_SPEC={{sh:study_spec}}
-STUDY_LOG={{sh:study_log}}
-PYTHON={{sh:python}}
-RAY={{sh:ray}}
-SPEC={{sh:spec}}
-SETS=({{words:sets}})
-MAX_REQUEUES={{int:max_requeues}}
-CONTINUE={{sh:continue_command}}
-GRES=({{words:gres}})
-ENV_FILES=({{words:env_files}})
+# shellcheck disable=SC2016,SC1003  # a value is literal text: a $, ` or \ in it is a character, never expanded
+{
+  # shellcheck disable=SC2034  # the study's directory, for lines of your own (nothing below needs it)
+  STUDY_DIR={{sh:study_dir}}
+  STUDY_SPEC={{sh:study_spec}}
+  STUDY_LOG={{sh:study_log}}
+  PYTHON={{sh:python}}
+  RAY={{sh:ray}}
+  SPEC={{sh:spec}}
+  SETS=({{words:sets}})
+  MAX_REQUEUES={{int:max_requeues}}
+  CONTINUE={{sh:continue_command}}
+  GRES=({{words:gres}})
+  ENV_FILES=({{words:env_files}})
+}
 # --- end values ---
 
 restarts=${SLURM_RESTART_COUNT:-0}
