@@ -318,7 +318,9 @@ def _check_sbatch_line(line: str) -> None:
             meant = [o for o in _GUARDED_LONG if o.startswith(option) and len(option) > 2]
             option = meant[0] if len(meant) == 1 else option
             if len(meant) > 1:
-                raise SpecError(f"--sbatch {line!r}: {option} abbreviates {' or '.join(meant)}, set here")
+                raise SpecError(
+                    f"--sbatch {line!r}: {option} abbreviates {' or '.join(meant)}, which dmlstudy slurm sets or refuses"
+                )
         if option in _MANAGED:
             raise SpecError(f"--sbatch {line!r}: {option} is set by dmlstudy slurm itself; use {_MANAGED[option]}")
         if option in _BREAKING:

@@ -304,3 +304,52 @@ def test_a_hostile_storage_never_runs_in_start_sh(tmp_path, payload):
     assert calls[0][-1] == f"{storage}/bspml_cub/{R.SPEC_FILE}"  # the existence check got the URI as one word
     assert calls[1] == ["-m", "study.run", f"{kuberay.MOUNT}/{R.SPEC_FILE}", "--max-failures", "3"]
     assert "starting study bspml_cub" in done.stdout
+
+
+# --- the spec intake ---------------------------------------------------------------------------------------------------
+
+_INTAKE_KEYS = [
+    ("name", "a{}b"),
+    ("storage", "/runs/a{}b"),
+    ("storage", "s3://bucket/a{}b"),
+    ("dataset.root", "/data/a{}b"),
+    ("dataset.split_file", "/data/a{}b"),
+    ("dataset.noise.file", "/data/a{}b"),
+    ("dataset.cache_dir", "/data/a{}b"),
+    ("dataset.annotations", "a{}b.csv"),
+    ("model.weights", "/w/a{}b.pth"),
+    ("tracking.uri", "http://mlflow:5000/a{}b"),
+    ("tracking.optuna_uri", "sqlite:////a{}b.db"),
+]
+
+
+@pytest.mark.parametrize("char", ["\n", "\x00", "\x85", "\u2028"])
+@pytest.mark.parametrize(("key", "value"), _INTAKE_KEYS)
+def test_the_spec_intake_refuses_a_control_character_naming_the_key(key, value, char):
+    from study.loading import parse_spec
+    from trainables.schema.trial import set_path
+
+    raw = tiny_spec("t_intake", epochs=2)
+    set_path(raw, tuple(key.split(".")), value.replace("{}", char), key)
+    with pytest.raises(SpecError) as refused:
+        parse_spec(raw, "spec.yaml", family_rules=False)
+    assert refused.value.key == key and str(refused.value).count("\n") == 0
+
+
+def test_a_yaml_escape_is_refused_in_a_file_and_in_a_set_value(tmp_path):
+    from harness.driver import tiny_table
+    from study.loading import load_spec
+    from study.table.spec import load_table
+
+    spec = tiny_spec("t_intake", epochs=2)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec) + 'storage: "/runs\\ntouch /tmp/x"\n')
+    with pytest.raises(SpecError, match="storage: holds the control character U\\+000A"):
+        load_spec(path)
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match="--set dataset.root: the value holds the control character U\\+0009"):
+        load_spec(path, ['dataset.root="/a\\tb"'])
+    table = tiny_table("t_table", epochs=2, batches_per_epoch=2, num_trials=1, seeds=1)
+    path.write_text(yaml.safe_dump({**table, "storage": "/runs\u2028x"}))  # written as a YAML escape
+    with pytest.raises(SpecError, match="storage: holds the control character U\\+2028"):
+        load_table(path)
