@@ -13,6 +13,9 @@ and why (docs/cluster.md "Deploy on Slurm"):
   id (two jobs on one node never collide on Ray's default ports: ray #10154, #59551);
 - a fresh token from ``/dev/urandom`` each run, exported (``RAY_AUTH_MODE=token``): every step and the driver inherit
   it; it is in no file, not even this script;
+- credentials from ``--env-file`` files (readable by their owner only), sourced with their variables exported; a
+  tracking URL with a password in it is refused, and sbatch gets no credential of the submitting shell (slurmctld
+  keeps a job's environment on disk);
 - the driver with an explicit ``--address`` (``address="auto"`` could attach to another user's cluster), with
   ``--resume`` once the study exists;
 - ``--signal=B:USR1@LEAD``: the script forwards ``USR1`` (and ``TERM``, preemption) to the driver, which stops for
@@ -396,7 +399,7 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
         nodes=a.nodes,
         cpus_per_node=cpus,
         gpus_per_node=gpus,
-        time=a.time,
+        time=a.time.strip(),
         signal_lead_s=lead,
         drain_timeout_s=max(5, lead // 2),  # the other half: Tune's snapshot, the stores, stopping Ray, requeueing
         max_requeues=a.max_requeues,
@@ -419,11 +422,26 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
 _NOT_EXPORTED = ("RAY_AUTH_TOKEN", "RAY_ADDRESS")
 
 
-def _submit_env(specs: list[StudySpec] | None = None) -> tuple[dict[str, str], list[str]]:
-    """sbatch's environment, and the credentials left out of it (to say so)."""
-    withheld = [k for k in credential_variables(os.environ, specs or []) if k not in _NOT_EXPORTED]
-    dropped = {*_NOT_EXPORTED, *withheld}
-    return {k: v for k, v in os.environ.items() if k not in dropped}, withheld
+#: sbatch's input variables for the options the script sets, or that its ``--sbatch`` guard refuses: sbatch reads
+#: them before the script's ``#SBATCH`` lines, which they would override (checked on Slurm 22.05: ``SBATCH_NO_REQUEUE=1``
+#: in a researcher's shell turns the requeue chain off, ``SBATCH_TIMELIMIT`` replaces ``--time``).
+_SBATCH_OVERRIDES = (
+    "SBATCH_TIMELIMIT", "SBATCH_SIGNAL", "SBATCH_REQUEUE", "SBATCH_NO_REQUEUE", "SBATCH_OPEN_MODE", "SBATCH_JOB_NAME",
+    "SBATCH_GPUS", "SBATCH_GPUS_PER_NODE", "SBATCH_ARRAY_INX", "SBATCH_EXPORT", "SBATCH_GET_USER_ENV", "SBATCH_WAIT",
+    "SBATCH_OUTPUT", "SBATCH_ERROR",
+)  # fmt: skip
+
+
+def _submit_env(job: SlurmJob) -> tuple[dict[str, str], list[str], list[str]]:
+    """sbatch's environment; the credentials and the overriding ``SBATCH_*`` variables left out of it (to say so).
+    A site's ``SBATCH_PARTITION``/``SBATCH_ACCOUNT`` stay unless ``--partition``/``--account`` was given."""
+    withheld = [k for k in credential_variables(os.environ, job.specs) if k not in _NOT_EXPORTED]
+    overriding = [*_SBATCH_OVERRIDES]
+    overriding += ["SBATCH_PARTITION"] if job.partition else []
+    overriding += ["SBATCH_ACCOUNT"] if job.account else []
+    overridden = sorted(k for k in overriding if k in os.environ)
+    dropped = {*_NOT_EXPORTED, *withheld, *overridden}
+    return {k: v for k, v in os.environ.items() if k not in dropped}, withheld, overridden
 
 
 def _run(
@@ -539,11 +557,16 @@ def _submit(job: SlurmJob, script: str) -> int:
         _remove(script_path, made)
         print(f"error: cannot write {script_path} ({e.strerror or type(e).__name__})", file=sys.stderr)
         return 2
-    env, withheld = _submit_env(list(job.specs))
+    env, withheld, overridden = _submit_env(job)
     if withheld:
         print(
             f"note: not passed to sbatch (slurmctld keeps a job's environment on disk): {', '.join(withheld)}; "
             "the job reads credentials from --env-file",
+            file=sys.stderr,
+        )
+    if overridden:
+        print(
+            f"note: not passed to sbatch (they would override the script's #SBATCH lines): {', '.join(overridden)}",
             file=sys.stderr,
         )
     submitted = _run(["sbatch", "--parsable", str(script_path)], timeout=120, env=env)

@@ -24,6 +24,7 @@ from trainables.schema.errors import SpecError
 SHELLCHECK = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
 #: Shell and sbatch syntax in every form a value could abuse; each holds the word PAYLOAD, the file it would create.
 HOSTILE = [
+    "plain_value",  # the ordinary case, shellchecked too
     "$(touch PAYLOAD)",
     "`touch PAYLOAD`",
     "'; touch PAYLOAD; '",
@@ -274,7 +275,7 @@ ON_CLUSTER = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("payload", ["$(id>{p})", "`id>{p}`", ";id>{p};", "'$(id>{p})'", '"$(id>{p})"'])
+@pytest.mark.parametrize("payload", ["", "$(id>{p})", "`id>{p}`", ";id>{p};", "'$(id>{p})'", '"$(id>{p})"'])
 def test_a_hostile_storage_never_runs_in_start_sh(tmp_path, payload):
     """``--set storage=s3://bucket/x$(id>FILE)`` passes the spec's checks (a valid s3:// URI); start.sh, rendered
     and run with a fake ``python`` on PATH, runs no ``id`` and hands the URI on as one word."""

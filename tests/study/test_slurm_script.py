@@ -198,6 +198,10 @@ def test_the_submission_names_the_same_study_and_status_shows_its_pending_job(sp
     for name, value in [("RAY_AUTH_TOKEN", "foreign-tok"), ("RAY_ADDRESS", "10.0.0.1:6379"), ("PGPASSWORD", "pg-pw")]:
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HF_TOKEN", "hf-tok")
+    # sbatch's own input variables would override the script's #SBATCH lines (requeue off, another limit); a site's
+    # default partition stays while --partition is not given.
+    for name, value in [("SBATCH_NO_REQUEUE", "1"), ("SBATCH_TIMELIMIT", "3"), ("SBATCH_PARTITION", "site")]:
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("OPT_DB", "named-pw")  # named by the URL below: a credential whatever its name
     sets = ["--set", "storage=other", "--set", "tracking.optuna_uri=postgresql://u:${OPT_DB}@db/optuna"]
     assert main([str(spec_file), "--time", "10", *sets]) == 0
@@ -209,6 +213,8 @@ def test_the_submission_names_the_same_study_and_status_shows_its_pending_job(sp
     # sbatch (and so slurmctld's state files) got no credential; the note names them, never their values.
     env = dict(v.split("=", 1) for v in (tmp_path / "sbatch.env").read_text().split("\0") if "=" in v)
     assert not {"RAY_AUTH_TOKEN", "RAY_ADDRESS", "PGPASSWORD", "HF_TOKEN", "OPT_DB"} & env.keys() and "PATH" in env
+    assert not {"SBATCH_NO_REQUEUE", "SBATCH_TIMELIMIT"} & env.keys() and env["SBATCH_PARTITION"] == "site"
+    assert "would override the script's #SBATCH lines): SBATCH_NO_REQUEUE, SBATCH_TIMELIMIT" in err
     assert "HF_TOKEN, OPT_DB, PGPASSWORD" in err and not {"pg-pw", "hf-tok", "named-pw"} & set(err.split())
     # The driver's command line names the variable; the value is in no line of the script.
     script = (tmp_path / "sbatch.script").read_text()
