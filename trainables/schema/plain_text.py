@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-__all__ = ["CONTROL_CHARACTERS", "control_character", "PlainText"]
+__all__ = ["CONTROL_CHARACTERS", "control_character", "plain_text", "PlainText"]
 
 CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -23,7 +23,9 @@ def control_character(text: str) -> str | None:
     return None if m is None else f"U+{ord(m.group()):04X}"
 
 
-def _plain(text: str | None) -> str | None:
+def plain_text(text: str | None) -> str | None:
+    """``text``, or :class:`ValueError` (which pydantic reports under the field's key) when it holds a control
+    character."""
     if text is not None and (bad := control_character(text)) is not None:
         # The value is not quoted: it may be a URL with a password.
         raise ValueError(f"holds the control character {bad} (a name, path or URL is one line of plain text)")
@@ -31,4 +33,4 @@ def _plain(text: str | None) -> str | None:
 
 
 #: A spec string that becomes a name, a path or a URL (pydantic refuses a control character in it).
-PlainText = Annotated[str, AfterValidator(_plain)]
+PlainText = Annotated[str, AfterValidator(plain_text)]

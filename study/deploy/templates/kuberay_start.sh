@@ -4,12 +4,15 @@
 set -u
 
 # --- values: filled in by dmlstudy kuberay, each quoted for bash ---
-SPEC={{sh:spec}}
-STUDY_NAME={{sh:name}}
-# The driver writes the study's spec file to the bucket when it starts it. A RayJob retried after a failure
-# (backoffLimit: a new cluster) or applied again finds it there and continues the study: finished trials are kept,
-# running ones restart from their last checkpoint (python -m study.run refuses an existing study without --resume).
-STUDY_SPEC={{sh:study_spec}}
+# shellcheck disable=SC2016,SC1003  # a value is literal text: a $, ` or \ in it is a character, never expanded
+{
+  SPEC={{sh:spec}}
+  STUDY_NAME={{sh:name}}
+  # The driver writes the study's spec file to the bucket when it starts it. A RayJob retried after a failure
+  # (backoffLimit: a new cluster) or applied again finds it there and continues the study: finished trials are kept,
+  # running ones restart from their last checkpoint (python -m study.run refuses an existing study without --resume).
+  STUDY_SPEC={{sh:study_spec}}
+}
 # --- end values ---
 
 python -c 'import sys; from study.runtime.storage import read_bytes; sys.exit(0 if read_bytes(sys.argv[1]) is not None else 3)' "$STUDY_SPEC"

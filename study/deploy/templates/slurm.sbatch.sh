@@ -26,21 +26,37 @@
 set -uo pipefail
 
 # --- values: filled in by dmlstudy slurm, each quoted for bash ---
-STUDY_DIR={{sh:study_dir}}
-STUDY_SPEC={{sh:study_spec}}
-STUDY_LOG={{sh:study_log}}
-PYTHON={{sh:python}}
-RAY={{sh:ray}}
-SPEC={{sh:spec}}
-SETS=({{words:sets}})
-MAX_REQUEUES={{int:max_requeues}}
-CONTINUE={{sh:continue_command}}
-GRES=({{words:gres}})
+# shellcheck disable=SC2016,SC1003  # a value is literal text: a $, ` or \ in it is a character, never expanded
+{
+  STUDY_DIR={{sh:study_dir}}
+  STUDY_SPEC={{sh:study_spec}}
+  STUDY_LOG={{sh:study_log}}
+  PYTHON={{sh:python}}
+  RAY={{sh:ray}}
+  SPEC={{sh:spec}}
+  SETS=({{words:sets}})
+  MAX_REQUEUES={{int:max_requeues}}
+  CONTINUE={{sh:continue_command}}
+  GRES=({{words:gres}})
+  ENV_FILES=({{words:env_files}})
+}
 # --- end values ---
 
 restarts=${SLURM_RESTART_COUNT:-0}
 say() { echo "[$(date '+%F %T')] $*"; }
 say "job $SLURM_JOB_ID run $((restarts + 1)) (SLURM_RESTART_COUNT=$restarts) on $SLURM_JOB_NODELIST"
+
+# Credentials (--env-file): each file's VAR=value lines, exported (set -a) to Ray and the driver; never printed.
+for env_file in "${ENV_FILES[@]}"; do
+  set -a
+  # shellcheck disable=SC1090  # a file of the user's, named by --env-file
+  if ! . "$env_file" 2>/dev/null; then  # its errors could quote a line of it: not shown
+    set +a
+    say "cannot source --env-file $env_file (try: bash -n FILE); not requeued"
+    exit 2
+  fi
+  set +a
+done
 
 # --- setup (--setup): edit freely; runs on the job's first node before Ray starts ---
 {{lines:setup}}
