@@ -174,7 +174,7 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
     assert len(tokens) >= 3, tokens  # a fresh token per run, seen in the job's processes
     assert not leaks, leaks
     trials = optuna_trials(study_dir, NAME)
-    assert "FAIL" not in {t.state.name for t in trials} and any(t.state.name == "COMPLETE" for t in trials)
+    assert trials and {t.state.name for t in trials} <= {"RUNNING", "COMPLETE"}  # left for --resume, none failed
     client, parents, children = mlflow_children(study_dir, NAME)
     assert len(parents) == 1 and parents[0].info.status != "FINISHED"  # stopped for --resume, not finished
     assert children and "FAILED" not in {c.info.status for c in children}
