@@ -628,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "nodes":
         shown = _scontrol(["show", "hostnames", os.environ.get("SLURM_JOB_NODELIST", "")])
         if shown is None or shown.returncode != 0:
-            say("scontrol show hostnames failed: the job's nodes are unknown")
+            say("scontrol show hostnames failed: the job's nodes are unknown; not requeued", err=True)
             return 1
         print("\n".join(head_first(shown.stdout.split(), os.environ.get("SLURMD_NODENAME"))))
         return 0
