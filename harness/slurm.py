@@ -9,7 +9,11 @@ Debian's slurmctld/slurmd/slurm-client/munge (22.05) run unmodified; what makes 
   exec`` would remount /sys, and slurmd then fails on cgroups. ``127.0.0.2/8`` on ``lo``: without a second address
   slurmctld loops on getaddrinfo.
 - munged of its own (key, socket, pid, log under the cluster's directory): the host's munge is left alone.
-- ``AuthInfo=...,cred_expire=10``: a requeued job is held for the credential's lifetime (120 s by default).
+- ``AuthInfo=...,cred_expire=10``: a requeued job is held for the credential's lifetime (120 s by default);
+  ``sched_interval=5,bf_interval=5``: then started within seconds (Slurm's scheduler passes come every 60 and 30 s).
+- Preemption as a cluster may configure it: ``PreemptType=preempt/partition_prio``, ``PreemptMode=REQUEUE``; a job
+  submitted to ``urgent`` (``PriorityTier=2``) preempts one in ``debug`` (the default, ``PriorityTier=1``) on the
+  same CPUs, and Slurm requeues the preempted job itself (SIGTERM to every process, ``KillWait`` 30 s).
 
 Every daemon is ended by its PID; the namespace is deleted by name. ``SLURM_CONF`` in :meth:`SlurmCluster.env`
 points every client command (sbatch, squeue, scontrol) at this cluster.
@@ -69,6 +73,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=5,bf_interval=5
 JobRequeue=1
 ReturnToService=2
 MpiDefault=none
@@ -77,8 +82,11 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 KillWait=30
 MinJobAge=600
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 {nodes}
-PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes={node_list} MaxTime=INFINITE State=UP PriorityTier=2
 """
 
 
@@ -169,8 +177,8 @@ class SlurmCluster:
         log.close()
 
     def _nodes_idle(self) -> bool:
-        out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"]).stdout.split()
-        return out.count("idle") == len(self.nodes)
+        lines = set(self.run(["sinfo", "-h", "-N", "-o", "%N %t"]).stdout.splitlines())  # a node per partition
+        return sum(line.endswith(" idle") for line in lines) == len(self.nodes)
 
     def _wait(self, ready: Any, what: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -183,6 +191,16 @@ class SlurmCluster:
                 raise RuntimeError(f"Slurm test cluster: no {what} (exited: {dead}); {logs}")
             time.sleep(0.5)
 
+    def advance_job_ids(self, next_id: int) -> None:
+        """Make ``next_id`` the id of the next job submitted: held one-line jobs are submitted (one shell, to be quick)
+        until the last took ``next_id - 1``, then cancelled (a test of two jobs whose ids differ by N)."""
+        last = self.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"]).stdout.strip()
+        count = next_id - 1 - int(last)
+        loop = f"for _ in $(seq {count}); do sbatch --parsable --hold -o /dev/null --wrap true; done"
+        held = [last, *self.run(["bash", "-c", loop]).stdout.split()] if count > 0 else [last]
+        self.run(["scancel", *held])
+        assert int(held[-1]) == next_id - 1, f"job ids did not reach {next_id - 1}: {held[-3:]}"
+
     def job(self, job_id: str) -> dict[str, str]:
         """``scontrol show job``'s fields (``JobState``, ``Restarts``, ``ExitCode``...), or ``{}`` once it is gone."""
         out = self.run(["scontrol", "show", "job", "-o", job_id]).stdout
@@ -193,8 +211,8 @@ class SlurmCluster:
         for proc in reversed(self._procs):  # slurmd before slurmctld before munged; each by its PID
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
+            try:  # slurmctld saves its state, then hangs on a write for 15 s and more: nothing here needs it
+                proc.wait(3)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, signal.SIGKILL)

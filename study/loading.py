@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from study.validation import validate_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
+from trainables.schema.plain_text import control_character
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import set_path, spec_error
 
@@ -48,13 +49,33 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         key, sep, text = item.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*", key):
             raise SpecError(f"--set {item!r}: expected dotted.key=value")
+        # A control character, as typed or from a YAML escape ("a\nb"), would end a line of the job script or of a
+        # log that quotes the value. (The value is not echoed: it may be a URL with a password.)
+        _refuse_control(key, text)
         try:
             value = _load_yaml(text)
         except yaml.YAMLError as e:
-            # The value is not echoed: it may be a URL with a password.
             raise SpecError(f"--set {key}: cannot parse the value as YAML ({_yaml_problem(e)})") from None
+        for string in _strings(value):
+            _refuse_control(key, string)
         set_path(tree, tuple(key.split(".")), value, f"--set {key}")
     return tree
+
+
+def _refuse_control(key: str, text: str) -> None:
+    if (bad := control_character(text)) is not None:
+        raise SpecError(f"--set {key}: the value holds the control character {bad} (a value is one line)")
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a parsed YAML value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _yaml_line(e: yaml.YAMLError) -> str:

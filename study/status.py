@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from study.arguments import ArgumentParser, one_line
-from study.deploy.slurm import print_job_line
+from study.deploy.slurm import print_job_line, print_unstarted
 from study.runtime.lock import driver_text
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -67,6 +67,11 @@ def print_status(spec: StudySpec) -> int:
     try:
         st = study_status(spec)
     except StudyError as e:
+        from study.layout import StudyLayout
+
+        # Submitted by dmlstudy slurm, its job still pending: the study's spec file comes when the driver starts.
+        if (code := print_unstarted(StudyLayout.for_spec(spec).root)) is not None:
+            return code
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
     c = st["counts"]
@@ -109,6 +114,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.status") ->
             from study.table.status import print_table_status
 
             return print_table_status(load_table(args.study, args.overrides))
+        folder = Path(args.study)
+        # A job's directory (dmlstudy slurm), its study not started yet?
+        unstarted = folder.is_dir() and not (folder / R.SPEC_FILE).exists()
+        if unstarted and (code := print_unstarted(str(folder))) is not None:
+            return code
         spec = load_study(args.study, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
     except StudyError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)

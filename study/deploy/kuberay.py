@@ -33,6 +33,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from study.arguments import ArgumentParser, one_line
+from study.deploy.checks import ENV_VAR, max_failures, refuse_written_passwords, tracking_urls
+from study.deploy.render import fill, load_template
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
 
@@ -59,8 +61,6 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 #: A Kubernetes memory quantity (``16Gi``, ``500M``, ``1e9``).
 _QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?([eE][0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
-#: A ``${VAR}`` in a tracking URL, as :mod:`study.tracking.credentials` resolves it in the driver.
-_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LOOPBACK_HOSTS = ("localhost", "::1", "0.0.0.0")
 #: Memory per CPU of a worker unless ``--memory-per-worker`` says otherwise (a guess: data loaders and a model per trial).
 GIB_PER_CPU = 4
@@ -106,7 +106,7 @@ class Deployment:
     def db_vars(self) -> list[str]:
         """The ``${VAR}``s the spec's tracking URLs name: each is a required key of the store Secret."""
         urls = (self.spec.tracking.uri or "", self.spec.tracking.optuna_uri or "")
-        return sorted({name for url in urls for name in _ENV_VAR.findall(url)})
+        return sorted({name for url in urls for name in ENV_VAR.findall(url)})
 
 
 def job_name(study_name: str) -> str:
@@ -122,27 +122,26 @@ def job_name(study_name: str) -> str:
 
 def _check_deployable(spec: StudySpec, raw: dict[str, Any], db_secret: str) -> None:
     """What a RayJob needs of a spec: storage every pod reaches, stores on servers, no secret and no local path."""
-    from study.tracking.credentials import redact
-
     if not spec.storage.startswith("s3://"):
         raise SpecError(
             f"a RayJob's pods share no disk, so storage must be an s3:// URI (got {spec.storage!r}): "
             "e.g. --set storage=s3://BUCKET/studies",
             "storage",
         )
-    for key, url in (("tracking.uri", spec.tracking.uri), ("tracking.optuna_uri", spec.tracking.optuna_uri)):
+    for key, url in tracking_urls(spec):
         if url is None:
             raise SpecError(
                 "must name a server the head pod reaches (with storage on S3 there is no sqlite file): e.g. "
                 + ("http://mlflow.NAMESPACE.svc:5000" if key == "tracking.uri" else "postgresql://user@db/optuna"),
                 key,
             )
-        if redact(url) != url:  # the message quotes no part of the URL: it holds a password
-            raise SpecError(
-                "holds a password written into the URL, and Kubernetes keeps a ConfigMap in the clear: name a "
-                f"variable instead (user:${{OPTUNA_DB_PASSWORD}}@host) and put it in the Secret {db_secret!r}",
-                key,
-            )
+    refuse_written_passwords(
+        [spec],
+        "Kubernetes keeps a ConfigMap in the clear: name a variable instead (user:${OPTUNA_DB_PASSWORD}@host) "
+        f"and put it in the Secret {db_secret!r}",
+    )
+    for key, url in tracking_urls(spec):
+        assert url is not None  # checked above
         parts = urlsplit(url)
         if parts.scheme.split("+")[0] in ("sqlite", "file"):
             raise SpecError(f"{url} is a file on one pod's disk: name a server the head pod reaches", key)
@@ -302,26 +301,19 @@ def _configmap_name(d: Deployment) -> str:
     return f"{d.name}-spec"
 
 
+#: The entrypoint's template (package data: study/deploy/templates/), filled by :func:`study.deploy.render.fill`.
+TEMPLATE = "kuberay_start.sh"
+
+
 def start_script(d: Deployment) -> str:
     """The entrypoint: start the study, or continue it (``--resume``) when its ``spec.yaml`` is in the bucket."""
-    study_spec = f"{d.study_root}/{R.SPEC_FILE}"
-    return f"""#!/bin/bash
-# The RayJob's entrypoint: Ray's job supervisor runs it on the head pod, with RAY_ADDRESS set to this cluster and the
-# head's environment (the token, the S3 keys and the stores' passwords, all from Secrets). Written by dmlstudy kuberay.
-set -u
-SPEC={MOUNT}/{R.SPEC_FILE}
-# The driver writes the study's {R.SPEC_FILE} to the bucket when it starts it. A RayJob retried after a failure
-# (backoffLimit: a new cluster) or applied again finds it there and continues the study: finished trials are kept,
-# running ones restart from their last checkpoint (python -m study.run refuses an existing study without --resume).
-STUDY_SPEC={study_spec}
-python -c 'import sys; from study.runtime.storage import read_bytes; sys.exit(0 if read_bytes(sys.argv[1]) is not None else 3)' "$STUDY_SPEC"
-case $? in
-  0) echo "continuing study {d.spec.name} (found $STUDY_SPEC): --resume"; set -- --resume ;;
-  3) echo "starting study {d.spec.name}"; set -- ;;
-  *) echo "error: cannot tell whether $STUDY_SPEC exists (above): check the S3 Secret and AWS_ENDPOINT_URL" >&2; exit 1 ;;
-esac
-exec python -m study.run "$SPEC" "$@" --max-failures {d.max_failures}
-"""
+    values = {
+        "spec": f"{MOUNT}/{R.SPEC_FILE}",
+        "name": d.spec.name,
+        "study_spec": f"{d.study_root}/{R.SPEC_FILE}",
+        "max_failures": d.max_failures,
+    }
+    return fill(load_template(TEMPLATE), values)
 
 
 def configmap(d: Deployment) -> dict[str, Any]:
@@ -542,7 +534,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         metavar="CLAIM:PATH",
         help="mount a PersistentVolumeClaim read-only on every pod (datasets); repeatable",
     )
-    p.add_argument("--max-failures", type=int, default=3, metavar="N", help="python -m study.run's (default 3)")
+    p.add_argument(
+        "--max-failures", type=max_failures, default=3, metavar="N", help="python -m study.run's (default 3; -1 always)"
+    )
     p.add_argument("--backoff-limit", type=_count, default=2, metavar="N", help="RayJob retries (default 2)")
     p.add_argument(
         "--ttl-seconds-after-finished", type=_count, default=300, metavar="S", help="keep the cluster S s (default 300)"

@@ -2,15 +2,20 @@
 cluster of its own, through the job's time limit and preemption by requeueing and resuming.
 
 The command writes an sbatch script into the study directory (:data:`~trainables.schema.record.SLURM_SCRIPT_FILE`)
-and submits it (``sbatch --parsable``; ``--dry-run`` prints it instead). The script is written by hand, not through a
-Slurm or Ray library, because it has to be the script a user could have written: readable, editable, resubmittable
-with plain ``sbatch``, and debuggable from its own log. What it does, and why (docs/cluster.md "Deploy on Slurm"):
+and submits it (``sbatch --parsable``; ``--dry-run`` prints it instead). The script is a real shell file,
+``study/deploy/templates/slurm.sbatch.sh``, not made through a Slurm or Ray library, because it has to be the script a
+user could have written: readable, editable (its marked sections), resubmittable with plain ``sbatch``, and debuggable
+from its own log; :func:`study.deploy.render.fill` writes each value into it, quoted for where it lands. What it does,
+and why (docs/cluster.md "Deploy on Slurm"):
 
 - one ``srun`` step per node: ``ray start --head`` on the first, ``ray start --address`` on every other one, at the
   address Slurm itself reaches the node at (its ``NodeAddr``), on ports and a ``RAY_TMPDIR`` derived from the job
   id (two jobs on one node never collide on Ray's default ports: ray #10154, #59551);
 - a fresh token from ``/dev/urandom`` each run, exported (``RAY_AUTH_MODE=token``): every step and the driver inherit
   it; it is in no file, not even this script;
+- credentials from ``--env-file`` files (readable by their owner only), sourced with their variables exported; a
+  tracking URL with a password in it is refused, and sbatch gets no credential of the submitting shell (slurmctld
+  keeps a job's environment on disk);
 - the driver with an explicit ``--address`` (``address="auto"`` could attach to another user's cluster), with
   ``--resume`` once the study exists;
 - ``--signal=B:USR1@LEAD``: the script forwards ``USR1`` (and ``TERM``, preemption) to the driver, which stops for
@@ -24,26 +29,41 @@ with plain ``sbatch``, and debuggable from its own log. What it does, and why (d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from study.arguments import ArgumentParser, one_line
+from study.deploy.checks import credential_variables, max_failures, refuse_written_passwords
+from study.deploy.render import fill, load_template
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
+from trainables.schema.plain_text import control_character
 
-__all__ = ["SlurmJob", "job_line", "job_state", "print_job_line", "main", "parse_time", "render_script"]
+if TYPE_CHECKING:
+    from trainables.schema.spec import StudySpec
 
-#: Each job gets 100 ports from here on, by its id (below Linux's ephemeral range, 32768-60999).
-PORT_BASE = 20000
-PORT_SLOTS = 120
-#: Most nodes a job may have: each node's dashboard agent gets its own port of the job's 100.
+__all__ = [
+    "SlurmJob",
+    "job_line",
+    "job_state",
+    "print_job_line",
+    "print_unstarted",
+    "main",
+    "parse_time",
+    "render_script",
+]
+
+#: Most nodes a job may have (a bound of the command's, kept from when each node took one of the job's 100 ports).
 MAX_NODES = 90
 #: sbatch options the command sets itself: an ``--sbatch`` line naming one is refused (one place decides each).
 _MANAGED = {
@@ -55,6 +75,8 @@ _MANAGED = {
     "--cpus-per-task": "--cpus-per-node",
     "-c": "--cpus-per-node",
     "--gpus-per-node": "--gpus-per-node",
+    "--gpus": "--gpus-per-node",
+    "-G": "--gpus-per-node",
     "--time": "--time",
     "-t": "--time",
     "--partition": "--partition",
@@ -63,7 +85,6 @@ _MANAGED = {
     "-A": "--account",
     "--signal": "--signal-lead",
     "--requeue": "--max-requeues",
-    "--no-requeue": "--max-requeues",
     "--output": "(the study directory)",
     "-o": "(the study directory)",
     "--error": "(the study directory)",
@@ -74,6 +95,25 @@ _MANAGED = {
     "--job-name": "--job-name",
     "-J": "--job-name",
 }
+_ENVIRONMENT = (
+    "the job's environment is the submitting shell's without its credentials; give those with --env-file FILE"
+)
+#: sbatch options that would break the job's chain of runs (or the submission itself): why each is refused.
+#: ``--dependency`` is allowed: it holds the first run until it is met, and a requeued run has nothing left to wait for.
+_BREAKING = {
+    "--no-requeue": "the job requeues itself at its time limit; --max-requeues 0 stops after the first run",
+    "--array": "every task of an array would run the same study, and two drivers must never run one study",
+    "-a": "every task of an array would run the same study, and two drivers must never run one study",
+    "--export": _ENVIRONMENT,
+    "--export-file": _ENVIRONMENT,
+    "--get-user-env": _ENVIRONMENT,
+    "--wrap": "it replaces the script that starts Ray, runs the driver and requeues the job",
+    "--wait": "dmlstudy slurm would wait for the whole chain of runs (days) instead of submitting it",
+    "-W": "dmlstudy slurm would wait for the whole chain of runs (days) instead of submitting it",
+    "--test-only": "sbatch would submit no job, and the study would record none",
+}
+#: Long options sbatch reads abbreviated (getopt: ``--arr`` is ``--array``): a prefix of one of these is that option.
+_GUARDED_LONG = sorted(o for o in (*_MANAGED, *_BREAKING) if o.startswith("--"))
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
@@ -118,183 +158,52 @@ class SlurmJob:
     sbatch_lines: tuple[str, ...] = ()
     setup_lines: tuple[str, ...] = ()
     command_line: str = ""
+    env_files: tuple[Path, ...] = ()
+    #: The study's spec (and a table's cells'): their tracking URLs name the ``${VAR}``s kept from sbatch.
+    specs: tuple[StudySpec, ...] = ()
+
+
+#: The sbatch script's template (package data: study/deploy/templates/), filled by :func:`study.deploy.render.fill`.
+TEMPLATE = "slurm.sbatch.sh"
 
 
 def render_script(job: SlurmJob) -> str:
-    """The sbatch script (no secret in it: the token is made inside the job)."""
-    q = shlex.quote
-    head = [
-        "#!/bin/bash",
-        f"# Written by `dmlstudy slurm` for study {job.name!r} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC):",
-        f"#   {job.command_line}",
-        '# The script you would write by hand (docs/cluster.md, "Deploy on Slurm"): edit it and `sbatch` it again',
-        "# freely. Its log (every requeued run appended) is beside it.",
-        f"#SBATCH --job-name={job.job_name}",
-        f"#SBATCH --nodes={job.nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --cpus-per-task={job.cpus_per_node}",
-    ]
-    if job.gpus_per_node:
-        head.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
-    head.append(f"#SBATCH --time={job.time}")
-    if job.partition:
-        head.append(f"#SBATCH --partition={job.partition}")
-    if job.account:
-        head.append(f"#SBATCH --account={job.account}")
-    head += [
-        f"#SBATCH --signal=B:USR1@{job.signal_lead_s}",
-        "#SBATCH --requeue",
-        "#SBATCH --open-mode=append",
-        f"#SBATCH --output={job.study_dir}/{R.SLURM_LOG_FILE}",
-        f"#SBATCH --chdir={job.workdir}",
-        *(f"#SBATCH {line}" for line in job.sbatch_lines),
-    ]
-    gres = f" --gres=gpu:{job.gpus_per_node}" if job.gpus_per_node else ""
-    driver = [
-        '"$PYTHON" -m study.run',
-        q(str(job.spec_path)),
-        *(f"--set {q(o)}" for o in job.overrides),
-        '--address "$RAY_ADDRESS" --shared-storage',
-        f"--max-failures {job.max_failures}",
-        f"--drain-timeout {job.drain_timeout_s}",
-        "$resume",
-    ]
-    setup = "\n".join(job.setup_lines) if job.setup_lines else "# (no --setup lines)"
-    body = f"""
-# USR1 comes {job.signal_lead_s} s before the time limit (Slurm looks every ~30 s, so up to ~30 s earlier); the driver
-# then has --drain-timeout {job.drain_timeout_s} s for running trials to checkpoint, and the rest to save and stop.
-# Not `set -e`: every exit code below is looked at.
-set -uo pipefail
-STUDY_DIR={q(str(job.study_dir))}
-PYTHON={q(job.python)}
-RAY={q(str(Path(job.python).with_name("ray")))}
-MAX_REQUEUES={job.max_requeues}
-CONTINUE={q(job.command_line)}
-restarts=${{SLURM_RESTART_COUNT:-0}}
-say() {{ echo "[$(date '+%F %T')] $*"; }}
-say "job $SLURM_JOB_ID run $((restarts + 1)) (SLURM_RESTART_COUNT=$restarts) on $SLURM_JOB_NODELIST"
-
-{setup}
-
-# A Ray cluster of this job's own. Its ports and temp dir come from the job id, so two jobs on one node never meet
-# (Ray's defaults, 6379 and /tmp/ray, are every user's); a requeued run keeps its id and reuses them.
-port_base=$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SLOTS} * 100 ))
-export RAY_TMPDIR="${{TMPDIR:-/tmp}}/dmlray-$SLURM_JOB_ID"
-# Token authentication (Ray >= 2.59): a fresh token for this run, in the environment only. srun passes the
-# environment to every step, the driver inherits it; it is written to no file, not even this script.
-export RAY_AUTH_MODE=token
-RAY_AUTH_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')
-export RAY_AUTH_TOKEN
-# On SIGTERM a node drains for 2 s, not Ray's default 30 s: well inside Slurm's KillWait.
-export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=2
-
-# Each node at the address Slurm reaches it at (its NodeAddr), head first.
-node_ip() {{
-  local addr
-  addr=$(scontrol show node "$1" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-  getent ahostsv4 "$addr" | awk 'NR == 1 {{ print $1 }}'
-}}
-mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
-head_ip=$(node_ip "${{nodes[0]}}")
-export RAY_ADDRESS="$head_ip:$port_base"
-
-signalled=""
-driver_pid=""
-on_signal() {{
-  signalled=$1
-  if [ -n "$driver_pid" ]; then
-    say "SIG$1: asking the driver (PID $driver_pid) to stop at its trials' next checkpoint"
-    kill -USR1 "$driver_pid" 2>/dev/null
-  else
-    say "SIG$1 before the driver started"
-  fi
-}}
-trap 'on_signal USR1' USR1
-trap 'on_signal TERM' TERM
-
-# One srun step per node (the PIDs below are this job's Ray, the only Ray it ever stops).
-ray_pids=()
-start_node() {{  # INDEX NODE ray-start-arguments...
-  local i=$1 node=$2
-  shift 2
-  srun --nodes=1 --ntasks=1 --nodelist="$node" --cpus-per-task={job.cpus_per_node}{gres} \\
-    "$RAY" start --block --disable-usage-stats --node-ip-address="$(node_ip "$node")" \\
-    --num-cpus={job.cpus_per_node} --num-gpus={job.gpus_per_node} --temp-dir="$RAY_TMPDIR" \\
-    --dashboard-agent-listen-port=$((port_base + 10 + i)) "$@" &
-  ray_pids+=($!)
-}}
-stop_ray() {{
-  say "stopping this job's Ray nodes (srun PIDs ${{ray_pids[*]}})"
-  kill -TERM "${{ray_pids[@]}}" 2>/dev/null  # srun ends its step: Slurm signals its every process (ray, raylet, workers)
-  for _ in $(seq 60); do
-    kill -0 "${{ray_pids[@]}}" 2>/dev/null || break
-    sleep 1
-  done
-  kill -KILL "${{ray_pids[@]}}" 2>/dev/null
-  wait "${{ray_pids[@]}}" 2>/dev/null
-}}
-
-start_node 0 "${{nodes[0]}}" --head --port="$port_base" --include-dashboard=false
-for _ in $(seq 120); do  # the head's GCS answers
-  (exec 3<>"/dev/tcp/$head_ip/$port_base") 2>/dev/null && break
-  kill -0 "${{ray_pids[0]}}" 2>/dev/null || break
-  sleep 1
-done
-if ! kill -0 "${{ray_pids[0]}}" 2>/dev/null; then
-  say "the Ray head did not start (its lines are above); not requeued"
-  exit 1
-fi
-for i in $(seq 1 $(( ${{#nodes[@]}} - 1 ))); do
-  start_node "$i" "${{nodes[$i]}}" --address="$RAY_ADDRESS"
-done
-"$PYTHON" - "$RAY_ADDRESS" "${{#nodes[@]}}" <<'EOF'  # wait until every node has joined (at most 5 min)
-import sys, time, ray
-ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-deadline = time.monotonic() + 300
-while sum(n["Alive"] for n in ray.nodes()) < int(sys.argv[2]) and time.monotonic() < deadline:
-    time.sleep(1)
-print(f"ray: {{sum(n['Alive'] for n in ray.nodes())}} of {{sys.argv[2]}} nodes up", flush=True)
-EOF
-say "Ray cluster at $RAY_ADDRESS"
-
-# A study that exists (its {R.SPEC_FILE} is written before its first trial) is resumed: a requeued run, or a new job
-# for a study that ran before. Not SLURM_RESTART_COUNT alone: a run stopped before the study began must start it.
-resume=""
-[ -e "$STUDY_DIR/{R.SPEC_FILE}" ] && resume="--resume"
-if [ -z "$signalled" ]; then
-  say "driver: study.run $resume"
-  {" ".join(driver)} &
-  driver_pid=$!
-  while :; do  # a trap interrupts `wait`: wait again until the driver has really exited
-    wait "$driver_pid"
-    rc=$?
-    kill -0 "$driver_pid" 2>/dev/null || break
-  done
-else
-  rc=3
-fi
-say "driver exited with $rc"
-stop_ray
-
-case $rc in
-  0)
-    srun --nodes={job.nodes} --ntasks-per-node=1 rm -rf "$RAY_TMPDIR"
-    say "study finished"
-    exit 0 ;;
-  3)  # stopped on the signal, nothing lost: the requeued run resumes
-    if [ "$restarts" -lt "$MAX_REQUEUES" ]; then
-      say "requeueing (requeue $((restarts + 1)) of at most $MAX_REQUEUES)"
-      scontrol requeue "$SLURM_JOB_ID"
-      exit 0
-    fi
-    say "stopped after $MAX_REQUEUES requeues (--max-requeues); continue the study with: $CONTINUE"
-    exit 3 ;;
-  *)
-    say "the driver failed (exit $rc: 2 bad input, 1 the study failed); not requeued; see $STUDY_DIR/{R.STUDY_LOG_FILE}"
-    exit "$rc" ;;
-esac
-"""
-    return "\n".join(head) + "\n" + body
+    """The sbatch script (no secret in it: the token is made inside the job): :data:`TEMPLATE`, every value quoted
+    for where it lands (:mod:`study.deploy.render`)."""
+    sets = [word for o in job.overrides for word in ("--set", o)]
+    values = {
+        "name": job.name,
+        "written_at": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
+        "command_line": job.command_line,
+        "job_name": job.job_name,
+        "nodes": job.nodes,
+        "cpus_per_node": job.cpus_per_node,
+        "gpus_per_node": job.gpus_per_node,
+        "gpus_option": job.gpus_per_node or None,  # no --gpus-per-node line without GPUs
+        "time": job.time,
+        "partition": job.partition or None,
+        "account": job.account or None,
+        "signal_lead_s": job.signal_lead_s,
+        "drain_timeout_s": job.drain_timeout_s,
+        # Slurm expands %j and the like in --output: a % of the directory's own is written %%.
+        "output": f"{str(job.study_dir).replace('%', '%%')}/{R.SLURM_LOG_FILE}",
+        "workdir": str(job.workdir),
+        "sbatch_lines": list(job.sbatch_lines),
+        "study_dir": str(job.study_dir),
+        "study_spec": str(job.study_dir / R.SPEC_FILE),
+        "study_log": str(job.study_dir / R.STUDY_LOG_FILE),
+        "python": job.python,
+        "ray": str(Path(job.python).with_name("ray")),
+        "spec": str(job.spec_path),
+        "sets": sets,
+        "max_requeues": job.max_requeues,
+        "max_failures": job.max_failures,
+        "continue_command": job.command_line,
+        "gres": [f"--gres=gpu:{job.gpus_per_node}"] if job.gpus_per_node else [],
+        "setup": list(job.setup_lines) or ["# (no --setup lines)"],
+        "env_files": [str(f) for f in job.env_files],
+    }
+    return fill(load_template(TEMPLATE), values)
 
 
 def _parser(prog: str) -> ArgumentParser:
@@ -316,7 +225,13 @@ def _parser(prog: str) -> ArgumentParser:
         help="USR1 this long before the time limit: stop, save, requeue (default 300, at most half of --time)",
     )
     p.add_argument("--max-requeues", type=int, default=20, metavar="K", help="stop after K requeues (default 20)")
-    p.add_argument("--max-failures", type=int, default=3, metavar="N", help="study.run --max-failures (default 3)")
+    p.add_argument(
+        "--max-failures",
+        type=max_failures,
+        default=3,
+        metavar="N",
+        help="study.run --max-failures (default 3; -1 always)",
+    )
     p.add_argument(
         "--sbatch",
         dest="sbatch_lines",
@@ -332,6 +247,15 @@ def _parser(prog: str) -> ArgumentParser:
         default=[],
         metavar="LINE",
         help="a shell line run on the job's first node before Ray starts, e.g. 'module load cuda' (repeatable)",
+    )
+    p.add_argument(
+        "--env-file",
+        dest="env_file_lines",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a file of VAR=value lines (credentials: PGPASSWORD, MLFLOW_TRACKING_PASSWORD, the ${VAR}s the tracking "
+        "URLs name) the job sources, exported, before Ray starts; readable by you only (chmod 600); repeatable",
     )
     p.add_argument("--python", default=sys.executable, help="the Python on the nodes (default: this one)")
     p.add_argument("--dry-run", action="store_true", help="print the sbatch script; write and submit nothing")
@@ -358,15 +282,64 @@ def _check_options(args: argparse.Namespace) -> None:
         )
     if a.max_requeues < 0:
         raise SpecError(f"--max-requeues must be >= 0, but got {a.max_requeues}")
-    for line in [*a.sbatch_lines, *a.setup_lines]:
-        if "\n" in line or "\r" in line:
-            raise SpecError(f"--sbatch/--setup {line!r}: one line each")
+    # Every text that lands in the script is one line (the renderer refuses again; here the option is named).
+    texts = [("spec", a.spec), ("--job-name", a.job_name), ("--partition", a.partition), ("--account", a.account)]
+    texts += [("--python", a.python), ("the current directory", str(Path.cwd()))]
+    texts += [("--sbatch", line) for line in a.sbatch_lines] + [("--setup", line) for line in a.setup_lines]
+    texts += [("--env-file", path) for path in a.env_file_lines]
+    for what, text in texts:
+        if text is not None and (bad := control_character(text)) is not None:
+            raise SpecError(f"{what} {text!r} holds the control character {bad}: every value of the script is one line")
+    for opt in ("partition", "account"):
+        value = getattr(a, opt)
+        if value is not None and (not value or any(c.isspace() for c in value)):
+            raise SpecError(f"--{opt} {value!r}: a Slurm {opt} name holds no white space (sbatch would refuse it)")
     for line in a.sbatch_lines:
-        option = line.removeprefix("#SBATCH").strip().split("=", 1)[0].split()[0] if line.strip() else ""
-        if not option.startswith("-"):
-            raise SpecError(f"--sbatch {line!r} is not an sbatch option (write e.g. --sbatch=--mem=64G)")
+        _check_sbatch_line(line)
+    a.env_files = [_check_env_file(f) for f in a.env_file_lines]
+
+
+def _check_sbatch_line(line: str) -> None:
+    """Refuse an ``--sbatch`` line that names an option the command sets itself, or one that breaks the job's chain
+    (short forms such as ``-t5`` and abbreviations such as ``--arr`` included: sbatch reads them all)."""
+    try:
+        words = shlex.split(line.removeprefix("#SBATCH"), comments=True)  # sbatch reads quotes and # alike
+    except ValueError:
+        raise SpecError(f"--sbatch {line!r} is not an sbatch option line (an unbalanced quote)") from None
+    if not words or not words[0].startswith("-"):
+        raise SpecError(f"--sbatch {line!r} is not an sbatch option (write e.g. --sbatch=--mem=64G)")
+    for word in words:
+        if not word.startswith("-") or word == "-":
+            continue  # the value of the option before it
+        option = word.split("=", 1)[0] if word.startswith("--") else word[:2]
+        if option.startswith("--") and option not in _MANAGED and option not in _BREAKING:
+            meant = [o for o in _GUARDED_LONG if o.startswith(option) and len(option) > 2]
+            option = meant[0] if len(meant) == 1 else option
+            if len(meant) > 1:
+                raise SpecError(
+                    f"--sbatch {line!r}: {option} abbreviates {' or '.join(meant)}, which dmlstudy slurm sets or refuses"
+                )
         if option in _MANAGED:
             raise SpecError(f"--sbatch {line!r}: {option} is set by dmlstudy slurm itself; use {_MANAGED[option]}")
+        if option in _BREAKING:
+            raise SpecError(f"--sbatch {line!r}: {option} is refused: {_BREAKING[option]}")
+
+
+def _check_env_file(text: str) -> Path:
+    """An ``--env-file``: a regular file that only its owner can read (the job sources it; it holds credentials)."""
+    path = Path(text).expanduser().absolute()
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise SpecError(f"--env-file {text}: cannot read it ({e.strerror or type(e).__name__})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SpecError(f"--env-file {text}: not a regular file (a file of VAR=value lines the job sources)")
+    if st.st_mode & 0o077:
+        raise SpecError(
+            f"--env-file {text}: readable by others than its owner (mode {stat.S_IMODE(st.st_mode):04o}); it holds "
+            f"credentials: chmod 600 {shlex.quote(str(path))}"
+        )
+    return path
 
 
 def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> SlurmJob:
@@ -381,13 +354,26 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
         table = load_table(a.spec, a.overrides)
         table.check_budget()
         spec = table.base
+        specs = [spec, *(cell.spec for cell in table.cells)]
     else:
         spec = load_spec(a.spec, a.overrides)
+        specs = [spec]
+    refuse_written_passwords(
+        specs,
+        "the job script, its log and `ps` would show it: name a variable instead (user:${OPTUNA_DB_PASSWORD}@host) "
+        "and give it in an --env-file, or use ~/.pgpass or MLFLOW_TRACKING_PASSWORD (docs/cluster.md)",
+    )
     layout = StudyLayout.for_spec(spec)
     if layout.remote:
         raise SpecError(
             f"dmlstudy slurm: storage {spec.storage!r} is an object store; the job's script and log need a directory "
             "every node mounts (storage: a shared path)"
+        )
+    study_dir = Path(layout.root).resolve()
+    if "\\" in str(study_dir):
+        raise SpecError(
+            f"the study directory {str(study_dir)!r} holds a backslash, which Slurm reads as an escape in --output",
+            "storage",
         )
     gpu, cpu = spec.resources.gpu, spec.resources.cpu
     gpus = a.gpus_per_node if a.gpus_per_node is not None else int(gpu)
@@ -402,13 +388,13 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
         name=spec.name,
         spec_path=Path(a.spec).resolve(),
         overrides=tuple(a.overrides),
-        study_dir=Path(layout.root).resolve(),
+        study_dir=study_dir,
         workdir=Path.cwd(),
         python=a.python,
         nodes=a.nodes,
         cpus_per_node=cpus,
         gpus_per_node=gpus,
-        time=a.time,
+        time=a.time.strip(),
         signal_lead_s=lead,
         drain_timeout_s=max(5, lead // 2),  # the other half: Tune's snapshot, the stores, stopping Ray, requeueing
         max_requeues=a.max_requeues,
@@ -419,17 +405,38 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
         sbatch_lines=tuple(line.removeprefix("#SBATCH").strip() for line in a.sbatch_lines),
         setup_lines=tuple(a.setup_lines),
         command_line=shlex.join([*prog.split(), *[x for x in argv if x != "--dry-run"]]),
+        env_files=tuple(a.env_files),
+        specs=tuple(specs),
     )
 
 
 #: What ``sbatch`` must not pass on from the submitting shell (it exports the whole environment, and slurmctld keeps a
 #: copy in its state directory while the job is known): a Ray token the user has for another cluster (the job makes
-#: its own each run) and a Ray address (the job's driver is given its own, explicitly).
+#: its own each run) and a Ray address (the job's driver is given its own, explicitly); and every credential
+#: (:func:`study.deploy.checks.credential_variables`), which the job reads from its ``--env-file`` instead.
 _NOT_EXPORTED = ("RAY_AUTH_TOKEN", "RAY_ADDRESS")
 
 
-def _submit_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _NOT_EXPORTED}
+#: sbatch's input variables for the options the script sets, or that its ``--sbatch`` guard refuses: sbatch reads
+#: them before the script's ``#SBATCH`` lines, which they would override (checked on Slurm 22.05: ``SBATCH_NO_REQUEUE=1``
+#: in a researcher's shell turns the requeue chain off, ``SBATCH_TIMELIMIT`` replaces ``--time``).
+_SBATCH_OVERRIDES = (
+    "SBATCH_TIMELIMIT", "SBATCH_SIGNAL", "SBATCH_REQUEUE", "SBATCH_NO_REQUEUE", "SBATCH_OPEN_MODE", "SBATCH_JOB_NAME",
+    "SBATCH_GPUS", "SBATCH_GPUS_PER_NODE", "SBATCH_ARRAY_INX", "SBATCH_EXPORT", "SBATCH_GET_USER_ENV", "SBATCH_WAIT",
+    "SBATCH_OUTPUT", "SBATCH_ERROR",
+)  # fmt: skip
+
+
+def _submit_env(job: SlurmJob) -> tuple[dict[str, str], list[str], list[str]]:
+    """sbatch's environment; the credentials and the overriding ``SBATCH_*`` variables left out of it (to say so).
+    A site's ``SBATCH_PARTITION``/``SBATCH_ACCOUNT`` stay unless ``--partition``/``--account`` was given."""
+    withheld = [k for k in credential_variables(os.environ, job.specs) if k not in _NOT_EXPORTED]
+    overriding = [*_SBATCH_OVERRIDES]
+    overriding += ["SBATCH_PARTITION"] if job.partition else []
+    overriding += ["SBATCH_ACCOUNT"] if job.account else []
+    overridden = sorted(k for k in overriding if k in os.environ)
+    dropped = {*_NOT_EXPORTED, *withheld, *overridden}
+    return {k: v for k, v in os.environ.items() if k not in dropped}, withheld, overridden
 
 
 def _run(
@@ -457,6 +464,12 @@ def job_state(job_id: str) -> tuple[str, str]:
 
 def job_line(study_dir: str) -> str | None:
     """``Slurm job 123: RUNNING, restarted 1 time(s)`` for a study launched by ``dmlstudy slurm``, else ``None``."""
+    found = _job_of(study_dir)
+    return None if found is None else found[0]
+
+
+def _job_of(study_dir: str) -> tuple[str, str] | None:
+    """:func:`job_line` and the job's state (``"unknown"`` without an answer), or ``None`` without a job."""
     if "://" in study_dir:
         return None
     path = Path(study_dir) / R.SLURM_JOB_FILE
@@ -466,7 +479,37 @@ def job_line(study_dir: str) -> str | None:
         return None
     state, restarts = job_state(job_id)
     again = "restarts unknown" if restarts == "unknown" else f"restarted {restarts} time(s)"
-    return f"Slurm job {job_id}: {state}, {again}; log {Path(study_dir) / R.SLURM_LOG_FILE.replace('%j', job_id)}"
+    log = Path(study_dir) / R.SLURM_LOG_FILE.replace("%j", job_id)
+    return f"Slurm job {job_id}: {state}, {again}; log {log}", state
+
+
+#: Slurm's states of a job that will not run again (``scontrol``'s and ``sacct``'s names).
+_ENDED = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
+
+
+def print_unstarted(study_dir: str, what: str = "study") -> int | None:
+    """``dmlstudy status`` of a study (or table) that ``dmlstudy slurm`` submitted and whose job has not started it
+    yet (no spec file in its directory): print the job's line and return the exit code (0 while the job may still
+    start it, 2 once it has ended); ``None`` when no job was submitted from ``study_dir``."""
+    found = _job_of(study_dir)
+    if found is None:
+        return None
+    line, state = found
+    if state in _ENDED:
+        print(f"error: the {what} in {study_dir} was never started: {line}", file=sys.stderr)
+        return 2
+    print(f"{line}; the {what} has not started yet")
+    return 0
 
 
 def print_job_line(study_dir: str, indent: str = "") -> None:
@@ -480,6 +523,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.slur
     args = _parser(prog).parse_args(argv)
     try:
         job = _job_from_args(args, argv, prog)
+        script = render_script(job)
         if not args.dry_run and shutil.which("sbatch") is None:
             raise SpecError("sbatch not found on PATH: run dmlstudy slurm on a Slurm login node (or use --dry-run)")
         if not args.dry_run and (running := _live_job(job.study_dir)) is not None:
@@ -490,25 +534,57 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.slur
     except StudyError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
-    script = render_script(job)
     if args.dry_run:
         print(script, end="")
         return 0
-    job.study_dir.mkdir(parents=True, exist_ok=True)
+    return _submit(job, script)
+
+
+def _submit(job: SlurmJob, script: str) -> int:
+    """Write the script into the study directory and ``sbatch`` it; on any failure leave nothing behind (not even
+    the directories made for it)."""
+    made = [d for d in (job.study_dir, *job.study_dir.parents) if not d.exists()]  # deepest first
     script_path = job.study_dir / R.SLURM_SCRIPT_FILE
-    script_path.write_text(script)
-    submitted = _run(["sbatch", "--parsable", str(script_path)], timeout=120, env=_submit_env())
+    try:
+        job.study_dir.mkdir(parents=True, exist_ok=True)
+        script_path.write_text(script, encoding="utf-8")
+    except OSError as e:
+        _remove(script_path, made)
+        print(f"error: cannot write {script_path} ({e.strerror or type(e).__name__})", file=sys.stderr)
+        return 2
+    env, withheld, overridden = _submit_env(job)
+    if withheld:
+        print(
+            f"note: not passed to sbatch (slurmctld keeps a job's environment on disk): {', '.join(withheld)}; "
+            "the job reads credentials from --env-file",
+            file=sys.stderr,
+        )
+    if overridden:
+        print(
+            f"note: not passed to sbatch (they would override the script's #SBATCH lines): {', '.join(overridden)}",
+            file=sys.stderr,
+        )
+    submitted = _run(["sbatch", "--parsable", str(script_path)], timeout=120, env=env)
     if submitted is None or submitted.returncode != 0:
         why = "no answer" if submitted is None else (submitted.stderr.strip() or f"exit {submitted.returncode}")
-        script_path.unlink()
+        _remove(script_path, made)
         print(f"error: sbatch refused the job: {one_line(why)}", file=sys.stderr)
         return 2
     job_id = submitted.stdout.strip().split(";")[0]  # --parsable: "ID" or "ID;CLUSTER"
     (job.study_dir / R.SLURM_JOB_FILE).write_text(job_id + "\n")
     print(f"Submitted Slurm job {job_id} for study {job.name!r}: {script_path}")
     print(f"  log:    {job.study_dir / R.SLURM_LOG_FILE.replace('%j', job_id)}")
-    print(f"  status: dmlstudy status {shlex.quote(str(job.spec_path))}")
+    sets = [word for o in job.overrides for word in ("--set", o)]
+    print(f"  status: {shlex.join(['dmlstudy', 'status', str(job.spec_path), *sets])}")
     return 0
+
+
+def _remove(script: Path, made: list[Path]) -> None:
+    """Undo :func:`_submit`'s writes: the script, then each directory it made (deepest first) if it is empty."""
+    script.unlink(missing_ok=True)
+    for folder in made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _live_job(study_dir: Path) -> str | None:

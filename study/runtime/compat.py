@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,6 +38,9 @@ __all__ = [
     "tune_interrupted",
     "asha_rungs",
     "gcs_client",
+    "GcsNode",
+    "cluster_nodes",
+    "ray_client_installed",
     "loopback_local_instance",
     "own_session_local_instance",
     "study_trials",
@@ -164,6 +167,33 @@ def gcs_client(address: str) -> Any:
     from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     return GcsClient(address=address)
+
+
+class GcsNode(NamedTuple):
+    """One node as the GCS lists it: whether it is the head, alive, and its Ray temp dir (``ray start --temp-dir``)."""
+
+    head: bool
+    alive: bool
+    temp_dir: str
+
+
+def cluster_nodes(address: str, timeout_s: float) -> list[GcsNode]:
+    """Every node the GCS at ``host:port`` knows, asked with this process's ``RAY_AUTH_*`` environment, without
+    starting a driver (``ray.init``): ``GcsClient.get_all_node_info`` and ``GcsNodeInfo``'s fields. Raises
+    ``ray.exceptions.AuthenticationError`` when the cluster refuses the token; building the client against a port
+    where nothing listens takes Ray's ~40 s of retries, so connect first."""
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+
+    infos = gcs_client(address).get_all_node_info(timeout=timeout_s)
+    return [GcsNode(n.is_head_node, n.state == GcsNodeInfo.ALIVE, n.temp_dir) for n in infos.values()]
+
+
+def ray_client_installed() -> bool:
+    """Whether ``ray start --head`` starts a Ray Client server (on port 10001 unless told otherwise): Ray's own test,
+    whether its client's dependencies import."""
+    from ray._private.utils import get_ray_client_dependency_error
+
+    return get_ray_client_dependency_error() is None
 
 
 #: Ray's switch between "a node of a cluster" (its network address) and "a local instance" (loopback) for the address

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from study.deploy.slurm import print_job_line
+from study.deploy.slurm import print_job_line, print_unstarted
 from study.table.spec import Table, TableCell
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -213,6 +213,11 @@ def print_table_status(table: Table) -> int:
     try:
         cells = table_status(table)
     except StudyError as e:
+        from study.layout import StudyLayout
+
+        # Submitted by dmlstudy slurm, its job still pending: the table's spec file comes when the driver starts.
+        if (code := print_unstarted(StudyLayout.for_spec(table.base).root, "table")) is not None:
+            return code
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # the storage (an object store) did not answer

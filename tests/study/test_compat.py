@@ -132,3 +132,24 @@ def test_the_guard_wraps_every_private_storage_call_optunas_cache_makes():
     called = set(re.findall(r"self\._backend\.(_\w+)", inspect.getsource(_cached_storage)))
     assert called == set(compat.RDB_PRIVATE_CALLS)
     assert all(callable(getattr(RDBStorage, name, None)) for name in compat.RDB_PRIVATE_CALLS)
+
+
+def test_gcs_node_info_is_where_compat_reads_it():
+    """compat.cluster_nodes calls ``get_all_node_info`` (``GcsClient`` hands it to ``InnerGcsClient``) and reads
+    ``is_head_node``, ``state`` and ``temp_dir`` of each ``GcsNodeInfo``; tests/study/test_slurm_job.py drives it
+    against a real token-authenticated head."""
+    import ray._raylet
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+    assert callable(ray._raylet.InnerGcsClient.get_all_node_info)
+    info = GcsNodeInfo(is_head_node=True, temp_dir="/tmp/dmlray-7", state=GcsNodeInfo.ALIVE)
+    assert compat.GcsNode(info.is_head_node, info.state == GcsNodeInfo.ALIVE, info.temp_dir) == (
+        True,
+        True,
+        "/tmp/dmlray-7",
+    )
+
+
+def test_ray_client_check_is_where_compat_reads_it():
+    """``ray start --head`` starts a Ray Client server (port 10001) exactly when this is true (ray/scripts)."""
+    assert isinstance(compat.ray_client_installed(), bool)

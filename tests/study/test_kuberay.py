@@ -371,6 +371,9 @@ def test_the_configmap_carries_the_spec_the_driver_would_load(tmp_path):
         (["--volume", "datasets"], "--volume: 'datasets': expected CLAIM:/mount/path"),
         (["--workers", "0"], "argument --workers: must be at least 1"),
         (["--set", "train.epochs=-1"], "train.epochs"),
+        (["--max-failures", "-7"], "argument --max-failures: must be -1 (retry always) or a count >= 0, got -7"),
+        (["--set", "storage=s3://studies/x\ny"], "--set storage: the value holds the control character U+000A"),
+        (["--set", "tracking.uri=http://mlflow.ml.svc:5000/?token=t0ps3cret"], "tracking.uri: holds a password"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys, args, names):

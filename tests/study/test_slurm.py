@@ -3,7 +3,10 @@ one job of a small study on ``--nodes 2`` (``--max-requeues 1``) whose 2-minute 
 signals the job's script, the driver stops for ``--resume`` (exit 3), the script stops its own Ray nodes and requeues
 the job; the requeued run resumes (``dmlstudy status`` names the job and its restart) and is stopped again, and with
 its requeues used up the job ends with one line saying how to continue. The test runs that command with a longer
-limit (``--time 10``): the second job resumes and finishes the study, every trial and epoch once.
+limit (``--time 10``): the second job resumes the study, and once it has logged an epoch the test cancels it
+(``scancel``, every process SIGTERMed): it is not requeued (a requeue would undo the cancel), it says so with the
+command that continues, and every trial's epochs so far were logged once each, in order. (A continuation that
+finishes a study, every epoch once, is test_slurm_faults.py's; this one stops there to save CI's time.)
 
 The test prints the timeline (submit, signal, requeue, resume, exhaustion, continuation, finish) and the jobs' logs.
 """
@@ -23,6 +26,7 @@ import yaml
 
 from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, tiny_spec
 from harness.slurm import SlurmCluster, slurm_unavailable_reason
+from study.runtime import run_progress
 from trainables.schema import record as R
 
 NAME = "t_slurm"
@@ -30,6 +34,15 @@ OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation n
 EPOCHS = 10
 TRIALS = 10
 FOREIGN_TOKEN = "foreign0token0of0another0cluster"
+
+
+#: The driver's side of issue 48 (study.run): exit 3 when Ray is lost during a stop (SIGTERM to every process) and
+#: ``run_progress.json`` written on every exit, which the job reads before it requeues. Until it is in, these tests
+#: skip, saying so; remove this once it has landed.
+needs_driver_progress = pytest.mark.skipif(
+    not hasattr(run_progress, "start_run_meter"),
+    reason="needs the driver's exit 3 after Ray's loss and its run_progress.json (issue 48, driver side)",
+)
 
 
 def _tokens(job_id: str) -> set[str]:
@@ -57,7 +70,8 @@ def _files_holding(roots: list[Path], tokens: set[str]) -> list[str]:
     return hits
 
 
-def test_a_job_requeues_at_its_time_limit_and_finishes(tmp_path):
+@needs_driver_progress
+def test_a_job_requeues_at_its_time_limit_and_the_printed_command_resumes(tmp_path):
     if (reason := slurm_unavailable_reason()) is not None:
         pytest.skip(reason)
     spec = tiny_spec(NAME, epochs=EPOCHS, num_trials=TRIALS, max_concurrent=2)
@@ -137,31 +151,45 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
         assert cont.returncode == 0, cont.stderr
         second = (study_dir / R.SLURM_JOB_FILE).read_text().strip()
         mark(f"submitted job {second}: the printed command, --time 10")
-        final = _follow(cluster, second, mark, t0 + 720, lambda state, _: tokens.update(_tokens(second)))
+
+        def second_job(state: str, _: str) -> None:
+            if state == "RUNNING":
+                tokens.update(_tokens(second))
+                if "cancelled" not in epochs and logged_epochs(study_dir, NAME) > epochs["exhausted"]:
+                    epochs["cancelled"] = logged_epochs(study_dir, NAME)
+                    cluster.run(["scancel", second])
+                    mark(f"scancel {second}: resumed, {epochs['cancelled']} epochs logged")
+
+        final = _follow(cluster, second, mark, t0 + 600, second_job)
+        time.sleep(3)  # a requeue would show by now
+        after = cluster.job(second)
         log2 = (study_dir / R.SLURM_LOG_FILE.replace("%j", second)).read_text()
         print("\n".join(timeline), f"\n--- job {first} ---\n", log, f"\n--- job {second} ---\n", log2, sep="\n")
         leaks = _files_holding([study_dir, cluster.root, tmp, tmp_path / "spec.yaml"], tokens | {FOREIGN_TOKEN})
 
     assert ended == "FAILED", f"job {first} ended {ended}: {log[-2000:]}"  # exit 3: stopped, not requeued
-    assert final == "COMPLETED", f"job {second} ended {final}: {log2[-2000:]}"
+    assert final == "CANCELLED" and after.get("Restarts") == "0", f"job {second}: {after}: {log2[-2000:]}"
     # Each run of the first job stopped mid-study: the limit fell mid-study twice.
     assert 0 < epochs["requeued"] < epochs["exhausted"] < TRIALS * EPOCHS, epochs
-    assert log.count("SIGUSR1") >= 2 and "requeueing (requeue 1 of at most 1)" in log, log[-3000:]
+    assert log.count("SIGUSR1") >= 2 and "requeueing (requeue 1 of at most 1); this run checkpointed" in log, log[
+        -3000:
+    ]
     assert "SLURM_RESTART_COUNT=1" in log and log.count("driver exited with 3") == 2 and "2 of 2 nodes up" in log
     assert "stopped after 1 requeues (--max-requeues)" in said
     assert f"Slurm job {first}: RUNNING, restarted 1 time(s)" in status[0], status
-    assert "driver exited with 0" in log2 and "SLURM_RESTART_COUNT=0" in log2
+    assert "driver: study.run --resume" in log2 and "driver exited with 3" in log2 and "SLURM_RESTART_COUNT=0" in log2
+    cancelled = next((x for x in log2.splitlines() if "the job was cancelled" in x), "")
+    assert "not requeued" in cancelled and "continue the study with: dmlstudy slurm " in cancelled, log2[-2000:]
     assert FOREIGN_TOKEN not in tokens, "the submitting shell's token reached the job"
     tokens.discard(FOREIGN_TOKEN)
     assert len(tokens) >= 3, tokens  # a fresh token per run, seen in the job's processes
     assert not leaks, leaks
     trials = optuna_trials(study_dir, NAME)
-    assert sorted(t.state.name for t in trials) == ["COMPLETE"] * TRIALS
-    _, parents, children = mlflow_children(study_dir, NAME)
-    assert [p.info.status for p in parents] == ["FINISHED"]
-    assert len(children) == TRIALS and {c.info.status for c in children} == {"FINISHED"}
-    client = mlflow_children(study_dir, NAME)[0]
-    for child in children:
+    assert trials and {t.state.name for t in trials} <= {"RUNNING", "COMPLETE"}  # left for --resume, none failed
+    client, parents, children = mlflow_children(study_dir, NAME)
+    assert len(parents) == 1 and parents[0].info.status != "FINISHED"  # stopped for --resume, not finished
+    assert children and "FAILED" not in {c.info.status for c in children}
+    for child in children:  # every epoch logged so far, once, in order: nothing lost, nothing counted twice
         steps = [m.step for m in client.get_metric_history(child.info.run_id, OBJECTIVE)]
-        assert steps == list(range(1, EPOCHS + 1)), steps  # each epoch once
-    assert not list(tmp.glob(f"dmlray-{second}")), "the finished job left its RAY_TMPDIR"
+        assert steps == list(range(1, len(steps) + 1)), steps
+    assert sum(len(client.get_metric_history(c.info.run_id, OBJECTIVE)) for c in children) >= epochs["cancelled"]

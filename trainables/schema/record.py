@@ -69,6 +69,7 @@ __all__ = [
     "SLURM_JOB_FILE",
     "SLURM_LOG_FILE",
     "RUN_PROGRESS_FILE",
+    "SLURM_RUNS_FILE",
     "TABLE_REPORT_FILE",
     "NONFINITE_MARKER",
     "trial_dir",
@@ -245,6 +246,9 @@ SLURM_LOG_FILE: Final = "slurm-%j.out"
 #: What the driver's last run did (study.runtime.run_progress): the epochs it checkpointed, its start-up and epoch
 #: seconds, the signal it stopped on and its exit code; a job script reads it to decide whether a requeue gains anything.
 RUN_PROGRESS_FILE: Final = "run_progress.json"
+#: ``dmlstudy slurm`` (study.deploy.job): one JSON line per run of the study's jobs, appended as the run ends (the job,
+#: the run, its RUN_PROGRESS_FILE record, how it ended), so a run that measured no epoch knows an earlier run's times.
+SLURM_RUNS_FILE: Final = "slurm_runs.jsonl"
 #: Optuna's RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names a server.
 OPTUNA_DB: Final = "optuna.db"
 #: MLflow's sqlite store, unless ``tracking.uri`` names a server; also the local tracking server's backend.

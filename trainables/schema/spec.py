@@ -16,6 +16,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from trainables.schema import record as R
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.metric_names import TEST_PREFIX, VAL_PREFIX, recall_at
+from trainables.schema.plain_text import PlainText, plain_text
 from trainables.schema.space import (
     CategoricalParam,
     FloatParam,
@@ -70,7 +71,7 @@ class NoiseSpec(_Strict):
     @field_validator("file")
     @classmethod
     def _absolute_file(cls, value: str | None) -> str | None:
-        return _absolute_path(value)
+        return _absolute_path(plain_text(value))
 
     @model_validator(mode="after")
     def _check_file(self) -> NoiseSpec:
@@ -87,7 +88,7 @@ def _absolute_path(path: str | None) -> str | None:
     return None if path is None else os.path.abspath(os.path.expanduser(path))
 
 
-_Path = Annotated[str | None, AfterValidator(_absolute_path)]
+_Path = Annotated[PlainText | None, AfterValidator(_absolute_path)]
 
 
 class DatasetSpec(_Strict):
@@ -104,7 +105,7 @@ class DatasetSpec(_Strict):
     #: ``imagefolder`` only: a file of ``<class> train|test`` lines instead of the first-half class split.
     split_file: _Path = None
     #: ``csv`` only: open-metric-learning's annotation CSV, relative to ``root`` (trainables/data/csv_oml.py).
-    annotations: str | None = None
+    annotations: PlainText | None = None
     #: On-disk image datasets: ``decoded`` decodes and resizes every image once per node into a shared uint8 cache
     #: file (trainables/data/decoded_cache.py); ``none`` decodes every image in every epoch (the PIL pipeline).
     cache: Literal["decoded", "none"] = "decoded"
@@ -362,6 +363,7 @@ class StudySpec(_Strict):
     @field_validator("storage")
     @classmethod
     def _storage(cls, storage: str) -> str:
+        plain_text(storage)
         if not storage.strip():
             raise ValueError("must name a directory or a URI (s3://bucket/prefix), but got an empty string")
         if "://" in storage:

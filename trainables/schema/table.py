@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from trainables.schema._strict import Seed, _Strict
+from trainables.schema.plain_text import PlainText
 from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec
 from trainables.schema.spec import (
     DatasetSpec,
@@ -194,7 +195,7 @@ class TableSpec(_Strict):
     final: TableFinalSpec = TableFinalSpec()
     diagnostics: DiagnosticsSpec = DiagnosticsSpec()
     resources: ResourcesSpec = ResourcesSpec()
-    storage: str = "runs"
+    storage: PlainText = "runs"
     tracking: TrackingSpec = TrackingSpec()
 
     @model_validator(mode="after")
