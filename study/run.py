@@ -214,14 +214,8 @@ def _main(args: argparse.Namespace, run: _Run) -> int:
         print(f"error: {one_line(line)}", file=sys.stderr)
         return 1
     print()
-    if outcome.interrupted:  # a stop, or an interrupted fit: where it stands, no result yet
-        print(_progress_line(f"Study {spec.name!r}", outcome))
-        for trial_id, reason in outcome.failures:
-            print(f"  failed: trial {trial_id}: {reason}")
-        if stopping.received() is not None:
-            return stopping.EXIT_STOPPED  # the continue line is the run's last (_Run.last_words)
-        print(run.continue_line("the study was interrupted"))
-        return 1
+    if outcome.interrupted:
+        return _interrupted(run, f"Study {spec.name!r}", outcome, "the study was interrupted")
     print(
         f"Study {spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in {outcome.wall_time_s:.0f} s"
     )
@@ -255,6 +249,18 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         pending_timeout_s=args.pending_timeout,
         drain_timeout_s=args.drain_timeout,
     )
+
+
+def _interrupted(run: _Run, what: str, outcome: StudyOutcome, interrupted: str) -> int:
+    """A stop, or an interrupted fit: where the study or table stands, no result yet; exit 3 after a stop signal (the
+    continue line is then the run's last, :meth:`_Run.last_words`), else 1 with the continue line."""
+    print(_progress_line(what, outcome))
+    for trial_id, reason in outcome.failures:
+        print(f"  failed: trial {trial_id}: {reason}")
+    if stopping.received() is not None:
+        return stopping.EXIT_STOPPED
+    print(run.continue_line(interrupted))
+    return 1
 
 
 def _progress_line(what: str, outcome: StudyOutcome) -> str:
@@ -302,14 +308,9 @@ def _run_table(args: argparse.Namespace, run: _Run) -> int:
             raise
         print(f"error: {one_line(line)}", file=sys.stderr)
         return 1
-    if outcome.interrupted:  # a stop, or an interrupted fit: where it stands, no result yet
-        print("\n" + _progress_line(f"Table {table.spec.name!r}", outcome))
-        for trial_id, reason in outcome.failures:
-            print(f"  failed: trial {trial_id}: {reason}")
-        if stopping.received() is not None:
-            return stopping.EXIT_STOPPED  # the continue line is the run's last (_Run.last_words)
-        print(run.continue_line("the table was interrupted"))
-        return 1
+    if outcome.interrupted:
+        print()
+        return _interrupted(run, f"Table {table.spec.name!r}", outcome, "the table was interrupted")
     print(
         f"\nTable {table.spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in "
         f"{outcome.wall_time_s:.0f} s"

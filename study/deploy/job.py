@@ -39,13 +39,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, NoReturn
 
 from study.arguments import ArgumentParser, one_line
+from study.runtime.cluster import quiet_fd2
 from study.runtime.run_progress import RunProgress, read_run_progress
 from trainables.schema import record as R
 
@@ -131,19 +132,6 @@ def read_head_address(tmpdir: str | Path, since: float) -> str | None:
     return text or None
 
 
-@contextlib.contextmanager
-def _quiet_fd2() -> Iterator[None]:
-    """Ray's C++ client logs every failed attempt on file descriptor 2: keep those out of the job's log."""
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def this_jobs_head(address: str, tmpdir: str | Path) -> tuple[bool, str]:
     """Whether the GCS at ``address`` is this job's head, and if not why: it must accept this process's token
     (``RAY_AUTH_TOKEN``, fresh in each run) and hold an alive head node whose temp dir is this job's ``tmpdir``
@@ -159,7 +147,7 @@ def this_jobs_head(address: str, tmpdir: str | Path) -> tuple[bool, str]:
     except (OSError, ValueError) as e:
         return False, f"nothing answers at {address} ({getattr(e, 'strerror', None) or type(e).__name__})"
     try:
-        with _quiet_fd2():
+        with quiet_fd2():
             nodes = cluster_nodes(address, timeout_s=5)
     except AuthenticationError:
         return False, f"the Ray head at {address} refuses this job's token: it is another job's"
@@ -580,7 +568,7 @@ def _wait_nodes(address: str, count: int, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     up = 0
     while True:
-        with contextlib.suppress(Exception), _quiet_fd2():
+        with contextlib.suppress(Exception), quiet_fd2():
             up = sum(n.alive for n in cluster_nodes(address, timeout_s=10))
         if up >= count or time.monotonic() > deadline:
             break

@@ -36,6 +36,7 @@ __all__ = [
     "private_instance_token",
     "connect_ray",
     "check_storage_reachable",
+    "quiet_fd2",
 ]
 
 _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
@@ -66,7 +67,7 @@ def _unreachable_line(address: str, why: str) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_fd2() -> Iterator[None]:
+def quiet_fd2() -> Iterator[None]:
     """Silence file descriptor 2 (Ray's C++ client logs each failed attempt there), restoring it afterwards."""
     saved = os.dup(2)
     try:
@@ -96,7 +97,7 @@ def probe_cluster(address: str, timeout: float = 10.0) -> None:
     from study.runtime.compat import gcs_client
 
     try:
-        with _quiet_fd2():
+        with quiet_fd2():
             gcs_client(address)
     except AuthenticationError:
         raise StudyError(_auth_line(address)) from None

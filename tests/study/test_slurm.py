@@ -26,7 +26,6 @@ import yaml
 
 from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, tiny_spec
 from harness.slurm import SlurmCluster, slurm_unavailable_reason
-from study.runtime import run_progress
 from trainables.schema import record as R
 
 NAME = "t_slurm"
@@ -34,15 +33,6 @@ OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation n
 EPOCHS = 10
 TRIALS = 10
 FOREIGN_TOKEN = "foreign0token0of0another0cluster"
-
-
-#: The driver's side of issue 48 (study.run): exit 3 when Ray is lost during a stop (SIGTERM to every process) and
-#: ``run_progress.json`` written on every exit, which the job reads before it requeues. Until it is in, these tests
-#: skip, saying so; remove this once it has landed.
-needs_driver_progress = pytest.mark.skipif(
-    not hasattr(run_progress, "start_run_meter"),
-    reason="needs the driver's exit 3 after Ray's loss and its run_progress.json (issue 48, driver side)",
-)
 
 
 def _tokens(job_id: str) -> set[str]:
@@ -70,7 +60,6 @@ def _files_holding(roots: list[Path], tokens: set[str]) -> list[str]:
     return hits
 
 
-@needs_driver_progress
 def test_a_job_requeues_at_its_time_limit_and_the_printed_command_resumes(tmp_path):
     if (reason := slurm_unavailable_reason()) is not None:
         pytest.skip(reason)

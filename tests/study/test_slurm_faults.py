@@ -30,21 +30,11 @@ import yaml
 
 from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, tiny_spec
 from harness.slurm import SlurmCluster, slurm_unavailable_reason
-from study.runtime import run_progress
 from trainables.schema import record as R
 
 OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation none)
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "gone")
 DMLSTUDY = [sys.executable, "-m", "study.cli"]
-
-
-#: The driver's side of issue 48 (study.run): exit 3 when Ray is lost during a stop (SIGTERM to every process) and
-#: ``run_progress.json`` written on every exit, which the job reads before it requeues. Until it is in, these tests
-#: skip, saying so; remove this once it has landed.
-needs_driver_progress = pytest.mark.skipif(
-    not hasattr(run_progress, "start_run_meter"),
-    reason="needs the driver's exit 3 after Ray's loss and its run_progress.json (issue 48, driver side)",
-)
 
 
 @dataclass
@@ -138,7 +128,6 @@ def _epochs_once(study_dir: Path, name: str, epochs: int) -> None:
     assert steps == list(range(1, epochs + 1)), steps
 
 
-@needs_driver_progress
 def test_term_to_every_process_requeues_and_a_refused_requeue_fails_with_the_command(slurm: Slurm):
     """Run 1: ``scancel --signal=TERM --full`` once an epoch is logged: exit 3, requeued, the line says what the run
     checkpointed. Run 2: requeue turned off on the job, the same signal: "scontrol requeue ... failed (Requested
@@ -187,7 +176,6 @@ def test_term_to_every_process_requeues_and_a_refused_requeue_fails_with_the_com
     _epochs_once(study_dir, "t_term", epochs)
 
 
-@needs_driver_progress
 def test_a_limit_shorter_than_an_epoch_is_not_requeued(slurm: Slurm):
     """``--time 1`` for an epoch of minutes: the signal comes, no epoch was checkpointed, nothing is requeued; one
     line with the run's length, that no epoch finished, and a ``--time`` of at least double."""
