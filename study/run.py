@@ -158,7 +158,9 @@ class _Run:
             try:
                 write_run_progress(self.layout.root, run_meter().progress(stopping.received(), code))
             except OSError as e:  # a full disk: the exit code still says what happened
-                print(f"warning: {R.RUN_PROGRESS_FILE} could not be written: {e.strerror}", file=sys.stderr)
+                if code == stopping.EXIT_STOPPED:  # a job script would requeue on it: say why it will not
+                    print(f"warning: {R.RUN_PROGRESS_FILE} could not be written: {e.strerror}", file=sys.stderr)
+                # (after exit 1 the store's own error is the one line the CLI promises, and nothing is requeued)
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> int:

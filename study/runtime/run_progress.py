@@ -46,8 +46,12 @@ def write_run_progress(study_dir: str | Path, progress: RunProgress) -> None:
     """Write ``progress`` to the study directory (a local or shared path; replaced atomically)."""
     path = Path(study_dir) / R.RUN_PROGRESS_FILE
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(dataclasses.asdict(progress), indent=1) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(dataclasses.asdict(progress), indent=1) + "\n")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half-written file behind
+        raise
 
 
 def read_run_progress(study_dir: str | Path) -> RunProgress | None:
