@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-__all__ = ["ArgumentParser", "one_line"]
+__all__ = ["ArgumentParser", "max_failures", "one_line"]
 
 
 def one_line(message: str) -> str:
@@ -21,3 +21,14 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def max_failures(text: str) -> int:
+    """``--max-failures``: a number of retries, or -1 for always (an :mod:`argparse` type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"must be -1 (retry always) or a count >= 0, got {value}")
+    return value

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from study.arguments import ArgumentParser, one_line
+from study.arguments import ArgumentParser, max_failures, one_line
 from study.runtime import stopping
 from study.runtime.run_progress import run_meter, start_run_meter, write_run_progress
 from study.search.context import RunOptions
@@ -64,7 +64,7 @@ def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
     p.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
     p.add_argument(
         "--max-failures",
-        type=int,
+        type=max_failures,
         default=RunOptions.max_failures,
         metavar="N",
         help="restart a failed trial from its last checkpoint up to N times (-1: always); a NaN loss is never retried",

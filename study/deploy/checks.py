@@ -4,11 +4,11 @@ that must not travel with a job (sbatch hands its whole environment to slurmctld
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from study.arguments import max_failures
 from trainables.schema.errors import SpecError
 
 if TYPE_CHECKING:
@@ -38,17 +38,6 @@ def refuse_written_passwords(specs: Iterable[StudySpec], advice: str) -> None:
         for key, url in tracking_urls(spec):
             if url is not None and redact(url) != url:
                 raise SpecError(f"holds a password written into the URL; {advice}", key)
-
-
-def max_failures(text: str) -> int:
-    """``--max-failures``: a number of retries, or -1 for always (an :mod:`argparse` type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < -1:
-        raise argparse.ArgumentTypeError(f"must be -1 (retry always) or a count >= 0, got {value}")
-    return value
 
 
 def credential_variables(environ: Mapping[str, str], specs: Iterable[StudySpec] = ()) -> list[str]:

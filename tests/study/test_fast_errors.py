@@ -49,7 +49,8 @@ def _cli(module: str, args: list[str], cwd: Path) -> tuple[int, list[str], set[s
         (["--set", "model.pretrained=true"], "model.pretrained: backbone 'small_cnn' has no ImageNet weights"),
         (["--set", "train.linear_probe=true"], "train.linear_probe needs a dataset whose test classes"),
         (["--set", "nokey"], "--set 'nokey': expected dotted.key=value"),
-        (["--max-failures", "x"], "argument --max-failures: invalid int value"),
+        (["--max-failures", "x"], "argument --max-failures: must be an integer, got 'x'"),
+        (["--max-failures", "-7"], "argument --max-failures: must be -1 (retry always) or a count >= 0, got -7"),
     ],
 )
 def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(tmp_path, spec_dict, write_spec, overrides, message):
