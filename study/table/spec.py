@@ -230,7 +230,10 @@ def parse_table(raw: Any, source: str = "table") -> Table:
 
 def _default(tree: dict[str, Any], key: str) -> Any:
     """The value at a dotted path of the shared spec, else the schema's default."""
-    node: Any = StudySpec.model_validate({"name": "x", "family": "x", **tree}).model_dump(mode="json")
+    try:
+        node: Any = StudySpec.model_validate({"name": "x", "family": "x", **tree}).model_dump(mode="json")
+    except ValidationError as e:  # a shared value the table's own schema let through (storage: ftp://…): one line
+        raise spec_error(e) from None
     for part in key.split("."):
         node = node[part]
     return node

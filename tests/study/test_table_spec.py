@@ -447,3 +447,10 @@ def test_the_size_line_prices_the_table_with_and_without_early_stopping():
     assert "every trial to the end: 19080 model-epochs, ≈ 39.8 h" in line and "with asha per cell (grace 5" in line
     assert f"{asha.model_epochs():.0f} model-epochs in all, ≈ {asha.estimated_hours():.1f} h" in line
     assert "with asha" not in fifo.size_line()
+
+
+def test_a_shared_value_the_study_schema_refuses_is_one_line():
+    # The table's schema lets any storage through; the study schema, which builds each cell, names the key.
+    with pytest.raises(SpecError) as e:
+        parse_table(_table(storage="ftp://x/y"), "t.yaml")
+    assert "storage: scheme 'ftp' is not a filesystem" in str(e.value) and "\n" not in str(e.value)
