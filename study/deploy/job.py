@@ -34,6 +34,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -79,6 +80,7 @@ NODES_TIMEOUT_S = 300
 #: shared file system's server differ a little; a requeued run starts ≥ 10 s after the last one ended).
 CLOCK_SLACK_S = 5
 #: Job states in which the job has been told to end (``scancel``, preemption, a time limit) while its script runs.
+_DURATION = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _ENDING_STATES = frozenset({"COMPLETING", "CANCELLED", "PREEMPTED", "TIMEOUT"})
 
 
@@ -222,19 +224,18 @@ class SlurmView:
 
 
 def slurm_seconds(text: str) -> int | None:
-    """A Slurm duration as ``scontrol`` prints it (``D-HH:MM:SS``, ``HH:MM:SS``, ``MM:SS``, ``MM``) in seconds;
-    ``None`` for ``UNLIMITED``, ``Partition_Limit`` or anything else."""
-    days, _, clock = text.strip().rpartition("-")
-    parts = clock.split(":")
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
+    """A Slurm duration (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``: ``--time`` as sbatch
+    takes it and ``RunTime``/``TimeLimit`` as ``scontrol`` prints them) in seconds; ``None`` for ``UNLIMITED``,
+    ``Partition_Limit`` or anything else."""
+    m = _DURATION.match(text.strip())
+    if m is None:
         return None
-    numbers = [int(p) for p in parts]
-    if days:  # D-HH[:MM[:SS]]
-        numbers += [0] * (3 - len(numbers))
-        return int(days) * 86400 + numbers[0] * 3600 + numbers[1] * 60 + numbers[2]
-    if len(numbers) == 1:  # MM
-        return numbers[0] * 60
-    return sum(n * 60**i for i, n in enumerate(reversed(numbers)))  # [HH:]MM:SS
+    days, a, b, c = m.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+    if c is not None:  # HH:MM:SS
+        return int(a) * 3600 + int(b) * 60 + int(c)
+    return int(a) * 60 + int(b or 0)  # MM[:SS]
 
 
 def parse_job_fields(text: str) -> SlurmView | None:

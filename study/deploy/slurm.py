@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shlex
 import shutil
 import stat
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from study.arguments import ArgumentParser, one_line
 from study.deploy.checks import credential_variables, max_failures, refuse_written_passwords
+from study.deploy.job import slurm_seconds
 from study.deploy.render import fill, load_template
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
@@ -114,21 +114,13 @@ _BREAKING = {
 }
 #: Long options sbatch reads abbreviated (getopt: ``--arr`` is ``--array``): a prefix of one of these is that option.
 _GUARDED_LONG = sorted(o for o in (*_MANAGED, *_BREAKING) if o.startswith("--"))
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
 def parse_time(text: str) -> int:
     """A Slurm ``--time`` in seconds (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``)."""
-    m = _TIME.match(text.strip())
-    if m is None:
+    seconds = slurm_seconds(text)
+    if seconds is None:
         raise SpecError(f"--time {text!r} is not a Slurm time (MM, HH:MM:SS, D-HH, D-HH:MM:SS)")
-    days, a, b, c = m.groups()
-    if days is not None:  # D-HH[:MM[:SS]]
-        seconds = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
-    elif c is not None:  # HH:MM:SS
-        seconds = int(a) * 3600 + int(b) * 60 + int(c)
-    else:  # MM[:SS]
-        seconds = int(a) * 60 + int(b or 0)
     if seconds <= 0:
         raise SpecError(f"--time {text!r} must be positive")
     return seconds
