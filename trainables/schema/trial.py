@@ -21,6 +21,7 @@ from trainables.schema.spec import StudySpec
 __all__ = [
     "SPEC_KEY",
     "FINAL_KEY",
+    "CELL_KEY",
     "param_path",
     "set_path",
     "flatten",
@@ -35,6 +36,11 @@ SPEC_KEY = "spec"
 #: Key of a final-stage trial's point inside its Ray Tune config: ``{"group": ..., "params": {name: value}}``,
 #: the best configuration of its group with the final seed written over ``seed``.
 FINAL_KEY = "final"
+#: Key of a search trial's cell inside its Ray Tune config: the label of the plan's cell that asked for it (a table's
+#: ``<arm>.<condition>``, a study's one cell), stamped by the searcher when the trial is asked, so the scheduler, the
+#: progress view and the final stage read it instead of matching configs. Not a spec value: never part of a trial's
+#: spec or its MLflow params. Trials asked before it existed carry none (``study.table.spec.cell_of`` finds theirs).
+CELL_KEY = "cell"
 
 _TOP_LEVEL_SEARCHABLE = ("seed", "family")
 #: Tags pydantic inserts into error locations: the discriminated union's member (``space.lr.float.low``).
@@ -97,7 +103,7 @@ def sampled_values(config: dict[str, Any]) -> dict[str, Any]:
     best configuration of a group with its final seed (final stage)."""
     if FINAL_KEY in config:
         return dict(config[FINAL_KEY]["params"])
-    return {k: v for k, v in config.items() if k != SPEC_KEY}
+    return {k: v for k, v in config.items() if k not in (SPEC_KEY, CELL_KEY)}
 
 
 def trial_stage(config: dict[str, Any]) -> str:
