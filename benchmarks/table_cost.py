@@ -1,7 +1,7 @@
 """What early stopping per cell buys a table, and whether it changes the table's conclusions (issue 42).
 
 Runs one table twice, one run after the other, at the same ``num_trials``: FIFO (every trial to the end) and with ASHA
-per cell (study/table/scheduler.py), each a real ``python -m study.run`` with its own Ray, then reads both back from
+per cell (study/search/cell_asha.py), each a real ``python -m study.run`` with its own Ray, then reads both back from
 their stores and prints
 
 - the search's model-epochs (folds × epochs the trials trained) and wall time, and their ratios (goal: ≤ 40 % of

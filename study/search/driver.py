@@ -359,7 +359,7 @@ def _run_validated(
         with fit_window():
             results = unwrapped(tuner.fit)
         ledger = stage_ledger(tuner)
-        # A table replaces its cells' errored trials (study.table.search): after a stop, one may still be due.
+        # A table replaces its cells' errored trials (study.search.cell_search): after a stop, one may still be due.
         done = ledger.finished(spec.search.num_trials, errors_replaced=context.plan is not None)
         progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, spec.search.num_trials)
         order = trial_numbers(layout.optuna_url, spec.name)

@@ -24,6 +24,8 @@ MOVED: dict[str, tuple[str, ...]] = {
     "study.ordered_search": ("study.search.ordered_sampler",),
     "study.stage_tuners": ("study.search.tuners",),
     "study.tuner": ("study.search.driver",),
+    "study.table.search": ("study.search.cell_search",),
+    "study.table.scheduler": ("study.search.cell_asha",),
 }
 
 

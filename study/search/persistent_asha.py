@@ -17,7 +17,7 @@ __all__ = ["PersistentASHA", "read_state_once"]
 def read_state_once(scheduler: Any) -> Any:
     """What ``scheduler`` last wrote to its ``state_file``, the first time it asks (a restored driver's first call),
     else ``None``; sets its ``_loaded``. Shared by :class:`PersistentASHA` and a table's
-    :class:`~study.table.scheduler.CellASHA`."""
+    :class:`~study.search.cell_asha.CellASHA`."""
     if scheduler._loaded:
         return None
     scheduler._loaded = True

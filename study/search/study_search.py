@@ -2,7 +2,7 @@
 Optuna trial states that match Ray's decisions, asks in an order timing cannot change
 (:mod:`study.search.ordered_sampler`), and the Optuna trials a killed driver left behind. ASHA's rungs across a
 driver restart are :mod:`study.search.persistent_asha`; the Optuna↔MLflow link is
-:mod:`study.tracking.optuna_link`. Used by :mod:`study.search.tuners` and :mod:`study.table.search`."""
+:mod:`study.tracking.optuna_link`. Used by :mod:`study.search.tuners` and :mod:`study.search.cell_search`."""
 
 from __future__ import annotations
 

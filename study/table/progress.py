@@ -1,6 +1,6 @@
 """The live table of a table's search: per cell, trials finished / budget, stopped early (by the table's scheduler;
 they count as finished), running, failed (a lost trial is replaced:
-study/table/search.py), best validation score; in the header the trials finished and, once trials have finished in
+study/search/cell_search.py), best validation score; in the header the trials finished and, once trials have finished in
 this driver, the estimated time left (search and final stage).
 
 The estimate is the rate at which this driver's trials have reported epochs, in model-epochs on all training classes

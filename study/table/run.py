@@ -2,7 +2,7 @@
 
 Every arm × condition cell is searched by its own Optuna study (``<table>.<arm>.<condition>`` in the table's Optuna
 storage) with ``search.num_trials`` trials, all cells' trials in **one** Ray Tune experiment whose searcher
-dispatches to the cells (:class:`study.table.search.TableSearch`; why one experiment: that module's docstring), so
+dispatches to the cells (:class:`study.search.cell_search.CellSearch`; why one experiment: that module's docstring), so
 they share the cluster under the table's ``max_concurrent`` and the table resumes as a whole at trial granularity.
 Then each cell's best configuration (:func:`study.final.best.pick_best`) is retrained with the final seeds (noise reseeded
 per seed: the arms are paired) by the study's own final stage, as one group per cell. Everything else is
@@ -22,12 +22,12 @@ import yaml
 
 from study.layout import StudyLayout
 from study.runtime.storage import read_bytes, write_bytes
+from study.search.cell_asha import CellASHA
+from study.search.cell_search import CellSearch
 from study.search.context import RunOptions, SearchPlan, StudyContext
 from study.search.driver import StudyOutcome, run_study
 from study.search.resume import OPERATIONAL_KEYS
 from study.search.tuners import stage_tuner, study_searcher
-from study.table.scheduler import CellASHA
-from study.table.search import TableSearch
 from study.table.spec import Table, cell_of
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.credentials import redacted_spec
@@ -65,16 +65,16 @@ def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
         )
 
 
-def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
+def table_searcher(table: Table, layout: StudyLayout) -> CellSearch:
     """The table's searcher: one study searcher per cell (:func:`study.search.tuners.study_searcher`: the guarded Optuna
     storage, the ordered sampler with the table's :attr:`~study.table.spec.Table.cell_lag`), ``num_trials`` each."""
     s = table.base.search
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, table.cell_lag)) for c in table.cells]
-    return TableSearch(cells, table.spec.search.num_trials, s.metric, s.mode, trials_dir=layout.tune_dir)
+    return CellSearch(cells, table.spec.search.num_trials, s.metric, s.mode, trials_dir=layout.tune_dir)
 
 
 def table_scheduler(table: Table, layout: StudyLayout) -> TrialScheduler:
-    """FIFO, or with ``search.scheduler.type: asha`` one ASHA rung set per cell (:class:`~study.table.scheduler.CellASHA`:
+    """FIFO, or with ``search.scheduler.type: asha`` one ASHA rung set per cell (:class:`~study.search.cell_asha.CellASHA`:
     a trial is compared with its own cell's trials only), its rungs kept in the study directory across resumes."""
     from ray.tune.schedulers import FIFOScheduler
 

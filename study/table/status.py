@@ -1,10 +1,10 @@
 """Where a table stands, per cell, read from its stores without starting anything (``python -m study.run TABLE.yaml
 --status``): from each cell's Optuna study the trials finished (COMPLETE or PRUNED) / budget, stopped early (PRUNED:
 a table's scheduler stopped them) and failed (a lost
-trial is replaced, one whose loss was not finite counts as evaluated: study/table/search.py), the best validation score
+trial is replaced, one whose loss was not finite counts as evaluated: study/search/cell_search.py), the best validation score
 and its parameters (with a flag where the winner sits at an end of its searched range); what the cell cost (model-epochs,
 wall time, GPU-hours on a GPU, and the share early stopping saved against running the same trials to the end: each
-trial's cost is recorded on its Optuna trial when it ends, study/table/search.py); the final seeds done from MLflow.
+trial's cost is recorded on its Optuna trial when it ends, study/search/cell_search.py); the final seeds done from MLflow.
 
 The best trial is :func:`study.final.best.pick_best`'s on the cell's Optuna trials (ties to the earliest).
 """
@@ -39,9 +39,9 @@ class CellStatus:
     best_value: float | None
     best_params: dict[str, Any] = field(default_factory=dict)
     final_done: int = 0
-    #: FAIL trials whose loss was not finite: evaluated, not replaced (study/table/search.py).
+    #: FAIL trials whose loss was not finite: evaluated, not replaced (study/search/cell_search.py).
     nonfinite: int = 0
-    #: What the cell's ended trials cost (study/table/search.py records each on its Optuna trial): models × epochs
+    #: What the cell's ended trials cost (study/search/cell_search.py records each on its Optuna trial): models × epochs
     #: trained, wall seconds, GPU-seconds (``None`` without a GPU); ``full_model_epochs``: what the same trials
     #: would have cost run to the end.
     model_epochs: float = 0.0

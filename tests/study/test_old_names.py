@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from study.search import driver, persistent_asha, space, study_search, tuners
+from study.search import cell_asha, cell_search, driver, persistent_asha, space, study_search, tuners
 from study.search.old_names import MOVED, accept_old_names
 
 
@@ -29,6 +29,8 @@ def _old_pickle(obj: object, new: str, old: str) -> bytes:
         ("study.ordered_search", "OrderedSampler", None),
         ("study.stage_tuners", "_trial_dirname", tuners),
         ("study.tuner", "describe_trial", driver),
+        ("study.table.search", "TableSearch", cell_search),
+        ("study.table.scheduler", "CellASHA", cell_asha),
     ],
 )
 def test_an_old_name_resolves_to_its_new_home(old: str, name: str, where: object) -> None:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
-from study.table.scheduler import CellASHA, rung_values
+from study.search.cell_asha import CellASHA, rung_values
 
 CELLS = [("ms.p0", {"family": "ms", "ratio": 0.0}), ("ms.p0.4", {"family": "ms", "ratio": 0.4})]
 MAX_T, GRACE, ETA = 9, 1, 3.0

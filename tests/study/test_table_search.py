@@ -1,4 +1,4 @@
-"""The table's searcher (study/table/search.py) under concurrency: with ``search.reproducible`` what every cell
+"""The table's searcher (study/search/cell_search.py) under concurrency: with ``search.reproducible`` what every cell
 samples is the same whatever order its trials end in, and a cell that must wait gives its slot to another cell.
 
 Real Optuna (TPE past its start-up trials) on the table's own SQLite Optuna storage, through the searchers the table
@@ -16,8 +16,8 @@ import optuna
 import pytest
 
 from study.layout import StudyLayout
+from study.search.cell_search import CellSearch
 from study.table.run import table_searcher
-from study.table.search import TableSearch
 from study.table.spec import load_table
 from study.tracking.guarded import GuardedRDBStorage
 from trainables.schema.metric_names import EPOCH
@@ -57,7 +57,7 @@ def run_table_search(storage: Path, order_seed: int, slots: int, reproducible: b
             calls += 1
             before = list(search.asked)
             config = search.suggest(trial_id)
-            if config == TableSearch.FINISHED:
+            if config == CellSearch.FINISHED:
                 finished = True
             elif config is None:
                 break

@@ -203,7 +203,7 @@ def test_edge_flags():
 
 
 def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
-    from study.table.search import TableSearch
+    from study.search.cell_search import CellSearch
 
     search, table = _quick_searcher(2, None)
     cells = search.cells
@@ -214,7 +214,7 @@ def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
     assert set(configs[0]) == {"family", "dataset.noise.ratio", "ms_base", "ms_epsilon", "ms_alpha", "ms_beta"}
     for i in range(len(configs)):
         search.on_trial_complete(f"t{i}", {"val/recall_at_1": 0.1 * i, "epoch": 4, "training_iteration": 4})
-    assert search.suggest("t9") == TableSearch.FINISHED
+    assert search.suggest("t9") == CellSearch.FINISHED
     studies = [c[2]._ot_study for c in cells]
     assert [len(s.trials) for s in studies] == [2, 2, 2, 2]
     assert [t.state.name for s in studies for t in s.trials] == ["COMPLETE"] * 8
@@ -224,9 +224,9 @@ def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
 
 def _quick_searcher(budget: int, trials_dir: Path | None):
     """The quick table's dispatcher over in-memory Optuna studies (no Ray), and the table."""
+    from study.search.cell_search import CellSearch
     from study.search.space import make_sampler, to_optuna
     from study.search.study_search import StudySearch
-    from study.table.search import TableSearch
 
     table = load_table(SPACES / "table_glyphs_quick.yaml")
     cells = []
@@ -237,14 +237,14 @@ def _quick_searcher(budget: int, trials_dir: Path | None):
         )
         cells.append((c.label, c.fixed, searcher))
     trials_dir = None if trials_dir is None else str(trials_dir)
-    return TableSearch(cells, budget=budget, metric="val/recall_at_1", mode="max", trials_dir=trials_dir), table
+    return CellSearch(cells, budget=budget, metric="val/recall_at_1", mode="max", trials_dir=trials_dir), table
 
 
 def test_a_lost_trial_is_replaced_and_a_nan_one_counts_as_evaluated(tmp_path):
     """Ray reports both as errored; the NaN marker the loop leaves in the trial's folder tells them apart. Read back
     from Optuna: every cell ends with its budget of COMPLETE trials, except the NaN trial's cell (evaluated: FAIL,
     marked, not replaced)."""
-    from study.table.search import TableSearch
+    from study.search.cell_search import CellSearch
     from trainables.schema import record as R
 
     search, table = _quick_searcher(2, tmp_path)
@@ -263,7 +263,7 @@ def test_a_lost_trial_is_replaced_and_a_nan_one_counts_as_evaluated(tmp_path):
     assert cell_of(table.cells, replacement).label == "ms.p0"  # the lost trial's cell asks again, no other
     assert search.suggest("t9") is None  # every cell has its budget; t8 is still running
     search.on_trial_complete("t8", done)
-    assert search.suggest("t10") == TableSearch.FINISHED
+    assert search.suggest("t10") == CellSearch.FINISHED
     states = {
         c[0]: [(t.state.name, t.user_attrs.get(R.OPTUNA_FAILURE)) for t in c[2]._ot_study.trials] for c in search.cells
     }
@@ -274,13 +274,13 @@ def test_a_lost_trial_is_replaced_and_a_nan_one_counts_as_evaluated(tmp_path):
 
 def test_replacements_are_bounded_per_cell():
     """A cell whose every trial is lost takes at most its budget in replacements, then ends short: no endless loop."""
-    from study.table.search import TableSearch
+    from study.search.cell_search import CellSearch
 
     search, table = _quick_searcher(2, None)
     asked: dict[str, list[str]] = {}
     for i in range(100):
         config = search.suggest(f"t{i}")
-        if config == TableSearch.FINISHED:
+        if config == CellSearch.FINISHED:
             break
         assert config is not None
         cell = cell_of(table.cells, config).label
@@ -295,7 +295,7 @@ def test_replacements_are_bounded_per_cell():
 
 def test_a_sampled_value_never_overrides_a_cells_fixed_value():
     """Defence behind the spec's allow-list: where the trial's config is built, a clash raises."""
-    from study.table.search import TableSearch
+    from study.search.cell_search import CellSearch
 
     class Sampling:
         def __init__(self, sampled: dict) -> None:
@@ -306,10 +306,10 @@ def test_a_sampled_value_never_overrides_a_cells_fixed_value():
 
     fixed = {"family": "ms", "dataset.noise.ratio": 0.3, "ms_base": 1.0}
     for sampled in ({"dataset.noise.ratio": 0.0}, {"dataset.noise": {"ratio": 0.0}}, {"ms_base": 2.0}):
-        search = TableSearch([("ms.p0.3", fixed, Sampling(sampled))], 1, "val/recall_at_1", "max")  # type: ignore[list-item]
+        search = CellSearch([("ms.p0.3", fixed, Sampling(sampled))], 1, "val/recall_at_1", "max")  # type: ignore[list-item]
         with pytest.raises(RuntimeError, match="would override the cell's fixed values"):
             search.suggest("t0")
-    search = TableSearch([("ms.p0.3", fixed, Sampling({"ms_alpha": 2.0}))], 1, "val/recall_at_1", "max")  # type: ignore[list-item]
+    search = CellSearch([("ms.p0.3", fixed, Sampling({"ms_alpha": 2.0}))], 1, "val/recall_at_1", "max")  # type: ignore[list-item]
     assert search.suggest("t0") == {**fixed, "ms_alpha": 2.0}
 
 

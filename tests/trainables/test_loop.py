@@ -54,7 +54,7 @@ def test_non_finite_loss_fails_the_trial():
 
 def test_non_finite_embeddings_fail_the_trial_as_a_non_finite_loss_does():
     """Weights that diverged after the last finite loss: the evaluation's embeddings are NaN. The same error, so the
-    trial is not retried and a table counts it as evaluated (study/table/search.py)."""
+    trial is not retried and a table counts it as evaluated (study/search/cell_search.py)."""
     trial = TrialRun.single(_spec())
     with torch.no_grad():
         next(trial.member.model.parameters()).fill_(float("nan"))

@@ -264,7 +264,7 @@ SEARCH_EXPERIMENT: Final = "tune"
 FINAL_EXPERIMENT: Final = "tune_final"
 #: Inside a trial's folder of its experiment (:func:`trial_dir`): the error of a loss that was not finite, written by
 #: the loop before the trial fails. A retry (``--max-failures``) then fails at once, and a table counts the trial as
-#: evaluated (its configuration failed) instead of replacing it (study/table/search.py).
+#: evaluated (its configuration failed) instead of replacing it (study/search/cell_search.py).
 NONFINITE_MARKER: Final = "nonfinite_loss.txt"
 #: The ASHA scheduler's rungs (Ray does not restore a scheduler; the study does).
 ASHA_STATE_FILE: Final = "asha_state.pkl"
@@ -334,7 +334,7 @@ OPTUNA_RAY_TRIAL_ID: Final = "ray_trial_id"
 OPTUNA_MLFLOW_RUN_ID: Final = "mlflow_run_id"
 #: Tag of a search trial's MLflow run: its Optuna trial number (the order trials were asked in; Ray's ids are random).
 OPTUNA_TRIAL_NUMBER: Final = "optuna_trial_number"
-#: User attribute of a table's FAIL Optuna trial that counts as evaluated (study/table/search.py), and its value: the
+#: User attribute of a table's FAIL Optuna trial that counts as evaluated (study/search/cell_search.py), and its value: the
 #: trial's loss was not finite (its configuration failed). A FAIL trial without it was lost and replaced.
 OPTUNA_FAILURE: Final = "failure"
 FAILURE_NONFINITE: Final = "nonfinite"

@@ -151,7 +151,7 @@ class TableSearchSpec(_Strict):
     #: ``false``: each cell's sampler sees whichever of its trials happen to have finished.
     reproducible: bool = True
     #: Early stopping per cell (docs/tables.md): ``asha`` keeps separate rungs for every cell, so a trial is compared
-    #: only with trials of its own cell, on the validation metric (study/table/scheduler.py). The same for every arm,
+    #: only with trials of its own cell, on the validation metric (study/search/cell_asha.py). The same for every arm,
     #: and a trial it stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
     scheduler: SchedulerSpec = SchedulerSpec()
     #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).

@@ -2,7 +2,7 @@
 its own cell (docs/tables.md, "Multi-fidelity per cell").
 
 Why by hand: Ray's ``ASHAScheduler`` keeps one rung set for every trial of an experiment, and a table's one experiment
-(study/table/search.py) holds every cell's trials; one ASHA over them would stop a noisy cell's trials for scoring
+(study/search/cell_search.py) holds every cell's trials; one ASHA over them would stop a noisy cell's trials for scoring
 below a clean cell's, and the arms would no longer get the same search. Hyperband's several brackets are left out
 on purpose: a cell has 8-16 trials, and splitting those across brackets would leave each bracket's rungs a handful
 of values, a cutoff that is mostly noise; one bracket (ASHA) gives every trial of a cell the same grace period.

@@ -36,10 +36,10 @@ from study.tracking.outage import through_ray
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_METRICS
 
-__all__ = ["TableSearch"]
+__all__ = ["CellSearch"]
 
 
-class TableSearch(Searcher):
+class CellSearch(Searcher):
     """Dispatches Ray trials to per-cell searchers, ``budget`` evaluated trials each.
 
     Lifecycle (Ray's ``Searcher`` protocol): ``suggest(trial_id)`` picks the cell, asks its searcher and returns the
@@ -175,3 +175,7 @@ class TableSearch(Searcher):
         self.__dict__.update({**old, **state})
         for _, _, searcher in self.cells:
             searcher.adopt_orphans()
+
+
+#: The class's name before issue 49 (a table's pickles name it so: study.search.old_names).
+TableSearch = CellSearch
