@@ -1,24 +1,35 @@
-"""A compact live progress table of the study's trials, printed by the driver.
+"""The live view of a run's search, printed by the driver: one row per trial (a study: :class:`ProgressTable`) or one
+row per cell (a table: :class:`CellProgress`), as the run's plan says (:mod:`study.plan`).
 
-Ray's own reporter prints the full trial config (our whole spec); this one shows what a researcher scans
-for: each trial's status, epoch, sampled hyperparameters and objective, and the best trial so far.
+Ray's own reporter prints the full trial config (our whole spec); these show what a researcher scans for. Per trial:
+its status, epoch, sampled hyperparameters and objective, and the best trial so far. Per cell: trials finished /
+budget, stopped early (by the scheduler; they count as finished), running, failed (a lost trial is replaced:
+study/search/cell_search.py), best validation score; in the header the trials finished and, once trials have finished
+in this driver, the estimated time left (search and final stage).
+
+The estimate is the rate at which this driver's trials have reported epochs, in model-epochs on all training classes
+(:meth:`study.plan.StudyPlan.search_cost`: k folds train k−1 such models' worth), applied to what is left: the search
+epochs not yet trained and every final run's. A resumed driver measures its own rate (a trial restored from its
+checkpoint does not count the epochs it already had). It is printed, never acted on.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ray.tune import Callback
 
 from study.final.best import pick_best
+from study.plan import StudyPlan
 from trainables.schema.metric_names import EPOCH
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
-__all__ = ["ProgressTable", "ThrottledTable", "format_table"]
+__all__ = ["ProgressTable", "TrialColumns", "CellProgress", "ThrottledTable", "format_table", "eta_text"]
 
 
 def _fmt(value: Any) -> str:
@@ -70,24 +81,27 @@ class ThrottledTable(Callback):
         self._print(trials, force=True)
 
 
+@dataclass(frozen=True)
+class TrialColumns:
+    """What a row per trial shows: the ``metric`` (best by ``mode``), the epoch of ``total_epochs``, the sampled
+    ``param_names``; the header counts trials done of ``total_trials``."""
+
+    metric: str
+    mode: str
+    total_trials: int
+    total_epochs: int
+    param_names: tuple[str, ...] = ()
+
+
 class ProgressTable(ThrottledTable):
     """Each trial's status, epoch, sampled parameters and metric, with the best so far."""
 
-    def __init__(
-        self,
-        metric: str,
-        mode: str,
-        total_trials: int,
-        total_epochs: int,
-        param_names: list[str],
-        interval_s: float = 15.0,
-        stream: TextIO | None = None,
-    ) -> None:
-        self.metric = metric
-        self.mode = mode
-        self.total_trials = total_trials
-        self.total_epochs = total_epochs
-        self.param_names = param_names
+    def __init__(self, columns: TrialColumns, interval_s: float = 15.0, stream: TextIO | None = None) -> None:
+        self.metric = columns.metric
+        self.mode = columns.mode
+        self.total_trials = columns.total_trials
+        self.total_epochs = columns.total_epochs
+        self.param_names = list(columns.param_names)
         super().__init__(interval_s, stream)
 
     def render(self, trials: list[Trial]) -> str:
@@ -109,3 +123,69 @@ class ProgressTable(ThrottledTable):
         if best is not None:
             header += f"; best {best['trial']} {self.metric}={_fmt(best[self.metric])}"
         return f"{header}\n{format_table(rows, ['trial', 'status', 'epoch', *self.param_names, self.metric])}"
+
+
+def eta_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class CellProgress(ThrottledTable):
+    """Per cell: trials finished of the budget, running, failed and the best validation score; the ETA in the header."""
+
+    def __init__(self, plan: StudyPlan, interval_s: float = 15.0, stream: TextIO | None = None) -> None:
+        super().__init__(interval_s, stream)
+        self.plan = plan
+        self._started: float | None = None
+        self._epochs_here = 0
+
+    def _eta(self, trials: list[Trial]) -> str:
+        if self._started is None or self._epochs_here == 0:
+            return ""
+        t, epochs = self.plan, self.plan.base.train.epochs
+        trained = sum(min(int((x.last_result or {}).get(EPOCH, 0)), epochs) for x in trials)
+        per_epoch = (time.monotonic() - self._started) / (self._epochs_here * t.search_cost())
+        # Under early stopping the search is expected to train its share of every trial's epochs (study.table.asha_cost, the plan's search_share).
+        search_left = max(0.0, t.search_trials * epochs * t.search_share - trained)
+        left = (search_left * t.search_cost() + t.final_runs * epochs) * per_epoch
+        return f"; ETA ≈ {eta_text(left)} (then {t.final_runs} final runs)"
+
+    def render(self, trials: list[Trial]) -> str:
+        plan = self.plan
+        metric, mode, epochs = plan.base.search.metric, plan.base.search.mode, plan.base.train.epochs
+        per_cell: dict[str, list[Trial]] = {c.label: [] for c in plan.cells}
+        for trial in trials:
+            cell = plan.cell_of(trial.config)
+            if cell is not None:
+                per_cell[cell.label].append(trial)
+        rows = []
+        for label, members in per_cell.items():
+            scored = [(t, (t.last_result or {}).get(metric)) for t in members if t.status == "TERMINATED"]
+            best = pick_best(scored, lambda x: x[1], lambda x: x[0].trial_id, mode)
+            rows.append(
+                {
+                    "cell": label,
+                    "finished": f"{sum(t.status == 'TERMINATED' for t in members)}/{plan.trials_per_cell}",
+                    "stopped early": sum(
+                        t.status == "TERMINATED" and int((t.last_result or {}).get(EPOCH, 0)) < epochs for t in members
+                    ),
+                    "running": sum(t.status == "RUNNING" for t in members),
+                    "failed": sum(t.status == "ERROR" for t in members),
+                    f"best {metric}": "" if best is None else best[1],
+                }
+            )
+        done = sum(t.status == "TERMINATED" for t in trials)
+        header = f"== {plan.title}: search trials {done}/{plan.search_trials} finished{self._eta(trials)}"
+        columns = ["cell", "finished", "stopped early", "running", "failed", f"best {metric}"]
+        return f"{header}\n{format_table(rows, columns)}"
+
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        if self._started is None:
+            self._started = time.monotonic()
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        self._epochs_here += 1
+        super().on_trial_result(iteration, trials, trial, result, **info)

@@ -1,7 +1,9 @@
 """Command line: ``python -m study.run SPEC.yaml|TABLE.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]
 [--max-failures N] [--shared-storage] [--pending-timeout S] [--drain-timeout S] [--status]``.
 
-A TABLE.yaml (a spec naming ``arms``: :mod:`study.table.run`, docs/tables.md) runs a whole paper table.
+A TABLE.yaml (a spec naming ``arms``: :mod:`study.table.run`, docs/tables.md) runs a whole paper table. A study is a
+table of one cell: the spec's intake decides once which it is (:func:`study.table.spec.load_run`), and both take one
+path to the one driver (:func:`study.search.driver.run_study`) and their report.
 
 Exit codes:
 
@@ -40,6 +42,7 @@ from trainables.schema.errors import StudyError, StudyStalledError
 if TYPE_CHECKING:
     from study.layout import StudyLayout
     from study.search.driver import StudyOutcome
+    from study.table.spec import RunSpec
     from trainables.schema.spec import StudySpec
 
 __all__ = ["main"]
@@ -179,23 +182,25 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
 
 
 def _main(args: argparse.Namespace, run: _Run) -> int:
+    """One path for a study and a table: the spec's intake decides once what it is (:func:`study.table.spec.load_run`,
+    a study being a table of one cell), then the one driver runs its plan and the report says what it found."""
     from study.layout import StudyLayout
-    from study.loading import load_spec, read_raw
-    from study.table.spec import is_table
+    from study.table.spec import load_run
 
-    spec = None
+    target = None
     try:
-        if is_table(read_raw(args.spec, args.overrides)):
-            return _run_table(args, run)
-        spec = load_spec(args.spec, args.overrides, family_rules=not args.status)  # --status imports no trainer
+        target = load_run(args.spec, args.overrides, family_rules=not args.status)  # --status imports no trainer
         if args.status:
-            from study.status import print_status
+            from study.status import print_run_status
 
-            return print_status(spec)
-        from study.search.driver import browse_commands, run_study
+            return print_run_status(target)
+        if target.table is not None:
+            target.table.check_budget()  # before anything starts, a table over search.max_hours is one line
+            print(target.table.size_line(), flush=True)
+        from study.table.run import run_plan
 
-        run.layout = StudyLayout.for_spec(spec)
-        outcome = run_study(spec, options=_run_options(args), on_start=lambda: _warn_selection(spec))
+        run.layout = StudyLayout.for_spec(target.base)
+        outcome = run_plan(target, options=_run_options(args), on_start=lambda: _warn_selection(target.base))
     except StudyStalledError as e:  # the study started and could not go on: it failed
         _print_error(e)
         return 1
@@ -211,24 +216,30 @@ def _main(args: argparse.Namespace, run: _Run) -> int:
         _print_error(e)
         return 2
     except Exception as e:
-        if spec is None or (line := _store_failure(e, spec)) is None:
+        if target is None or (line := _store_failure(e, target.base)) is None:
             raise
         print(f"error: {one_line(line)}", file=sys.stderr)
         return 1
+    return _report(args, run, target, outcome)
+
+
+def _report(args: argparse.Namespace, run: _Run, target: RunSpec, outcome: StudyOutcome) -> int:
+    """After the driver returned: where a run that did not finish stands, else what it found (a study's best trial
+    and final stage, a table's comparison), then where to browse it."""
+    spec = target.base
+    what = f"{'Study' if target.table is None else 'Table'} {spec.name!r}"
     print()
     if outcome.interrupted:
-        return _interrupted(run, f"Study {spec.name!r}", outcome, "the study was interrupted")
-    print(
-        f"Study {spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in {outcome.wall_time_s:.0f} s"
-    )
+        return _interrupted(run, what, outcome, f"the {what.split()[0].lower()} was interrupted")
+    print(f"{what}: {outcome.num_trials} trials ({outcome.num_failed} failed) in {outcome.wall_time_s:.0f} s")
     for trial_id, reason in outcome.failures:
         print(f"  failed: trial {trial_id}: {reason}")
-    if outcome.best_value is not None:
-        print(f"Best trial {outcome.best_trial_id}: {spec.search.metric} = {outcome.best_value:.4f}")
-        for name, value in outcome.best_params.items():
-            print(f"  {name} = {value}")
-    if outcome.final:
-        _print_final(outcome.final)
+    if target.table is None:
+        _print_best(spec, outcome)
+    elif outcome.final and not _print_table_report(run, target, outcome):
+        return 1
+    from study.search.driver import browse_commands
+
     print("Browse the results:")
     for command in browse_commands(spec, outcome.experiment_id):
         print(f"  {command}")
@@ -238,6 +249,38 @@ def _main(args: argparse.Namespace, run: _Run) -> int:
         if (page := build_after_study(spec)) is not None:
             print(f"  open {page}")
     return 0 if outcome.succeeded else 1
+
+
+def _print_best(spec: StudySpec, outcome: StudyOutcome) -> None:
+    """A study's best search trial and its final stage."""
+    if outcome.best_value is not None:
+        print(f"Best trial {outcome.best_trial_id}: {spec.search.metric} = {outcome.best_value:.4f}")
+        for name, value in outcome.best_params.items():
+            print(f"  {name} = {value}")
+    if outcome.final:
+        _print_final(outcome.final)
+
+
+def _print_table_report(run: _Run, target: RunSpec, outcome: StudyOutcome) -> bool:
+    """A table's comparison, written to its directory and printed; ``False`` (one line said why) when it could not be
+    written: the runs are stored, and ``--resume`` writes it again."""
+    from dashboards.table_report import write_table_report
+
+    assert target.table is not None and run.layout is not None
+    try:
+        where, text = write_table_report(target.table, run.layout, outcome.parent_run_id)
+    except Exception as e:
+        line = _store_failure(e, target.base) or f"{type(e).__name__}: {one_line(str(e))[:500]}"
+        print(
+            f"error: the table's report could not be written to {run.layout.root}: {line}; its runs are stored, "
+            f"and {run.command(resume=True)} writes it again",
+            file=sys.stderr,
+        )
+        return False
+    print()
+    print(text)
+    print(f"Written to {where}")
+    return True
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
@@ -279,71 +322,6 @@ def _progress_line(what: str, outcome: StudyOutcome) -> str:
     return f"{what} stopped{stopped} in its {p.stage} stage after {outcome.wall_time_s:.0f} s: " + (
         ", ".join(parts) + "; no result yet"
     )
-
-
-def _run_table(args: argparse.Namespace, run: _Run) -> int:
-    """A table (:mod:`study.table.run`): its size, the run or ``--status``, then the comparison and the winners."""
-    from study.layout import StudyLayout
-    from study.table.spec import load_table
-
-    table = load_table(args.spec, args.overrides)
-    if args.status:
-        from study.table.status import print_table_status
-
-        return print_table_status(table)
-    table.check_budget()  # before anything starts, a table over search.max_hours is one line
-    print(table.size_line(), flush=True)
-    from study.search.driver import browse_commands
-    from study.table.run import run_table
-
-    layout = StudyLayout.for_spec(table.base)
-    run.layout = layout
-    try:
-        outcome = run_table(table, options=_run_options(args), on_start=lambda: _warn_selection(table.base))
-    except StudyStalledError as e:
-        _print_error(e)
-        return 1
-    except StudyError:
-        raise
-    except Exception as e:
-        if (line := _store_failure(e, table.base)) is None:
-            raise
-        print(f"error: {one_line(line)}", file=sys.stderr)
-        return 1
-    if outcome.interrupted:
-        print()
-        return _interrupted(run, f"Table {table.spec.name!r}", outcome, "the table was interrupted")
-    print(
-        f"\nTable {table.spec.name!r}: {outcome.num_trials} trials ({outcome.num_failed} failed) in "
-        f"{outcome.wall_time_s:.0f} s"
-    )
-    for trial_id, reason in outcome.failures:
-        print(f"  failed: trial {trial_id}: {reason}")
-    if outcome.final:
-        from dashboards.table_report import write_table_report
-
-        try:
-            where, text = write_table_report(table, layout, outcome.parent_run_id)
-        except Exception as e:  # the runs are stored: one line, and --resume writes the report again
-            line = _store_failure(e, table.base) or f"{type(e).__name__}: {one_line(str(e))[:500]}"
-            print(
-                f"error: the table's report could not be written to {layout.root}: {line}; its runs are stored, "
-                f"and {run.command(resume=True)} writes it again",
-                file=sys.stderr,
-            )
-            return 1
-        print()
-        print(text)
-        print(f"Written to {where}")
-    print("Browse the results:")
-    for command in browse_commands(table.base, outcome.experiment_id):
-        print(f"  {command}")
-    if not args.no_dashboard and outcome.num_trials > outcome.num_failed:
-        from dashboards.build import build_after_study
-
-        if (page := build_after_study(table.base)) is not None:
-            print(f"  open {page}")
-    return 0 if outcome.succeeded else 1
 
 
 def _print_error(e: BaseException) -> None:

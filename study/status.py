@@ -1,5 +1,7 @@
-"""``python -m study.status SPEC.yaml|STUDY_DIR [--set key=value ...]`` (``dmlstudy status``): where a study
-stands, without starting it.
+"""``python -m study.status SPEC.yaml|TABLE.yaml|STUDY_DIR [--set key=value ...]`` (``dmlstudy status``, and
+``python -m study.run ... --status``): where a study or a table stands, without starting it. One entry,
+:func:`print_run_status`, for what :func:`study.table.spec.load_run` read: a study's screen (its trials), or a table's
+(per cell: :mod:`study.table.status`).
 
 Reads the study's Optuna storage (trial states, best value so far) and its MLflow parent run (whether a
 driver is running it); starts no Ray and writes nothing. Exit 0 when the study exists, 2 when it does not.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from study.arguments import ArgumentParser, one_line
 from study.deploy.slurm import print_job_line, print_unstarted
@@ -18,7 +21,10 @@ from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.spec import StudySpec
 
-__all__ = ["study_status", "print_status", "main"]
+if TYPE_CHECKING:
+    from study.table.spec import RunSpec
+
+__all__ = ["study_status", "print_status", "print_run_status", "main"]
 
 _STATES = ("COMPLETE", "PRUNED", "RUNNING", "FAIL", "WAITING")
 
@@ -60,6 +66,15 @@ def study_status(spec: StudySpec) -> dict:
         "parent_status": driver,
         "failures": tracking_peek.failures(layout.tracking_uri, spec.name),
     }
+
+
+def print_run_status(target: RunSpec) -> int:
+    """The run's screen, as its plan's view says: a table's per cell, a study's per trial; returns the exit code."""
+    if target.table is not None:
+        from study.table.status import print_table_status
+
+        return print_table_status(target.table)
+    return print_status(target.base)
 
 
 def print_status(spec: StudySpec) -> int:
@@ -106,24 +121,19 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.status") ->
     p.add_argument("study", help="YAML study spec, or the study's directory (storage/<name>/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
-    from study.loading import load_study, read_raw
-    from study.table.spec import is_table, load_table
+    from study.table.spec import load_run
 
     try:
-        if Path(args.study).is_file() and is_table(read_raw(args.study, args.overrides)):  # a table: per cell
-            from study.table.status import print_table_status
-
-            return print_table_status(load_table(args.study, args.overrides))
         folder = Path(args.study)
         # A job's directory (dmlstudy slurm), its study not started yet?
         unstarted = folder.is_dir() and not (folder / R.SPEC_FILE).exists()
         if unstarted and (code := print_unstarted(str(folder))) is not None:
             return code
-        spec = load_study(args.study, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
+        target = load_run(args.study, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
     except StudyError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
-    return print_status(spec)
+    return print_run_status(target)
 
 
 if __name__ == "__main__":

@@ -208,11 +208,11 @@ def _volume(text: str) -> tuple[str, str]:
 def deployment(args: argparse.Namespace) -> Deployment:
     """The checked deployment of the command line ``args``; :class:`SpecError` (one line) on bad input."""
     from study.layout import StudyLayout
-    from study.loading import load_spec, read_raw
-    from study.table.spec import is_table, load_table
+    from study.loading import read_raw
+    from study.table.spec import load_run
 
-    raw = read_raw(args.spec, args.overrides)
-    spec = load_table(args.spec, args.overrides).base if is_table(raw) else load_spec(args.spec, args.overrides)
+    raw = read_raw(args.spec, args.overrides)  # what the RayJob carries: the spec as written, --set applied
+    spec = load_run(args.spec, args.overrides).base
     secret = _check_name(args.secret, "--secret", _DNS1123_SUBDOMAIN, 253, "Secret name")
     token, s3, db = (
         _check_name(value or secret, option, _DNS1123_SUBDOMAIN, 253, "Secret name")

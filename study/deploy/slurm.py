@@ -337,21 +337,16 @@ def _check_env_file(text: str) -> Path:
 def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> SlurmJob:
     """Validate the options and the spec (a study or a table) and build the job; raises :class:`SpecError`."""
     from study.layout import StudyLayout
-    from study.loading import load_spec, read_raw
-    from study.table.spec import is_table, load_table
+    from study.table.spec import load_run
 
     a = args
     _check_options(a)
-    if is_table(read_raw(a.spec, a.overrides)):
-        table = load_table(a.spec, a.overrides)
-        table.check_budget()
-        spec = table.base
-        specs = [spec, *(cell.spec for cell in table.cells)]
-    else:
-        spec = load_spec(a.spec, a.overrides)
-        specs = [spec]
+    target = load_run(a.spec, a.overrides)
+    if target.table is not None:
+        target.table.check_budget()
+    spec = target.base
     refuse_written_passwords(
-        specs,
+        target.specs,
         "the job script, its log and `ps` would show it: name a variable instead (user:${OPTUNA_DB_PASSWORD}@host) "
         "and give it in an --env-file, or use ~/.pgpass or MLFLOW_TRACKING_PASSWORD (docs/cluster.md)",
     )
@@ -398,7 +393,7 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
         setup_lines=tuple(a.setup_lines),
         command_line=shlex.join([*prog.split(), *[x for x in argv if x != "--dry-run"]]),
         env_files=tuple(a.env_files),
-        specs=tuple(specs),
+        specs=tuple(target.specs),
     )
 
 

@@ -1,5 +1,6 @@
-"""Early stopping in a table: :class:`CellASHA`, one ASHA rung set per cell, so a trial is compared only with trials of
-its own cell (docs/tables.md, "Multi-fidelity per cell").
+"""Early stopping per cell: :class:`CellASHA`, one ASHA rung set per cell of the run's plan (:mod:`study.plan`: a
+table's arm × condition cells, a study's one), so a trial is compared only with trials of its own cell (docs/tables.md,
+"Multi-fidelity per cell").
 
 Why by hand: Ray's ``ASHAScheduler`` keeps one rung set for every trial of an experiment, and a table's one experiment
 (study/search/cell_search.py) holds every cell's trials; one ASHA over them would stop a noisy cell's trials for scoring
@@ -23,6 +24,7 @@ time a restored driver calls it: Ray restores a scheduler from the pickle taken 
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass
 from typing import Any
 
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
@@ -30,13 +32,31 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from study.runtime.compat import asha_rungs, asha_trial_info
 from study.runtime.storage import write_bytes
 from study.search.persistent_asha import read_state_once
+from trainables.schema.trial import CELL_KEY
 
-__all__ = ["CellASHA", "cell_label_of", "rung_values"]
+__all__ = ["CellASHA", "Rungs", "cell_label_of", "rung_values"]
+
+
+@dataclass(frozen=True)
+class Rungs:
+    """Ray's ASHA arguments, the same for every cell: the search ``metric`` (a validation metric) and its ``mode``;
+    ``max_t``, ``grace_period`` and ``reduction_factor`` in epochs (``training_iteration``: the trainable reports once
+    per epoch)."""
+
+    metric: str
+    mode: str
+    max_t: int
+    grace_period: int
+    reduction_factor: float
 
 
 def cell_label_of(cells: list[tuple[str, dict[str, Any]]], config: dict[str, Any]) -> str | None:
-    """The label of the cell whose fixed values ``config`` carries (:func:`study.table.spec.cell_of`'s rule, on the
-    ``(label, fixed)`` pairs this scheduler keeps: small to pickle at every decision)."""
+    """The label of the trial's cell: the one its config is stamped with (:data:`~trainables.schema.trial.CELL_KEY`);
+    for a trial asked before cells were stamped, the cell whose fixed values it carries (:meth:`study.plan.StudyPlan.cell_of`'s
+    rule, on the ``(label, fixed)`` pairs this scheduler keeps: small to pickle at every decision)."""
+    stamped = config.get(CELL_KEY)
+    if stamped is not None:
+        return stamped if any(label == stamped for label, _ in cells) else None
     for label, fixed in cells:
         if all(config.get(k) == v for k, v in fixed.items()):
             return label
@@ -52,35 +72,24 @@ class CellASHA(FIFOScheduler):
     """ASHA with separate rungs per table cell, persisted in ``state_file``.
 
     Args:
-        cells: each cell's ``(label, fixed values)``; a trial belongs to the cell whose fixed values its config holds.
-        metric, mode: the table's search metric (a validation metric) and its direction.
-        max_t, grace_period, reduction_factor: Ray's ASHA arguments, the same for every cell (``training_iteration``
-            is the epoch: the trainable reports once per epoch).
+        cells: each cell's ``(label, fixed values)``; a trial belongs to the cell its config is stamped with
+            (:func:`cell_label_of`).
+        rungs: Ray's ASHA arguments, the same for every cell.
         state_file: where the rungs are kept across driver restarts (the study's ``asha_state.pkl``).
     """
 
-    def __init__(
-        self,
-        cells: list[tuple[str, dict[str, Any]]],
-        *,
-        metric: str,
-        mode: str,
-        max_t: int,
-        grace_period: int,
-        reduction_factor: float,
-        state_file: str,
-    ) -> None:
+    def __init__(self, cells: list[tuple[str, dict[str, Any]]], rungs: Rungs, state_file: str) -> None:
         super().__init__()
         self.cells = cells
-        self._metric, self._mode = metric, mode
+        self._metric, self._mode = rungs.metric, rungs.mode
         self.per_cell: dict[str, ASHAScheduler] = {
             label: ASHAScheduler(
                 time_attr="training_iteration",
-                metric=metric,
-                mode=mode,
-                max_t=max_t,
-                grace_period=min(grace_period, max_t),
-                reduction_factor=reduction_factor,
+                metric=rungs.metric,
+                mode=rungs.mode,
+                max_t=rungs.max_t,
+                grace_period=min(rungs.grace_period, rungs.max_t),
+                reduction_factor=rungs.reduction_factor,
             )
             for label, _ in cells
         }

@@ -1,5 +1,7 @@
-"""The searcher of a table's one Ray Tune experiment: a small dispatcher over one
-:class:`~study.search.study_search.StudySearch` (Optuna behind Ray) per cell.
+"""The searcher of a run's one Ray Tune experiment: a small dispatcher over one
+:class:`~study.search.study_search.StudySearch` (Optuna behind Ray) per cell of its plan (:mod:`study.plan`: a table's
+arm × condition cells, a study's one cell). It stamps each trial's cell into its config
+(:data:`~trainables.schema.trial.CELL_KEY`) when it asks for it, so nothing downstream matches configs to find it.
 
 Why one experiment with a dispatching searcher, not one Tuner per cell: every cell's trials then share the cluster
 under the table's ``max_concurrent`` (a Tuner per cell would run cells one after another, or need threads around
@@ -25,6 +27,7 @@ column says so.
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass
 from typing import Any
 
 from ray.tune.search import Searcher
@@ -35,12 +38,22 @@ from study.search.study_search import StudySearch
 from study.tracking.outage import through_ray
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_METRICS
+from trainables.schema.trial import CELL_KEY
 
-__all__ = ["CellSearch"]
+__all__ = ["CellSearch", "CellBudget"]
+
+
+@dataclass(frozen=True)
+class CellBudget:
+    """Each cell's budget of evaluated trials, and whether a lost trial is replaced (a table: every cell keeps its
+    budget; a study: no, its contract is ``num_trials`` trials, the failed ones included)."""
+
+    trials: int
+    replace_lost: bool = True
 
 
 class CellSearch(Searcher):
-    """Dispatches Ray trials to per-cell searchers, ``budget`` evaluated trials each.
+    """Dispatches Ray trials to per-cell searchers, ``budget`` evaluated trials each (a study: one cell).
 
     Lifecycle (Ray's ``Searcher`` protocol): ``suggest(trial_id)`` picks the cell, asks its searcher and returns the
     cell's fixed values (family, condition, the arm's params) with the sampled ones; ``on_trial_result`` and
@@ -50,20 +63,23 @@ class CellSearch(Searcher):
 
     ``trials_dir``: the folder of the search experiment's trial folders (``<study dir>/tune``), where a trial whose
     loss was not finite leaves its marker; ``None`` (tests without Ray) treats every errored trial as lost.
+    ``budget``: each cell's trials, and whether a lost one is replaced (:class:`CellBudget`; an int: replaced).
     """
 
     def __init__(
         self,
         cells: list[tuple[str, dict[str, Any], StudySearch]],
-        budget: int,
+        budget: int | CellBudget,
         metric: str,
         mode: str,
         trials_dir: str | None = None,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
+        budget = budget if isinstance(budget, CellBudget) else CellBudget(budget)
         self.cells = cells
-        self.budget = budget
+        self.budget = budget.trials
         self.trials_dir = trials_dir
+        self.replace_lost = budget.replace_lost
         #: Trials given to each cell, replaced ones included.
         self.asked = [0] * len(cells)
         #: Errored trials of each cell given back to its budget (at most ``budget``).
@@ -74,8 +90,8 @@ class CellSearch(Searcher):
 
     @property
     def max_trials(self) -> int:
-        """The most Ray trials the table may take: every cell's budget and every cell's replacements."""
-        return 2 * self.budget * len(self.cells)
+        """The most Ray trials the run may take: every cell's budget and every cell's replacements."""
+        return (2 if self.replace_lost else 1) * self.budget * len(self.cells)
 
     def counted(self, index: int) -> int:
         """Trials of cell ``index`` that count against its budget: asked, less those replaced."""
@@ -103,8 +119,9 @@ class CellSearch(Searcher):
         return None  # every open cell waits: Ray asks again on its next step
 
     def _config(self, index: int, sampled: dict | None) -> dict | None:
-        """The trial's config: the cell's fixed values and the sampled ones, which never touch a fixed value (the
-        table's spec allows an arm to search its own knobs only, :mod:`trainables.schema.table`)."""
+        """The trial's config: the cell's fixed values, the sampled ones, which never touch a fixed value (the
+        table's spec allows an arm to search its own knobs only, :mod:`trainables.schema.table`), and the cell's
+        label under :data:`~trainables.schema.trial.CELL_KEY`."""
         if not isinstance(sampled, dict):
             return sampled
         fixed = self.cells[index][1]
@@ -114,7 +131,7 @@ class CellSearch(Searcher):
                 f"cell {self.cells[index][0]}: the sampled {clash[0]!r} would override the cell's fixed values "
                 f"{sorted(fixed)}; a table's arm may not search them (trainables.schema.table)"
             )
-        return {**fixed, **sampled}
+        return {**fixed, **sampled, CELL_KEY: self.cells[index][0]}
 
     def _searcher(self, trial_id: str) -> StudySearch | None:
         index = self.trial_cell.get(trial_id)
@@ -136,7 +153,7 @@ class CellSearch(Searcher):
                 trial = optuna_trials_of(searcher).get(trial_id)
                 if trial is not None and trial_id not in completed_trials_of(searcher):
                     trial.set_user_attr(R.OPTUNA_FAILURE, R.FAILURE_NONFINITE)
-            elif self.replaced[index] < self.budget:
+            elif self.replace_lost and self.replaced[index] < self.budget:
                 self.replaced[index] += 1  # lost, not evaluated: the cell asks another
         self.ended.add(trial_id)
         self._record_cost(searcher, trial_id, result)
@@ -171,7 +188,13 @@ class CellSearch(Searcher):
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)  # noqa: S301 - Ray's own snapshot of this searcher
         # A snapshot taken before replacements existed: nothing was replaced, and no trial it knew of is waited for.
-        old = {"replaced": [0] * len(state["cells"]), "ended": set(state["trial_cell"]), "trials_dir": None}
+        # One taken before studies were one-cell plans was a table's: it replaced lost trials.
+        old = {
+            "replaced": [0] * len(state["cells"]),
+            "ended": set(state["trial_cell"]),
+            "trials_dir": None,
+            "replace_lost": True,
+        }
         self.__dict__.update({**old, **state})
         for _, _, searcher in self.cells:
             searcher.adopt_orphans()

@@ -1,23 +1,20 @@
 """The bundles the driver's core passes around: how a study is run (:class:`RunOptions`, the command line's run
 options, declared once), and the study as this driver runs it (:class:`StudyContext`: the spec, where its files live,
-the options, whether the search resumes, whose search stage it is). A table brings its own search stage
-(:class:`SearchPlan`). Nothing here imports Ray or the stores: the command line builds a :class:`RunOptions` before
-it decides what to run."""
+the options, whether the search resumes, and its plan: :class:`~study.plan.StudyPlan`, a study's one cell or a
+table's cells). Nothing here imports Ray or the stores: the command line builds a :class:`RunOptions` before it
+decides what to run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ray.tune import Tuner
-
     from study.layout import StudyLayout
-    from study.tracking.callback import MlflowTrialCallback
+    from study.plan import StudyPlan
     from trainables.schema.spec import StudySpec
 
-__all__ = ["RunOptions", "SearchPlan", "StudyContext"]
+__all__ = ["RunOptions", "StudyContext"]
 
 
 @dataclass(frozen=True)
@@ -44,16 +41,6 @@ class RunOptions:
 
 
 @dataclass(frozen=True)
-class SearchPlan:
-    """A search stage other than the study's own (one Optuna study, ``final.group_by`` groups): a table's
-    (:mod:`study.table.run`). ``tuner(context, param_space, callback)`` builds the search Tuner; ``group(config)``
-    names the final-stage group of a search trial's config."""
-
-    tuner: Callable[[StudyContext, dict[str, Any], MlflowTrialCallback], Tuner]
-    group: Callable[[dict[str, Any]], str | None]
-
-
-@dataclass(frozen=True)
 class StudyContext:
     """The study as this driver runs it, once its inputs are checked and its lock is held: made by
     :func:`study.search.driver.run_study`, read by the stages and their Tuners (:mod:`study.search.tuners`)."""
@@ -63,5 +50,5 @@ class StudyContext:
     options: RunOptions
     #: Ray's search experiment is restored (:func:`study.search.resume.check_resume`), not started.
     resuming: bool
-    #: The search stage when it is not the study's own (a table's).
-    plan: SearchPlan | None = None
+    #: What the search searches: the cells, their budget, how trials group (a study: one cell).
+    plan: StudyPlan

@@ -35,6 +35,7 @@ from study.final.stage import (
     summary_csv,
 )
 from study.layout import StudyLayout
+from study.plan import StudyPlan
 from study.runtime import stopping
 from study.runtime.cluster import check_storage_reachable, connect_ray
 from study.runtime.lock import study_lock
@@ -43,7 +44,7 @@ from study.runtime.stopping import StudyStopped, check_stop, fit_window
 from study.runtime.storage import write_bytes
 from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import check_cluster_resources, check_local_resources
-from study.search.context import RunOptions, SearchPlan, StudyContext
+from study.search.context import RunOptions, StudyContext
 from study.search.environment import numerics_tags
 from study.search.resume import check_resume
 from study.search.tuners import final_tuner, search_tuner, stage_ledger
@@ -183,7 +184,7 @@ def _run_final_stage(
 
     spec, layout, plan = context.spec, context.layout, context.plan
     best = best_per_group(
-        spec, search, trial_numbers(layout.optuna_url, spec.name), plan.group if plan is not None else None
+        spec, search, trial_numbers(layout.optuna_url, spec.name), plan.group if plan.groups_are_cells else None
     )
     points = final_points(spec, best)
     if not points:
@@ -213,14 +214,10 @@ def _run_final_stage(
 
 
 def _summarize(
-    spec: StudySpec,
-    results: ResultGrid,
-    parent_run_id: str,
-    wall: float,
-    order: dict[str, int],
-    progress: StageProgress | None,
+    spec: StudySpec, results: ResultGrid, order: dict[str, int], progress: StageProgress | None
 ) -> StudyOutcome:
-    """The search stage's outcome; ``progress``: where it stands, ``None`` when it finished."""
+    """The search stage's outcome (the parent run, wall time and experiment are the caller's to fill in);
+    ``progress``: where it stands, ``None`` when it finished."""
     s = spec.search
     best = best_result(spec, results, order)  # study.final.best's rule: best last value, ties to the earliest trial
     sampled = sampled_values(best.config or {}) if best is not None else {}
@@ -230,9 +227,9 @@ def _summarize(
         best_trial_id=result_trial_id(best) if best is not None else None,
         best_value=float((best.metrics or {})[s.metric]) if best is not None else None,
         best_params=sampled,
-        parent_run_id=parent_run_id,
+        parent_run_id="",
         interrupted=progress is not None,
-        wall_time_s=wall,
+        wall_time_s=0.0,
         failures=failures_of(results),
         progress=progress,
     )
@@ -248,7 +245,7 @@ def run_study(
     *,
     options: RunOptions | None = None,
     on_start: Callable[[], None] | None = None,
-    plan: SearchPlan | None = None,
+    plan: StudyPlan | None = None,
 ) -> StudyOutcome:
     """Run (or resume) the study ``spec`` to completion and return its outcome.
 
@@ -257,12 +254,14 @@ def run_study(
         options: how to run it (:class:`~study.search.context.RunOptions`: resume, Ray address, retries, ...;
             default its defaults).
         on_start: called once every input check passed, just before anything is written (the CLI warns there).
-        plan: the search stage of a table (:class:`SearchPlan`); default the study's own.
+        plan: what the search searches (:class:`~study.plan.StudyPlan`: a table's cells); default the study's own
+            one cell.
 
     Raises :class:`StudyError` subclasses for user errors before anything is written or started
     (:class:`StudyLockedError` when another driver runs the study).
     """
     options = RunOptions() if options is None else options
+    plan = StudyPlan.of_study(spec) if plan is None else plan
     layout = StudyLayout.for_spec(spec)
     check_tracking_env(spec)
     from trainables.checks import check_inputs
@@ -315,31 +314,10 @@ def _run_validated(
     watch: RayLossWatch | None,
 ) -> StudyOutcome:
     """:func:`run_study` once every input check passed, under the study's lock, with Ray connected."""
-    spec, layout, resuming = context.spec, context.layout, context.resuming
     # Everything is validated: from here on we write.
     if on_start is not None:
         on_start()
-    layout.mkdir()
-    study_log.attach(layout.log_file)
-    if not resuming:
-        write_bytes(layout.spec_file, yaml.safe_dump(redacted_spec(spec), sort_keys=False).encode())
-    store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
-    parent = store.start_parent(
-        run_name=spec.name,
-        params=flatten(
-            spec.model_dump(mode="json", include={"family", "search", "validation", "final", "resources", "storage"})
-        ),
-        tags={
-            R.FAMILY: spec.family,
-            R.DATASET: spec.dataset.name,
-            R.STUDY_DIR: layout.root,
-            R.SELECTION: selection_tag(spec),
-            R.VALIDATION: spec.validation.kind,
-            R.VAL_LABELS: spec.validation.labels,
-            **numerics_tags(spec),  # what decides the numbers besides the spec (of the machine that started it)
-        },
-    )
-    store.close_orphans(parent)  # runs a killed driver left RUNNING
+    store, parent = _open_study(context, study_log)
 
     def killed() -> None:
         """A stop: the runs are KILLED (resumable), not FAILED."""
@@ -348,33 +326,8 @@ def _run_validated(
 
     if watch is not None:
         watch.closing = killed
-    callback = _trial_callback(context, store, parent, stage=R.STAGE_SEARCH)
-    started = time.perf_counter()
     try:
-        store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not resuming else {})
-        param_space = {SPEC_KEY: trial_spec_data(spec)}
-        build = search_tuner if context.plan is None else context.plan.tuner
-        tuner = build(context, param_space, callback)
-        check_stop("before the search stage started")
-        with fit_window():
-            results = unwrapped(tuner.fit)
-        ledger = stage_ledger(tuner)
-        # A table replaces its cells' errored trials (study.search.cell_search): after a stop, one may still be due.
-        done = ledger.finished(spec.search.num_trials, errors_replaced=context.plan is not None)
-        progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, spec.search.num_trials)
-        order = trial_numbers(layout.optuna_url, spec.name)
-        outcome = _summarize(spec, results, parent, time.perf_counter() - started, order, progress)
-        outcome = dataclasses.replace(outcome, experiment_id=store.experiment_id)
-        if outcome.succeeded and spec.final.seeds > 0:
-            check_stop("after the search stage, before the final stage")
-            groups, progress = _run_final_stage(context, store, parent, results, outcome.failures)
-            outcome = dataclasses.replace(
-                outcome,
-                final=groups,
-                interrupted=progress is not None,
-                wall_time_s=time.perf_counter() - started,
-                progress=progress,
-            )
+        outcome = _run_stages(context, store, parent)
     except StudyStopped:
         # A stop signal at a point where nothing is half-written.
         with contextlib.suppress(Exception):
@@ -393,6 +346,74 @@ def _run_validated(
         raise
     finally:
         _shutdown_ray(started_ray, watch)
+    _close_study(context.spec, store, parent, outcome)
+    return outcome
+
+
+def _open_study(context: StudyContext, study_log: StudyLog) -> tuple[TrackingStore, str]:
+    """The study's directory, log and spec file, and its MLflow experiment with the parent run (opened, or reopened
+    on a resume: the runs a killed driver left RUNNING are closed)."""
+    spec, layout = context.spec, context.layout
+    layout.mkdir()
+    study_log.attach(layout.log_file)
+    if not context.resuming:
+        write_bytes(layout.spec_file, yaml.safe_dump(redacted_spec(spec), sort_keys=False).encode())
+    store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
+    parent = store.start_parent(
+        run_name=spec.name,
+        params=flatten(
+            spec.model_dump(mode="json", include={"family", "search", "validation", "final", "resources", "storage"})
+        ),
+        tags={
+            R.FAMILY: spec.family,
+            R.DATASET: spec.dataset.name,
+            R.STUDY_DIR: layout.root,
+            R.SELECTION: selection_tag(spec),
+            R.VALIDATION: spec.validation.kind,
+            R.VAL_LABELS: spec.validation.labels,
+            **numerics_tags(spec),  # what decides the numbers besides the spec (of the machine that started it)
+        },
+    )
+    store.close_orphans(parent)  # runs a killed driver left RUNNING
+    return store, parent
+
+
+def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> StudyOutcome:
+    """The search stage from the plan, then (when it succeeded) the final stage."""
+    spec, layout = context.spec, context.layout
+    callback = _trial_callback(context, store, parent, stage=R.STAGE_SEARCH)
+    started = time.perf_counter()
+    store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not context.resuming else {})
+    tuner = search_tuner(context, {SPEC_KEY: trial_spec_data(spec)}, callback)
+    check_stop("before the search stage started")
+    with fit_window():
+        results = unwrapped(tuner.fit)
+    ledger = stage_ledger(tuner)
+    # A table replaces its cells' lost trials (study.search.cell_search): after a stop, one may still be due.
+    done = ledger.finished(spec.search.num_trials, errors_replaced=context.plan.replace_lost)
+    progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, spec.search.num_trials)
+    order = trial_numbers(layout.optuna_url, spec.name)
+    outcome = dataclasses.replace(
+        _summarize(spec, results, order, progress),
+        parent_run_id=parent,
+        wall_time_s=time.perf_counter() - started,
+        experiment_id=store.experiment_id,
+    )
+    if not (outcome.succeeded and spec.final.seeds > 0):
+        return outcome
+    check_stop("after the search stage, before the final stage")
+    groups, progress = _run_final_stage(context, store, parent, results, outcome.failures)
+    return dataclasses.replace(
+        outcome,
+        final=groups,
+        interrupted=progress is not None,
+        wall_time_s=time.perf_counter() - started,
+        progress=progress,
+    )
+
+
+def _close_study(spec: StudySpec, store: TrackingStore, parent: str, outcome: StudyOutcome) -> None:
+    """The parent run's end: FINISHED with the best value, KILLED (a stop: ``--resume`` writes the result) or FAILED."""
     status = "FINISHED" if outcome.succeeded else ("KILLED" if outcome.interrupted else "FAILED")
     store.close_orphans(parent, status="KILLED")
     metrics = {"num_trials": float(outcome.num_trials), "num_failed": float(outcome.num_failed)}
@@ -404,7 +425,6 @@ def _run_validated(
     if outcome.succeeded:
         tags[R.STAGE] = R.STAGE_DONE
     store.end_parent(parent, status, metrics, tags)
-    return outcome
 
 
 def browse_commands(spec: StudySpec, experiment_id: str = "") -> list[str]:

@@ -1,22 +1,24 @@
-"""The Ray Tune ``Tuner`` of each stage of a study, wired once (:func:`stage_tuner`): the search
-(:func:`search_tuner`: Optuna's sampler behind :class:`~study.search.study_search.StudySearch`, ASHA or FIFO) and the final
-stage (:func:`final_tuner`: a grid over the best configurations' seeds). Both restore their experiment when a driver
-resumes."""
+"""The Ray Tune ``Tuner`` of each stage of a run, wired once (:func:`stage_tuner`): the search (:func:`search_tuner`,
+built from the run's plan, :mod:`study.plan`: one dispatching searcher over the cells' Optuna studies, one scheduler
+with rungs per cell, the plan's live view) and the final stage (:func:`final_tuner`: a grid over the best
+configurations' seeds). Both restore their experiment when a driver resumes."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from study.layout import StudyLayout
-from study.progress import ProgressTable
+from study.plan import VIEW_CELLS, StudyPlan
+from study.progress import CellProgress, ProgressTable, TrialColumns
 from study.runtime.compat import restored_run_config
 from study.runtime.run_progress import run_meter
 from study.runtime.stop_callback import StageLedger, StopOnSignal
 from study.runtime.watchdog import PendingTimeout
+from study.search.cell_asha import CellASHA, Rungs
+from study.search.cell_search import CellBudget, CellSearch
 from study.search.context import StudyContext
 from study.search.old_names import accept_old_names
 from study.search.ordered_sampler import OrderedSampler
-from study.search.persistent_asha import PersistentASHA
 from study.search.space import make_sampler, to_optuna
 from study.search.study_search import StudySearch
 from study.tracking.callback import MlflowTrialCallback
@@ -29,8 +31,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ray.tune import Tuner
+    from ray.tune.schedulers import TrialScheduler
 
-__all__ = ["stage_tuner", "stage_ledger", "study_searcher", "search_tuner", "final_tuner"]
+__all__ = [
+    "stage_tuner",
+    "stage_ledger",
+    "study_searcher",
+    "cell_searcher",
+    "cell_scheduler",
+    "search_tuner",
+    "final_tuner",
+]
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -107,9 +118,8 @@ def stage_ledger(tuner: Tuner) -> StageLedger:
 
 
 def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: int) -> StudySearch:
-    """The searcher of one Optuna study: the spec's sampler (ordered with ``lag`` when ``search.reproducible``:
-    :mod:`study.search.ordered_sampler`) over the study's Optuna storage guarded through outages. A study has one; a table
-    one per cell (:mod:`study.table.run`), built here so both get the same storage and ordering."""
+    """The searcher of one cell's Optuna study: the spec's sampler (ordered with ``lag`` when ``search.reproducible``:
+    :mod:`study.search.ordered_sampler`) over the run's Optuna storage guarded through outages."""
     s = spec.search
     sampler = make_sampler(s.sampler, s.space)
     return StudySearch(
@@ -124,35 +134,50 @@ def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: i
     )
 
 
+def cell_searcher(plan: StudyPlan, layout: StudyLayout) -> CellSearch:
+    """The run's searcher: one study searcher per cell (:func:`study_searcher`, the plan's lag), ``trials_per_cell``
+    each, lost trials replaced when the plan says so."""
+    s = plan.base.search
+    cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, plan.lag)) for c in plan.cells]
+    budget = CellBudget(plan.trials_per_cell, plan.replace_lost)
+    return CellSearch(cells, budget, s.metric, s.mode, trials_dir=layout.tune_dir)
+
+
+def cell_scheduler(plan: StudyPlan, layout: StudyLayout) -> TrialScheduler:
+    """FIFO, or with ``search.scheduler.type: asha`` one ASHA rung set per cell (:class:`CellASHA`: a trial is compared
+    with its own cell's trials only), its rungs kept in the study directory across resumes."""
+    from ray.tune.schedulers import FIFOScheduler
+
+    s, epochs = plan.base.search, plan.base.train.epochs
+    if s.scheduler.type != "asha":
+        return FIFOScheduler()
+    rungs = Rungs(s.metric, s.mode, epochs, s.scheduler.grace_period, s.scheduler.reduction_factor)
+    return CellASHA([(c.label, c.fixed) for c in plan.cells], rungs, layout.asha_state)
+
+
+def _live_view(plan: StudyPlan) -> ProgressTable | CellProgress:
+    """The plan's live view: a row per cell (a table), else a row per trial with its sampled values (a study)."""
+    if plan.view == VIEW_CELLS:
+        return CellProgress(plan)
+    s = plan.base.search
+    return ProgressTable(TrialColumns(s.metric, s.mode, s.num_trials, plan.base.train.epochs, tuple(s.space)))
+
+
 def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback) -> Tuner:
-    """The search stage: Optuna's sampler behind :class:`StudySearch`, ASHA or FIFO, ``search.num_trials`` trials."""
-    spec, layout = context.spec, context.layout
-    s = spec.search
-    callbacks = [
-        callback,
-        ProgressTable(s.metric, s.mode, s.num_trials, spec.train.epochs, list(s.space)),
-        PendingTimeout(context.options.pending_timeout_s),
-    ]
+    """The search stage from the run's plan: :func:`cell_searcher`, :func:`cell_scheduler`, its live view."""
+    plan, layout = context.plan, context.layout
+    callbacks = [callback, _live_view(plan), PendingTimeout(context.options.pending_timeout_s)]
 
     def search_config() -> dict[str, Any]:
-        from ray.tune.schedulers import FIFOScheduler, TrialScheduler
-
-        searcher = study_searcher(spec, layout, spec.name, lag=s.max_concurrent)
-        scheduler: TrialScheduler = FIFOScheduler()
-        if s.scheduler.type == "asha":
-            scheduler = PersistentASHA(
-                time_attr="training_iteration",
-                max_t=spec.train.epochs,
-                grace_period=min(s.scheduler.grace_period, spec.train.epochs),
-                reduction_factor=s.scheduler.reduction_factor,
-                state_file=layout.asha_state,
-            )
+        searcher = cell_searcher(plan, layout)
         return {
-            "metric": s.metric,
-            "mode": s.mode,
+            "metric": plan.base.search.metric,
+            "mode": plan.base.search.mode,
             "search_alg": searcher,
-            "scheduler": scheduler,
-            "num_samples": s.num_trials,
+            "scheduler": cell_scheduler(plan, layout),
+            # The searcher ends the experiment (Searcher.FINISHED) once every cell has its budget; Ray's own
+            # limit leaves room for the replacements of lost trials.
+            "num_samples": searcher.max_trials,
         }
 
     return stage_tuner(
@@ -170,7 +195,7 @@ def final_tuner(
     spec = context.spec
     callbacks = [
         callback,
-        ProgressTable(final_metric(spec.search.metric), spec.search.mode, num_points, spec.train.epochs, []),
+        ProgressTable(TrialColumns(final_metric(spec.search.metric), spec.search.mode, num_points, spec.train.epochs)),
         PendingTimeout(context.options.pending_timeout_s),
     ]
     restore = Tuner.can_restore(context.layout.final_dir)

@@ -23,14 +23,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from study.loading import parse_spec, read_raw
+from study.loading import load_study, parse_spec, read_raw
+from study.plan import VIEW_CELLS, PlanCell, StudyPlan
 from study.table.asha_cost import asymptotic_share, expected_share, milestones
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 from trainables.schema.table import TableSpec
 from trainables.schema.trial import set_path, spec_error
 
-__all__ = ["TableCell", "Table", "is_table", "load_table", "parse_table", "cell_of"]
+__all__ = ["TableCell", "Table", "RunSpec", "is_table", "load_run", "load_table", "parse_table"]
 
 #: Keys of a table spec that are not a study's.
 _TABLE_ONLY = ("reference", "arms", "cells", "extra_cells")
@@ -64,6 +65,21 @@ class Table:
     #: The table as one study: shared settings, the reference arm's family, no search space of its own.
     base: StudySpec
     cells: list[TableCell]
+
+    def plan(self) -> StudyPlan:
+        """The table as the one driver runs it: one cell per arm × condition, ``num_trials`` each, lost trials replaced
+        (every cell keeps its budget), each cell's best retrained as its final group, a row per cell live."""
+        return StudyPlan(
+            base=self.base,
+            cells=tuple(PlanCell(c.label, c.fixed, c.spec) for c in self.cells),
+            trials_per_cell=self.spec.search.num_trials,
+            lag=self.cell_lag,
+            replace_lost=True,
+            groups_are_cells=True,
+            view=VIEW_CELLS,
+            search_share=self.search_share(),
+            title=f"table {self.spec.name}",
+        )
 
     @property
     def reference_family(self) -> str:
@@ -189,6 +205,39 @@ def condition_label(condition: dict[str, Any]) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", "_".join(parts))
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """What a spec file asks to run, decided once (:func:`load_run`): its plan (a study's one cell, a table's cells),
+    and the table when it is one (its size, budget, cells' specs and comparison)."""
+
+    plan: StudyPlan
+    table: Table | None = None
+
+    @property
+    def base(self) -> StudySpec:
+        """The run as one study: its name, stores, resources, training and final stage."""
+        return self.plan.base
+
+    @property
+    def specs(self) -> list[StudySpec]:
+        """Every spec the run holds: the base, then each cell's."""
+        return [self.base, *(c.spec for c in self.plan.cells if c.spec is not self.base)]
+
+
+def load_run(path: str | Path, overrides: list[str] | None = None, *, family_rules: bool = True) -> RunSpec:
+    """The one place "study or table?" is decided, for every command (``study.run``, ``study.status``,
+    ``dmlstudy slurm`` and ``kuberay``): a table spec (it names ``arms``) → its :class:`Table` and plan; a study spec
+    file or a study's directory (:func:`study.loading.load_study`) → the one-cell plan of it
+    (:meth:`study.plan.StudyPlan.of_study`). ``family_rules=False``: see :func:`study.loading.parse_spec`."""
+    if "://" in str(path) or Path(path).is_dir():  # a study's directory, local or on an object store
+        return RunSpec(StudyPlan.of_study(load_study(path, overrides, family_rules=family_rules)))
+    raw = read_raw(path, overrides)
+    if is_table(raw):
+        table = parse_table(raw, str(path))
+        return RunSpec(table.plan(), table)
+    return RunSpec(StudyPlan.of_study(parse_spec(raw, str(path), family_rules=family_rules)))
+
+
 def is_table(raw: Any) -> bool:
     """A raw spec mapping that describes a table (it names ``arms``)."""
     return isinstance(raw, dict) and "arms" in raw
@@ -215,10 +264,8 @@ def parse_table(raw: Any, source: str = "table") -> Table:
         "search": {**search, "space": {}},
         "final": final,
     }
-    cells = [
-        _cell(spec, shared, search, final, arm, condition, named, source)
-        for arm, condition, named in _conditions(spec, base_tree)
-    ]
+    sections = _Sections(shared, search, final)
+    cells = [_cell(spec, sections, point, source) for point in _conditions(spec, base_tree)]
     labels = [c.label for c in cells]
     if len(set(labels)) != len(labels):
         dup = next(label for label in labels if labels.count(label) > 1)
@@ -241,7 +288,8 @@ def _default(tree: dict[str, Any], key: str) -> Any:
 
 def _conditions(spec: TableSpec, base_tree: dict[str, Any]) -> list[tuple[str, dict[str, Any], tuple[str, ...]]]:
     """Every (arm, condition): the grid for every arm, then the extra cells. Each condition names every key any cell
-    sets (the others at the shared value), so two cells of an arm never look alike to :func:`cell_of`."""
+    sets (the others at the shared value), so two cells of an arm never look alike to :meth:`study.plan.StudyPlan.cell_of` (a trial asked before cells
+    were stamped is found by them)."""
     keys = list(spec.cells)
     for extra in spec.extra_cells:
         keys += [k for k in extra.set if k not in keys]
@@ -270,18 +318,22 @@ def arm_sampler(spec: TableSpec, arm_name: str) -> dict[str, Any]:
     return sampler
 
 
+@dataclass(frozen=True)
+class _Sections:
+    """What every cell's spec shares: the table's shared sections, its search settings (no space), its final stage."""
+
+    shared: dict[str, Any]
+    search: dict[str, Any]
+    final: dict[str, Any]
+
+
 def _cell(
-    spec: TableSpec,
-    shared: dict[str, Any],
-    search: dict[str, Any],
-    final: dict[str, Any],
-    arm_name: str,
-    condition: dict[str, Any],
-    named: tuple[str, ...],
-    source: str,
+    spec: TableSpec, sections: _Sections, point: tuple[str, dict[str, Any], tuple[str, ...]], source: str
 ) -> TableCell:
+    """One (arm, condition, the condition keys it names) of :func:`_conditions` as a validated cell."""
+    arm_name, condition, named = point
     arm = spec.arms[arm_name]
-    tree = copy.deepcopy(shared)
+    tree = copy.deepcopy(sections.shared)
     for key, value in condition.items():
         set_path(tree, tuple(key.split(".")), value, f"cells.{key}")
     for key, value in arm.params.items():  # an allowed training knob (trainables.schema.table), fixed for this arm
@@ -294,11 +346,11 @@ def _cell(
         family=arm.family,
         params={k: v for k, v in arm.params.items() if "." not in k},
         search={
-            **search,
+            **sections.search,
             "sampler": arm_sampler(spec, arm_name),
             "space": {k: v.model_dump(mode="json") for k, v in arm.space.items()},
         },
-        final=final,
+        final=sections.final,
     )
     try:
         cell_spec = parse_spec(tree)
@@ -307,11 +359,3 @@ def _cell(
         raise SpecError(e.message, f"{where}: {e.key}" if e.key else where, source) from None
     fixed = {"family": arm.family, **condition, **arm.params}
     return TableCell(arm_name, condition, fixed, cell_spec, named)
-
-
-def cell_of(cells: list[TableCell], config: dict[str, Any]) -> TableCell | None:
-    """The cell a Ray trial config belongs to: the one whose fixed values it carries."""
-    for cell in cells:
-        if all(config.get(k) == v for k, v in cell.fixed.items()):
-            return cell
-    return None

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
-from study.search.cell_asha import CellASHA, rung_values
+from study.search.cell_asha import CellASHA, Rungs, cell_label_of, rung_values
+from trainables.schema.trial import CELL_KEY
 
 CELLS = [("ms.p0", {"family": "ms", "ratio": 0.0}), ("ms.p0.4", {"family": "ms", "ratio": 0.4})]
 MAX_T, GRACE, ETA = 9, 1, 3.0
@@ -19,12 +20,20 @@ MAX_T, GRACE, ETA = 9, 1, 3.0
 
 def _scheduler(state_file: str) -> CellASHA:
     return CellASHA(
-        CELLS, metric="val", mode="max", max_t=MAX_T, grace_period=GRACE, reduction_factor=ETA, state_file=state_file
+        CELLS, Rungs(metric="val", mode="max", max_t=MAX_T, grace_period=GRACE, reduction_factor=ETA), state_file
     )
 
 
 def _trial(trial_id: str, cell: int) -> SimpleNamespace:
-    return SimpleNamespace(trial_id=trial_id, config={**CELLS[cell][1], "ms_alpha": 1.0})
+    # Stamped with its cell, as the searcher asks it (study.search.cell_search).
+    return SimpleNamespace(trial_id=trial_id, config={**CELLS[cell][1], "ms_alpha": 1.0, CELL_KEY: CELLS[cell][0]})
+
+
+def test_a_trial_s_cell_is_its_stamp_and_an_unstamped_one_is_found_by_its_fixed_values() -> None:
+    assert cell_label_of(CELLS, {CELL_KEY: "ms.p0.4"}) == "ms.p0.4"  # the stamp alone decides
+    assert cell_label_of(CELLS, {**CELLS[0][1], CELL_KEY: "ms.p0.4"}) == "ms.p0.4"
+    assert cell_label_of(CELLS, {CELL_KEY: "no.such.cell"}) is None
+    assert cell_label_of(CELLS, {**CELLS[1][1], "ms_alpha": 1.0}) == "ms.p0.4"  # asked before issue 49: matched
 
 
 def _quantile(values: list[float], q: float) -> float:

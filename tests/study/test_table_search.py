@@ -2,7 +2,7 @@
 samples is the same whatever order its trials end in, and a cell that must wait gives its slot to another cell.
 
 Real Optuna (TPE past its start-up trials) on the table's own SQLite Optuna storage, through the searchers the table
-builds (:func:`study.table.run.table_searcher`: per cell the study's searcher, guarded storage, ordered sampler);
+builds (:func:`study.search.tuners.cell_searcher` on the table's plan: per cell the study's searcher, guarded storage, ordered sampler);
 Ray's loop is simulated as its ConcurrencyLimiter drives a searcher (ask while a slot is free, a random running trial ends each step). The Ray
 end-to-end run of a table is tests/study/test_table_e2e.py."""
 
@@ -17,7 +17,7 @@ import pytest
 
 from study.layout import StudyLayout
 from study.search.cell_search import CellSearch
-from study.table.run import table_searcher
+from study.search.tuners import cell_searcher
 from study.table.spec import load_table
 from study.tracking.guarded import GuardedRDBStorage
 from trainables.schema.metric_names import EPOCH
@@ -45,7 +45,7 @@ def run_table_search(storage: Path, order_seed: int, slots: int, reproducible: b
     table = load_table(SPACES / "table_glyphs_quick.yaml", overrides)
     layout = StudyLayout.for_spec(table.base)
     layout.mkdir()
-    search = table_searcher(table, layout)  # what the table's Ray experiment gets
+    search = cell_searcher(table.plan(), layout)  # what the table's Ray experiment gets
     assert all(isinstance(optuna_storage(s), GuardedRDBStorage) for _, _, s in search.cells)  # outages are ridden out
     epochs = table.base.train.epochs
     order = random.Random(order_seed)

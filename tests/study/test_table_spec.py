@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study.table.spec import cell_of, load_table, parse_table
+from study.table.spec import load_table, parse_table
 from study.table.status import edge_flag
 from trainables.schema.errors import SpecError
 from trainables.schema.space import FloatParam
+from trainables.schema.trial import CELL_KEY
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
@@ -65,7 +66,10 @@ def test_every_cell_shares_data_model_training_folds_and_seeds(name):
         assert cell.spec.search.num_trials == table.spec.search.num_trials
         assert cell.spec.dataset.name == table.base.dataset.name
         assert cell.spec.dataset.noise.ratio == cell.condition["dataset.noise.ratio"]
-        assert cell_of(table.cells, {**cell.fixed, "sampled": 1.0}) is cell
+        # a trial asked before cells were stamped is found by its fixed values; a stamped one by its stamp
+        plan = table.plan()
+        assert plan.cell_of({**cell.fixed, "sampled": 1.0}).label == cell.label
+        assert plan.cell_of({CELL_KEY: cell.label}).label == cell.label
     assert table.base.search.num_trials == len(table.cells) * table.spec.search.num_trials
 
 
@@ -209,9 +213,17 @@ def test_the_table_searcher_gives_every_cell_its_budget_and_survives_a_pickle():
     cells = search.cells
     configs = [search.suggest(f"t{i}") for i in range(8)]
     assert search.suggest("t8") is None  # every cell is full, but a running trial may yet be lost and replaced
-    labels = [cell_of(table.cells, cfg).label for cfg in configs]
+    labels = [cfg[CELL_KEY] for cfg in configs]  # each trial stamped with its cell
     assert labels == ["ms.p0", "ms.p0.3", "bspml.p0", "bspml.p0.3"] * 2  # cells advance together
-    assert set(configs[0]) == {"family", "dataset.noise.ratio", "ms_base", "ms_epsilon", "ms_alpha", "ms_beta"}
+    assert set(configs[0]) == {
+        "family",
+        "dataset.noise.ratio",
+        "ms_base",
+        "ms_epsilon",
+        "ms_alpha",
+        "ms_beta",
+        CELL_KEY,
+    }
     for i in range(len(configs)):
         search.on_trial_complete(f"t{i}", {"val/recall_at_1": 0.1 * i, "epoch": 4, "training_iteration": 4})
     assert search.suggest("t9") == CellSearch.FINISHED
@@ -251,7 +263,7 @@ def test_a_lost_trial_is_replaced_and_a_nan_one_counts_as_evaluated(tmp_path):
     done = {"val/recall_at_1": 0.5, "epoch": 4, "training_iteration": 4}
     ids = [f"t{i}" for i in range(8)]
     configs = {t: search.suggest(t) for t in ids}
-    label = {t: cell_of(table.cells, c).label for t, c in configs.items()}
+    label = {t: c[CELL_KEY] for t, c in configs.items()}
     assert [label[t] for t in ids[:2]] == ["ms.p0", "ms.p0.3"]
     (tmp_path / R.trial_dir("t1")).mkdir()
     (tmp_path / R.trial_dir("t1") / R.NONFINITE_MARKER).write_text("epoch 1, batch 3: loss is not finite")
@@ -260,7 +272,7 @@ def test_a_lost_trial_is_replaced_and_a_nan_one_counts_as_evaluated(tmp_path):
     for t in ids[2:]:
         search.on_trial_complete(t, done)
     replacement = search.suggest("t8")
-    assert cell_of(table.cells, replacement).label == "ms.p0"  # the lost trial's cell asks again, no other
+    assert replacement[CELL_KEY] == "ms.p0"  # the lost trial's cell asks again, no other
     assert search.suggest("t9") is None  # every cell has its budget; t8 is still running
     search.on_trial_complete("t8", done)
     assert search.suggest("t10") == CellSearch.FINISHED
@@ -283,7 +295,7 @@ def test_replacements_are_bounded_per_cell():
         if config == CellSearch.FINISHED:
             break
         assert config is not None
-        cell = cell_of(table.cells, config).label
+        cell = config[CELL_KEY]
         asked.setdefault(cell, []).append(f"t{i}")
         lost = cell == "ms.p0"
         search.on_trial_complete(f"t{i}", None if lost else {"val/recall_at_1": 0.5, "epoch": 4}, error=lost)
@@ -310,7 +322,7 @@ def test_a_sampled_value_never_overrides_a_cells_fixed_value():
         with pytest.raises(RuntimeError, match="would override the cell's fixed values"):
             search.suggest("t0")
     search = CellSearch([("ms.p0.3", fixed, Sampling({"ms_alpha": 2.0}))], 1, "val/recall_at_1", "max")  # type: ignore[list-item]
-    assert search.suggest("t0") == {**fixed, "ms_alpha": 2.0}
+    assert search.suggest("t0") == {**fixed, "ms_alpha": 2.0, CELL_KEY: "ms.p0.3"}
 
 
 def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch):
@@ -318,14 +330,14 @@ def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch)
     import io
     from types import SimpleNamespace
 
-    from study.table import progress as table_progress
-    from study.table.progress import TableProgress
+    from study import progress as live_view
+    from study.progress import CellProgress
 
     table = load_table(SPACES / "table_glyphs_quick.yaml")  # 16 trials × 4 epochs, 4 folds (cost 3), 8 final runs
     clock = iter([100.0, 100.0, 160.0, 160.0])
-    monkeypatch.setattr(table_progress.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(live_view.time, "monotonic", lambda: next(clock))
     out = io.StringIO()
-    progress = TableProgress(table, interval_s=0.0, stream=out)
+    progress = CellProgress(table.plan(), interval_s=0.0, stream=out)
     cells = table.cells
     trials = [
         SimpleNamespace(

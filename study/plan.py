@@ -1,0 +1,117 @@
+"""The plan of a run: what the one driver (:func:`study.search.driver.run_study`) searches, decided once at intake.
+
+A study is a table of one cell. A study spec becomes :meth:`StudyPlan.of_study`, the one-arm, one-cell case; a table
+spec becomes its own plan (:meth:`study.table.spec.Table.plan`, one cell per arm × condition). From the plan the driver
+builds one search Tuner: one dispatching searcher over the cells' Optuna studies
+(:class:`~study.search.cell_search.CellSearch`), one scheduler with rungs per cell
+(:class:`~study.search.cell_asha.CellASHA`), one progress view, and the final stage's grouping. Nothing downstream asks
+"study or table?" again: what differs is data here (the cells, their budget and lag, whether a lost trial is replaced,
+what a final group is, which live view suits the run).
+
+Each search trial carries its cell's label in its config (:data:`~trainables.schema.trial.CELL_KEY`, stamped by the
+searcher when it asks), so the scheduler, the progress view and the final stage read it; only a trial asked before
+issue 49 (a run started then and resumed now) is found by its cell's fixed values instead (:meth:`StudyPlan.cell_of`).
+
+Pure data over validated specs: no Ray, no stores (the command line builds a plan before anything starts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainables.schema.spec import StudySpec
+from trainables.schema.trial import CELL_KEY
+
+__all__ = ["PlanCell", "StudyPlan", "VIEW_TRIALS", "VIEW_CELLS"]
+
+#: The live view of a run: one row per trial (a study), or one row per cell (a table).
+VIEW_TRIALS, VIEW_CELLS = "trials", "cells"
+
+
+@dataclass(frozen=True)
+class PlanCell:
+    """One cell: searched by its own Optuna study (``spec.name``); ``fixed`` is what each of its trials sets over the
+    run's base spec besides the sampled values (a table's family, condition and arm params; nothing for a study)."""
+
+    label: str
+    fixed: dict[str, Any]
+    #: The cell as a study: its search space, sampler and budget, validated like any spec.
+    spec: StudySpec
+
+    @property
+    def study_name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """What one run searches and how its trials group.
+
+    Args:
+        base: the run as one study (its name, stores, resources, training, metric, ``max_concurrent``, final seeds).
+        cells: the cells, in the order the dispatcher breaks ties.
+        trials_per_cell: each cell's budget of evaluated trials.
+        lag: ``search.reproducible``: a cell's trial i is asked once its trials <= i − lag have ended.
+        replace_lost: a trial lost for a reason outside its configuration (node lost, retries spent) is replaced
+            within its cell's bound (a table keeps every cell's budget, :mod:`study.search.cell_search`); a study's
+            contract is ``num_trials`` trials, failed ones included.
+        groups_are_cells: the final stage retrains each cell's best (a table), else each ``final.group_by`` group of
+            the one cell (a study).
+        view: the live view, :data:`VIEW_TRIALS` or :data:`VIEW_CELLS`.
+        search_share: the share of the search's model-epochs its trials are expected to train (early stopping), for
+            the live view's ETA.
+        title: how the run names itself in the live view (``table NAME``).
+    """
+
+    base: StudySpec
+    cells: tuple[PlanCell, ...]
+    trials_per_cell: int
+    lag: int
+    replace_lost: bool
+    groups_are_cells: bool
+    view: str = VIEW_TRIALS
+    search_share: float = 1.0
+    title: str = ""
+
+    @classmethod
+    def of_study(cls, spec: StudySpec) -> StudyPlan:
+        """A study: one cell, its own Optuna study (named as the study), ``num_trials`` trials asked ``max_concurrent``
+        apart (:mod:`study.search.ordered_sampler`), its final groups by ``final.group_by``."""
+        s = spec.search
+        return cls(
+            base=spec,
+            cells=(PlanCell(spec.name, {}, spec),),
+            trials_per_cell=s.num_trials,
+            lag=s.max_concurrent,
+            replace_lost=False,
+            groups_are_cells=False,
+            title=f"study {spec.name}",
+        )
+
+    @property
+    def search_trials(self) -> int:
+        return len(self.cells) * self.trials_per_cell
+
+    @property
+    def final_runs(self) -> int:
+        return len(self.cells) * self.base.final.seeds
+
+    def search_cost(self) -> float:
+        """One search trial's training, in models trained on all training classes (k folds train k models on
+        (k−1)/k of the classes each; a holdout one on 1 − fraction)."""
+        v = self.base.validation
+        return float(v.folds - 1) if v.kind == "kfold" else (1.0 - v.fraction if v.kind == "holdout" else 1.0)
+
+    def cell_of(self, config: dict[str, Any]) -> PlanCell | None:
+        """The cell of a search trial's config: the one its stamp names; a trial asked before cells were stamped
+        (resumed from then) by the fixed values it carries."""
+        label = config.get(CELL_KEY)
+        if label is not None:
+            return next((c for c in self.cells if c.label == label), None)
+        return next((c for c in self.cells if all(config.get(k) == v for k, v in c.fixed.items())), None)
+
+    def group(self, config: dict[str, Any]) -> str | None:
+        """The final-stage group of a search trial when groups are cells: its cell's label."""
+        cell = self.cell_of(config)
+        return None if cell is None else cell.label
