@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from dashboards.compare.cli import read_study, render_markdown
 from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardError
-from study.progress import format_table
+from study.console import format_table
 from study.table.spec import Table
 from study.table.status import slot_use, table_status, winner_text
 from trainables.schema import record as R

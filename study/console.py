@@ -1,4 +1,5 @@
-"""A quiet console: the libraries' start-up chatter goes to the study's log file, not the terminal.
+"""A quiet console: the libraries' start-up chatter goes to the study's log file, not the terminal; and the plain
+text tables the terminal shows (:func:`format_table`: the live views, ``--status``, the table's report).
 
 Ray, MLflow and Optuna each put a handler on their own logger that writes to the terminal: Ray's token
 authentication WARNING, MLflow's "Creating initial MLflow database tables" INFO lines, Optuna's "A new study created
@@ -20,12 +21,12 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 from study.runtime.storage import read_bytes, write_bytes
 from study.tracking.credentials import mask_passwords
 
-__all__ = ["LIBRARY_LOGGERS", "StudyLog", "library_log"]
+__all__ = ["LIBRARY_LOGGERS", "StudyLog", "library_log", "format_table", "format_value"]
 
 #: The loggers whose terminal handlers move to the study's log (``alembic``: MLflow's schema migrations).
 LIBRARY_LOGGERS = ("ray", "mlflow", "optuna", "alembic")
@@ -144,3 +145,19 @@ def library_log() -> Iterator[StudyLog]:
             else:
                 os.environ[key] = value
         log.close()
+
+
+def format_value(value: Any) -> str:
+    """A table cell: a float to 4 significant digits, anything else as ``str``."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """``rows`` as a plain text table under ``columns`` (the live views' and ``--status``'s; no Ray, no stores)."""
+    cells = [[format_value(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join([line, "  ".join("-" * w for w in widths), *body])

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ray.tune import Callback
 
+from study.console import format_table, format_value
 from study.final.best import pick_best
 from study.plan import StudyPlan
 from trainables.schema.metric_names import EPOCH
@@ -30,20 +31,6 @@ if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
 __all__ = ["ProgressTable", "TrialColumns", "CellProgress", "ThrottledTable", "format_table", "eta_text"]
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    cells = [[_fmt(row.get(c, "")) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)]
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
-    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
-    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
 
 
 class ThrottledTable(Callback):
@@ -121,7 +108,7 @@ class ProgressTable(ThrottledTable):
         done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
         header = f"== trials {done}/{self.total_trials} done"
         if best is not None:
-            header += f"; best {best['trial']} {self.metric}={_fmt(best[self.metric])}"
+            header += f"; best {best['trial']} {self.metric}={format_value(best[self.metric])}"
         return f"{header}\n{format_table(rows, ['trial', 'status', 'epoch', *self.param_names, self.metric])}"
 
 

@@ -26,6 +26,8 @@ Every exit of a run that reached its study directory writes what the run achieve
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import shlex
 import sys
 import time
@@ -33,16 +35,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from study.arguments import ArgumentParser, max_failures, one_line
+from study.final.intervals import t_interval
+from study.layout import StudyLayout
 from study.runtime import stopping
+from study.runtime.compat import finish_threads
 from study.runtime.run_progress import run_meter, start_run_meter, write_run_progress
+from study.runtime.storage import read_bytes
+from study.runtime.store_errors import store_failure
 from study.search.context import RunOptions
+from study.status import print_run_status
+from study.table.spec import RunSpec, load_run
+from study.tracking.credentials import mask_passwords
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError, StudyStalledError
 
 if TYPE_CHECKING:
-    from study.layout import StudyLayout
     from study.search.driver import StudyOutcome
-    from study.table.spec import RunSpec
     from trainables.schema.spec import StudySpec
 
 __all__ = ["main"]
@@ -127,16 +135,12 @@ class _Run:
             words.append("--no-dashboard")
         if resume:
             words.append("--resume")
-        from study.tracking.credentials import mask_passwords  # (Optuna's storage classes: loaded by the run anyway)
-
         return mask_passwords(f"{self.prog} {shlex.join(words)}")
 
     def study_exists(self) -> bool:
         """Whether the study's ``spec.yaml`` exists (what a job script decides ``--resume`` by)."""
         if self.layout is None:
             return False
-        from study.runtime.storage import read_bytes
-
         try:
             return read_bytes(self.layout.spec_file) is not None
         except OSError:
@@ -184,20 +188,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.run") -> in
 def _main(args: argparse.Namespace, run: _Run) -> int:
     """One path for a study and a table: the spec's intake decides once what it is (:func:`study.table.spec.load_run`,
     a study being a table of one cell), then the one driver runs its plan and the report says what it found."""
-    from study.layout import StudyLayout
-    from study.table.spec import load_run
-
     target = None
     try:
         target = load_run(args.spec, args.overrides, family_rules=not args.status)  # --status imports no trainer
         if args.status:
-            from study.status import print_run_status
-
             return print_run_status(target)
         if target.table is not None:
             target.table.check_budget()  # before anything starts, a table over search.max_hours is one line
             print(target.table.size_line(), flush=True)
-        from study.table.run import run_plan
+        from study.table.run import run_plan  # defers Ray and torch: bad input is answered without them
 
         run.layout = StudyLayout.for_spec(target.base)
         outcome = run_plan(target, options=_run_options(args), on_start=lambda: _warn_selection(target.base))
@@ -238,13 +237,14 @@ def _report(args: argparse.Namespace, run: _Run, target: RunSpec, outcome: Study
         _print_best(spec, outcome)
     elif outcome.final and not _print_table_report(run, target, outcome):
         return 1
-    from study.search.driver import browse_commands
+    from study.search.driver import browse_commands  # defers Ray (imported by the run by now; not by --status)
 
     print("Browse the results:")
     for command in browse_commands(spec, outcome.experiment_id):
         print(f"  {command}")
     if not args.no_dashboard and outcome.num_trials > outcome.num_failed:
-        from dashboards.build import build_after_study  # warns, never raises: the study is already done
+        # Deferred (polars, the dashboards: after the run only); it warns, never raises: the study is already done.
+        from dashboards.build import build_after_study
 
         if (page := build_after_study(spec)) is not None:
             print(f"  open {page}")
@@ -264,7 +264,7 @@ def _print_best(spec: StudySpec, outcome: StudyOutcome) -> None:
 def _print_table_report(run: _Run, target: RunSpec, outcome: StudyOutcome) -> bool:
     """A table's comparison, written to its directory and printed; ``False`` (one line said why) when it could not be
     written: the runs are stored, and ``--resume`` writes it again."""
-    from dashboards.table_report import write_table_report
+    from dashboards.table_report import write_table_report  # defers polars and the dashboards: after the run only
 
     assert target.table is not None and run.layout is not None
     try:
@@ -331,9 +331,6 @@ def _print_error(e: BaseException) -> None:
 
 def _store_failure(e: Exception, spec: StudySpec) -> str | None:
     """The one line for a disk-full / read-only / permission failure of a store (see :mod:`study.runtime.store_errors`)."""
-    from study.layout import StudyLayout
-    from study.runtime.store_errors import store_failure
-
     layout = StudyLayout.for_spec(spec)
     return store_failure(e, {"mlflow": layout.tracking_uri, "optuna": layout.optuna_url, "storage": layout.root})
 
@@ -350,8 +347,6 @@ def _warn_selection(spec: StudySpec) -> None:
 
 def _print_final(groups: list) -> None:
     """The final test stage: per group, each test metric's mean ± std [95 % CI] over the seeds."""
-    from study.final.intervals import t_interval
-
     print("Final test stage (best configuration retrained on all training classes, evaluated on the test classes):")
     for g in groups:
         print(f"  {g.label} (from trial {g.source_trial}, {g.num_seeds} seeds)")
@@ -381,11 +376,6 @@ def _exit(code: int) -> NoReturn:
     (``python -m benchmarks.driver_timeline``). What Python would still do that matters is done here, in its order:
     join non-daemon threads, run the ``atexit`` handlers (temporary directories, loggers), flush the streams.
     """
-    import atexit
-    import os
-
-    from study.runtime.compat import finish_threads
-
     finish_threads()  # study.runtime.compat: what Py_Finalize runs first
     atexit._run_exitfuncs()
     sys.stdout.flush()

@@ -12,17 +12,20 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from study.arguments import ArgumentParser, one_line
 from study.deploy.slurm import print_job_line, print_unstarted
+from study.final.best import pick_best
+from study.layout import StudyLayout
 from study.runtime.lock import driver_text
+from study.runtime.storage import read_bytes
+from study.table.spec import RunSpec, load_run
+from study.table.status import print_table_status
+from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
+from study.tracking.stores import load_optuna_study
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.spec import StudySpec
-
-if TYPE_CHECKING:
-    from study.table.spec import RunSpec
 
 __all__ = ["study_status", "print_status", "print_run_status", "main"]
 
@@ -34,11 +37,6 @@ def study_status(spec: StudySpec) -> dict:
 
     Raises :class:`StudyError` when the study has never been started.
     """
-    from study.final.best import pick_best
-    from study.layout import StudyLayout
-    from study.runtime.storage import read_bytes
-    from study.tracking.stores import load_optuna_study
-
     layout = StudyLayout.for_spec(spec)
     if read_bytes(layout.spec_file) is None:
         raise StudyError(f"there is no study {spec.name!r} in {layout.root}")
@@ -48,8 +46,6 @@ def study_status(spec: StudySpec) -> dict:
     # study.final.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.
     finished = [t for t in trials if t.state.name == "COMPLETE"]
     best = pick_best(finished, lambda t: t.value, lambda t: t.number, spec.search.mode)
-    from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
-
     driver = tracking_peek.parent_status(layout.tracking_uri, spec.name)
     tags = tracking_peek.parent_tags(layout.tracking_uri, spec.name)
     return {
@@ -71,8 +67,6 @@ def study_status(spec: StudySpec) -> dict:
 def print_run_status(target: RunSpec) -> int:
     """The run's screen, as its plan's view says: a table's per cell, a study's per trial; returns the exit code."""
     if target.table is not None:
-        from study.table.status import print_table_status
-
         return print_table_status(target.table)
     return print_status(target.base)
 
@@ -82,8 +76,6 @@ def print_status(spec: StudySpec) -> int:
     try:
         st = study_status(spec)
     except StudyError as e:
-        from study.layout import StudyLayout
-
         # Submitted by dmlstudy slurm, its job still pending: the study's spec file comes when the driver starts.
         if (code := print_unstarted(StudyLayout.for_spec(spec).root)) is not None:
             return code
@@ -121,8 +113,6 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.status") ->
     p.add_argument("study", help="YAML study spec, or the study's directory (storage/<name>/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
-    from study.table.spec import load_run
-
     try:
         folder = Path(args.study)
         # A job's directory (dmlstudy slurm), its study not started yet?

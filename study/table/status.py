@@ -18,8 +18,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from study.arguments import one_line
+from study.console import format_table
 from study.deploy.slurm import print_job_line, print_unstarted
+from study.final.best import pick_best
+from study.layout import StudyLayout
+from study.runtime.lock import driver_text
+from study.runtime.storage import read_bytes
 from study.table.spec import Table, TableCell
+from study.tracking import peek as tracking_peek
+from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL
@@ -149,8 +157,6 @@ def edge_flag(param: ParamSpec, value: Any) -> str:
 
 
 def _final_done(layout_uri: str, name: str) -> Counter[str]:
-    from study.tracking import peek as tracking_peek
-
     runs = tracking_peek.runs_of(
         layout_uri,
         name,
@@ -163,11 +169,6 @@ def _final_done(layout_uri: str, name: str) -> Counter[str]:
 def table_status(table: Table) -> list[CellStatus]:
     """Per cell: Optuna trial states, the best trial, final seeds done. Raises :class:`StudyError` when the table
     has never been started."""
-    from study.final.best import pick_best
-    from study.layout import StudyLayout
-    from study.runtime.storage import read_bytes
-    from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
-
     layout = StudyLayout.for_spec(table.base)
     if read_bytes(layout.spec_file) is None:
         raise StudyError(f"there is no table {table.spec.name!r} in {layout.root}")
@@ -208,21 +209,15 @@ def winner_text(status: CellStatus) -> str:
 
 
 def print_table_status(table: Table) -> int:
-    from study.progress import format_table
-
     try:
         cells = table_status(table)
     except StudyError as e:
-        from study.layout import StudyLayout
-
         # Submitted by dmlstudy slurm, its job still pending: the table's spec file comes when the driver starts.
         if (code := print_unstarted(StudyLayout.for_spec(table.base).root, "table")) is not None:
             return code
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # the storage (an object store) did not answer
-        from study.arguments import one_line
-
         print(
             f"error: storage: cannot read the table at {table.base.storage}: {one_line(str(e))[:300]}", file=sys.stderr
         )
@@ -244,10 +239,6 @@ def print_table_status(table: Table) -> int:
         }
         for c in cells
     ]
-    from study.layout import StudyLayout
-    from study.runtime.lock import driver_text
-    from study.tracking import peek as tracking_peek
-
     layout = StudyLayout.for_spec(table.base)
     print(table.size_line())
     print(format_table(rows, list(rows[0])))
