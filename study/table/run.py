@@ -23,6 +23,7 @@ import yaml
 from study.layout import StudyLayout
 from study.runtime.storage import read_bytes, write_bytes
 from study.search.context import RunOptions, SearchPlan, StudyContext
+from study.search.halving import HalvingScheduler
 from study.search.driver import StudyOutcome, run_study
 from study.search.resume import OPERATIONAL_KEYS
 from study.search.tuners import stage_tuner, study_searcher
@@ -74,11 +75,24 @@ def table_searcher(table: Table, layout: StudyLayout) -> TableSearch:
 
 
 def table_scheduler(table: Table, layout: StudyLayout) -> TrialScheduler:
-    """FIFO, or with ``search.scheduler.type: asha`` one ASHA rung set per cell (:class:`~study.table.scheduler.CellASHA`:
+    """FIFO; with ``search.scheduler.type: halving`` synchronous successive halving per cell
+    (:class:`~study.search.halving.HalvingScheduler`); or with ``asha`` one ASHA rung set per cell (:class:`~study.table.scheduler.CellASHA`:
     a trial is compared with its own cell's trials only), its rungs kept in the study directory across resumes."""
     from ray.tune.schedulers import FIFOScheduler
 
     s = table.spec.search
+    if s.scheduler.type == "halving":  # synchronous successive halving, rungs per cell (docs/tables.md)
+        return HalvingScheduler(
+            [(c.label, c.fixed) for c in table.cells],
+            budget=s.num_trials,
+            metric=table.base.search.metric,
+            mode=s.mode,
+            max_t=table.spec.train.epochs,
+            first_rung=s.scheduler.first_rung,
+            reduction_factor=s.scheduler.reduction_factor,
+            hedge=s.scheduler.hedge,
+            state_file=layout.asha_state,
+        )
     if s.scheduler.type != "asha":
         return FIFOScheduler()
     return CellASHA(

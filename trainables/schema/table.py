@@ -151,8 +151,9 @@ class TableSearchSpec(_Strict):
     #: ``false``: each cell's sampler sees whichever of its trials happen to have finished.
     reproducible: bool = True
     #: Early stopping per cell (docs/tables.md): ``asha`` keeps separate rungs for every cell, so a trial is compared
-    #: only with trials of its own cell, on the validation metric (study/table/scheduler.py). The same for every arm,
-    #: and a trial it stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
+    #: only with trials of its own cell, on the validation metric (study/table/scheduler.py); ``halving`` ranks every
+    #: trial of a cell at each rung (synchronous, study/search/halving.py). The same for every arm, and a trial it
+    #: stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
     scheduler: SchedulerSpec = SchedulerSpec()
     #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).
     max_hours: float | None = Field(None, gt=0)
@@ -168,6 +169,27 @@ class TableSearchSpec(_Strict):
                 "e.g. a previous study's epoch_time_s) to estimate the table's wall time"
             )
         return self
+
+
+def _check_halving(search: TableSearchSpec, epochs: int) -> None:
+    """What synchronous successive halving needs besides its own keys' ranges (study/search/halving.py)."""
+    scheduler = search.scheduler
+    if scheduler.first_rung >= epochs:
+        raise ValueError(
+            f"search.scheduler.first_rung {scheduler.first_rung} must be below train.epochs {epochs}: halving "
+            "could never stop a trial"
+        )
+    if scheduler.hedge >= search.num_trials:
+        raise ValueError(
+            f"search.scheduler.hedge {scheduler.hedge} must be below search.num_trials {search.num_trials}: every "
+            "trial of a cell would run to the end"
+        )
+    if search.reproducible:
+        raise ValueError(
+            "search.scheduler halving decides a cell's first rung once every trial of the cell has reached it, and "
+            "search.reproducible asks a cell's trial only after earlier ones finished: they would wait on each other; "
+            "set search.reproducible: false (under halving a cell's trials are all drawn before its first decision)"
+        )
 
 
 class TableFinalSpec(_Strict):
@@ -214,16 +236,18 @@ class TableSpec(_Strict):
             )
         _check_condition(self.cells, "cells")
         scheduler = self.search.scheduler
-        if scheduler.type == "asha" and not self.validation.enabled:
+        if scheduler.type != "fifo" and not self.validation.enabled:
             raise ValueError(
-                "search.scheduler asha stops trials on their validation score; with validation.kind none it would "
-                "decide on the test classes: set validation (holdout or kfold) or scheduler fifo"
+                f"search.scheduler {scheduler.type} stops trials on their validation score; with validation.kind none "
+                "it would decide on the test classes: set validation (holdout or kfold) or scheduler fifo"
             )
         if scheduler.type == "asha" and scheduler.grace_period >= self.train.epochs:
             raise ValueError(
                 f"search.scheduler.grace_period {scheduler.grace_period} must be below train.epochs "
                 f"{self.train.epochs}: ASHA could never stop a trial"
             )
+        if scheduler.type == "halving":
+            _check_halving(self.search, self.train.epochs)
         for key, values in self.cells.items():
             if not values or len(values) != len({repr(v) for v in values}):
                 raise ValueError(f"cells.{key}: a non-empty list of distinct values")
