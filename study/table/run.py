@@ -23,8 +23,8 @@ import yaml
 from study.layout import StudyLayout
 from study.runtime.storage import read_bytes, write_bytes
 from study.search.context import RunOptions, SearchPlan, StudyContext
-from study.search.halving import HalvingScheduler
 from study.search.driver import StudyOutcome, run_study
+from study.search.halving import HalvingScheduler
 from study.search.resume import OPERATIONAL_KEYS
 from study.search.tuners import stage_tuner, study_searcher
 from study.table.scheduler import CellASHA

@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 from ray.tune.experiment import Trial
@@ -143,7 +144,10 @@ class Loop:
             return False
         trial = self.rng.choice(running)
         trial.epoch += 1
-        result = {"training_iteration": trial.epoch, "val": self.values[trial.config["i"], trial.config["ratio"]][trial.epoch]}
+        result = {
+            "training_iteration": trial.epoch,
+            "val": self.values[trial.config["i"], trial.config["ratio"]][trial.epoch],
+        }
         trial.last_result = result
         decision = self.scheduler.on_trial_result(self, trial, result)
         if decision == TrialScheduler.STOP:
@@ -256,3 +260,43 @@ def test_errors_leave_the_population(tmp_path):
     loop.run()
     sizes = {label: [len(k) for k in kept] for label, kept in loop.scheduler.decisions().items()}
     assert sizes == {"ms.p0": [2, 1, 1], "ms.p0.4": [3, 2, 1]}
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["search.scheduler.first_rung=0"], "search.scheduler.first_rung"),
+        (["search.scheduler.first_rung=4"], "first_rung 4 must be below train.epochs 4"),
+        (["search.scheduler.hedge=4"], "hedge 4 must be below search.num_trials 4"),
+        (["search.scheduler.grace_period=2"], "scheduler.grace_period applies to asha only"),
+        (["search.reproducible=true"], "set search.reproducible: false"),
+    ],
+)
+def test_bad_halving_settings_are_one_line_naming_the_key(sets, message):
+    from study.table.spec import load_table
+    from trainables.schema.errors import SpecError
+
+    base = ["search.scheduler.type=halving", "search.reproducible=false"]
+    with pytest.raises(SpecError, match=message) as info:
+        load_table(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml", base + sets)
+    assert "\n" not in str(info.value)
+
+
+def test_a_halving_table_builds_its_scheduler_and_dumps_its_keys(tmp_path):
+    """table_scheduler builds the scheduler from the table; fifo and asha dump no halving key (a resumed study or table
+    started before halving reads the same), halving dumps both."""
+    from study.layout import StudyLayout
+    from study.table.run import table_scheduler
+    from study.table.spec import load_table
+    from trainables.schema.space import SchedulerSpec
+
+    sets = ["search.scheduler.type=halving", "search.reproducible=false", "search.scheduler.first_rung=2",
+            f"storage={tmp_path}"]  # fmt: skip
+    table = load_table(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml", sets)
+    scheduler = table_scheduler(table, StudyLayout.for_spec(table.base))
+    assert isinstance(scheduler, HalvingScheduler) and scheduler.budget == table.spec.search.num_trials
+    assert scheduler.rung_epochs == halving_rungs(
+        table.spec.train.epochs, 2, table.spec.search.scheduler.reduction_factor
+    )
+    assert "first_rung" not in SchedulerSpec(type="asha").model_dump() and "hedge" not in SchedulerSpec().model_dump()
+    assert SchedulerSpec(type="halving", hedge=1).model_dump()["hedge"] == 1
