@@ -129,8 +129,8 @@ _SCHEDULER_KEYS: dict[str, tuple[str, ...]] = {
     "first_rung": ("halving",),
     "hedge": ("halving",),
 }
-#: Settings a dump states only for the types that take them: a spec saved before they existed (spec.yaml, table.yaml)
-#: reads the same, so a resume of it sees no change.
+#: Settings a dump leaves out at their default for the other types: a spec saved before they existed (spec.yaml,
+#: table.yaml) reads the same, so a resume of it sees no change.
 _DUMPED_FOR: dict[str, tuple[str, ...]] = {"first_rung": ("halving",), "hedge": ("halving",)}
 
 
@@ -152,8 +152,10 @@ class SchedulerSpec(_Strict):
     @model_validator(mode="after")
     def _check_type_keys(self) -> SchedulerSpec:
         for key, types in _SCHEDULER_KEYS.items():
-            # A dumped spec states every default: only a changed value is refused.
-            if getattr(self, key) != type(self).model_fields[key].default and self.type not in types:
+            # A dumped spec states every default: only a changed value is refused, and fifo takes any (a spec may
+            # keep a stopping scheduler's settings ready for ``--set search.scheduler.type=…``).
+            changed = getattr(self, key) != type(self).model_fields[key].default
+            if changed and self.type not in (*types, "fifo"):
                 raise ValueError(f"scheduler.{key} applies to {' and '.join(types)} only, not to {self.type!r}")
         return self
 
@@ -161,7 +163,7 @@ class SchedulerSpec(_Strict):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         for key, types in _DUMPED_FOR.items():
-            if self.type not in types:
+            if self.type not in types and getattr(self, key) == type(self).model_fields[key].default:
                 data.pop(key, None)
         return data
 
