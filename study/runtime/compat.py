@@ -46,6 +46,10 @@ __all__ = [
     "study_trials",
     "study_with_trials",
     "RDB_PRIVATE_CALLS",
+    "concurrency_limiter",
+    "release_concurrency",
+    "hold_concurrency",
+    "keep_paused_on_add",
 ]
 
 #: Private ``RDBStorage`` methods Optuna's ``_CachedStorage`` calls besides the public ``BaseStorage`` API: the
@@ -276,3 +280,37 @@ def study_with_trials(study: optuna.Study, get_trials: Callable[..., list[optuna
     view = copy.copy(study)
     view._get_trials = get_trials  # type: ignore[method-assign]
     return view
+
+
+def concurrency_limiter(tune_controller: Any) -> Any | None:
+    """The experiment's ``ConcurrencyLimiter`` (``TuneConfig(max_concurrent_trials=…)`` wraps the searcher in one),
+    when it limits; else ``None``. It counts a trial as live from its suggestion to its end, PAUSED included: a
+    synchronous scheduler (:mod:`study.search.halving`) takes a trial waiting at a barrier out of that count."""
+    from ray.tune.search import ConcurrencyLimiter
+
+    limiter = getattr(getattr(tune_controller, "search_alg", None), "searcher", None)
+    return limiter if isinstance(limiter, ConcurrencyLimiter) and limiter._limit_concurrency else None
+
+
+def release_concurrency(limiter: Any, trial_id: str) -> None:
+    """The limiter stops counting ``trial_id`` as live (a trial paused at a barrier frees its slot)."""
+    if trial_id in limiter.live_trials:
+        limiter.live_trials.discard(trial_id)
+        limiter.num_unfinished_live_trials -= 1
+
+
+def hold_concurrency(limiter: Any, trial_id: str) -> None:
+    """The limiter counts ``trial_id`` as live again: before it resumes, and before it is stopped (the limiter hands
+    ``on_trial_complete`` to the searcher only for a trial it counts, so Optuna hears of the end)."""
+    if trial_id not in limiter.live_trials:
+        limiter.live_trials.add(trial_id)
+        limiter.num_unfinished_live_trials += 1
+
+
+def keep_paused_on_add(trial: Any) -> None:
+    """Called from a scheduler's ``on_trial_add``: the restored trial stays PAUSED instead of PENDING. Ray's restore
+    sets every unfinished trial PENDING, then ``TuneController.add_trial`` calls ``on_trial_add`` before it files the
+    trial under its status; a PAUSED trial is started only when ``choose_trial_to_run`` returns it."""
+    from ray.tune.experiment import Trial
+
+    trial.set_status(Trial.PAUSED)

@@ -16,7 +16,7 @@ import math
 import random
 from functools import lru_cache
 
-__all__ = ["milestones", "asymptotic_share", "expected_share"]
+__all__ = ["milestones", "asymptotic_share", "expected_share", "halving_share"]
 
 #: Simulated cells behind :func:`expected_share` (its standard error is below half a percentage point).
 _REPEATS = 400
@@ -71,3 +71,19 @@ def expected_share(max_t: int, grace_period: int, reduction_factor: float, trial
                     break
             total += trained
     return total / (_REPEATS * trials * max_t)
+
+
+def halving_share(epochs: int, first_rung: int, eta: float, n: int, hedge: int = 0) -> float:
+    """Synchronous successive halving (:mod:`study.search.halving`) on a cell of ``n`` trials: the share of FIFO's
+    model-epochs (``n · epochs``) its trials train, exactly: every rung keeps the same number of trials whatever the
+    scores, so no expectation is needed. ``halving_share(60, 8, 2, 16)``: rungs at 8, 16, 32, 16 → 8 → 4 → 2
+    trials, (8·8 + 4·16 + 2·32 + 2·60) / (16·60) = 32.5 %. Trials lost to errors are not counted."""
+    # study.search.halving imports Ray (heavy): only a halving table's size line needs its rule.
+    from study.search.halving import halving_rungs, kept_count
+
+    reach, trained = n, 0
+    for rung in halving_rungs(epochs, first_rung, eta):
+        kept = kept_count(reach, eta, hedge)
+        trained += (reach - kept) * rung
+        reach = kept
+    return (trained + reach * epochs) / (n * epochs)

@@ -153,3 +153,28 @@ def test_gcs_node_info_is_where_compat_reads_it():
 def test_ray_client_check_is_where_compat_reads_it():
     """``ray start --head`` starts a Ray Client server (port 10001) exactly when this is true (ray/scripts)."""
     assert isinstance(compat.ray_client_installed(), bool)
+
+
+def test_a_concurrency_limiter_counts_live_trials_where_compat_reads_them():
+    """compat.concurrency_limiter / release_concurrency / hold_concurrency (study.search.halving: a trial waiting at a
+    barrier frees its slot) and keep_paused_on_add (a restored waiting trial stays PAUSED)."""
+    from types import SimpleNamespace
+
+    from ray.tune.experiment import Trial
+    from ray.tune.search import ConcurrencyLimiter, Searcher
+
+    class One(Searcher):
+        def suggest(self, trial_id):
+            return {"x": 1}
+
+    limiter = ConcurrencyLimiter(One(metric="m", mode="max"), max_concurrent=1)
+    controller = SimpleNamespace(search_alg=SimpleNamespace(searcher=limiter))
+    assert compat.concurrency_limiter(controller) is limiter
+    assert limiter.suggest("a") == {"x": 1} and limiter.suggest("b") is None  # the limit counts "a"
+    compat.release_concurrency(limiter, "a")
+    assert limiter.suggest("b") == {"x": 1}
+    compat.hold_concurrency(limiter, "a")
+    assert limiter.live_trials == {"a", "b"} and limiter.num_unfinished_live_trials == 2
+    trial = SimpleNamespace(status=Trial.PENDING, set_status=lambda s: setattr(trial, "status", s))
+    compat.keep_paused_on_add(trial)
+    assert trial.status == Trial.PAUSED

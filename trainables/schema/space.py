@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.metric_names import VAL_PREFIX, recall_at
@@ -22,6 +22,7 @@ __all__ = [
     "SearchSpec",
     "condition_holds",
     "param_extremes",
+    "check_halving",
 ]
 
 
@@ -123,11 +124,49 @@ class SamplerSpec(_Strict):
         return self
 
 
+#: Scheduler settings that only some scheduler types take (the others refuse them when a spec sets them).
+_SCHEDULER_KEYS: dict[str, tuple[str, ...]] = {
+    "grace_period": ("asha",),
+    "first_rung": ("halving",),
+    "hedge": ("halving",),
+}
+#: Settings a dump leaves out at their default for the other types: a spec saved before they existed (spec.yaml,
+#: table.yaml) reads the same, so a resume of it sees no change.
+_DUMPED_FOR: dict[str, tuple[str, ...]] = {"first_rung": ("halving",), "hedge": ("halving",)}
+
+
 class SchedulerSpec(_Strict):
-    type: Literal["fifo", "asha"] = "fifo"
-    #: ASHA: epochs a trial always gets before it can be stopped.
+    """Early stopping, the Ray scheduler's job (time = epochs). ``asha``: asynchronous successive halving (Ray's ASHA);
+    ``halving``: synchronous successive halving, every trial of a cell ranked at each rung (study/search/halving.py)."""
+
+    type: Literal["fifo", "asha", "halving"] = "fifo"
+    #: asha: epochs a trial always gets before it can be stopped.
     grace_period: int = Field(1, ge=1)
+    #: asha, halving: η; a rung keeps about 1/η of the trials that reach it.
     reduction_factor: float = Field(3.0, gt=1)
+    #: halving: the epoch of the first rung; rungs at ⌈first_rung · η^k⌉ below ``train.epochs``.
+    first_rung: int = Field(1, ge=1)
+    #: halving: each rung keeps max(⌈n/η⌉, min(hedge, n)) of its n trials, so ``hedge`` trials of every cell run to
+    #: the end (the best ``hedge`` at each rung).
+    hedge: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _check_type_keys(self) -> SchedulerSpec:
+        for key, types in _SCHEDULER_KEYS.items():
+            # A dumped spec states every default: only a changed value is refused, and fifo takes any (a spec may
+            # keep a stopping scheduler's settings ready for ``--set search.scheduler.type=…``).
+            changed = getattr(self, key) != type(self).model_fields[key].default
+            if changed and self.type not in (*types, "fifo"):
+                raise ValueError(f"scheduler.{key} applies to {' and '.join(types)} only, not to {self.type!r}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key, types in _DUMPED_FOR.items():
+            if self.type not in types and getattr(self, key) == type(self).model_fields[key].default:
+                data.pop(key, None)
+        return data
 
 
 class SearchSpec(_Strict):
@@ -157,3 +196,24 @@ class SearchSpec(_Strict):
                     raise ValueError(f"space.{name}.when: {other} never takes {allowed}; choices are {possible}")
             seen[name] = param.choices if isinstance(param, CategoricalParam) else None
         return self
+
+
+def check_halving(scheduler: SchedulerSpec, num_trials: int, reproducible: bool, epochs: int) -> None:
+    """What synchronous successive halving needs besides its own keys' ranges (study/search/halving.py), for a study
+    and a table alike (their ``search`` and ``train.epochs``); :class:`ValueError` with one line."""
+    if scheduler.first_rung >= epochs:
+        raise ValueError(
+            f"search.scheduler.first_rung {scheduler.first_rung} must be below train.epochs {epochs}: halving "
+            "could never stop a trial"
+        )
+    if scheduler.hedge >= num_trials:
+        raise ValueError(
+            f"search.scheduler.hedge {scheduler.hedge} must be below search.num_trials {num_trials}: every "
+            "trial of a cell would run to the end"
+        )
+    if reproducible:
+        raise ValueError(
+            "search.scheduler halving decides a cell's first rung once every trial of the cell has reached it, and "
+            "search.reproducible asks a cell's trial only after earlier ones finished: they would wait on each other; "
+            "set search.reproducible: false (under halving a cell's trials are all drawn before its first decision)"
+        )

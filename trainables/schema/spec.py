@@ -25,6 +25,7 @@ from trainables.schema.space import (
     SamplerSpec,
     SchedulerSpec,
     SearchSpec,
+    check_halving,
     condition_holds,
     param_extremes,
 )
@@ -401,6 +402,13 @@ class StudySpec(_Strict):
         for name in self.final.group_by:
             if name not in self.search.space:
                 raise ValueError(f"final.group_by: {name!r} is not a search.space entry")
+        return self
+
+    @model_validator(mode="after")
+    def _check_scheduler(self) -> StudySpec:
+        s = self.search
+        if s.scheduler.type == "halving":  # a study is a table of one cell: the table's rule (trainables.schema.table)
+            check_halving(s.scheduler, s.num_trials, s.reproducible, self.train.epochs)
         return self
 
     @property

@@ -27,7 +27,7 @@ from pydantic import Field, model_validator
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.plain_text import PlainText
-from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec
+from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec, check_halving
 from trainables.schema.spec import (
     DatasetSpec,
     DiagnosticsSpec,
@@ -151,8 +151,9 @@ class TableSearchSpec(_Strict):
     #: ``false``: each cell's sampler sees whichever of its trials happen to have finished.
     reproducible: bool = True
     #: Early stopping per cell (docs/tables.md): ``asha`` keeps separate rungs for every cell, so a trial is compared
-    #: only with trials of its own cell, on the validation metric (study/search/cell_asha.py). The same for every arm,
-    #: and a trial it stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
+    #: only with trials of its own cell, on the validation metric (study/search/cell_asha.py); ``halving`` ranks every
+    #: trial of a cell at each rung (synchronous, study/search/halving.py). The same for every arm, and a trial it
+    #: stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
     scheduler: SchedulerSpec = SchedulerSpec()
     #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).
     max_hours: float | None = Field(None, gt=0)
@@ -214,16 +215,18 @@ class TableSpec(_Strict):
             )
         _check_condition(self.cells, "cells")
         scheduler = self.search.scheduler
-        if scheduler.type == "asha" and not self.validation.enabled:
+        if scheduler.type != "fifo" and not self.validation.enabled:
             raise ValueError(
-                "search.scheduler asha stops trials on their validation score; with validation.kind none it would "
-                "decide on the test classes: set validation (holdout or kfold) or scheduler fifo"
+                f"search.scheduler {scheduler.type} stops trials on their validation score; with validation.kind none "
+                "it would decide on the test classes: set validation (holdout or kfold) or scheduler fifo"
             )
         if scheduler.type == "asha" and scheduler.grace_period >= self.train.epochs:
             raise ValueError(
                 f"search.scheduler.grace_period {scheduler.grace_period} must be below train.epochs "
                 f"{self.train.epochs}: ASHA could never stop a trial"
             )
+        if scheduler.type == "halving":
+            check_halving(self.search.scheduler, self.search.num_trials, self.search.reproducible, self.train.epochs)
         for key, values in self.cells.items():
             if not values or len(values) != len({repr(v) for v in values}):
                 raise ValueError(f"cells.{key}: a non-empty list of distinct values")
