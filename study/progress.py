@@ -176,3 +176,7 @@ class CellProgress(ThrottledTable):
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         self._epochs_here += 1
         super().on_trial_result(iteration, trials, trial, result, **info)
+
+
+#: The class's name before issue 49 (a table's pickled run config names it so: study.search.old_names).
+TableProgress = CellProgress

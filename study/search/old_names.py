@@ -2,8 +2,9 @@
 
 Ray pickles the search stage into the study directory (the ``Tuner`` with its searcher, scheduler, callbacks and
 directory-name function; the searcher's state with its Optuna space and sampler), and a pickle names each class and
-function by the module it was defined in. Issue 43 moved the search engine into :mod:`study.search`; a study
-started before that names the old modules. :func:`accept_old_names` lets the unpickler find them, as aliases that
+function by the module it was defined in. Issue 43 moved the search engine into :mod:`study.search`, and issue 49 a
+table's dispatcher, scheduler and live view into the one path (:mod:`study.search.cell_search`,
+:mod:`study.search.cell_asha`, :mod:`study.progress`); a study or table started before names the old modules. :func:`accept_old_names` lets the unpickler find them, as aliases that
 resolve each name at the module where it lives now: nothing imports an old name, and what is pickled again is pickled
 under the new one.
 """
@@ -26,6 +27,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "study.tuner": ("study.search.driver",),
     "study.table.search": ("study.search.cell_search",),
     "study.table.scheduler": ("study.search.cell_asha",),
+    "study.table.progress": ("study.progress",),
 }
 
 

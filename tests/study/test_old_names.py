@@ -8,6 +8,7 @@ import pickle
 
 import pytest
 
+from study import progress
 from study.search import cell_asha, cell_search, driver, persistent_asha, space, study_search, tuners
 from study.search.old_names import MOVED, accept_old_names
 
@@ -31,6 +32,7 @@ def _old_pickle(obj: object, new: str, old: str) -> bytes:
         ("study.tuner", "describe_trial", driver),
         ("study.table.search", "TableSearch", cell_search),
         ("study.table.scheduler", "CellASHA", cell_asha),
+        ("study.table.progress", "TableProgress", progress),
     ],
 )
 def test_an_old_name_resolves_to_its_new_home(old: str, name: str, where: object) -> None:
