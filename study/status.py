@@ -12,8 +12,8 @@ from collections import Counter
 from pathlib import Path
 
 from study.arguments import ArgumentParser, one_line
-from study.deploy.slurm import print_job_line, print_unstarted
 from study.runtime.lock import driver_text
+from study.runtime.slurm_status import print_job_line, print_unstarted
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.spec import StudySpec

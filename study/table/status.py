@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from study.deploy.slurm import print_job_line, print_unstarted
+from study.runtime.slurm_status import print_job_line, print_unstarted
 from study.table.spec import Table, TableCell
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
