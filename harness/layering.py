@@ -45,6 +45,8 @@ import ast
 import sys
 from pathlib import Path
 
+from harness.house_rules import MAX_FUNCTION_LINES, long_functions, stale_allowances, unexplained_imports
+
 __all__ = [
     "LAYERS",
     "STORE_DOOR",
@@ -269,6 +271,7 @@ def main() -> int:
     loops = cycles(graph)
     function_loops = function_cycles(graph)
     doors = store_doors()
+    long, unexplained = long_functions(), unexplained_imports()
     edges = sum(len(e) for e in graph.values())
     for line in upward:
         print(f"upward import: {line}")
@@ -278,12 +281,19 @@ def main() -> int:
         print(f"import cycle through a function-level import: {line}")
     for line in doors:
         print(f"store door: {line}")
+    for line in long:
+        print(f"long function: {line}")
+    for line in unexplained:
+        print(f"function-level import: {line}")
+    for line in stale_allowances():
+        print(f"note: an engine allowance no longer needed (remove it from harness/house_rules.py): {line}")
     print(
         f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join('|'.join(r) for r in LAYERS)}; "
         f"{len(upward)} upward imports, {len(loops)} module-level cycles, {len(function_loops)} cycles through "
-        f"function-level imports, {len(doors)} store doors outside {STORE_DOOR}"
+        f"function-level imports, {len(doors)} store doors outside {STORE_DOOR}, {len(long)} functions over "
+        f"{MAX_FUNCTION_LINES} lines, {len(unexplained)} unexplained function-level imports"
     )
-    return 1 if upward or loops or function_loops or doors else 0
+    return 1 if upward or loops or function_loops or doors or long or unexplained else 0
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from typing import Literal, NoReturn
 
 from study.arguments import ArgumentParser, one_line
 from study.runtime.cluster import quiet_fd2
+from study.runtime.compat import cluster_nodes, ray_client_installed
 from study.runtime.run_progress import RunProgress, read_run_progress
 from trainables.schema import record as R
 
@@ -149,9 +150,7 @@ def this_jobs_head(address: str, tmpdir: str | Path) -> tuple[bool, str]:
     """Whether the GCS at ``address`` is this job's head, and if not why: it must accept this process's token
     (``RAY_AUTH_TOKEN``, fresh in each run) and hold an alive head node whose temp dir is this job's ``tmpdir``
     (another user's Ray without authentication accepts any token)."""
-    from ray.exceptions import AuthenticationError
-
-    from study.runtime.compat import cluster_nodes
+    from ray.exceptions import AuthenticationError  # defers Ray: only the steps that talk to the head import it
 
     host, _, port = address.rpartition(":")
     try:
@@ -571,8 +570,6 @@ def _parser() -> ArgumentParser:
 
 
 def _exec_ray_node(a: argparse.Namespace) -> NoReturn:
-    from study.runtime.compat import ray_client_installed
-
     if a.address is None:  # the head: an earlier run's address file must not be read as this run's
         with contextlib.suppress(OSError):
             (Path(a.tmpdir) / RAY_ADDRESS_FILE).unlink()
@@ -583,8 +580,6 @@ def _exec_ray_node(a: argparse.Namespace) -> NoReturn:
 
 
 def _wait_nodes(address: str, count: int, timeout_s: float) -> int:
-    from study.runtime.compat import cluster_nodes
-
     deadline = time.monotonic() + timeout_s
     up = 0
     while True:

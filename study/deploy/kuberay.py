@@ -35,6 +35,8 @@ import yaml
 from study.arguments import ArgumentParser, one_line
 from study.deploy.checks import ENV_VAR, max_failures, refuse_written_passwords, tracking_urls
 from study.deploy.render import fill, load_template
+from study.loading import load_spec, read_raw
+from study.table.spec import is_table, load_table
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
 
@@ -207,9 +209,7 @@ def _volume(text: str) -> tuple[str, str]:
 
 def deployment(args: argparse.Namespace) -> Deployment:
     """The checked deployment of the command line ``args``; :class:`SpecError` (one line) on bad input."""
-    from study.layout import StudyLayout
-    from study.loading import load_spec, read_raw
-    from study.table.spec import is_table, load_table
+    from study.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
 
     raw = read_raw(args.spec, args.overrides)
     spec = load_table(args.spec, args.overrides).base if is_table(raw) else load_spec(args.spec, args.overrides)

@@ -45,7 +45,9 @@ from study.arguments import ArgumentParser, one_line
 from study.deploy.checks import credential_variables, max_failures, refuse_written_passwords
 from study.deploy.job import slurm_seconds
 from study.deploy.render import fill, load_template
+from study.loading import load_spec, read_raw
 from study.runtime.slurm_status import live_job
+from study.table.spec import is_table, load_table
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
 from trainables.schema.plain_text import control_character
@@ -333,9 +335,7 @@ def _check_env_file(text: str) -> Path:
 
 def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> SlurmJob:
     """Validate the options and the spec (a study or a table) and build the job; raises :class:`SpecError`."""
-    from study.layout import StudyLayout
-    from study.loading import load_spec, read_raw
-    from study.table.spec import is_table, load_table
+    from study.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
 
     a = args
     _check_options(a)
