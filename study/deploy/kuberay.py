@@ -335,7 +335,8 @@ def _metadata(d: Deployment, name: str) -> dict[str, Any]:
     return meta
 
 
-def rayjob(d: Deployment) -> dict[str, Any]:
+def _containers(d: Deployment) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The head's, a worker's and the job submitter's container."""
     head = {
         "name": "ray-head",
         "image": d.image,
@@ -359,6 +360,13 @@ def rayjob(d: Deployment) -> dict[str, Any]:
         "env": _env(d, "submitter"),
         "resources": _resources(1, "1Gi"),
     }
+    return head, worker, submitter
+
+
+def rayjob(d: Deployment) -> dict[str, Any]:
+    """The RayJob manifest: a cluster of its own (a head without trials, fixed workers) whose entrypoint runs the
+    study."""
+    head, worker, submitter = _containers(d)
     n = d.sizing.workers
     return {
         "apiVersion": "ray.io/v1",

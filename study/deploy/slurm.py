@@ -333,25 +333,20 @@ def _check_env_file(text: str) -> Path:
     return path
 
 
-def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> SlurmJob:
-    """Validate the options and the spec (a study or a table) and build the job; raises :class:`SpecError`."""
+def _specs(args: argparse.Namespace) -> tuple[StudySpec, list[StudySpec]]:
+    """The spec the job runs (a table's base) and every spec it holds (a table's cells too), validated."""
+    if is_table(read_raw(args.spec, args.overrides)):
+        table = load_table(args.spec, args.overrides)
+        table.check_budget()
+        return table.base, [table.base, *(cell.spec for cell in table.cells)]
+    spec = load_spec(args.spec, args.overrides)
+    return spec, [spec]
+
+
+def _study_dir(spec: StudySpec) -> Path:
+    """The study's directory, which the script and its log live in: a shared path Slurm can name in ``--output``."""
     from study.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
 
-    a = args
-    _check_options(a)
-    if is_table(read_raw(a.spec, a.overrides)):
-        table = load_table(a.spec, a.overrides)
-        table.check_budget()
-        spec = table.base
-        specs = [spec, *(cell.spec for cell in table.cells)]
-    else:
-        spec = load_spec(a.spec, a.overrides)
-        specs = [spec]
-    refuse_written_passwords(
-        specs,
-        "the job script, its log and `ps` would show it: name a variable instead (user:${OPTUNA_DB_PASSWORD}@host) "
-        "and give it in an --env-file, or use ~/.pgpass or MLFLOW_TRACKING_PASSWORD (docs/cluster.md)",
-    )
     layout = StudyLayout.for_spec(spec)
     if layout.remote:
         raise SpecError(
@@ -364,14 +359,34 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
             f"the study directory {str(study_dir)!r} holds a backslash, which Slurm reads as an escape in --output",
             "storage",
         )
+    return study_dir
+
+
+def _node_share(args: argparse.Namespace, spec: StudySpec) -> tuple[int, int]:
+    """``(cpus, gpus)`` per node: the options', else as many trials' resources as the node's GPUs hold."""
     gpu, cpu = spec.resources.gpu, spec.resources.cpu
-    gpus = a.gpus_per_node if a.gpus_per_node is not None else int(gpu)
+    gpus = args.gpus_per_node if args.gpus_per_node is not None else int(gpu)
     per_node = max(1, int(gpus // gpu)) if gpu else 1
-    cpus = a.cpus_per_node if a.cpus_per_node is not None else max(1, int(cpu * per_node))
+    cpus = args.cpus_per_node if args.cpus_per_node is not None else max(1, int(cpu * per_node))
     if gpu > gpus:
         raise SpecError(f"a trial needs resources.gpu = {gpu} GPUs but --gpus-per-node is {gpus}")
     if cpu > cpus:
         raise SpecError(f"a trial needs resources.cpu = {cpu} CPUs but --cpus-per-node is {cpus}")
+    return cpus, gpus
+
+
+def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> SlurmJob:
+    """Validate the options and the spec (a study or a table) and build the job; raises :class:`SpecError`."""
+    a = args
+    _check_options(a)
+    spec, specs = _specs(a)
+    refuse_written_passwords(
+        specs,
+        "the job script, its log and `ps` would show it: name a variable instead (user:${OPTUNA_DB_PASSWORD}@host) "
+        "and give it in an --env-file, or use ~/.pgpass or MLFLOW_TRACKING_PASSWORD (docs/cluster.md)",
+    )
+    study_dir = _study_dir(spec)
+    cpus, gpus = _node_share(a, spec)
     lead = a.signal_lead
     return SlurmJob(
         name=spec.name,
