@@ -153,7 +153,7 @@ def stale_allowances(root: Path = _ROOT, allowance: dict[str, frozenset[str]] = 
         if not (root / relative).exists():
             out.append(f"{relative}: the file is gone")
             continue
-        alone = {relative: frozenset()}
+        alone: dict[str, frozenset[str]] = {relative: frozenset()}
         if "length" in checks and not any(line.startswith(relative + ":") for line in long_functions(root, alone)):
             out.append(f"{relative}: length")
         if "imports" in checks and not any(
