@@ -273,6 +273,27 @@ def _config_key(params: dict[str, str]) -> str:
     )
 
 
+def _trial_row(experiment: str, run: Any) -> dict[str, Any]:
+    """One row of :attr:`DashboardData.runs`: the trial run's identity, grouping and selection tags, params, metrics."""
+    tags = run.data.tags
+    row: dict[str, Any] = {
+        "run_id": run.info.run_id,
+        "experiment": experiment,
+        "status": run.info.status,
+        "start_time": run.info.start_time,
+        R.NOISE_RATIO: _float(tags.get(R.NOISE_RATIO)) or 0.0,
+        "config": _config_key(run.data.params),
+    }
+    row.update({t: tags.get(t, "") for t in GROUP_TAGS})
+    row.update({t: tags.get(t, "") for t in R.SELECTION_TAGS})
+    row[R.STAGE] = row[R.STAGE] or SEARCH_STAGE
+    row[R.TRIAL_ID] = row[R.TRIAL_ID] or run.info.run_name
+    row[R.OPTUNA_TRIAL_NUMBER] = tags.get(R.OPTUNA_TRIAL_NUMBER, "")  # the best rule's tie-break
+    row.update({PARAM + k: v for k, v in run.data.params.items()})
+    row.update({METRIC + k: float(v) for k, v in run.data.metrics.items()})
+    return row
+
+
 def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: bool = True) -> DashboardData:
     """Read the parent and trial runs of ``experiments``; raise :class:`DashboardError` on bad input.
 
@@ -302,23 +323,7 @@ def load(tracking_uri: str, experiments: list[str], scratch: Path, *, details: b
         if parent is not None:
             parent_ids[name] = parent.info.run_id
         for run in trials:
-            tags = run.data.tags
-            row: dict[str, Any] = {
-                "run_id": run.info.run_id,
-                "experiment": name,
-                "status": run.info.status,
-                "start_time": run.info.start_time,
-                R.NOISE_RATIO: _float(tags.get(R.NOISE_RATIO)) or 0.0,
-                "config": _config_key(run.data.params),
-            }
-            row.update({t: tags.get(t, "") for t in GROUP_TAGS})
-            row.update({t: tags.get(t, "") for t in R.SELECTION_TAGS})
-            row[R.STAGE] = row[R.STAGE] or SEARCH_STAGE
-            row[R.TRIAL_ID] = row[R.TRIAL_ID] or run.info.run_name
-            row[R.OPTUNA_TRIAL_NUMBER] = tags.get(R.OPTUNA_TRIAL_NUMBER, "")  # the best rule's tie-break
-            row.update({PARAM + k: v for k, v in run.data.params.items()})
-            row.update({METRIC + k: float(v) for k, v in run.data.metrics.items()})
-            rows.append(row)
+            rows.append(_trial_row(name, run))
             for key in run.data.metrics if details else ():
                 for m in client.get_metric_history(run.info.run_id, key):
                     history.append((run.info.run_id, key, int(m.step), float(m.value)))

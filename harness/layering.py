@@ -1,18 +1,43 @@
 """``python -m harness.layering``: check that dependencies run one way, and print the import graph's evidence.
 
-Layers, lowest first: ``schema`` (spec models, errors, metric names) ← ``trainables`` (families, data, models,
-loop) ← ``study`` (validation against the registries, tuning, tracking) ← ``dashboards`` ← ``study.run`` (the
-command line, which composes a study and its dashboard) ← ``study.cli`` (``dmlstudy``, which dispatches to every
-command line). A module may import its own layer and the layers below it, never above — function-local and
-``TYPE_CHECKING`` imports included. Imports must also be free of cycles within a layer: those at module level, and
-those made inside functions too (a function-local import that dodges a cycle keeps the cycle; ``TYPE_CHECKING``
-imports, which never run, do not count). ``from P import M`` of a module ``M`` is an import of ``P.M``, as
-``import P.M`` is: that Python runs ``P/__init__.py`` first is true of every import under ``P``.
+Layers, lowest first (:data:`LAYERS`; modules of one rank may import each other):
+
+1. ``trainables.schema`` (spec models, errors, metric names), then ``trainables`` (families, data, models, loop);
+2. ``study``, in sub-layers:
+
+   - ``study.runtime`` (Ray's compatibility module, storage paths, locks, stop signals: the tools every other part
+     uses; ``study/__init__.py`` and any module not named below rank here, so a new module must be placed before it
+     may import the rest of ``study``);
+   - ``study.tracking`` (the one door to MLflow and the Optuna storages; it uses ``study.runtime``);
+   - the low helpers: ``study.final`` (picking the best, intervals, the final stage's plan: it imports no other part
+     of ``study``), ``study.arguments`` (it masks passwords with ``study.tracking``), ``study.console`` (it writes
+     through ``study.runtime`` and masks with ``study.tracking``), ``study.data`` (fetching datasets and weights; its
+     command line uses ``study.arguments``);
+   - intake: ``study.layout``, ``study.loading``, ``study.validation``, ``study.plan`` (a spec read, checked, given its
+     directory and its plan: a study is a table of one cell);
+   - ``study.search`` and ``study.progress`` (the engine and its live table);
+   - ``study.table`` (a paper table as one study of searches);
+   - ``study.deploy`` (Slurm and KubeRay launchers, which read tables);
+
+3. ``dashboards``;
+4. the command lines: ``study.status`` and ``study.mlflow_server``, then ``study.run`` (which composes a study and
+   its dashboard, and answers ``--status``), then ``study.cli`` (``dmlstudy``, which dispatches to every command
+   line).
+
+A module may import its own layer and the layers below it, never above — function-local and ``TYPE_CHECKING``
+imports included. Imports must also be free of cycles within a layer: those at module level, and those made inside
+functions too (a function-local import that dodges a cycle keeps the cycle; ``TYPE_CHECKING`` imports, which never
+run, do not count). ``from P import M`` of a module ``M`` is an import of ``P.M``, as ``import P.M`` is: that Python
+runs ``P/__init__.py`` first is true of every import under ``P``.
 
 One door to the stores (:mod:`study.tracking`): no module outside ``study.tracking`` imports ``mlflow`` or opens an
 Optuna storage (``optuna.load_study``/``create_study``/``get_all_study_names``…, ``optuna.storages``), so every store
-call goes through the outage guard; a new door fails CI here. Exit 0 when all of it holds, 1 with one line per
-violation otherwise.
+call goes through the outage guard; a new door fails CI here.
+
+The same command runs the house's other source rules (:mod:`harness.house_rules`): no function longer than
+:data:`~harness.house_rules.MAX_FUNCTION_LINES` lines in ``study/``, ``trainables/``, ``dashboards/``, and no
+function-level import of the project's own modules in ``study/`` without a comment saying why it is not at module
+level. Exit 0 when all of it holds, 1 with one line per violation otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +45,8 @@ from __future__ import annotations
 import ast
 import sys
 from pathlib import Path
+
+from harness.house_rules import MAX_FUNCTION_LINES, long_functions, unexplained_imports
 
 __all__ = [
     "LAYERS",
@@ -35,9 +62,28 @@ __all__ = [
     "main",
 ]
 
-#: Packages (a sub-package may be a layer of its own below its parent: the torch-free ``trainables.schema``), then the
-#: command lines that sit above them all, lowest layer first.
-LAYERS: tuple[str, ...] = ("trainables.schema", "trainables", "study", "dashboards", "study.run", "study.cli")
+#: The layers, lowest first, each a tuple of module prefixes of one rank (a module belongs to its longest matching
+#: prefix: ``study.run`` over ``study``, ``trainables.schema`` over ``trainables``). Ranked from the import graph as it
+#: stands: ``study.tracking`` uses ``study.runtime``; ``study.arguments`` and ``study.console`` use ``study.tracking``;
+#: ``study.data``'s command line uses ``study.arguments``; intake uses all of those; ``study.search`` uses intake,
+#: ``study.table`` the engine, ``study.deploy`` the tables; ``dashboards`` read tables' status; ``study.run`` answers
+#: ``--status`` through ``study.status`` and builds the dashboard; ``study.cli`` dispatches to every command.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("trainables.schema",),
+    ("trainables",),
+    ("study", "study.runtime"),
+    ("study.tracking",),
+    ("study.final", "study.arguments", "study.console", "study.data"),
+    ("study.layout", "study.loading", "study.validation", "study.plan"),
+    ("study.search", "study.progress"),
+    ("study.table",),
+    ("study.deploy",),
+    ("dashboards",),
+    ("study.status", "study.mlflow_server"),
+    ("study.run",),
+    ("study.cli",),
+)
+_PREFIXES: dict[str, int] = {prefix: rank for rank, prefixes in enumerate(LAYERS) for prefix in prefixes}
 _ROOT = Path(__file__).resolve().parents[1]
 #: Where an import stands: at module level, inside a function (or a class body, or any block but the one below),
 #: under ``if TYPE_CHECKING:`` (never run).
@@ -52,10 +98,18 @@ _OPTUNA_DOORS = frozenset(
 )  # fmt: skip
 
 
-def _layer(module: str) -> int | None:
-    matches = [rank for rank, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
-    # the longest (most specific) prefix wins: study.run over study, trainables.schema over trainables
-    return max(matches, key=lambda rank: len(LAYERS[rank])) if matches else None
+def _layer(module: str) -> tuple[int, str] | None:
+    """``(rank, prefix)`` of the layer ``module`` belongs to: its longest (most specific) matching prefix wins."""
+    matches = [prefix for prefix in _PREFIXES if module == prefix or module.startswith(prefix + ".")]
+    if not matches:
+        return None
+    prefix = max(matches, key=len)
+    return _PREFIXES[prefix], prefix
+
+
+def _packages() -> list[str]:
+    """The top-level packages the layers name (``study``, ``trainables``, ``dashboards``)."""
+    return sorted({prefix.split(".")[0] for prefix in _PREFIXES})
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -81,7 +135,7 @@ def import_graph(root: Path = _ROOT) -> dict[str, list[tuple[str, str]]]:
     """``module → [(imported module, where)]`` for every module of the layered packages; ``where`` is :data:`MODULE`,
     :data:`FUNCTION` or :data:`TYPING`."""
     graph: dict[str, list[tuple[str, str]]] = {}
-    for package in {p.split(".")[0] for p in LAYERS}:
+    for package in _packages():
         for path in sorted((root / package).rglob("*.py")):
             module = _module_name(path, root)
             tree = ast.parse(path.read_text(), str(path))
@@ -111,8 +165,8 @@ def upward_imports(graph: dict[str, list[tuple[str, str]]]) -> list[str]:
     for module, edges in sorted(graph.items()):
         for target, _ in edges:
             low, high = _layer(module), _layer(target)
-            if low is not None and high is not None and high > low:
-                out.append(f"{module} ({LAYERS[low]}) imports {target} ({LAYERS[high]})")
+            if low is not None and high is not None and high[0] > low[0]:
+                out.append(f"{module} ({low[1]}) imports {target} ({high[1]})")
     return sorted(set(out))
 
 
@@ -148,7 +202,7 @@ def store_doors(root: Path = _ROOT) -> list[str]:
     """``module imports mlflow`` / ``module opens an Optuna storage`` lines for the layered packages' modules outside
     :data:`STORE_DOOR`."""
     out = []
-    for package in sorted({p.split(".")[0] for p in LAYERS}):
+    for package in _packages():
         for path in sorted((root / package).rglob("*.py")):
             module = _module_name(path, root)
             if module == STORE_DOOR or module.startswith(STORE_DOOR + "."):
@@ -218,6 +272,7 @@ def main() -> int:
     loops = cycles(graph)
     function_loops = function_cycles(graph)
     doors = store_doors()
+    long, unexplained = long_functions(), unexplained_imports()
     edges = sum(len(e) for e in graph.values())
     for line in upward:
         print(f"upward import: {line}")
@@ -227,12 +282,17 @@ def main() -> int:
         print(f"import cycle through a function-level import: {line}")
     for line in doors:
         print(f"store door: {line}")
+    for line in long:
+        print(f"long function: {line}")
+    for line in unexplained:
+        print(f"function-level import: {line}")
     print(
-        f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join(LAYERS)}; "
+        f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join('|'.join(r) for r in LAYERS)}; "
         f"{len(upward)} upward imports, {len(loops)} module-level cycles, {len(function_loops)} cycles through "
-        f"function-level imports, {len(doors)} store doors outside {STORE_DOOR}"
+        f"function-level imports, {len(doors)} store doors outside {STORE_DOOR}, {len(long)} functions over "
+        f"{MAX_FUNCTION_LINES} lines, {len(unexplained)} unexplained function-level imports"
     )
-    return 1 if upward or loops or function_loops or doors else 0
+    return 1 if upward or loops or function_loops or doors or long or unexplained else 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ __all__ = ["ArgumentParser", "max_failures", "one_line"]
 
 def one_line(message: str) -> str:
     """``message`` folded onto one line, a URL's password masked."""
-    from study.tracking.credentials import mask_passwords  # (Optuna's storage classes live there: only on an error)
+    from study.tracking.credentials import mask_passwords  # defers Optuna (its storages load with it): only on an error
 
     return mask_passwords(" ".join(message.split()))
 

@@ -15,6 +15,7 @@ import sys
 from typing import NoReturn
 
 from study.arguments import ArgumentParser
+from study.run import _exit
 
 __all__ = ["COMMANDS", "main"]
 
@@ -63,8 +64,6 @@ def entry() -> NoReturn:
     """The console script: ``dmlstudy run`` leaves the way ``python -m study.run`` does (no slow teardown)."""
     code = main()
     if sys.argv[1:2] == ["run"]:
-        from study.run import _exit
-
         _exit(code)
     sys.exit(code)
 

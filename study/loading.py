@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from study.runtime.storage import read_bytes
 from study.validation import validate_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
@@ -162,8 +163,6 @@ def load_study(study: str | Path, overrides: list[str] | None = None, *, family_
 
 def _load_remote_study(root: str, overrides: list[str] | None, family_rules: bool) -> StudySpec:
     """:func:`load_study` for a study directory on object storage (``s3://bucket/prefix/<name>``)."""
-    from study.runtime.storage import read_bytes
-
     root = root.rstrip("/")
     spec_file = f"{root}/{R.SPEC_FILE}"
     try:

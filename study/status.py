@@ -14,10 +14,10 @@ from collections import Counter
 from pathlib import Path
 
 from study.arguments import ArgumentParser, one_line
-from study.deploy.slurm import print_job_line, print_unstarted
 from study.final.best import pick_best
 from study.layout import StudyLayout
 from study.runtime.lock import driver_text
+from study.runtime.slurm_status import print_job_line, print_unstarted
 from study.runtime.storage import read_bytes
 from study.table.spec import RunSpec, load_run
 from study.table.status import print_table_status

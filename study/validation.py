@@ -22,6 +22,7 @@ from trainables.datasets import DATASET_NAMES, ON_DISK_DATASETS, PAIRED_DATASETS
 from trainables.families.registry import FAMILY_NAMES, family_param_names, get_rules
 from trainables.metrics.registry import evaluated_names
 from trainables.schema.errors import SpecError
+from trainables.schema.grid import grid_points
 from trainables.schema.metric_names import EPOCH_TIME, EVAL_TIME, LR, TEST_PREFIX, TRAIN_LOSS, VAL_PREFIX
 from trainables.schema.spec import CategoricalParam, SearchSpec, StudySpec, condition_holds, param_extremes
 from trainables.schema.trial import SPEC_KEY, flatten, resolve_trial_spec, sampled_values
@@ -219,8 +220,6 @@ def _check_each_family(spec: StudySpec, families: list[Any]) -> None:
 
 def _check_grid(search: SearchSpec) -> None:
     """The grid sampler enumerates categorical choices (``when:`` allowed); other kinds have no grid."""
-    from study.search.space import grid_points  # imports optuna: only for a grid spec
-
     if not search.space:
         raise SpecError("sampler 'grid' needs categorical parameters in search.space, and it has none")
     for name, p in search.space.items():

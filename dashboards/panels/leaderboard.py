@@ -3,6 +3,8 @@ only), mean ± std over its runs (seeds), and beside it the final stage's test m
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from dashboards.load import METRIC, DashboardData
@@ -88,6 +90,21 @@ def _final_table(panel: Panel, data: DashboardData, finals: pl.DataFrame, metric
     )
 
 
+def _final_cells(r: dict[str, Any], finals: pl.DataFrame, primary: str) -> dict[str, str]:
+    """The leaderboard row's final-stage columns: the final groups retrained from the row's search runs (matched by
+    their ``source_trial`` tag), or dashes."""
+    match = finals.filter(pl.col("experiment").is_in(r["experiments"]) & pl.col(R.SOURCE_TRIAL).is_in(r["trial_ids"]))
+    if not match.height:
+        return {f"final {primary} mean [95 % CI]": "—", "final group": "—"}
+    f = match.row(0, named=True)
+    return {
+        f"final {primary} mean [95 % CI]": ci_text(
+            f[f"mean_{primary}"], f[f"lo_{primary}"], f[f"hi_{primary}"], f[f"n_{primary}"]
+        ),
+        "final group": ", ".join(match[R.GROUP].to_list()),
+    }
+
+
 def build(data: DashboardData) -> Panel:
     metric = data.metric
     split = {"val/": "validation classes", "test/": "test classes"}.get(split_of(metric), "")
@@ -124,18 +141,7 @@ def build(data: DashboardData) -> Panel:
             "params of the best configuration": params_text(r["config"], names),
         }
         if not finals.is_empty() and primary is not None:
-            match = finals.filter(
-                pl.col("experiment").is_in(r["experiments"]) & pl.col(R.SOURCE_TRIAL).is_in(r["trial_ids"])
-            )
-            if match.height:
-                f = match.row(0, named=True)
-                row[f"final {primary} mean [95 % CI]"] = ci_text(
-                    f[f"mean_{primary}"], f[f"lo_{primary}"], f[f"hi_{primary}"], f[f"n_{primary}"]
-                )
-                row["final group"] = ", ".join(match[R.GROUP].to_list())
-            else:
-                row[f"final {primary} mean [95 % CI]"] = "—"
-                row["final group"] = "—"
+            row.update(_final_cells(r, finals, primary))
         rows.append(row)
     panel.table("table", f"{len(rows)} groups", pl.DataFrame(rows))
     if not finals.is_empty():

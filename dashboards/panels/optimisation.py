@@ -46,6 +46,60 @@ def _searched_columns(data: DashboardData, study: StudyInfo) -> list[tuple[str, 
     return [f for f in found if f[1] in data.runs.columns]
 
 
+def _importance_figure(panel: Panel, study: StudyInfo) -> None:
+    """The study's fANOVA parameter importances (a bar chart and its table), or a note saying why there are none."""
+    if study.optuna_db is None:
+        panel.note(f"{study.experiment}: no Optuna storage at study_dir/optuna.db, so no importances.")
+        return
+    try:
+        scores = importances(study)
+    except Exception as e:  # noqa: BLE001 - too few trials, a single value per parameter, ...
+        panel.note(f"{study.experiment}: parameter importances unavailable ({type(e).__name__}: {e}).")
+        return
+    if scores:
+        names = list(scores)[::-1]
+        fig, axes = new_figure(1, height=0.5 + 0.35 * len(names))
+        axes[0].barh(names, [scores[n] for n in names], color="C2")
+        axes[0].set_xlabel("fANOVA importance")
+        panel.figure(f"{study.experiment}_importance", f"{study.experiment}: parameter importances", fig)
+        panel.table(
+            f"{study.experiment}_importance",
+            f"{study.experiment}: importances",
+            pl.DataFrame({"parameter": list(scores), "importance": [f"{v:.4f}" for v in scores.values()]}),
+        )
+
+
+def _slice_figure(
+    panel: Panel, data: DashboardData, study: StudyInfo, runs: pl.DataFrame, scored: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """The slice view: the objective (``scored``: values and trial numbers, in start order) against each searched
+    parameter, coloured by trial number."""
+    values, trial = scored
+    metric = data.metric
+    slices = [(label, col, log) for label, col, log in _searched_columns(data, study)][:_MAX_SLICES]
+    if not slices:
+        return
+    ncols = min(4, len(slices))
+    nrows = math.ceil(len(slices) / ncols)
+    fig, axes = new_figure(ncols, nrows, width=3.2, height=2.6)
+    for ax, (label, col, log) in zip(axes, slices):
+        x = _numeric(runs[col].to_list())
+        if x is None:  # categorical: one column of points per choice
+            choices = sorted(set(runs[col].to_list()), key=str)
+            x = np.array([choices.index(v) for v in runs[col].to_list()], dtype=float)
+            ax.set_xticks(range(len(choices)), [str(c) for c in choices], fontsize=7)
+        elif log and np.nanmin(x) > 0:
+            ax.set_xscale("log")
+        points = ax.scatter(x, values, c=trial, cmap="viridis", s=18)
+        ax.set_xlabel(label, fontsize=8)
+        ax.set_ylabel(metric, fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(slices) :]:
+        ax.set_visible(False)
+    fig.colorbar(points, ax=axes[: len(slices)], label="trial number", shrink=0.8)
+    panel.figure(f"{study.experiment}_slices", f"{study.experiment}: slice view of the searched parameters", fig)
+
+
 def build(data: DashboardData) -> Panel:
     panel = Panel(
         "optimisation",
@@ -75,49 +129,8 @@ def build(data: DashboardData) -> Panel:
         ax.legend(fontsize=7)
         panel.figure(f"{study.experiment}_history", f"{study.experiment}: best {metric} so far = {best[-1]:.4f}", fig)
 
-        if study.optuna_db is None:
-            panel.note(f"{study.experiment}: no Optuna storage at study_dir/optuna.db, so no importances.")
-        else:
-            try:
-                scores = importances(study)
-            except Exception as e:  # noqa: BLE001 - too few trials, a single value per parameter, ...
-                panel.note(f"{study.experiment}: parameter importances unavailable ({type(e).__name__}: {e}).")
-            else:
-                if scores:
-                    names = list(scores)[::-1]
-                    fig, axes = new_figure(1, height=0.5 + 0.35 * len(names))
-                    axes[0].barh(names, [scores[n] for n in names], color="C2")
-                    axes[0].set_xlabel("fANOVA importance")
-                    panel.figure(f"{study.experiment}_importance", f"{study.experiment}: parameter importances", fig)
-                    panel.table(
-                        f"{study.experiment}_importance",
-                        f"{study.experiment}: importances",
-                        pl.DataFrame({"parameter": list(scores), "importance": [f"{v:.4f}" for v in scores.values()]}),
-                    )
-
-        slices = [(label, col, log) for label, col, log in _searched_columns(data, study)][:_MAX_SLICES]
-        if slices:
-            ncols = min(4, len(slices))
-            nrows = math.ceil(len(slices) / ncols)
-            fig, axes = new_figure(ncols, nrows, width=3.2, height=2.6)
-            for ax, (label, col, log) in zip(axes, slices):
-                x = _numeric(runs[col].to_list())
-                if x is None:  # categorical: one column of points per choice
-                    choices = sorted(set(runs[col].to_list()), key=str)
-                    x = np.array([choices.index(v) for v in runs[col].to_list()], dtype=float)
-                    ax.set_xticks(range(len(choices)), [str(c) for c in choices], fontsize=7)
-                elif log and np.nanmin(x) > 0:
-                    ax.set_xscale("log")
-                points = ax.scatter(x, values, c=trial, cmap="viridis", s=18)
-                ax.set_xlabel(label, fontsize=8)
-                ax.set_ylabel(metric, fontsize=8)
-                ax.grid(alpha=0.3)
-            for ax in axes[len(slices) :]:
-                ax.set_visible(False)
-            fig.colorbar(points, ax=axes[: len(slices)], label="trial number", shrink=0.8)
-            panel.figure(
-                f"{study.experiment}_slices", f"{study.experiment}: slice view of the searched parameters", fig
-            )
+        _importance_figure(panel, study)
+        _slice_figure(panel, data, study, runs, (values, trial))
     if not panel.drawn:
         panel.skipped = f"no run reported {metric}"
     return panel

@@ -11,6 +11,8 @@ differences to a reference family, recovered share, IQM, probability of improvem
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from dashboards.compare.render import legend, text_tables
@@ -83,6 +85,49 @@ def robustness_table(data: DashboardData) -> pl.DataFrame:
     return _series(table).sort("series", R.SUBSET, R.NOISE_RATIO)
 
 
+def _topline_ratios(panel: Panel, noisy: pl.DataFrame, topline: pl.DataFrame, metrics: list[str]) -> pl.DataFrame:
+    """Noisy / topline per series and noise ratio (``ratio_<metric>`` columns; empty without topline runs), drawn."""
+    if topline.is_empty():
+        return pl.DataFrame()
+    joined = noisy.join(topline, on=["series", R.NOISE_RATIO], suffix="_top")
+    for m in metrics:
+        joined = joined.with_columns((pl.col(f"mean_{m}") / pl.col(f"mean_{m}_top")).alias(f"ratio_{m}"))
+    ratios = joined.sort("series", R.NOISE_RATIO)
+    if not ratios.is_empty():
+        fig, axes = new_figure(1)
+        for (series,), part in ratios.group_by("series", maintain_order=True):
+            for m, style in zip(metrics, ("-o", "--s")):
+                axes[0].plot(part[R.NOISE_RATIO], part[f"ratio_{m}"], style, label=f"{series} {m}")
+        axes[0].axhline(1.0, color="grey", lw=0.8)
+        axes[0].set_xlabel("noise ratio p")
+        axes[0].set_ylabel("noisy / topline")
+        axes[0].grid(alpha=0.3)
+        axes[0].legend(fontsize=7)
+        panel.figure("topline_ratio", "Noisy / topline ratio (1 = noise costs nothing beyond the lost data)", fig)
+    return ratios
+
+
+def _table_row(r: dict[str, Any], metrics: list[str], ratios: pl.DataFrame) -> dict[str, str]:
+    """One row of the Table 2 layout: a series at a noise ratio, each metric's mean ± std and interval, and its
+    ratio to the topline where there is one."""
+    row = {
+        "series": r["series"],
+        "noise ratio": f"{r[R.NOISE_RATIO]:g}",
+        "source": r["source"],
+        "runs": str(r["n_runs"]),
+        "seeds": ", ".join(r["seeds"]),
+    }
+    for m in metrics:
+        row[m] = mean_std(r[f"mean_{m}"], r[f"std_{m}"], r[f"n_{m}"])
+        lo, hi = r[f"lo_{m}"], r[f"hi_{m}"]
+        row[f"{m} 95 % CI"] = f"[{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else "—"
+    if len(ratios):
+        match = ratios.filter((pl.col("series") == r["series"]) & (pl.col(R.NOISE_RATIO) == r[R.NOISE_RATIO]))
+        for m in metrics:
+            row[f"{m} / topline"] = f"{match[f'ratio_{m}'][0]:.4f}" if match.height else "—"
+    return row
+
+
 def build(data: DashboardData) -> Panel:
     panel = Panel(
         "robustness",
@@ -120,42 +165,9 @@ def build(data: DashboardData) -> Panel:
         fig,
     )
 
-    ratios = pl.DataFrame()
-    if not topline.is_empty():
-        joined = noisy.join(topline, on=["series", R.NOISE_RATIO], suffix="_top")
-        for m in metrics:
-            joined = joined.with_columns((pl.col(f"mean_{m}") / pl.col(f"mean_{m}_top")).alias(f"ratio_{m}"))
-        ratios = joined.sort("series", R.NOISE_RATIO)
-        if not ratios.is_empty():
-            fig, axes = new_figure(1)
-            for (series,), part in ratios.group_by("series", maintain_order=True):
-                for m, style in zip(metrics, ("-o", "--s")):
-                    axes[0].plot(part[R.NOISE_RATIO], part[f"ratio_{m}"], style, label=f"{series} {m}")
-            axes[0].axhline(1.0, color="grey", lw=0.8)
-            axes[0].set_xlabel("noise ratio p")
-            axes[0].set_ylabel("noisy / topline")
-            axes[0].grid(alpha=0.3)
-            axes[0].legend(fontsize=7)
-            panel.figure("topline_ratio", "Noisy / topline ratio (1 = noise costs nothing beyond the lost data)", fig)
+    ratios = _topline_ratios(panel, noisy, topline, metrics)
 
-    rows = []
-    for r in noisy.iter_rows(named=True):
-        row = {
-            "series": r["series"],
-            "noise ratio": f"{r[R.NOISE_RATIO]:g}",
-            "source": r["source"],
-            "runs": str(r["n_runs"]),
-            "seeds": ", ".join(r["seeds"]),
-        }
-        for m in metrics:
-            row[m] = mean_std(r[f"mean_{m}"], r[f"std_{m}"], r[f"n_{m}"])
-            lo, hi = r[f"lo_{m}"], r[f"hi_{m}"]
-            row[f"{m} 95 % CI"] = f"[{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else "—"
-        if len(ratios):
-            match = ratios.filter((pl.col("series") == r["series"]) & (pl.col(R.NOISE_RATIO) == r[R.NOISE_RATIO]))
-            for m in metrics:
-                row[f"{m} / topline"] = f"{match[f'ratio_{m}'][0]:.4f}" if match.height else "—"
-        rows.append(row)
+    rows = [_table_row(r, metrics, ratios) for r in noisy.iter_rows(named=True)]
     if rows:
         panel.table(
             "table",

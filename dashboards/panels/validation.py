@@ -59,6 +59,36 @@ def _number(value: float, digits: str) -> str:
     return "nan (a constant side)" if math.isnan(value) else format(value, digits)
 
 
+def _scatter(panel: Panel, found: pl.DataFrame, base: str, sources: set[str]) -> tuple[float, float]:
+    """Draw ``base``'s validation-vs-test scatter of the search trials ``found`` (one colour per family and noise
+    setting; trials the final stage retrained, ``sources``, ringed); return Spearman's ρ and its p-value."""
+    x, y = found["val"].to_numpy(), found["test"].to_numpy()
+    rho, p = _spearman(x, y)
+    fig, axes = new_figure(1, width=4.6, height=3.8)
+    ax = axes[0]
+    labels = [
+        f"{f} p={r:g}" + (" topline" if s == "clean_only" else "")
+        for f, r, s in zip(found[R.FAMILY], found[R.NOISE_RATIO], found[R.SUBSET])
+    ]
+    for i, label in enumerate(dict.fromkeys(labels)):
+        mask = np.array([lab == label for lab in labels])
+        ax.scatter(x[mask], y[mask], s=22, alpha=0.8, color=f"C{i % 10}", label=label)
+    ringed = np.array([t in sources for t in found[R.TRIAL_ID]])
+    if ringed.any():
+        ax.scatter(x[ringed], y[ringed], s=90, facecolors="none", edgecolors="k", label="retrained in the final stage")
+    ax.set_xlabel(VAL_PREFIX + base)
+    ax.set_ylabel(TEST_PREFIX + base)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6)
+    caption = (
+        f"{VAL_PREFIX}{base} vs {TEST_PREFIX}{base} over {found.height} search trials: Spearman ρ = "
+        f"{_number(rho, '.4f')} (p = {_number(p, '.3g')})"
+    )
+    ax.set_title(f"Spearman ρ = {_number(rho, '.3f')}", fontsize=9)
+    panel.figure(f"scatter_{base}", caption, fig)
+    return rho, p
+
+
 def build(data: DashboardData) -> Panel:
     panel = Panel(
         "validation",
@@ -77,32 +107,7 @@ def build(data: DashboardData) -> Panel:
         counts[base] = found.height
         if found.height < MIN_TRIALS:
             continue
-        x, y = found["val"].to_numpy(), found["test"].to_numpy()
-        rho, p = _spearman(x, y)
-        fig, axes = new_figure(1, width=4.6, height=3.8)
-        ax = axes[0]
-        labels = [
-            f"{f} p={r:g}" + (" topline" if s == "clean_only" else "")
-            for f, r, s in zip(found[R.FAMILY], found[R.NOISE_RATIO], found[R.SUBSET])
-        ]
-        for i, label in enumerate(dict.fromkeys(labels)):
-            mask = np.array([lab == label for lab in labels])
-            ax.scatter(x[mask], y[mask], s=22, alpha=0.8, color=f"C{i % 10}", label=label)
-        ringed = np.array([t in sources for t in found[R.TRIAL_ID]])
-        if ringed.any():
-            ax.scatter(
-                x[ringed], y[ringed], s=90, facecolors="none", edgecolors="k", label="retrained in the final stage"
-            )
-        ax.set_xlabel(VAL_PREFIX + base)
-        ax.set_ylabel(TEST_PREFIX + base)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
-        caption = (
-            f"{VAL_PREFIX}{base} vs {TEST_PREFIX}{base} over {found.height} search trials: Spearman ρ = "
-            f"{_number(rho, '.4f')} (p = {_number(p, '.3g')})"
-        )
-        ax.set_title(f"Spearman ρ = {_number(rho, '.3f')}", fontsize=9)
-        panel.figure(f"scatter_{base}", caption, fig)
+        rho, p = _scatter(panel, found, base, sources)
         rows.append(
             {
                 "metric": base,

@@ -42,6 +42,10 @@ class FetchResult:
     already: bool
 
 
+#: Where a fetch downloads its archives, under the dataset root (removed once empty).
+_DOWNLOADS = ".download"
+
+
 def _checksums(entry: DatasetEntry, sha256: list[str]) -> dict[str, tuple[str, str] | None]:
     """filename → (algorithm, hex): ``--sha256`` (``HEX`` for one-file datasets, else ``FILENAME=HEX``) wins over
     the published md5."""
@@ -145,7 +149,7 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
     done = _complete(entry, root)
     if done is not None:
         return FetchResult(done, 0, time.monotonic() - start, 0.0, already=True)
-    downloads = root / ".download"
+    downloads = root / _DOWNLOADS
     lock_path = downloads / f"{name}.lock"
     try:
         downloads.mkdir(parents=True, exist_ok=True)
@@ -161,7 +165,7 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
         if done is not None:
             return FetchResult(done, 0, time.monotonic() - start, 0.0, already=True)
         try:
-            result = _fetch_locked(entry, root, downloads, sums, urls, start)
+            result = _fetch_locked(entry, root, sums, urls, start)
         finally:
             # Removed while held, so no lock file is left behind; a fetch that opened it in the instant before can
             # still lock the removed file and then finds the tree complete (or fetches beside a third): accepted.
@@ -172,14 +176,11 @@ def fetch(name: str, root: Path, *, url: str | None = None, sha256: list[str] | 
 
 
 def _fetch_locked(
-    entry: DatasetEntry,
-    root: Path,
-    downloads: Path,
-    sums: dict[str, tuple[str, str] | None],
-    urls: dict[str, str],
-    start: float,
+    entry: DatasetEntry, root: Path, sums: dict[str, tuple[str, str] | None], urls: dict[str, str], start: float
 ) -> FetchResult:
+    """Download (into ``root/.download``), verify and unpack ``entry``'s files, with :func:`fetch`'s lock held."""
     name = entry.name
+    downloads = root / _DOWNLOADS
     fetched = 0
     paths = {}
     download_start = time.monotonic()

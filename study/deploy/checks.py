@@ -32,7 +32,7 @@ def refuse_written_passwords(specs: Iterable[StudySpec], advice: str) -> None:
     """:class:`SpecError` naming the key of the first tracking URL with a literal password (in its userinfo or its
     query: ``password=``, ``token=``...), from the spec or a ``--set``; ``${VAR}`` references pass. The message
     quotes no part of the URL."""
-    from study.tracking.credentials import redact
+    from study.tracking.credentials import redact  # defers Optuna (its storages load with it): --help stays light
 
     for spec in specs:
         for key, url in tracking_urls(spec):

@@ -48,6 +48,7 @@ from typing import Literal, NoReturn
 
 from study.arguments import ArgumentParser, one_line
 from study.runtime.cluster import quiet_fd2
+from study.runtime.compat import cluster_nodes, ray_client_installed
 from study.runtime.run_progress import RunProgress, read_run_progress
 from trainables.schema import record as R
 
@@ -56,9 +57,11 @@ __all__ = [
     "RunEnd",
     "Ending",
     "head_first",
+    "RayNode",
     "ray_start_argv",
     "read_head_address",
     "this_jobs_head",
+    "HeadWait",
     "wait_head",
     "slurm_seconds",
     "parse_job_fields",
@@ -100,9 +103,18 @@ def head_first(hosts: Sequence[str], batch_host: str | None) -> list[str]:
     return list(hosts)
 
 
-def ray_start_argv(
-    ray: str, *, ip: str, cpus: int, gpus: int, tmpdir: str, address: str | None, ray_client: bool
-) -> list[str]:
+@dataclass(frozen=True)
+class RayNode:
+    """One node of the job as ``ray start`` is told of it: the address Slurm reaches it at, its share of the node,
+    and the job's own ``RAY_TMPDIR``."""
+
+    ip: str
+    cpus: int
+    gpus: int
+    tmpdir: str
+
+
+def ray_start_argv(ray: str, node: RayNode, *, address: str | None, ray_client: bool) -> list[str]:
     """``ray start --block`` for one node of the job; ``address`` ``None`` makes it the head.
 
     Every port is 0, "the kernel picks one when the process binds", so it cannot be one another job on the node
@@ -111,8 +123,8 @@ def ray_start_argv(
     the workers' shared range 10002-19999. The Ray Client server (10001) is not started: the driver connects to the
     GCS. Ray picks the rest itself already (raylet, object manager, runtime-env and metrics agents).
     """
-    argv = [ray, "start", "--block", "--disable-usage-stats", f"--node-ip-address={ip}"]
-    argv += [f"--num-cpus={cpus}", f"--num-gpus={gpus}", f"--temp-dir={tmpdir}"]
+    argv = [ray, "start", "--block", "--disable-usage-stats", f"--node-ip-address={node.ip}"]
+    argv += [f"--num-cpus={node.cpus}", f"--num-gpus={node.gpus}", f"--temp-dir={node.tmpdir}"]
     argv += ["--dashboard-agent-listen-port=0", "--min-worker-port=0", "--max-worker-port=0"]
     if address is not None:
         return [*argv, f"--address={address}"]
@@ -138,9 +150,7 @@ def this_jobs_head(address: str, tmpdir: str | Path) -> tuple[bool, str]:
     """Whether the GCS at ``address`` is this job's head, and if not why: it must accept this process's token
     (``RAY_AUTH_TOKEN``, fresh in each run) and hold an alive head node whose temp dir is this job's ``tmpdir``
     (another user's Ray without authentication accepts any token)."""
-    from ray.exceptions import AuthenticationError
-
-    from study.runtime.compat import cluster_nodes
+    from ray.exceptions import AuthenticationError  # defers Ray: only the steps that talk to the head import it
 
     host, _, port = address.rpartition(":")
     try:
@@ -164,16 +174,25 @@ def this_jobs_head(address: str, tmpdir: str | Path) -> tuple[bool, str]:
     return False, f"the Ray head at {address} is another job's (its temp dir is {heads[0].temp_dir}, not {mine})"
 
 
+@dataclass(frozen=True)
+class HeadWait:
+    """What :func:`wait_head` waits for: an address Ray writes to ``tmpdir`` at ``since`` or later (this run's), for at
+    most ``timeout_s`` seconds."""
+
+    tmpdir: str | Path
+    since: float
+    timeout_s: float
+
+
 def wait_head(
-    tmpdir: str | Path,
-    since: float,
-    timeout_s: float,
+    wait: HeadWait,
     alive: Callable[[], bool],
     check: Callable[[str, str | Path], tuple[bool, str]] = this_jobs_head,
     poll_s: float = 0.5,
 ) -> tuple[str | None, str]:
     """``(address, "")`` once this job's head is up, else ``(None, why)`` when ``alive()`` turns false (the head's
-    ``srun`` step ended) or after ``timeout_s``."""
+    ``srun`` step ended) or after ``wait.timeout_s``."""
+    tmpdir, since, timeout_s = wait.tmpdir, wait.since, wait.timeout_s
     deadline = time.monotonic() + timeout_s
     why = f"Ray wrote no address to {Path(tmpdir) / RAY_ADDRESS_FILE} in this run"
     while True:
@@ -551,21 +570,16 @@ def _parser() -> ArgumentParser:
 
 
 def _exec_ray_node(a: argparse.Namespace) -> NoReturn:
-    from study.runtime.compat import ray_client_installed
-
     if a.address is None:  # the head: an earlier run's address file must not be read as this run's
         with contextlib.suppress(OSError):
             (Path(a.tmpdir) / RAY_ADDRESS_FILE).unlink()
-    argv = ray_start_argv(
-        a.ray, ip=a.ip, cpus=a.cpus, gpus=a.gpus, tmpdir=a.tmpdir, address=a.address, ray_client=ray_client_installed()
-    )
+    node = RayNode(ip=a.ip, cpus=a.cpus, gpus=a.gpus, tmpdir=a.tmpdir)
+    argv = ray_start_argv(a.ray, node, address=a.address, ray_client=ray_client_installed())
     sys.stdout.flush()
     os.execv(argv[0], argv)
 
 
 def _wait_nodes(address: str, count: int, timeout_s: float) -> int:
-    from study.runtime.compat import cluster_nodes
-
     deadline = time.monotonic() + timeout_s
     up = 0
     while True:
@@ -624,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "ray-node":
         _exec_ray_node(a)
     if a.command == "wait-head":
-        address, why = wait_head(a.tmpdir, a.since, a.timeout, alive=lambda: _pid_alive(a.pid))
+        address, why = wait_head(HeadWait(a.tmpdir, a.since, a.timeout), alive=lambda: _pid_alive(a.pid))
         if address is None:
             say(f"{why}; not requeued", err=True)
             return 1

@@ -35,6 +35,8 @@ import yaml
 from study.arguments import ArgumentParser, one_line
 from study.deploy.checks import ENV_VAR, max_failures, refuse_written_passwords, tracking_urls
 from study.deploy.render import fill, load_template
+from study.loading import read_raw
+from study.table.spec import load_run
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
 
@@ -207,9 +209,7 @@ def _volume(text: str) -> tuple[str, str]:
 
 def deployment(args: argparse.Namespace) -> Deployment:
     """The checked deployment of the command line ``args``; :class:`SpecError` (one line) on bad input."""
-    from study.layout import StudyLayout
-    from study.loading import read_raw
-    from study.table.spec import load_run
+    from study.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
 
     raw = read_raw(args.spec, args.overrides)  # what the RayJob carries: the spec as written, --set applied
     spec = load_run(args.spec, args.overrides).base
@@ -335,7 +335,8 @@ def _metadata(d: Deployment, name: str) -> dict[str, Any]:
     return meta
 
 
-def rayjob(d: Deployment) -> dict[str, Any]:
+def _containers(d: Deployment) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The head's, a worker's and the job submitter's container."""
     head = {
         "name": "ray-head",
         "image": d.image,
@@ -359,6 +360,13 @@ def rayjob(d: Deployment) -> dict[str, Any]:
         "env": _env(d, "submitter"),
         "resources": _resources(1, "1Gi"),
     }
+    return head, worker, submitter
+
+
+def rayjob(d: Deployment) -> dict[str, Any]:
+    """The RayJob manifest: a cluster of its own (a head without trials, fixed workers) whose entrypoint runs the
+    study."""
+    head, worker, submitter = _containers(d)
     n = d.sizing.workers
     return {
         "apiVersion": "ray.io/v1",

@@ -23,7 +23,7 @@ and why (docs/cluster.md "Deploy on Slurm"):
   ``srun`` steps (never ``ray stop``: it ends every user's Ray on the node) and requeues the job
   (``scontrol requeue``), at most ``--max-requeues`` times; the requeued run resumes.
 
-``dmlstudy status`` shows the job's id, state and restart count (:func:`job_line`).
+``dmlstudy status`` shows the job's id, state and restart count (:func:`study.runtime.slurm_status.job_line`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from study.arguments import ArgumentParser, one_line
 from study.deploy.checks import credential_variables, max_failures, refuse_written_passwords
 from study.deploy.job import slurm_seconds
 from study.deploy.render import fill, load_template
+from study.runtime.slurm_status import live_job
+from study.table.spec import load_run
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
 from trainables.schema.plain_text import control_character
@@ -54,10 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SlurmJob",
-    "job_line",
-    "job_state",
-    "print_job_line",
-    "print_unstarted",
     "main",
     "parse_time",
     "render_script",
@@ -334,22 +332,18 @@ def _check_env_file(text: str) -> Path:
     return path
 
 
-def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> SlurmJob:
-    """Validate the options and the spec (a study or a table) and build the job; raises :class:`SpecError`."""
-    from study.layout import StudyLayout
-    from study.table.spec import load_run
-
-    a = args
-    _check_options(a)
-    target = load_run(a.spec, a.overrides)
+def _specs(args: argparse.Namespace) -> tuple[StudySpec, list[StudySpec]]:
+    """The spec the job runs (a table's base) and every spec it holds (a table's cells too), validated."""
+    target = load_run(args.spec, args.overrides)
     if target.table is not None:
         target.table.check_budget()
-    spec = target.base
-    refuse_written_passwords(
-        target.specs,
-        "the job script, its log and `ps` would show it: name a variable instead (user:${OPTUNA_DB_PASSWORD}@host) "
-        "and give it in an --env-file, or use ~/.pgpass or MLFLOW_TRACKING_PASSWORD (docs/cluster.md)",
-    )
+    return target.base, target.specs
+
+
+def _study_dir(spec: StudySpec) -> Path:
+    """The study's directory, which the script and its log live in: a shared path Slurm can name in ``--output``."""
+    from study.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
+
     layout = StudyLayout.for_spec(spec)
     if layout.remote:
         raise SpecError(
@@ -362,14 +356,34 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
             f"the study directory {str(study_dir)!r} holds a backslash, which Slurm reads as an escape in --output",
             "storage",
         )
+    return study_dir
+
+
+def _node_share(args: argparse.Namespace, spec: StudySpec) -> tuple[int, int]:
+    """``(cpus, gpus)`` per node: the options', else as many trials' resources as the node's GPUs hold."""
     gpu, cpu = spec.resources.gpu, spec.resources.cpu
-    gpus = a.gpus_per_node if a.gpus_per_node is not None else int(gpu)
+    gpus = args.gpus_per_node if args.gpus_per_node is not None else int(gpu)
     per_node = max(1, int(gpus // gpu)) if gpu else 1
-    cpus = a.cpus_per_node if a.cpus_per_node is not None else max(1, int(cpu * per_node))
+    cpus = args.cpus_per_node if args.cpus_per_node is not None else max(1, int(cpu * per_node))
     if gpu > gpus:
         raise SpecError(f"a trial needs resources.gpu = {gpu} GPUs but --gpus-per-node is {gpus}")
     if cpu > cpus:
         raise SpecError(f"a trial needs resources.cpu = {cpu} CPUs but --cpus-per-node is {cpus}")
+    return cpus, gpus
+
+
+def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> SlurmJob:
+    """Validate the options and the spec (a study or a table) and build the job; raises :class:`SpecError`."""
+    a = args
+    _check_options(a)
+    spec, specs = _specs(a)
+    refuse_written_passwords(
+        specs,
+        "the job script, its log and `ps` would show it: name a variable instead (user:${OPTUNA_DB_PASSWORD}@host) "
+        "and give it in an --env-file, or use ~/.pgpass or MLFLOW_TRACKING_PASSWORD (docs/cluster.md)",
+    )
+    study_dir = _study_dir(spec)
+    cpus, gpus = _node_share(a, spec)
     lead = a.signal_lead
     return SlurmJob(
         name=spec.name,
@@ -393,7 +407,7 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
         setup_lines=tuple(a.setup_lines),
         command_line=shlex.join([*prog.split(), *[x for x in argv if x != "--dry-run"]]),
         env_files=tuple(a.env_files),
-        specs=tuple(target.specs),
+        specs=tuple(specs),
     )
 
 
@@ -435,76 +449,6 @@ def _run(
         return None
 
 
-def job_state(job_id: str) -> tuple[str, str]:
-    """``(state, restarts)`` of a Slurm job from ``scontrol show job`` (then ``sacct`` for a job Slurm has
-    forgotten); ``"unknown"`` where neither answers (no Slurm here, or the job is gone from both)."""
-    shown = _run(["scontrol", "show", "job", "-o", job_id], timeout=10)
-    if shown is not None and shown.returncode == 0:
-        fields = dict(f.split("=", 1) for f in shown.stdout.split() if "=" in f)
-        if "JobState" in fields:
-            return fields["JobState"], fields.get("Restarts", "unknown")
-    acct = _run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], timeout=10)
-    if acct is not None and acct.returncode == 0 and acct.stdout.strip():
-        return acct.stdout.split()[0], "unknown"
-    return "unknown", "unknown"
-
-
-def job_line(study_dir: str) -> str | None:
-    """``Slurm job 123: RUNNING, restarted 1 time(s)`` for a study launched by ``dmlstudy slurm``, else ``None``."""
-    found = _job_of(study_dir)
-    return None if found is None else found[0]
-
-
-def _job_of(study_dir: str) -> tuple[str, str] | None:
-    """:func:`job_line` and the job's state (``"unknown"`` without an answer), or ``None`` without a job."""
-    if "://" in study_dir:
-        return None
-    path = Path(study_dir) / R.SLURM_JOB_FILE
-    try:
-        job_id = path.read_text().strip()
-    except OSError:
-        return None
-    state, restarts = job_state(job_id)
-    again = "restarts unknown" if restarts == "unknown" else f"restarted {restarts} time(s)"
-    log = Path(study_dir) / R.SLURM_LOG_FILE.replace("%j", job_id)
-    return f"Slurm job {job_id}: {state}, {again}; log {log}", state
-
-
-#: Slurm's states of a job that will not run again (``scontrol``'s and ``sacct``'s names).
-_ENDED = (
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-)
-
-
-def print_unstarted(study_dir: str, what: str = "study") -> int | None:
-    """``dmlstudy status`` of a study (or table) that ``dmlstudy slurm`` submitted and whose job has not started it
-    yet (no spec file in its directory): print the job's line and return the exit code (0 while the job may still
-    start it, 2 once it has ended); ``None`` when no job was submitted from ``study_dir``."""
-    found = _job_of(study_dir)
-    if found is None:
-        return None
-    line, state = found
-    if state in _ENDED:
-        print(f"error: the {what} in {study_dir} was never started: {line}", file=sys.stderr)
-        return 2
-    print(f"{line}; the {what} has not started yet")
-    return 0
-
-
-def print_job_line(study_dir: str, indent: str = "") -> None:
-    """Print :func:`job_line` when the study was launched by ``dmlstudy slurm`` (``dmlstudy status``)."""
-    if (line := job_line(study_dir)) is not None:
-        print(indent + line)
-
-
 def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.slurm") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser(prog).parse_args(argv)
@@ -513,7 +457,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.slur
         script = render_script(job)
         if not args.dry_run and shutil.which("sbatch") is None:
             raise SpecError("sbatch not found on PATH: run dmlstudy slurm on a Slurm login node (or use --dry-run)")
-        if not args.dry_run and (running := _live_job(job.study_dir)) is not None:
+        if not args.dry_run and (running := live_job(job.study_dir)) is not None:
             raise SpecError(
                 f"study {job.name!r} already has Slurm job {running}; it resumes the study by itself "
                 f"(scancel {running.split()[0]} first to submit a new one)"
@@ -572,17 +516,6 @@ def _remove(script: Path, made: list[Path]) -> None:
     for folder in made:
         with contextlib.suppress(OSError):
             folder.rmdir()
-
-
-def _live_job(study_dir: Path) -> str | None:
-    """The study's earlier job if Slurm still has it pending or running (``"123 (RUNNING)"``), else ``None``."""
-    try:
-        job_id = (study_dir / R.SLURM_JOB_FILE).read_text().strip()
-    except OSError:
-        return None
-    state, _ = job_state(job_id)
-    live = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUE_HOLD", "RESIZING")
-    return f"{job_id} ({state})" if state in live else None
 
 
 if __name__ == "__main__":

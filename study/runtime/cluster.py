@@ -25,7 +25,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from study.runtime.compat import loopback_local_instance, own_session_local_instance
+from study.runtime.compat import gcs_client, loopback_local_instance, own_session_local_instance
 from study.runtime.storage import is_shared_path
 from trainables.schema.errors import SpecError, StudyError
 
@@ -93,8 +93,6 @@ def probe_cluster(address: str, timeout: float = 10.0) -> None:
     except OSError as e:
         raise StudyError(_unreachable_line(address, e.strerror or type(e).__name__)) from None
     from ray.exceptions import AuthenticationError
-
-    from study.runtime.compat import gcs_client
 
     try:
         with quiet_fd2():

@@ -48,7 +48,7 @@ from study.search.context import RunOptions, StudyContext
 from study.search.environment import numerics_tags
 from study.search.resume import check_resume
 from study.search.tuners import final_tuner, search_tuner, stage_ledger
-from study.tracking.callback import MlflowTrialCallback, error_line
+from study.tracking.callback import MlflowTrialCallback, ParentRun, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
 from study.tracking.optuna_link import OptunaRunLink, trial_numbers
 from study.tracking.outage import set_budget, unwrapped
@@ -163,9 +163,7 @@ def _trial_callback(context: StudyContext, store: TrackingStore, parent: str, st
     run's id is written to its Optuna trial too."""
     spec, layout = context.spec, context.layout
     return MlflowTrialCallback(
-        uri=layout.tracking_uri,
-        experiment_id=store.experiment_id,
-        parent_run_id=parent,
+        ParentRun(layout.tracking_uri, store.experiment_id, parent),
         describe_trial=describe_trial,
         total_epochs=spec.train.epochs,
         stage=stage,

@@ -14,12 +14,13 @@ import numpy as np
 import optuna
 
 from study.runtime.compat import storage_trial_id, study_storage
+from trainables.schema.grid import grid_points
 from trainables.schema.space import condition_holds
 
 if TYPE_CHECKING:
     from trainables.schema.spec import ParamSpec, SamplerSpec
 
-__all__ = ["ConditionalGridSampler", "DefineByRun", "grid_points", "make_sampler", "to_optuna"]
+__all__ = ["ConditionalGridSampler", "DefineByRun", "make_sampler", "to_optuna"]
 
 
 def suggest(trial: optuna.Trial, name: str, param: ParamSpec) -> Any:
@@ -47,26 +48,8 @@ def to_optuna(space: dict[str, ParamSpec]) -> DefineByRun:
     return DefineByRun(space)
 
 
-def grid_points(space: dict[str, ParamSpec]) -> list[dict[str, Any]]:
-    """Every combination of the categorical ``space``, in declaration order, honouring ``when:``.
-
-    A conditional parameter is expanded only under the earlier values that activate it, so
-    ``family: [triplet, marginal]`` with ``mining`` (when triplet) over two rules gives 3 points, not 4.
-    """
-    points: list[dict[str, Any]] = [{}]
-    for name, param in space.items():
-        grown: list[dict[str, Any]] = []
-        for point in points:
-            if condition_holds(param.when, point):
-                grown.extend({**point, name: choice} for choice in param.choices)  # type: ignore[union-attr]
-            else:
-                grown.append(point)
-        points = grown
-    return points
-
-
 class ConditionalGridSampler(optuna.samplers.BaseSampler):
-    """Visits the points of :func:`grid_points` once each, in a seeded random order.
+    """Visits the points of :func:`~trainables.schema.grid.grid_points` once each, in a seeded random order.
 
     Optuna's ``GridSampler`` takes a Cartesian product (no conditional parameters) and calls ``study.stop()``
     when the grid is exhausted, which only works inside ``Study.optimize``; Ray Tune asks and tells instead and

@@ -20,10 +20,10 @@ from typing import Any
 
 from study.arguments import one_line
 from study.console import format_table
-from study.deploy.slurm import print_job_line, print_unstarted
 from study.final.best import pick_best
 from study.layout import StudyLayout
 from study.runtime.lock import driver_text
+from study.runtime.slurm_status import print_job_line, print_unstarted
 from study.runtime.storage import read_bytes
 from study.table.spec import Table, TableCell
 from study.tracking import peek as tracking_peek

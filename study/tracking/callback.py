@@ -18,6 +18,7 @@ the study's parent run) keeps logging into it, and epochs already logged are not
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,13 +64,21 @@ _RAY_RESULT_KEYS = frozenset(
 )
 
 
+@dataclass(frozen=True)
+class ParentRun:
+    """Where a stage's child runs go: the tracking ``uri``, the study's ``experiment_id``, and its parent ``run_id``
+    (children are nested under it)."""
+
+    uri: str
+    experiment_id: str
+    run_id: str
+
+
 class MlflowTrialCallback(Callback):
     """Ray Tune callback: one MLflow child run per trial, per-epoch metrics, FINISHED / FAILED at the end.
 
     Args:
-        uri: tracking URI.
-        experiment_id: the study's experiment.
-        parent_run_id: the study's parent run; children are nested under it.
+        parent: the tracking URI, the study's experiment and its parent run (:class:`ParentRun`).
         describe_trial: ``config → (params, tags)`` for a trial's child run (params = the trial's full
             flattened config; tags at least :data:`~trainables.schema.record.RUN_TAGS` minus ``trial_id``, and ``stage``).
         total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
@@ -81,18 +90,18 @@ class MlflowTrialCallback(Callback):
 
     def __init__(
         self,
-        uri: str,
-        experiment_id: str,
-        parent_run_id: str,
+        parent: ParentRun,
         describe_trial: Any,
         total_epochs: int,
         stage: str = R.STAGE_SEARCH,
         on_run: Callable[[str, str], dict[str, str]] | None = None,
     ) -> None:
         self.on_run = on_run
-        self.uri = uri
-        self.experiment_id = experiment_id
-        self.parent_run_id = parent_run_id
+        # Kept as three attributes: Ray pickles this callback into the experiment state, and a restored one (from a
+        # study started before the bundle) is read by these names.
+        self.uri = parent.uri
+        self.experiment_id = parent.experiment_id
+        self.parent_run_id = parent.run_id
         self.describe_trial = describe_trial
         self.total_epochs = total_epochs
         self.stage = stage

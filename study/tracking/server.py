@@ -95,7 +95,29 @@ def start_server(
     (directory / R.SERVER_ARTIFACTS_DIR).mkdir(parents=True, exist_ok=True)
     port = port or free_port(host)
     log = open(directory / R.SERVER_LOG, "ab")  # noqa: SIM115 - the server process owns it from here
-    cmd = [
+    process = subprocess.Popen(
+        _server_argv(directory, host, port),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    server = MlflowServer(process, host, port, directory)
+    if die_with_parent:
+        server.reaper = _start_reaper(process.pid)
+    try:
+        answered = _wait_healthy(server, timeout)
+    except BaseException:  # a signal while starting: take the half-started server down with us
+        server.stop()
+        raise
+    if answered:
+        return server
+    server.stop()
+    raise TimeoutError(f"mlflow server on {server.uri} did not answer within {timeout:.0f} s")
+
+
+def _server_argv(directory: Path, host: str, port: int) -> list[str]:
+    """``mlflow server`` over ``directory``'s sqlite store, serving the artifacts under it, with one worker."""
+    return [
         sys.executable,
         "-m",
         "mlflow",
@@ -112,32 +134,22 @@ def start_server(
         "--workers",
         "1",
     ]
-    process = subprocess.Popen(
-        cmd,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    server = MlflowServer(process, host, port, directory)
-    if die_with_parent:
-        server.reaper = _start_reaper(process.pid)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"mlflow server exited with {process.returncode}; see {directory / R.SERVER_LOG}")
-            try:
-                with urllib.request.urlopen(f"{server.uri}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return server
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.5)
-    except BaseException:  # a signal while starting: take the half-started server down with us
-        server.stop()
-        raise
-    server.stop()
-    raise TimeoutError(f"mlflow server on {server.uri} did not answer within {timeout:.0f} s")
+
+
+def _wait_healthy(server: MlflowServer, timeout: float) -> bool:
+    """Whether the server's ``/health`` answered within ``timeout`` s; :class:`RuntimeError` if the server exits."""
+    process, deadline = server.process, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"mlflow server exited with {process.returncode}; see {server.directory / R.SERVER_LOG}")
+        try:
+            with urllib.request.urlopen(f"{server.uri}/health", timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    return False
 
 
 @contextlib.contextmanager

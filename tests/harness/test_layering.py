@@ -1,11 +1,11 @@
-"""Dependencies run one way (trainables.schema ← trainables ← study ← dashboards ← study.run), with no cycle, not even
-through a function-level import, checked on the source."""
+"""Dependencies run one way (trainables.schema ← trainables ← study's sub-layers ← dashboards ← the command lines), with
+no cycle, not even through a function-level import, checked on the source."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.layering import cycles, function_cycles, import_graph, store_doors, upward_imports
+from harness.layering import LAYERS, cycles, function_cycles, import_graph, store_doors, upward_imports
 
 
 def _plant(root: Path, tree: dict[str, dict[str, str]]) -> None:
@@ -39,6 +39,46 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     graph = import_graph(tmp_path)
     assert upward_imports(graph) == ["trainables.schema.a (trainables.schema) imports trainables.b (trainables)"]
     assert cycles(graph) == [["trainables.b", "trainables.c"]]
+
+
+def test_the_checker_sees_an_upward_import_between_study_sub_layers(tmp_path):
+    """Inside ``study``: intake (``study.validation``) below the engine (``study.search``), the tables below the
+    launchers (``study.deploy``), ``study.runtime`` below everything; a function-level or ``TYPE_CHECKING`` import is no
+    exception. A module of one rank may import another of the same rank, and anything lower."""
+    _plant(
+        tmp_path,
+        {
+            "trainables": {},
+            "trainables/schema": {},
+            "study": {
+                "validation.py": "def check():\n    from study.search.space import grid_points\n",
+                "loading.py": "from study.validation import check\nfrom study.runtime.storage import read\n",
+                "status.py": "from study.deploy.slurm import line\n",
+            },
+            "study/runtime": {
+                "storage.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from study.tracking.x import X\n"
+            },
+            "study/tracking": {"x.py": "from study.runtime.storage import read\n"},
+            "study/search": {"space.py": "from study.validation import check\nfrom study.progress import bar\n"},
+            "study/table": {"status.py": "from study.deploy.slurm import line\nfrom study.search import space\n"},
+            "study/deploy": {"slurm.py": "from study.table.status import show\n"},
+            "dashboards": {},
+        },
+    )
+    (tmp_path / "study" / "progress.py").write_text("")
+    assert upward_imports(import_graph(tmp_path)) == [
+        "study.runtime.storage (study.runtime) imports study.tracking.x (study.tracking)",
+        "study.table.status (study.table) imports study.deploy.slurm (study.deploy)",
+        "study.validation (study.validation) imports study.search.space (study.search)",
+    ]
+
+
+def test_every_study_module_has_a_declared_sub_layer():
+    """A new top-level part of ``study`` must be placed in :data:`LAYERS`: unplaced, it would rank with
+    ``study.runtime`` at the bottom (and could import nothing above it)."""
+    placed = {prefix for rank in LAYERS for prefix in rank}
+    parts = {".".join(m.split(".")[:2]) for m in import_graph() if m.startswith("study.")}
+    assert parts <= placed, sorted(parts - placed)
 
 
 def test_the_checker_sees_a_cycle_through_a_function_level_import(tmp_path):

@@ -14,7 +14,7 @@ from mlflow import MlflowClient
 from optuna.storages import RDBStorage
 
 from study.tracking import outage
-from study.tracking.callback import MlflowTrialCallback
+from study.tracking.callback import MlflowTrialCallback, ParentRun
 from study.tracking.guarded import GuardedRDBStorage
 from study.tracking.store import TrackingStore
 from trainables.schema import record as R
@@ -70,7 +70,9 @@ def test_a_trial_run_the_parent_run_and_the_experiment_are_created_once(tmp_path
     store = TrackingStore(uri, "t_once")
     commit_then_lose_the_answer(monkeypatch, MlflowClient, "create_run", times=2)
     parent = store.start_parent("t_once", {"a": 1}, {})
-    callback = MlflowTrialCallback(uri, store.experiment_id, parent, lambda config: ({"x": 1}, {}), total_epochs=2)
+    callback = MlflowTrialCallback(
+        ParentRun(uri, store.experiment_id, parent), lambda config: ({"x": 1}, {}), total_epochs=2
+    )
     run_id = callback.run_id(SimpleNamespace(trial_id="ray_0", config={}))
 
     client = MlflowClient(uri)

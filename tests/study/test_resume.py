@@ -134,7 +134,7 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
 
 
 def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
-    from study.tracking.callback import MlflowTrialCallback
+    from study.tracking.callback import MlflowTrialCallback, ParentRun
     from study.tracking.store import TrackingStore
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -145,7 +145,7 @@ def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
             store.experiment_id, tags={"mlflow.parentRunId": parent, "trial_id": trial_id, "stage": stage}
         )
     time.sleep(0.01)
-    callback = MlflowTrialCallback(uri, store.experiment_id, parent, describe_trial=None, total_epochs=1)
+    callback = MlflowTrialCallback(ParentRun(uri, store.experiment_id, parent), describe_trial=None, total_epochs=1)
     callback.on_step_begin(0, [SimpleNamespace(trial_id="kept")])
     left = store.client.search_runs([store.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
     # The search stage's callback reconciles search runs only: the final stage's runs are not its ghosts.

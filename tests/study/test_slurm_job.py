@@ -59,10 +59,8 @@ def test_the_head_is_the_node_running_the_script():
 def test_no_node_listens_on_a_fixed_port():
     """Ray's fixed defaults (GCS 6379, dashboard 8265, agent 52365, workers 10002-19999, client 10001) are each
     replaced by 0, the kernel's pick; nothing depends on the job id."""
-    head = J.ray_start_argv("ray", ip="10.0.0.1", cpus=4, gpus=1, tmpdir="/t/dmlray-7", address=None, ray_client=True)
-    worker = J.ray_start_argv(
-        "ray", ip="10.0.0.2", cpus=4, gpus=1, tmpdir="/t/dmlray-7", address="h:1", ray_client=True
-    )
+    head = J.ray_start_argv("ray", J.RayNode("10.0.0.1", 4, 1, "/t/dmlray-7"), address=None, ray_client=True)
+    worker = J.ray_start_argv("ray", J.RayNode("10.0.0.2", 4, 1, "/t/dmlray-7"), address="h:1", ray_client=True)
     for argv in (head, worker):
         assert argv[:3] == ["ray", "start", "--block"] and "--temp-dir=/t/dmlray-7" in argv
         ports = [a for a in argv if "port" in a]
@@ -70,7 +68,7 @@ def test_no_node_listens_on_a_fixed_port():
         assert "--dashboard-agent-listen-port=0" in argv and "--min-worker-port=0" in argv
     assert {"--head", "--port=0", "--dashboard-port=0", "--ray-client-server-port=0"} <= set(head)
     assert "--include-dashboard=false" in head and "--head" not in worker and "--address=h:1" in worker
-    no_client = J.ray_start_argv("ray", ip="i", cpus=1, gpus=0, tmpdir="/t", address=None, ray_client=False)
+    no_client = J.ray_start_argv("ray", J.RayNode("i", 1, 0, "/t"), address=None, ray_client=False)
     assert not any("client" in a for a in no_client)  # Ray refuses the option without its client installed
 
 
@@ -89,10 +87,15 @@ def test_wait_head_returns_only_an_address_the_check_accepts(tmp_path):
         seen.append(address)
         return len(seen) >= 3, "the Ray head at 10.0.0.1:41234 refuses this job's token: it is another job's"
 
-    assert J.wait_head(tmp_path, 0, 10, alive=lambda: True, check=check, poll_s=0.01) == ("10.0.0.1:41234", "")
-    address, why = J.wait_head(tmp_path, 0, 0.05, alive=lambda: True, check=lambda *_: (False, "no"), poll_s=0.01)
+    assert J.wait_head(J.HeadWait(tmp_path, 0, 10), alive=lambda: True, check=check, poll_s=0.01) == (
+        "10.0.0.1:41234",
+        "",
+    )
+    address, why = J.wait_head(
+        J.HeadWait(tmp_path, 0, 0.05), alive=lambda: True, check=lambda *_: (False, "no"), poll_s=0.01
+    )
     assert address is None and "not up within" in why and "(no)" in why
-    address, why = J.wait_head(tmp_path, time.time() + 60, 10, alive=lambda: False, poll_s=0.01)
+    address, why = J.wait_head(J.HeadWait(tmp_path, time.time() + 60, 10), alive=lambda: False, poll_s=0.01)
     assert address is None and "srun step ended" in why and "wrote no address" in why
 
 

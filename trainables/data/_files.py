@@ -140,6 +140,29 @@ def split_by_mask(
     return LabeledSplit(items=[items[i] for i in idx], labels=chosen, true_labels=chosen.copy(), load_item=load_item)
 
 
+def _masked_splits(
+    items: list[str],
+    labels: np.ndarray,
+    masks: dict[str, np.ndarray | None],
+    load: Callable[[object], object],
+    layout: Layout,
+    root: Path,
+) -> dict[str, LabeledSplit | None]:
+    """Each named split of ``masks`` (``None`` stays ``None``); an empty split, or one whose first file is missing,
+    is the layout's error."""
+    splits: dict[str, LabeledSplit | None] = {}
+    for name, mask in masks.items():
+        if mask is None:
+            splits[name] = None
+            continue
+        if not mask.any():
+            raise layout.error(f"the {name} split is empty", root)
+        split = split_by_mask(items, labels, mask, load)
+        layout.require(root / str(split.items[0]))
+        splits[name] = split
+    return splits
+
+
 def image_splits(
     spec: DatasetSpec,
     layout: Layout,
@@ -164,16 +187,7 @@ def image_splits(
     # Boxed images (csv with x_1..y_2) are decoded at full scale and cropped per item: they skip the decoded cache.
     cache = None if boxes else _decoded_cache(spec, root, items, masks.values(), resize)
     load = BoxedImageFile(root, boxes) if boxes else ImageFile(root, resize) if cache is None else cache
-    splits: dict[str, LabeledSplit | None] = {}
-    for name, mask in masks.items():
-        if mask is None:
-            splits[name] = None
-            continue
-        if not mask.any():
-            raise layout.error(f"the {name} split is empty", root)
-        split = split_by_mask(items, labels, mask, load)
-        layout.require(root / str(split.items[0]))
-        splits[name] = split
+    splits = _masked_splits(items, labels, masks, load, layout, root)
     common: dict[str, Any] = dict(
         name=spec.name,
         train=splits["train"],
