@@ -20,13 +20,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trainables.schema.space import SchedulerSpec
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import CELL_KEY
 
-__all__ = ["PlanCell", "StudyPlan", "VIEW_TRIALS", "VIEW_CELLS"]
+__all__ = ["PlanCell", "StudyPlan", "VIEW_TRIALS", "VIEW_CELLS", "halving_lag"]
 
 #: The live view of a run: one row per trial (a study), or one row per cell (a table).
 VIEW_TRIALS, VIEW_CELLS = "trials", "cells"
+
+
+def halving_lag(scheduler: SchedulerSpec, trials_per_cell: int) -> int | None:
+    """The ordered sampler's lag under synchronous halving (:mod:`study.search.halving`): the cell's budget, else
+    ``None``. A rung waits for every trial of its cell, so none may wait for an earlier one to end (which it does only
+    after the rung): with the lag at the budget every trial is asked at once, each sampled knowing none of its cell's
+    outcomes, in an order timing cannot change (``search.reproducible`` holds)."""
+    return trials_per_cell if scheduler.type == "halving" else None
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,7 @@ class StudyPlan:
             base=spec,
             cells=(PlanCell(spec.name, {}, spec),),
             trials_per_cell=s.num_trials,
-            lag=s.max_concurrent,
+            lag=halving_lag(s.scheduler, s.num_trials) or s.max_concurrent,
             replace_lost=False,
             groups_are_cells=False,
             title=f"study {spec.name}",

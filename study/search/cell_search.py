@@ -87,6 +87,8 @@ class CellSearch(Searcher):
         self.trial_cell: dict[str, int] = {}
         #: Trials that ended (completed or errored): the others may still error and be replaced.
         self.ended: set[str] = set()
+        #: Each running trial's cost in its last result (:data:`~trainables.schema.metric_names.COST_METRICS`).
+        self.last_cost: dict[str, dict[str, float]] = {}
 
     @property
     def max_trials(self) -> int:
@@ -140,6 +142,11 @@ class CellSearch(Searcher):
     @through_ray  # a store outage past its budget ends the driver, not the trial
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if (searcher := self._searcher(trial_id)) is not None:
+            # A scheduler may stop a trial that waits, paused, at a rung (study.search.halving): Ray then completes it
+            # with no result, so its cost so far is kept from its last one.
+            self.last_cost[trial_id] = {
+                k: float(v) for k in COST_METRICS if isinstance(v := result.get(k), (int, float))
+            }
             searcher.on_trial_result(trial_id, result)
 
     @through_ray  # a store outage past its budget ends the driver, not the trial
@@ -156,7 +163,7 @@ class CellSearch(Searcher):
             elif self.replace_lost and self.replaced[index] < self.budget:
                 self.replaced[index] += 1  # lost, not evaluated: the cell asks another
         self.ended.add(trial_id)
-        self._record_cost(searcher, trial_id, result)
+        self._record_cost(searcher, trial_id, {**self.last_cost.pop(trial_id, {}), **(result or {})})
         searcher.on_trial_complete(trial_id, result=result, error=error)
 
     @staticmethod
@@ -189,11 +196,12 @@ class CellSearch(Searcher):
             state = pickle.load(f)  # noqa: S301 - Ray's own snapshot of this searcher
         # A snapshot taken before replacements existed: nothing was replaced, and no trial it knew of is waited for.
         # One taken before studies were one-cell plans was a table's: it replaced lost trials.
-        old = {
+        old: dict[str, object] = {
             "replaced": [0] * len(state["cells"]),
             "ended": set(state["trial_cell"]),
             "trials_dir": None,
             "replace_lost": True,
+            "last_cost": {},
         }
         self.__dict__.update({**old, **state})
         for _, _, searcher in self.cells:

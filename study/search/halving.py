@@ -34,8 +34,8 @@ The rule, precisely:
   and the cell's own not yet asked, take the slot; a kept trial is counted again as soon as it is promoted, so a new
   trial does not take the slot it will resume in. No deadlock: a rung waits only for trials that run, are pending,
   or are not asked yet, and a waiting trial holds neither a slot nor the limiter's count. (``search.reproducible``'s
-  ordered asking waits for earlier trials to *finish*, which under halving they do only after the cell's first rung:
-  the schema refuses the two together.)
+  ordered asking would wait for earlier trials to *finish*, which under halving they do only after the cell's first
+  rung: its lag is therefore the cell's budget, :func:`study.plan.halving_lag`.)
 
 Like :class:`~study.table.scheduler.CellASHA` its state (every cell's rungs with every recorded value, its decisions,
 each trial's cell and ask order) is written to the study directory's ``asha_state.pkl`` whenever it changes and read

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from study.loading import load_study, parse_spec, read_raw
-from study.plan import VIEW_CELLS, PlanCell, StudyPlan
+from study.plan import VIEW_CELLS, PlanCell, StudyPlan, halving_lag
 from study.table.asha_cost import asymptotic_share, expected_share, milestones
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
@@ -94,8 +94,11 @@ class Table:
         """``search.reproducible`` per cell: a cell's trial i is asked once its trials <= i − lag have ended
         (:mod:`study.search.ordered_sampler`). ``max_concurrent`` slots over n cells need at most ⌈c / n⌉ trials of one
         cell in flight, so a table of more cells than slots samples each trial from all its cell's earlier ones at
-        no cost in idle slots (the dispatcher gives a free slot to a cell that may ask)."""
-        return max(1, math.ceil(self.spec.search.max_concurrent / len(self.cells)))
+        no cost in idle slots (the dispatcher gives a free slot to a cell that may ask). Under ``halving`` the lag is
+        the cell's budget: a rung waits for every trial of its cell, so all are asked before any ends, each sampled
+        from none of its cell's outcomes (:func:`study.plan.halving_lag`)."""
+        s = self.spec.search
+        return halving_lag(s.scheduler, s.num_trials) or max(1, math.ceil(s.max_concurrent / len(self.cells)))
 
     @property
     def final_runs(self) -> int:

@@ -267,14 +267,13 @@ def test_errors_leave_the_population(tmp_path):
         (["search.scheduler.first_rung=4"], "first_rung 4 must be below train.epochs 4"),
         (["search.scheduler.hedge=4"], "hedge 4 must be below search.num_trials 4"),
         (["search.scheduler.grace_period=2"], "scheduler.grace_period applies to asha only"),
-        (["search.reproducible=true"], "set search.reproducible: false"),
     ],
 )
 def test_bad_halving_settings_are_one_line_naming_the_key(sets, message):
     from study.table.spec import load_table
     from trainables.schema.errors import SpecError
 
-    base = ["search.scheduler.type=halving", "search.reproducible=false"]
+    base = ["search.scheduler.type=halving"]
     with pytest.raises(SpecError, match=message) as info:
         load_table(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml", base + sets)
     assert "\n" not in str(info.value)
@@ -288,11 +287,11 @@ def test_a_halving_table_builds_its_scheduler_and_dumps_its_keys(tmp_path):
     from study.table.spec import load_table
     from trainables.schema.space import SchedulerSpec
 
-    sets = ["search.scheduler.type=halving", "search.reproducible=false", "search.scheduler.first_rung=2",
-            f"storage={tmp_path}"]  # fmt: skip
+    sets = ["search.scheduler.type=halving", "search.scheduler.first_rung=2", f"storage={tmp_path}"]
     table = load_table(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml", sets)
     scheduler = cell_scheduler(table.plan(), StudyLayout.for_spec(table.base))
     assert isinstance(scheduler, HalvingScheduler) and scheduler.budget == table.spec.search.num_trials
+    assert table.plan().lag == table.spec.search.num_trials  # reproducible: every trial of a cell asked at once
     assert scheduler.rung_epochs == halving_rungs(
         table.spec.train.epochs, 2, table.spec.search.scheduler.reduction_factor
     )
@@ -301,7 +300,8 @@ def test_a_halving_table_builds_its_scheduler_and_dumps_its_keys(tmp_path):
 
 
 def test_a_study_is_one_cell_under_halving_and_is_refused_where_a_table_would_be(tmp_path, spec_dict):
-    """A study gets the table's scheduler as its one cell (study.plan), and the table's refusals."""
+    """A study gets the table's scheduler as its one cell (study.plan), the table's lag under halving, and its
+    refusals."""
     from study.layout import StudyLayout
     from study.loading import parse_spec
     from study.plan import StudyPlan
@@ -310,10 +310,11 @@ def test_a_study_is_one_cell_under_halving_and_is_refused_where_a_table_would_be
 
     spec_dict.update(storage=str(tmp_path), validation={"kind": "holdout"})
     spec_dict["train"]["epochs"] = 4
-    spec_dict["search"].update(scheduler={"type": "halving", "first_rung": 1}, reproducible=False, num_trials=4)
+    spec_dict["search"].update(scheduler={"type": "halving", "first_rung": 1}, num_trials=4)
     spec = parse_spec(spec_dict)
     scheduler = cell_scheduler(StudyPlan.of_study(spec), StudyLayout.for_spec(spec))
     assert isinstance(scheduler, HalvingScheduler) and scheduler.cells == [(spec.name, {})] and scheduler.budget == 4
-    spec_dict["search"]["reproducible"] = True
-    with pytest.raises(SpecError, match="set search.reproducible: false"):
+    assert StudyPlan.of_study(spec).lag == 4  # reproducible under halving: every trial asked at once
+    spec_dict["search"]["scheduler"]["first_rung"] = 4
+    with pytest.raises(SpecError, match="first_rung 4 must be below train.epochs 4"):
         parse_spec(spec_dict)

@@ -466,3 +466,19 @@ def test_a_shared_value_the_study_schema_refuses_is_one_line():
     with pytest.raises(SpecError) as e:
         parse_table(_table(storage="ftp://x/y"), "t.yaml")
     assert "storage: scheme 'ftp' is not a filesystem" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_trial_stopped_without_a_result_keeps_the_cost_of_its_last_one():
+    """A scheduler may stop a trial that waits, paused, at a rung (study.search.halving): Ray completes it with no
+    result, and its Optuna trial still gets the cost its last result reported."""
+    from trainables.schema.metric_names import COST_MODEL_EPOCHS, COST_WALL
+
+    search, _ = _quick_searcher(2, None)
+    search.suggest("t0")
+    result = {"val/recall_at_1": 0.4, "epoch": 1, "training_iteration": 1, COST_MODEL_EPOCHS: 3.0, COST_WALL: 12.5}
+    search.on_trial_result("t0", result)
+    search.on_trial_complete("t0", None)
+    trial = search.cells[0][2]._ot_study.trials[0]
+    assert trial.state.name == "PRUNED"
+    assert trial.user_attrs[COST_MODEL_EPOCHS] == 3.0 and trial.user_attrs[COST_WALL] == 12.5
+    assert search.last_cost == {}  # forgotten once the trial ended

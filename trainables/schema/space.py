@@ -198,7 +198,7 @@ class SearchSpec(_Strict):
         return self
 
 
-def check_halving(scheduler: SchedulerSpec, num_trials: int, reproducible: bool, epochs: int) -> None:
+def check_halving(scheduler: SchedulerSpec, num_trials: int, epochs: int) -> None:
     """What synchronous successive halving needs besides its own keys' ranges (study/search/halving.py), for a study
     and a table alike (their ``search`` and ``train.epochs``); :class:`ValueError` with one line."""
     if scheduler.first_rung >= epochs:
@@ -210,10 +210,4 @@ def check_halving(scheduler: SchedulerSpec, num_trials: int, reproducible: bool,
         raise ValueError(
             f"search.scheduler.hedge {scheduler.hedge} must be below search.num_trials {num_trials}: every "
             "trial of a cell would run to the end"
-        )
-    if reproducible:
-        raise ValueError(
-            "search.scheduler halving decides a cell's first rung once every trial of the cell has reached it, and "
-            "search.reproducible asks a cell's trial only after earlier ones finished: they would wait on each other; "
-            "set search.reproducible: false (under halving a cell's trials are all drawn before its first decision)"
         )

@@ -408,7 +408,7 @@ class StudySpec(_Strict):
     def _check_scheduler(self) -> StudySpec:
         s = self.search
         if s.scheduler.type == "halving":  # a study is a table of one cell: the table's rule (trainables.schema.table)
-            check_halving(s.scheduler, s.num_trials, s.reproducible, self.train.epochs)
+            check_halving(s.scheduler, s.num_trials, self.train.epochs)
         return self
 
     @property

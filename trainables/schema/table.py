@@ -226,7 +226,7 @@ class TableSpec(_Strict):
                 f"{self.train.epochs}: ASHA could never stop a trial"
             )
         if scheduler.type == "halving":
-            check_halving(self.search.scheduler, self.search.num_trials, self.search.reproducible, self.train.epochs)
+            check_halving(self.search.scheduler, self.search.num_trials, self.train.epochs)
         for key, values in self.cells.items():
             if not values or len(values) != len({repr(v) for v in values}):
                 raise ValueError(f"cells.{key}: a non-empty list of distinct values")
