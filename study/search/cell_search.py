@@ -144,9 +144,8 @@ class CellSearch(Searcher):
         if (searcher := self._searcher(trial_id)) is not None:
             # A scheduler may stop a trial that waits, paused, at a rung (study.search.halving): Ray then completes it
             # with no result, so its cost so far is kept from its last one.
-            self.last_cost[trial_id] = {
-                k: float(v) for k in COST_METRICS if isinstance(v := result.get(k), (int, float))
-            }
+            costs = {k: float(v) for k in COST_METRICS if isinstance(v := result.get(k), (int, float))}
+            self.__dict__.setdefault("last_cost", {})[trial_id] = costs  # (a dispatcher pickled before it had one)
             searcher.on_trial_result(trial_id, result)
 
     @through_ray  # a store outage past its budget ends the driver, not the trial
@@ -163,7 +162,8 @@ class CellSearch(Searcher):
             elif self.replace_lost and self.replaced[index] < self.budget:
                 self.replaced[index] += 1  # lost, not evaluated: the cell asks another
         self.ended.add(trial_id)
-        self._record_cost(searcher, trial_id, {**self.last_cost.pop(trial_id, {}), **(result or {})})
+        last = self.__dict__.setdefault("last_cost", {}).pop(trial_id, {})
+        self._record_cost(searcher, trial_id, {**last, **(result or {})})
         searcher.on_trial_complete(trial_id, result=result, error=error)
 
     @staticmethod
