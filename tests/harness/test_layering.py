@@ -139,3 +139,25 @@ def test_the_checker_sees_a_new_door_to_the_stores(tmp_path):
         "dashboards.rdb opens an Optuna storage (optuna.storages.RDBStorage, line 3) (only study.tracking may)",
         "study.status opens an Optuna storage (optuna.load_study, line 4) (only study.tracking may)",
     ]
+
+
+def test_an_import_through_a_face_is_the_import_of_the_module_that_holds_the_name(tmp_path):
+    """``from study.search import run_study`` (study.runtime.face) is checked as an import of ``study.search.driver``:
+    an upward one is seen through the face."""
+    _plant(
+        tmp_path,
+        {
+            "trainables": {},
+            "trainables/schema": {},
+            "study": {"validation.py": "from study.search import run_study\n"},
+            "study/search": {"driver.py": "def run_study():\n    pass\n"},
+            "study/table": {"spec.py": "from study.search import run_study\n"},
+            "dashboards": {},
+        },
+    )
+    (tmp_path / "study" / "search" / "__init__.py").write_text(
+        'FACE: dict[str, str] = {"run_study": "study.search.driver"}\n'
+    )
+    graph = import_graph(tmp_path)
+    assert ("study.search.driver", "module") in graph["study.table.spec"]
+    assert upward_imports(graph) == ["study.validation (study.validation) imports study.search.driver (study.search)"]
