@@ -1,0 +1,103 @@
+"""A table started by the code before issue 49 moved the engine (a study became a table of one cell; the table's
+searcher, scheduler and live view moved into the search wing) resumes with today's code: the old driver is stopped
+mid-search with SIGUSR1, and the new one continues it with ``--resume`` from the pickles the old one wrote (Ray's
+``tuner.pkl`` names ``study.table.search.TableSearch`` and ``study.table.progress.TableProgress``:
+:mod:`study.search.old_names`). Read back from Optuna and MLflow: every cell has exactly its budget, nothing twice.
+
+The old code is the commit before the moves, taken from this clone's history (``git archive``); a clone without that
+history skips, saying so."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from harness.driver import REPO, driver_env, mlflow_children, tiny_table
+from harness.kill_resume import continue_args, run_and_stop, signal_driver
+from trainables.schema import record as R
+
+pytestmark = pytest.mark.e2e
+
+#: The last commit before issue 49's moves (harness/moves/issue49_one_path.sh).
+BEFORE_THE_MOVE = "de50bb59"
+NAME, TRIALS, CELLS = "t_premove", 2, ("ms.p0.2", "spl.p0.2")
+
+
+def _old_code(into: Path) -> Path:
+    """The packages as they were before the move, unpacked under ``into``."""
+    if subprocess.run(["git", "cat-file", "-e", f"{BEFORE_THE_MOVE}^{{commit}}"], cwd=REPO).returncode != 0:
+        pytest.skip(f"commit {BEFORE_THE_MOVE} (before issue 49's moves) is not in this clone's history")
+    archive = subprocess.run(
+        ["git", "archive", BEFORE_THE_MOVE, "study", "trainables", "dashboards", "harness"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout
+    into.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def _states(study_dir: Path) -> dict[str, list[str]]:
+    db = study_dir / R.OPTUNA_DB
+    if not db.exists():
+        return {}
+    storage = R.sqlite_uri(db)
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    return {
+        c: [t.state.name for t in optuna.load_study(study_name=f"{NAME}.{c}", storage=storage).get_trials()]
+        for c in CELLS
+        if f"{NAME}.{c}" in names
+    }
+
+
+def _two_ended(study_dir: Path) -> bool:
+    try:
+        return sum(s.count("COMPLETE") for s in _states(study_dir).values()) >= 2
+    except Exception:  # the store is being created or written
+        return False
+
+
+def test_a_table_started_before_the_move_resumes_after_it(tmp_path):
+    old = _old_code(tmp_path / "before")
+    spec = tmp_path / R.SPEC_FILE
+    spec.write_text(yaml.safe_dump(tiny_table(NAME, 3, 120, TRIALS, 1)))
+    study_dir = tmp_path / R.DEFAULT_STORAGE / NAME
+    ray_tmp = tempfile.mkdtemp(prefix="rm", dir="/tmp")
+    first = run_and_stop(
+        tmp_path,
+        driver_env(ray_tmp, PYTHONPATH=str(old)),
+        [str(spec), "--no-dashboard"],
+        study_dir,
+        _two_ended,
+        signal_driver(signal.SIGUSR1),
+        timeout=300,
+    )
+    assert not first["finished_before_kill"], "the old table ended before the stop"
+    assert first["code"] == 3, first["output"][-2000:]
+    at_stop = _states(study_dir)
+    assert 2 <= sum(s.count("COMPLETE") for s in at_stop.values()) < len(CELLS) * TRIALS, at_stop
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "study.run", *continue_args(first["output"])],
+        cwd=tmp_path,
+        env=driver_env(ray_tmp),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert _states(study_dir) == {c: ["COMPLETE"] * TRIALS for c in CELLS}
+    _, parents, children = mlflow_children(study_dir, NAME)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    search = [r for r in children if r.data.tags[R.STAGE] == R.STAGE_SEARCH]
+    assert len({r.data.tags[R.TRIAL_ID] for r in search}) == len(search) == len(CELLS) * TRIALS
+    assert sorted(r.data.tags[R.GROUP] for r in children if r.data.tags[R.STAGE] == R.STAGE_FINAL) == list(CELLS)
+    assert (study_dir / R.TABLE_REPORT_FILE).exists()
