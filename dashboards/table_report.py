@@ -5,6 +5,10 @@ early, failed (a lost trial is replaced, one whose loss was not finite counts as
 (model-epochs, wall, GPU-hours on a GPU, the share early stopping saved: study.table.status), the best validation score and
 its parameters with a flag where one sits at an end of its searched range (:func:`study.table.status.edge_flag`), and
 the final seeds retrained. The study directory may be a local path or an object-store URI (``s3://…``).
+
+With ``search.replicates`` R > 1 the comparison tables are replicate 0's (the table as it would have run without
+replicates) and a section follows on the search's own variance over all R (:mod:`dashboards.compare.replicates`);
+with R = 1 the report is what it was before replicates existed.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from dashboards.compare.cli import read_study, render_markdown
+from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
 from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardError
 from study.console import format_table
@@ -32,10 +39,15 @@ def table_report(table: Table, study_dir: str) -> str:
     parts = [f"# Table {table.spec.name}", "", table.size_line(), ""]
     try:
         data = read_study(study_dir)
-        comparison = build_comparison(
-            data.runs, table.reference_family, final_metric(table.base.search.metric), studies=[table.base.name]
-        )
+        runs, metric = data.runs, final_metric(table.base.search.metric)
+        if table.replicates > 1:  # the comparison tables: replicate 0's final runs
+            runs = runs.filter(pl.col(R.GROUP).is_in([c.label for c in table.cells if c.replicate == 0]))
+        comparison = build_comparison(runs, table.reference_family, metric, studies=[table.base.name])
         parts.append(render_markdown(comparison))
+        if table.replicates > 1:
+            values = replicate_values(data.runs, metric, {c.label: c.replicate for c in table.cells})
+            rows = replicate_rows(values, table.reference_family)
+            parts += render_replicates(rows, table.reference_family, metric, table.replicates)
     except DashboardError as e:
         parts += [f"(no comparison: {e})", ""]
     metric = table.base.search.metric

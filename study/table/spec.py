@@ -371,7 +371,11 @@ class _Sections:
 
 
 def _cell(
-    spec: TableSpec, sections: _Sections, point: tuple[str, dict[str, Any], tuple[str, ...]], replicate: int, source: str
+    spec: TableSpec,
+    sections: _Sections,
+    point: tuple[str, dict[str, Any], tuple[str, ...]],
+    replicate: int,
+    source: str,
 ) -> TableCell:
     """One (arm, condition, the condition keys it names) of :func:`_conditions`, replicate ``replicate``, as a
     validated cell."""

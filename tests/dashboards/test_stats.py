@@ -130,9 +130,13 @@ def test_one_replicate_is_the_paired_seed_bootstrap_and_identical_replicates_add
     assert one is not None and one.seeds == 7
     assert one.delta == pytest.approx(np.mean([_ARM[s] - _REF[s] for s in _REF]), abs=1e-15)
     assert (one.low, one.high) == pytest.approx(brute, abs=1e-12)
-    assert one.same_sign == 1.0 and one.per_replicate == (stats.paired_difference(list(_ARM.values()), list(_REF.values())),)
+    assert one.same_sign == 1.0 and one.per_replicate == (
+        stats.paired_difference(list(_ARM.values()), list(_REF.values())),
+    )
     same = stats.replicated_difference([_ARM] * 3, [_REF] * 2)  # the replicate level has no variance: adds nothing
-    assert same is not None and (same.delta, same.low, same.high) == pytest.approx((one.delta, one.low, one.high), abs=1e-12)
+    assert same is not None and (same.delta, same.low, same.high) == pytest.approx(
+        (one.delta, one.low, one.high), abs=1e-12
+    )
     assert same.same_sign == 1.0 and same.holds and len(same.per_replicate) == 2
 
 
