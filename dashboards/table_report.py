@@ -36,20 +36,7 @@ __all__ = ["table_report", "write_table_report"]
 
 def table_report(table: Table, study_dir: str) -> str:
     """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell."""
-    parts = [f"# Table {table.spec.name}", "", table.size_line(), ""]
-    try:
-        data = read_study(study_dir)
-        runs, metric = data.runs, final_metric(table.base.search.metric)
-        if table.replicates > 1:  # the comparison tables: replicate 0's final runs
-            runs = runs.filter(pl.col(R.GROUP).is_in([c.label for c in table.cells if c.replicate == 0]))
-        comparison = build_comparison(runs, table.reference_family, metric, studies=[table.base.name])
-        parts.append(render_markdown(comparison))
-        if table.replicates > 1:
-            values = replicate_values(data.runs, metric, {c.label: c.replicate for c in table.cells})
-            rows = replicate_rows(values, table.reference_family)
-            parts += render_replicates(rows, table.reference_family, metric, table.replicates)
-    except DashboardError as e:
-        parts += [f"(no comparison: {e})", ""]
+    parts = [f"# Table {table.spec.name}", "", table.size_line(), "", *_comparison(table, study_dir)]
     metric = table.base.search.metric
     cells = table_status(table)
     rows = [
@@ -70,6 +57,24 @@ def table_report(table: Table, study_dir: str) -> str:
     if (use := slot_use(cells, table.spec.search.max_concurrent)) is not None:
         parts += [use.text(), ""]
     return "\n".join(parts)
+
+
+def _comparison(table: Table, study_dir: str) -> list[str]:
+    """The comparison tables (replicate 0's when the table has replicates) and, with replicates, the search's own
+    variance over all of them; one line instead when there is nothing to compare."""
+    try:
+        data = read_study(study_dir)
+        runs, metric = data.runs, final_metric(table.base.search.metric)
+        if table.replicates > 1:
+            runs = runs.filter(pl.col(R.GROUP).is_in([c.label for c in table.cells if c.replicate == 0]))
+        parts = [render_markdown(build_comparison(runs, table.reference_family, metric, studies=[table.base.name]))]
+        if table.replicates > 1:
+            values = replicate_values(data.runs, metric, {c.label: c.replicate for c in table.cells})
+            rows = replicate_rows(values, table.reference_family)
+            parts += render_replicates(rows, table.reference_family, metric, table.replicates)
+        return parts
+    except DashboardError as e:
+        return [f"(no comparison: {e})", ""]
 
 
 def write_table_report(table: Table, layout: StudyLayout, parent_run_id: str) -> tuple[str, str]:
