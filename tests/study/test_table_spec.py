@@ -398,14 +398,18 @@ def test_a_resumed_table_may_change_its_outage_budget_only(tmp_path):
         StudyExistsError, match="differs from the one 'table_glyphs_quick' was started with at train.epochs"
     ):
         _check_saved_table(epochs, layout, resume=True)
-    # A table started before tables took a scheduler (its table.yaml has none) resumes as FIFO, and only so.
+    # A table started before tables took a scheduler or replicates (its table.yaml has neither) resumes as FIFO with
+    # one search per cell, and only so.
     old = yaml.safe_load(_table_text(started))
-    del old["search"]["scheduler"]
+    del old["search"]["scheduler"], old["search"]["replicates"]
     write_bytes(layout.table_file, yaml.safe_dump(old).encode())
     _check_saved_table(started, layout, resume=True)
     asha = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.scheduler.type=asha"])
     with pytest.raises(StudyExistsError, match="at search.scheduler.type"):
         _check_saved_table(asha, layout, resume=True)
+    replicated = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.replicates=2"])
+    with pytest.raises(StudyExistsError, match="at search.replicates"):
+        _check_saved_table(replicated, layout, resume=True)
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
