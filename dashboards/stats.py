@@ -36,6 +36,8 @@ __all__ = [
     "iqm",
     "probability_of_improvement",
     "stratified_bootstrap_ci",
+    "ReplicatedDifference",
+    "replicated_difference",
     "BOOTSTRAP_SAMPLES",
     "BOOTSTRAP_SEED",
 ]
@@ -204,3 +206,74 @@ def stratified_bootstrap_ci(
         values[b] = statistic(*resampled)
     low, high = np.percentile(values, [2.5, 97.5])
     return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class ReplicatedDifference:
+    """An arm − reference difference over ``search.replicates`` searches of each (docs/tables.md, "The search's own
+    variance"): :func:`replicated_difference`."""
+
+    #: Mean over the arm's replicates and the common seeds, less the reference's.
+    delta: float
+    #: The hierarchical bootstrap's percentile 95 % interval.
+    low: float
+    high: float
+    #: Share of (arm replicate i, reference replicate j) pairs whose mean paired Δ has the sign of ``delta``.
+    same_sign: float
+    #: Replicate r of the arm − replicate r of the reference (replicate r of every arm is one complete table), paired
+    #: over the common seeds: :func:`paired_difference`.
+    per_replicate: tuple[Difference, ...]
+    #: The final seeds every replicate of both arms has.
+    seeds: int
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 0.0 or self.high < 0.0
+
+    @property
+    def holds(self) -> bool:
+        """The conclusion holds in every replicate: its Δ has the overall sign and its own interval excludes 0
+        exactly when the overall one does."""
+        sign = np.sign(self.delta)
+        return all(
+            np.sign(d.delta) == sign and (d.low > 0.0 or d.high < 0.0) == self.significant for d in self.per_replicate
+        )
+
+
+def replicated_difference(
+    x: Sequence[Values], y: Sequence[Values], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+) -> ReplicatedDifference | None:
+    """``x − y`` where ``x`` and ``y`` are each a list of replicates (independent searches of one arm × condition, each
+    winner retrained on the same final seeds: seed → value); ``None`` with fewer than 2 seeds common to all.
+
+    The interval is a two-level (hierarchical) percentile bootstrap (Davison & Hinkley 1997, "Bootstrap Methods and
+    their Application", §3.8: resample the top-level units, then within them; Bouthillier et al. 2021, "Accounting
+    for Variance in Machine Learning Benchmarks", MLSys: the choice of hyperparameters is a source of variance that a
+    benchmark must randomise, not fix). Each draw resamples the replicates of ``x`` and of ``y`` with replacement,
+    **independently**: replicates are independent searches (each arm's sampler seed is its own, the index r shares no
+    randomness between arms), so pairing them by index would add nothing true and drop nothing false. Then it
+    resamples the final seeds with replacement **once for all** chosen replicates of both sides: a seed is the same
+    noisy labels and initialisation for every replicate and arm (a crossed factor, not one nested in each replicate),
+    so the arm and reference stay paired by seed and a seed's shared effect is not averaged away as if each replicate
+    had its own (Owen 2007, "The pigeonhole bootstrap", for crossed designs). With one replicate each the interval is
+    the paired percentile bootstrap over seeds; with identical replicates it is that same interval. The generator
+    draws the seeds first, so both hold draw for draw. ``samples`` resamples from ``default_rng(seed)``: reproducible.
+    """
+    common = sorted(set.intersection(*(set(v) for v in (*x, *y)))) if x and y else []
+    if len(common) < 2:
+        return None
+    a = np.array([[v[s] for s in common] for v in x], dtype=float)  # (replicates of x, seeds)
+    b = np.array([[v[s] for s in common] for v in y], dtype=float)
+    n = len(common)
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, n, size=(samples, 1, n))
+    pick_a = rng.integers(0, len(a), size=(samples, len(a), 1))
+    pick_b = rng.integers(0, len(b), size=(samples, len(b), 1))
+    boot = a[pick_a, drawn].mean(axis=(1, 2)) - b[pick_b, drawn].mean(axis=(1, 2))
+    low, high = np.percentile(boot, [2.5, 97.5])
+    delta = float(a.mean() - b.mean())
+    pairs = a.mean(axis=1)[:, None] - b.mean(axis=1)[None, :]
+    per = tuple(paired_difference(a[r], b[r]) for r in range(min(len(a), len(b))))
+    return ReplicatedDifference(
+        delta, float(low), float(high), float(np.mean(np.sign(pairs) == np.sign(delta))), per, n
+    )

@@ -5,6 +5,10 @@ early, failed (a lost trial is replaced, one whose loss was not finite counts as
 (model-epochs, wall, GPU-hours on a GPU, the share early stopping saved: study.table.status), the best validation score and
 its parameters with a flag where one sits at an end of its searched range (:func:`study.table.status.edge_flag`), and
 the final seeds retrained. The study directory may be a local path or an object-store URI (``s3://…``).
+
+With ``search.replicates`` R > 1 the comparison tables are replicate 0's (the table as it would have run without
+replicates) and a section follows on the search's own variance over all R (:mod:`dashboards.compare.replicates`);
+with R = 1 the report is what it was before replicates existed.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from dashboards.compare.cli import read_study, render_markdown
+from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
 from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardError
 from study.console import format_table
@@ -29,15 +36,7 @@ __all__ = ["table_report", "write_table_report"]
 
 def table_report(table: Table, study_dir: str) -> str:
     """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell."""
-    parts = [f"# Table {table.spec.name}", "", table.size_line(), ""]
-    try:
-        data = read_study(study_dir)
-        comparison = build_comparison(
-            data.runs, table.reference_family, final_metric(table.base.search.metric), studies=[table.base.name]
-        )
-        parts.append(render_markdown(comparison))
-    except DashboardError as e:
-        parts += [f"(no comparison: {e})", ""]
+    parts = [f"# Table {table.spec.name}", "", table.size_line(), "", *_comparison(table, study_dir)]
     metric = table.base.search.metric
     cells = table_status(table)
     rows = [
@@ -58,6 +57,24 @@ def table_report(table: Table, study_dir: str) -> str:
     if (use := slot_use(cells, table.spec.search.max_concurrent)) is not None:
         parts += [use.text(), ""]
     return "\n".join(parts)
+
+
+def _comparison(table: Table, study_dir: str) -> list[str]:
+    """The comparison tables (replicate 0's when the table has replicates) and, with replicates, the search's own
+    variance over all of them; one line instead when there is nothing to compare."""
+    try:
+        data = read_study(study_dir)
+        runs, metric = data.runs, final_metric(table.base.search.metric)
+        if table.replicates > 1:
+            runs = runs.filter(pl.col(R.GROUP).is_in([c.label for c in table.cells if c.replicate == 0]))
+        parts = [render_markdown(build_comparison(runs, table.reference_family, metric, studies=[table.base.name]))]
+        if table.replicates > 1:
+            values = replicate_values(data.runs, metric, {c.label: c.replicate for c in table.cells})
+            rows = replicate_rows(values, table.reference_family)
+            parts += render_replicates(rows, table.reference_family, metric, table.replicates)
+        return parts
+    except DashboardError as e:
+        return [f"(no comparison: {e})", ""]
 
 
 def write_table_report(table: Table, layout: StudyLayout, parent_run_id: str) -> tuple[str, str]:

@@ -34,6 +34,8 @@ __all__ = [
     "ALPHA",
     "CLEAN_SUBSET",
     "cell_values",
+    "run_cell",
+    "final_finished",
     "study_labels",
     "clean_reference",
     "reference_cell",
@@ -200,6 +202,21 @@ def study_labels(names: Sequence[str]) -> dict[str, str]:
     return {name: name[cut:] or name for name in names}
 
 
+def final_finished(runs: pl.DataFrame, column: str) -> pl.DataFrame:
+    """The final stage's FINISHED runs of ``runs`` with a finite ``column``."""
+    return runs.filter(
+        (pl.col(R.STAGE) == R.STAGE_FINAL) & (pl.col("status") == "FINISHED") & pl.col(column).is_finite()
+    )
+
+
+def run_cell(run: dict) -> Cell:
+    """The noise cell of one run (a row of a ``DashboardData.runs`` frame), without its study's label."""
+    ratio = float(run[R.NOISE_RATIO])
+    # At p = 0 the noise kind means nothing (the tag is whatever the spec's default kind was): one clean column.
+    kind = (run[R.NOISE_KIND] or "none") if ratio > 0.0 else "none"
+    return Cell(run[R.FAMILY], kind, ratio, run[R.SUBSET] or CLEAN_SUBSET)
+
+
 def cell_values(runs: pl.DataFrame, metric: str) -> Cells:
     """The final stage's FINISHED runs of ``runs`` (a ``DashboardData.runs`` frame, several studies allowed) per
     cell and seed. A family that two studies hold on the same noise cell gets one row per study: every cell of that
@@ -209,16 +226,10 @@ def cell_values(runs: pl.DataFrame, metric: str) -> Cells:
     configs: dict[Cell, str] = {}
     if column not in runs.columns:
         return Cells(values, configs)
-    final = runs.filter(
-        (pl.col(R.STAGE) == R.STAGE_FINAL) & (pl.col("status") == "FINISHED") & pl.col(column).is_finite()
-    )
     held: dict[tuple[Cell, str], dict[int, float]] = {}
     held_configs: dict[tuple[Cell, str], str] = {}
-    for r in final.iter_rows(named=True):
-        ratio = float(r[R.NOISE_RATIO])
-        # At p = 0 the noise kind means nothing (the tag is whatever the spec's default kind was): one clean column.
-        kind = (r[R.NOISE_KIND] or "none") if ratio > 0.0 else "none"
-        key = (Cell(r[R.FAMILY], kind, ratio, r[R.SUBSET] or CLEAN_SUBSET), r["experiment"])
+    for r in final_finished(runs, column).iter_rows(named=True):
+        key = (run_cell(r), r["experiment"])
         held.setdefault(key, {})[int(r[R.SEED])] = float(r[column])
         held_configs[key] = r["config"]
     studies_of: dict[Cell, set[str]] = {}

@@ -45,9 +45,10 @@ def _check_saved_table(table: Table, layout: StudyLayout, resume: bool) -> None:
     saved = read_bytes(layout.table_file)
     if not resume or saved is None:
         return
-    # A table started before tables took a scheduler saved none: it ran FIFO, today's default.
-    before_schedulers = flatten({"search": {"scheduler": SchedulerSpec().model_dump(mode="json")}})
-    old = {**before_schedulers, **flatten(yaml.safe_load(saved) or {})}
+    # A table started before tables took a scheduler saved none: it ran FIFO, today's default; one started before
+    # replicates saved none: it searched each cell once, today's default.
+    before = flatten({"search": {"scheduler": SchedulerSpec().model_dump(mode="json"), "replicates": 1}})
+    old = {**before, **flatten(yaml.safe_load(saved) or {})}
     new = flatten(yaml.safe_load(_table_text(table)))
     changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in OPERATIONAL_KEYS)
     if changed:

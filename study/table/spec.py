@@ -8,6 +8,11 @@ names, the family's rules, every search-space name at both ends of its range), s
 what a study would be refused for, with one line naming the arm and cell. What a trial of a cell is given besides
 the base spec is the cell's ``fixed`` values (family, condition, the arm's params) and its sampled ones: one Ray
 Tune experiment then holds every cell's trials (:mod:`study.table.run`).
+
+With ``search.replicates: R`` every arm × condition is R cells, each a full search of its own with its own sampler
+seed (:func:`replicate_seed`): replicate 0 is the table as it was (its labels, Optuna study names and seeds), replicate
+r ≥ 1 is labelled ``<arm>.<condition>.r<r>`` (study ``<table>.<arm>.<condition>.r<r>``). Each is a cell like any
+other for the driver, the status screen and the final stage; the report groups them back by :attr:`TableCell.key`.
 """
 
 from __future__ import annotations
@@ -31,10 +36,25 @@ from trainables.schema.spec import StudySpec
 from trainables.schema.table import TableSpec
 from trainables.schema.trial import set_path, spec_error
 
-__all__ = ["TableCell", "Table", "RunSpec", "is_table", "load_run", "load_table", "parse_table"]
+__all__ = [
+    "TableCell",
+    "Table",
+    "RunSpec",
+    "is_table",
+    "load_run",
+    "load_table",
+    "parse_table",
+    "replicate_seed",
+    "REPLICATE_SEED_STEP",
+]
 
 #: Keys of a table spec that are not a study's.
 _TABLE_ONLY = ("reference", "arms", "cells", "extra_cells")
+#: Keys of a table's ``search`` that are not a cell's (a cell is one study: its spec has no such key).
+_TABLE_SEARCH_ONLY = ("max_hours", "epoch_seconds", "replicates")
+#: Replicate r's sampler seed is the arm's + r × this, mod 2³² (:func:`replicate_seed`): an odd constant (⌊2³²/φ⌋,
+#: Knuth's multiplicative hash), so r ↦ r × step mod 2³² is a bijection and no two replicates of an arm share a seed.
+REPLICATE_SEED_STEP = 0x9E3779B1
 
 
 @dataclass(frozen=True)
@@ -49,10 +69,18 @@ class TableCell:
     spec: StudySpec
     #: The condition keys this cell sets itself (the others are at the shared value): its label shows these.
     named: tuple[str, ...]
+    #: Which of ``search.replicates`` independent searches of this arm × condition (0: the table's own).
+    replicate: int = 0
+
+    @property
+    def key(self) -> str:
+        """The arm × condition the cell searches, the same for all its replicates: ``bspml.p0.2``."""
+        return f"{self.arm}.{condition_label({k: self.condition[k] for k in self.named})}"
 
     @property
     def label(self) -> str:
-        return f"{self.arm}.{condition_label({k: self.condition[k] for k in self.named})}"
+        """The cell's own name (its final group, its row on ``--status``): :attr:`key`, ``.r<r>`` for replicate r ≥ 1."""
+        return self.key + (f".r{self.replicate}" if self.replicate else "")
 
     @property
     def study_name(self) -> str:
@@ -80,6 +108,12 @@ class Table:
             search_share=self.search_share(),
             title=f"table {self.spec.name}",
         )
+
+    @property
+    def replicates(self) -> int:
+        """``search.replicates``: the searches per arm × condition; :attr:`cells` holds every replicate's cell, so
+        :attr:`search_trials` and :attr:`final_runs` count them (R × the search, R × the final stage)."""
+        return self.spec.search.replicates
 
     @property
     def reference_family(self) -> str:
@@ -257,7 +291,7 @@ def parse_table(raw: Any, source: str = "table") -> Table:
     except ValidationError as e:
         raise spec_error(e).within(source) from None
     shared = {k: v for k, v in raw.items() if k not in _TABLE_ONLY and k != "search"}
-    search = {k: v for k, v in (raw.get("search") or {}).items() if k not in ("max_hours", "epoch_seconds")}
+    search = {k: v for k, v in (raw.get("search") or {}).items() if k not in _TABLE_SEARCH_ONLY}
     search.update(num_trials=spec.search.num_trials, max_concurrent=spec.search.max_concurrent)
     final = {"seeds": spec.final.seeds, "reseed_noise": spec.final.reseed_noise}
     base_tree = {
@@ -268,7 +302,8 @@ def parse_table(raw: Any, source: str = "table") -> Table:
         "final": final,
     }
     sections = _Sections(shared, search, final)
-    cells = [_cell(spec, sections, point, source) for point in _conditions(spec, base_tree)]
+    replicates = range(spec.search.replicates)
+    cells = [_cell(spec, sections, point, r, source) for point in _conditions(spec, base_tree) for r in replicates]
     labels = [c.label for c in cells]
     if len(set(labels)) != len(labels):
         dup = next(label for label in labels if labels.count(label) > 1)
@@ -304,9 +339,9 @@ def _conditions(spec: TableSpec, base_tree: dict[str, Any]) -> list[tuple[str, d
     return out
 
 
-def arm_sampler(spec: TableSpec, arm_name: str) -> dict[str, Any]:
+def arm_sampler(spec: TableSpec, arm_name: str, replicate: int = 0) -> dict[str, Any]:
     """The sampler settings of an arm's cells: the table's, seeded per arm with ``search.sampler.seed`` + CRC-32 of the
-    arm's name (mod 2³²).
+    arm's name (mod 2³²); replicate r ≥ 1 of the arm's cells: that seed moved by :func:`replicate_seed`.
 
     Why per arm: with one seed every arm's random start-up draws the same quantiles of its ranges (measured on the
     first glyphs table, docs/tables.md: its two one-parameter arms, PRISM and kNN rejection, drew the same 8
@@ -317,8 +352,16 @@ def arm_sampler(spec: TableSpec, arm_name: str) -> dict[str, Any]:
     salts ``hash`` per process, and a resumed or repeated table must draw the same."""
     sampler = spec.search.sampler.model_dump(mode="json")
     if sampler["seed"] is not None:
-        sampler["seed"] = (sampler["seed"] + zlib.crc32(arm_name.encode())) % 2**32
+        sampler["seed"] = replicate_seed((sampler["seed"] + zlib.crc32(arm_name.encode())) % 2**32, replicate)
     return sampler
+
+
+def replicate_seed(seed: int, replicate: int) -> int:
+    """Replicate ``replicate``'s sampler seed from its arm's ``seed``: ``(seed + replicate × REPLICATE_SEED_STEP) mod
+    2³²``; replicate 0 keeps ``seed`` exactly (an existing table resumes and reruns unchanged). Since the arm's seed is
+    the table's + CRC-32 of its name, replicate r of every arm is the table as it would run with
+    ``search.sampler.seed`` + r × :data:`REPLICATE_SEED_STEP`: replicate r of the whole table is one complete table."""
+    return (seed + replicate * REPLICATE_SEED_STEP) % 2**32
 
 
 @dataclass(frozen=True)
@@ -331,9 +374,14 @@ class _Sections:
 
 
 def _cell(
-    spec: TableSpec, sections: _Sections, point: tuple[str, dict[str, Any], tuple[str, ...]], source: str
+    spec: TableSpec,
+    sections: _Sections,
+    point: tuple[str, dict[str, Any], tuple[str, ...]],
+    replicate: int,
+    source: str,
 ) -> TableCell:
-    """One (arm, condition, the condition keys it names) of :func:`_conditions` as a validated cell."""
+    """One (arm, condition, the condition keys it names) of :func:`_conditions`, replicate ``replicate``, as a
+    validated cell."""
     arm_name, condition, named = point
     arm = spec.arms[arm_name]
     tree = copy.deepcopy(sections.shared)
@@ -343,14 +391,14 @@ def _cell(
         if "." in key:
             set_path(tree, tuple(key.split(".")), value, f"arms.{arm_name}.params.{key}")
     condition_name = condition_label({k: condition[k] for k in named})
-    label = f"{arm_name}.{condition_name}"
+    label = f"{arm_name}.{condition_name}" + (f".r{replicate}" if replicate else "")
     tree.update(
         name=f"{spec.name}.{label}",
         family=arm.family,
         params={k: v for k, v in arm.params.items() if "." not in k},
         search={
             **sections.search,
-            "sampler": arm_sampler(spec, arm_name),
+            "sampler": arm_sampler(spec, arm_name, replicate),
             "space": {k: v.model_dump(mode="json") for k, v in arm.space.items()},
         },
         final=sections.final,
@@ -361,4 +409,4 @@ def _cell(
         where = f"arms.{arm_name} in cell {condition_name}"
         raise SpecError(e.message, f"{where}: {e.key}" if e.key else where, source) from None
     fixed = {"family": arm.family, **condition, **arm.params}
-    return TableCell(arm_name, condition, fixed, cell_spec, named)
+    return TableCell(arm_name, condition, fixed, cell_spec, named, replicate)

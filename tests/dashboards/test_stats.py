@@ -110,3 +110,49 @@ def test_recovered_share_by_hand_and_its_bootstrap_is_paired():
     assert not paired and share == pytest.approx(0.4) and low < 0.4 < high
     # Reproducible: the same seed gives the same interval.
     assert stats.recovered_share(shifted, ref_p, ref_0) == stats.recovered_share(shifted, ref_p, ref_0)
+
+
+# The search's own variance (issue 50): replicates × seeds. Seven seeds, the reference near 0.5.
+_REF = {s: 0.5 + 0.01 * v for s, v in enumerate([0.3, -1.1, 0.8, 0.0, -0.4, 1.2, -0.6])}
+_ARM = {s: _REF[s] + 0.01 + 0.005 * v for s, v in enumerate([1.0, -0.5, 0.2, 0.9, -1.3, 0.4, 0.1])}
+
+
+def _paired_seed_bootstrap(x, y, samples=stats.BOOTSTRAP_SAMPLES, seed=stats.BOOTSTRAP_SEED):
+    """The brute-force reference: the percentile bootstrap of the mean paired difference over seeds."""
+    d = np.array([x[s] - y[s] for s in sorted(x)])
+    idx = np.random.default_rng(seed).integers(0, d.size, size=(samples, d.size))
+    return tuple(np.percentile(d[idx].mean(axis=1), [2.5, 97.5]))
+
+
+def test_one_replicate_is_the_paired_seed_bootstrap_and_identical_replicates_add_nothing():
+    one = stats.replicated_difference([_ARM], [_REF])
+    brute = _paired_seed_bootstrap(_ARM, _REF)
+    assert one is not None and one.seeds == 7
+    assert one.delta == pytest.approx(np.mean([_ARM[s] - _REF[s] for s in _REF]), abs=1e-15)
+    assert (one.low, one.high) == pytest.approx(brute, abs=1e-12)
+    assert one.same_sign == 1.0 and one.per_replicate == (
+        stats.paired_difference(list(_ARM.values()), list(_REF.values())),
+    )
+    same = stats.replicated_difference([_ARM] * 3, [_REF] * 2)  # the replicate level has no variance: adds nothing
+    assert same is not None and (same.delta, same.low, same.high) == pytest.approx(
+        (one.delta, one.low, one.high), abs=1e-12
+    )
+    assert same.same_sign == 1.0 and same.holds and len(same.per_replicate) == 2
+
+
+def test_replicates_that_disagree_in_sign_widen_the_interval_and_give_the_share_of_agreeing_pairs():
+    """Arm replicates shifted +0.02, +0.01, −0.015 and reference replicates 0, +0.005 over the same seeds: the pairs'
+    mean Δ are the one-replicate Δ (≈ +0.0106) plus (0.02, 0.015, 0.01, 0.005, −0.015, −0.02); the overall Δ is the
+    one-replicate Δ + 0.005 − 0.0025 > 0, so 4 of the 6 pairs share its sign."""
+    base = stats.replicated_difference([_ARM], [_REF])
+    arm = [{s: v + shift for s, v in _ARM.items()} for shift in (0.02, 0.01, -0.015)]
+    ref = [{s: v + shift for s, v in _REF.items()} for shift in (0.0, 0.005)]
+    out = stats.replicated_difference(arm, ref)
+    assert base is not None and out is not None
+    assert out.delta == pytest.approx(base.delta + 0.0025, abs=1e-12) and out.delta > 0
+    assert out.same_sign == pytest.approx(4 / 6)
+    assert out.high - out.low > 2 * (base.high - base.low)  # the search's variance dominates the seeds'
+    assert out.low < 0 < out.high and not out.significant and base.significant
+    assert not out.holds  # replicate 0 (+0.02 − 0) is significant, the overall Δ is not
+    assert [round(d.delta - base.delta, 6) for d in out.per_replicate] == [0.02, 0.005]
+    assert stats.replicated_difference([_ARM], [{0: 0.5, 9: 0.6}]) is None  # fewer than 2 common seeds

@@ -398,14 +398,18 @@ def test_a_resumed_table_may_change_its_outage_budget_only(tmp_path):
         StudyExistsError, match="differs from the one 'table_glyphs_quick' was started with at train.epochs"
     ):
         _check_saved_table(epochs, layout, resume=True)
-    # A table started before tables took a scheduler (its table.yaml has none) resumes as FIFO, and only so.
+    # A table started before tables took a scheduler or replicates (its table.yaml has neither) resumes as FIFO with
+    # one search per cell, and only so.
     old = yaml.safe_load(_table_text(started))
-    del old["search"]["scheduler"]
+    del old["search"]["scheduler"], old["search"]["replicates"]
     write_bytes(layout.table_file, yaml.safe_dump(old).encode())
     _check_saved_table(started, layout, resume=True)
     asha = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.scheduler.type=asha"])
     with pytest.raises(StudyExistsError, match="at search.scheduler.type"):
         _check_saved_table(asha, layout, resume=True)
+    replicated = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.replicates=2"])
+    with pytest.raises(StudyExistsError, match="at search.replicates"):
+        _check_saved_table(replicated, layout, resume=True)
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
@@ -482,3 +486,36 @@ def test_a_trial_stopped_without_a_result_keeps_the_cost_of_its_last_one():
     assert trial.state.name == "PRUNED"
     assert trial.user_attrs[COST_MODEL_EPOCHS] == 3.0 and trial.user_attrs[COST_WALL] == 12.5
     assert search.last_cost == {}  # forgotten once the trial ended
+
+
+def test_replicates_are_cells_of_their_own_and_replicate_zero_is_the_table_as_it_was():
+    """``search.replicates: 2``: each arm × condition is searched twice, each with the full budget; replicate 0 keeps
+    today's label, Optuna study and seed exactly, replicate 1 is ``.r1`` with the seed moved by the documented step;
+    the base spec's budget (the driver's check that the search finished) counts both."""
+    import zlib
+
+    from study.table.spec import REPLICATE_SEED_STEP
+
+    one = load_table(SPACES / "table_glyphs_quick.yaml")
+    two = load_table(SPACES / "table_glyphs_quick.yaml", ["search.replicates=2"])
+    assert one.replicates == 1 and two.replicates == 2
+    labels = ["ms.p0", "ms.p0.r1", "ms.p0.3", "ms.p0.3.r1", "bspml.p0", "bspml.p0.r1", "bspml.p0.3", "bspml.p0.3.r1"]
+    assert [c.label for c in two.cells] == labels
+    assert [c.study_name for c in two.cells] == [f"table_glyphs_quick.{label}" for label in labels]
+    assert [c.key for c in two.cells] == [c.label for c in one.cells for _ in range(2)]
+    assert [c.replicate for c in two.cells] == [0, 1] * 4
+    assert [(c.label, c.spec) for c in two.cells if c.replicate == 0] == [(c.label, c.spec) for c in one.cells]
+    for cell in two.cells:
+        arm_seed = (QUICK["search"]["sampler"]["seed"] + zlib.crc32(cell.arm.encode())) % 2**32
+        assert cell.spec.search.sampler.seed == (arm_seed + cell.replicate * REPLICATE_SEED_STEP) % 2**32
+    assert two.spec.search.num_trials == 4 and two.base.search.num_trials == 32 == two.search_trials
+    assert two.final_runs == 16 and two.plan().trials_per_cell == 4
+    assert [c.label for c in two.plan().cells] == labels
+    assert one.base == load_table(SPACES / "table_glyphs_quick.yaml", ["search.replicates=1"]).base
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "two"])
+def test_a_bad_replicate_count_is_one_line_naming_search_replicates(value):
+    with pytest.raises(SpecError) as e:
+        parse_table(_table(search={**QUICK["search"], "replicates": value}), "t.yaml")
+    assert "search.replicates" in str(e.value) and "\n" not in str(e.value)

@@ -155,6 +155,10 @@ class TableSearchSpec(_Strict):
     #: trial of a cell at each rung (synchronous, study/search/halving.py). The same for every arm, and a trial it
     #: stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
     scheduler: SchedulerSpec = SchedulerSpec()
+    #: The search's own variance (docs/tables.md): each cell is searched ``replicates`` times, each replicate with the
+    #: full per-cell budget and its own sampler seed (:func:`study.table.spec.replicate_seed`; replicate 0 keeps the
+    #: table's seeds, names and labels), and each replicate's winner is retrained on the same final seeds.
+    replicates: int = Field(1, ge=1)
     #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).
     max_hours: float | None = Field(None, gt=0)
     #: Seconds one model takes per epoch on all training classes with ``resources`` (e.g. a previous study's

@@ -1,0 +1,51 @@
+"""The report's section on the search's own variance (``search.replicates`` > 1), read from a runs frame as the
+dashboards load it: each final run's ``group`` names its replicate's cell, and the rows hold the statistics of
+:func:`dashboards.stats.replicated_difference` (tested on their own in test_stats.py)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from dashboards import stats
+from dashboards.compare.cells import Cell
+from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
+from dashboards.load import METRIC
+from trainables.schema import record as R
+
+METRIC_NAME = "test/recall_at_1"
+# Replicate → seed → value; ms's replicates differ by 0.01, bspml's by 0.03 (replicate 1 flips the sign).
+MS = {"ms.p0.2": [0.80, 0.82, 0.81], "ms.p0.2.r1": [0.81, 0.83, 0.82]}
+BSPML = {"bspml.p0.2": [0.83, 0.84, 0.85], "bspml.p0.2.r1": [0.80, 0.81, 0.80]}
+REPLICATE_OF = {"ms.p0.2": 0, "ms.p0.2.r1": 1, "bspml.p0.2": 0, "bspml.p0.2.r1": 1}
+
+
+def _runs() -> pl.DataFrame:
+    rows = [
+        {
+            R.STAGE: R.STAGE_FINAL,
+            "status": "FINISHED",
+            METRIC + METRIC_NAME: value,
+            R.FAMILY: group.split(".")[0],
+            R.NOISE_KIND: "per_class",
+            R.NOISE_RATIO: "0.2",
+            R.SUBSET: "",
+            R.SEED: str(seed),
+            R.GROUP: group,
+            "experiment": "t",
+        }
+        for group, values in {**MS, **BSPML}.items()
+        for seed, value in enumerate(values)
+    ]
+    return pl.DataFrame(rows)
+
+
+def test_replicate_rows_pair_each_arm_with_the_reference_over_its_replicates():
+    values = replicate_values(_runs(), METRIC_NAME, REPLICATE_OF)
+    cell = Cell("bspml", "per_class", 0.2, "all")
+    assert values[cell] == [dict(enumerate(BSPML["bspml.p0.2"])), dict(enumerate(BSPML["bspml.p0.2.r1"]))]
+    (row,) = replicate_rows(values, "ms")
+    assert row.cell == cell and row.reference == Cell("ms", "per_class", 0.2, "all") and row.replicates == (2, 2)
+    expected = stats.replicated_difference(values[cell], values[row.reference])
+    assert row.difference == expected and row.difference.same_sign == 0.5 and not row.difference.holds
+    text = "\n".join(render_replicates([row], "ms", METRIC_NAME, 2))
+    assert "| bspml | per_class p=0.2 | +0.0067 [" in text and "| 50% of 4 | +0.0300* / -0.0167* | no |" in text
