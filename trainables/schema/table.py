@@ -155,20 +155,13 @@ class TableSearchSpec(_Strict):
     #: trial of a cell at each rung (synchronous, study/search/halving.py). The same for every arm, and a trial it
     #: stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
     scheduler: SchedulerSpec = SchedulerSpec()
-    #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).
+    #: Refuse a table whose bill exceeds this many hours on its ``max_concurrent`` slots: the bill measured on this
+    #: machine before the table starts (study/search/calibration.py), or priced from ``epoch_seconds`` when set.
     max_hours: float | None = Field(None, gt=0)
-    #: Seconds one model takes per epoch on all training classes with ``resources`` (e.g. a previous study's
-    #: ``epoch_time_s``): the unit of the table's time estimate.
+    #: Optional override of the measured bill: seconds one model takes per epoch on all training classes with
+    #: ``resources`` (e.g. a previous study's ``epoch_time_s``); set, nothing is measured and the size line says
+    #: "assumed".
     epoch_seconds: float | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _estimate(self) -> TableSearchSpec:
-        if self.max_hours is not None and self.epoch_seconds is None:
-            raise ValueError(
-                "max_hours needs epoch_seconds (seconds one model takes per epoch on all training classes, "
-                "e.g. a previous study's epoch_time_s) to estimate the table's wall time"
-            )
-        return self
 
 
 class TableFinalSpec(_Strict):
