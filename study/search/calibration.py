@@ -37,7 +37,6 @@ from trainables.schema.spec import StudySpec
 
 if TYPE_CHECKING:
     from trainables.data import DatasetSplits
-    from trainables.loop.run import TrialRun
 
 __all__ = ["ArmCalibration", "Calibration", "calibrate", "CALIBRATION_BATCHES"]
 
@@ -125,8 +124,7 @@ def _measure(spec: StudySpec, data: DatasetSplits, data_s: float, batches: int) 
     """One arm: build its search trial cut to ``batches`` a model per epoch, warm it, time batches and an epoch."""
     import torch  # deferred with the loop: heavy
 
-    from trainables.loop.run import TrialRun  # deferred: torch, and Ray's tune through the loop package
-    from trainables.loop.trainable import trial_threads
+    from trainables.loop.trainable import trial_threads  # deferred: torch and Ray's tune
 
     threads = torch.get_num_threads()
     torch.set_num_threads(trial_threads(spec.resources.cpu))  # as a trial of this spec runs (train_fn sets it)
@@ -180,4 +178,3 @@ def _batches(spec: StudySpec, samples: int) -> int:
 def _evaluated(data: DatasetSplits) -> int:
     """Samples an evaluation embeds: the test split and its gallery."""
     return len(data.test) + (0 if data.gallery is None else len(data.gallery))
-

@@ -11,12 +11,25 @@ epoch on all training classes, no start-up, so a search trial's epoch is ``searc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from study.search.calibration import ArmCalibration, Calibration
+from study.search.calibration import ArmCalibration, Calibration, calibrate
 from study.table.asha_cost import expected_share, halving_share
 from trainables.schema.space import SchedulerSpec
+from trainables.schema.spec import StudySpec
 
-__all__ = ["ArmPrice", "Bill", "measured_bill", "assumed_bill", "scheduler_share"]
+if TYPE_CHECKING:
+    from study.table.spec import Table
+
+__all__ = [
+    "ArmPrice",
+    "Bill",
+    "measured_bill",
+    "assumed_bill",
+    "scheduler_share",
+    "calibrate_table",
+    "study_size_line",
+]
 
 
 @dataclass(frozen=True)
@@ -55,9 +68,7 @@ class Bill:
             return f"at {self.epoch_seconds:g} s per model-epoch (assumed: search.epoch_seconds)"
         per_arm = ", ".join(f"{a} {p.search_epoch_s / self.search_cost:.3g} s" for a, p in self.prices.items())
         startup = ", ".join(f"{p.startup_s:.2g}" for p in self.prices.values())
-        return (
-            f"measured on {self.device}: {per_arm} per model-epoch (training and evaluation), start-up {startup} s a trial"
-        )
+        return f"measured on {self.device}: {per_arm} per model-epoch (training and evaluation), start-up {startup} s a trial"
 
 
 def measured_bill(calibration: Calibration, search_cost: float) -> Bill:
@@ -80,3 +91,41 @@ def scheduler_share(scheduler: SchedulerSpec, epochs: int, trials: int) -> float
     if scheduler.type == "halving":
         return halving_share(epochs, scheduler.first_rung, scheduler.reduction_factor, trials, scheduler.hedge)
     return 1.0
+
+
+def calibrate_table(table: Table) -> Calibration:
+    """Measure each arm of ``table`` on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
+    first: dict[str, StudySpec] = {}
+    for cell in table.cells:
+        first.setdefault(cell.arm, cell.spec)
+    return calibrate(first)
+
+
+def study_size_line(spec: StudySpec, calibration: Calibration | None = None) -> str:
+    """A study's size and bill in one line (``--plan``): its trials, FIFO's hours and its scheduler's, measured by
+    ``calibration`` (the study's one family) or unpriced."""
+    s, v, epochs = spec.search, spec.validation, spec.train.epochs
+    folds = v.folds if v.kind == "kfold" else 1
+    models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
+    line = (
+        f"Study {spec.name}: {s.num_trials} trials × {epochs} epochs ({models}), then {spec.final.seeds} final seeds; "
+        f"{s.max_concurrent} at a time; every trial to the end (FIFO): {s.num_trials * folds * epochs} fold-model-epochs"
+    )
+    if calibration is None:
+        return line
+    bill = measured_bill(calibration, 1.0)
+    arm = next(iter(bill.prices))
+
+    def hours(share: float) -> float:
+        search = s.num_trials * bill.trial_s(arm, share * epochs)
+        return (search + spec.final.seeds * bill.trial_s(arm, epochs, final=True)) / s.max_concurrent / 3600.0
+
+    p = bill.prices[arm]
+    line += (
+        f", ≈ {hours(1.0):.2f} h on {s.max_concurrent} slots measured on {bill.device} ({p.search_epoch_s:.3g} s per "
+        f"trial epoch, {p.final_epoch_s:.3g} s per final epoch, start-up {p.startup_s:.2g} s a trial)"
+    )
+    if s.scheduler.type != "fifo":
+        share = scheduler_share(s.scheduler, epochs, s.num_trials)
+        line += f"; with {s.scheduler.type}: the search ≈ {share:.0%} of its epochs, ≈ {hours(share):.2f} h"
+    return line

@@ -176,7 +176,11 @@ class Table:
                 f"(expected for {s.search.num_trials} trials a cell; {asymptote:.0%} for many), "
             )
         hours = self.estimated_hours(True, bill)
-        return text + f"{self.model_epochs(True):.0f} model-epochs in all" + ("" if hours is None else f", ≈ {hours:.1f} h")
+        return (
+            text
+            + f"{self.model_epochs(True):.0f} model-epochs in all"
+            + ("" if hours is None else f", ≈ {hours:.1f} h")
+        )
 
     def size_line(self, bill: Bill | None = None) -> str:
         """The table's size in one line, priced by ``bill`` (default: the spec's assumed ``epoch_seconds``, if any):
@@ -195,7 +199,9 @@ class Table:
         )
         line += f"; every trial to the end (FIFO): {self.model_epochs(False):.0f} model-epochs"
         if bill is not None:
-            line += f", ≈ {self.estimated_hours(False, bill):.1f} h on {s.search.max_concurrent} slots {bill.unit_text()}"
+            line += (
+                f", ≈ {self.estimated_hours(False, bill):.1f} h on {s.search.max_concurrent} slots {bill.unit_text()}"
+            )
         if self.scheduled:
             line += self._scheduler_text(bill)
         sampler = s.search.sampler
