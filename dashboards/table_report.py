@@ -76,7 +76,7 @@ def bill_against_actual(table: Table, cells: list[CellStatus], bill: Bill, run: 
     final_actual = "unknown"
     column = METRIC + COST_WALL
     if data is not None and column in (finals := final_runs(data)).columns:
-        final_actual = f"{finals[column].fill_null(0.0).sum() / slots / 3600.0:.2f} h"
+        final_actual = f"{float(finals[column].fill_null(0.0).sum()) / slots / 3600.0:.2f} h"
     return (
         f"Bill against actual ({'measured' if bill.measured else 'assumed'} bill on {slots} slots): search ≈ "
         f"{search_h:.2f} h billed, {search_actual:.2f} h of trial time / {slots}; final stage ≈ {final_h:.2f} h "

@@ -192,7 +192,7 @@ def test_a_budget_over_max_hours_is_refused_before_anything_starts(tmp_path, wri
     proc = run_cli(str(write_spec(raw)), "--set", f"storage={tmp_path / 'runs'}")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
-    assert "search.max_hours: the table needs ≈ 1.9 h on 1 slots (at 60 s per model-epoch (assumed" in proc.stderr
+    assert "search.max_hours: the table needs ≈ 1.9 h on 2 slots (at 60 s per model-epoch (assumed" in proc.stderr
     assert "FIFO ≈ 1.9 h; with halving (search.scheduler: {type: halving, first_rung: 1" in proc.stderr
     assert not (tmp_path / "runs").exists()
     proc = run_cli(str(write_spec(_table(arms={"ms": {"family": "ms", "validation": {"folds": 2}}}))))
@@ -456,7 +456,9 @@ def test_the_size_line_prices_the_table_with_and_without_early_stopping():
     assert asha.model_epochs() == pytest.approx((96 * 3 * share + 30) * 60)
     assert asha.model_epochs(False) == fifo.model_epochs() == (96 * 3 + 30) * 60
     line = asha.size_line()
-    assert "every trial to the end (FIFO): 19080 model-epochs, ≈ 39.8 h" in line and "with asha per cell (grace 5" in line
+    assert (
+        "every trial to the end (FIFO): 19080 model-epochs, ≈ 39.8 h" in line and "with asha per cell (grace 5" in line
+    )
     assert f"{asha.model_epochs():.0f} model-epochs in all, ≈ {asha.estimated_hours():.1f} h" in line
     assert "with asha" not in fifo.size_line()
 
