@@ -14,19 +14,21 @@ with R = 1 the report is what it was before replicates existed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dashboards.compare.cli import read_study, render_markdown
 from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
 from dashboards.compare.rows import build_comparison
-from dashboards.load import DashboardError
+from dashboards.load import METRIC, DashboardError
+from dashboards.select import final_runs
 from study.console import format_table
+from study.table.bill import Bill
 from study.table.spec import Table
-from study.table.status import slot_use, table_status, winner_text
+from study.table.status import CellStatus, slot_use, table_status, winner_text
 from trainables.schema import record as R
-from trainables.schema.metric_names import final_metric
+from trainables.schema.metric_names import COST_WALL, final_metric
 
 if TYPE_CHECKING:
     from study.layout import StudyLayout
@@ -34,9 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["table_report", "write_table_report"]
 
 
-def table_report(table: Table, study_dir: str) -> str:
-    """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell."""
-    parts = [f"# Table {table.spec.name}", "", table.size_line(), "", *_comparison(table, study_dir)]
+def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, float] | None = None) -> str:
+    """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell; with
+    ``bill`` (the bill priced before the run, the run's wall seconds), the bill against the actual cost."""
+    comparison, data = _comparison(table, study_dir)  # (data: also read by the bill against the actual cost)
+    parts = [f"# Table {table.spec.name}", "", table.size_line(None if bill is None else bill[0]), "", *comparison]
     metric = table.base.search.metric
     cells = table_status(table)
     rows = [
@@ -56,12 +60,15 @@ def table_report(table: Table, study_dir: str) -> str:
     parts += ["```", format_table(rows, list(rows[0])), "```", ""]
     if (use := slot_use(cells, table.spec.search.max_concurrent)) is not None:
         parts += [use.text(), ""]
+    if bill is not None and bill[0] is not None:
+        parts += [bill_against_actual(table, cells, bill[0], (data, bill[1])), ""]
     return "\n".join(parts)
 
 
-def _comparison(table: Table, study_dir: str) -> list[str]:
+def _comparison(table: Table, study_dir: str) -> tuple[list[str], Any]:
     """The comparison tables (replicate 0's when the table has replicates) and, with replicates, the search's own
-    variance over all of them; one line instead when there is nothing to compare."""
+    variance over all of them; one line instead when there is nothing to compare. With the study's data read
+    (``None`` when it could not be)."""
     try:
         data = read_study(study_dir)
         runs, metric = data.runs, final_metric(table.base.search.metric)
@@ -72,12 +79,33 @@ def _comparison(table: Table, study_dir: str) -> list[str]:
             values = replicate_values(data.runs, metric, {c.label: c.replicate for c in table.cells})
             rows = replicate_rows(values, table.reference_family)
             parts += render_replicates(rows, table.reference_family, metric, table.replicates)
-        return parts
+        return parts, data
     except DashboardError as e:
-        return [f"(no comparison: {e})", ""]
+        return [f"(no comparison: {e})", ""], None
 
 
-def write_table_report(table: Table, layout: StudyLayout, parent_run_id: str) -> tuple[str, str]:
+def bill_against_actual(table: Table, cells: list[CellStatus], bill: Bill, run: tuple[Any, float]) -> str:
+    """The bill priced before the run beside what it cost: per stage the trials' summed wall time (the search's from
+    its Optuna trials, the final stage's from its MLflow runs) over the slots, and the whole run's wall time."""
+    data, run_wall_s = run
+    slots = table.spec.search.max_concurrent
+    search_h, final_h = table.stage_hours(bill)
+    search_actual = sum(c.wall_s for c in cells) / slots / 3600.0
+    final_actual = "unknown"
+    column = METRIC + COST_WALL
+    if data is not None and column in (finals := final_runs(data)).columns:
+        final_actual = f"{float(finals[column].fill_null(0.0).sum()) / slots / 3600.0:.2f} h"
+    return (
+        f"Bill against actual ({'measured' if bill.measured else 'assumed'} bill on {slots} slots): search ≈ "
+        f"{search_h:.2f} h billed, {search_actual:.2f} h of trial time / {slots}; final stage ≈ {final_h:.2f} h "
+        f"billed, {final_actual} of trial time / {slots}; the whole run ≈ {search_h + final_h:.2f} h billed, "
+        f"{run_wall_s / 3600.0:.2f} h wall (this driver's)"
+    )
+
+
+def write_table_report(
+    table: Table, layout: StudyLayout, parent_run_id: str, bill: tuple[Bill | None, float] | None = None
+) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
     tag the run with the reference family (the dashboard built next compares with it); returns where it was written
     and its text."""
@@ -86,7 +114,7 @@ def write_table_report(table: Table, layout: StudyLayout, parent_run_id: str) ->
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text = table_report(table, layout.root)
+    text = table_report(table, layout.root, bill)
     where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file

@@ -1,5 +1,9 @@
 """Command line: ``python -m study.run SPEC.yaml|TABLE.yaml [--set key=value ...] [--resume] [--address RAY_ADDRESS]
-[--max-failures N] [--shared-storage] [--pending-timeout S] [--drain-timeout S] [--status]``.
+[--max-failures N] [--shared-storage] [--pending-timeout S] [--drain-timeout S] [--status] [--plan]``.
+
+``--plan`` measures what a trial of each arm costs on this machine (:mod:`study.search.calibration`), prints the priced
+size line and exits 0, starting nothing (no Ray, no store). A table's run prices its size line the same way before it
+starts (unless the spec sets ``search.epoch_seconds``, or it resumes) and refuses one over ``search.max_hours``.
 
 A TABLE.yaml (a spec naming ``arms``: :mod:`study.table.run`, docs/tables.md) runs a whole paper table. A study is a
 table of one cell: the spec's intake decides once which it is (:func:`study.table.spec.load_run`), and both take one
@@ -42,8 +46,10 @@ from study.runtime.compat import finish_threads
 from study.runtime.run_progress import run_meter, start_run_meter, write_run_progress
 from study.runtime.storage import read_bytes
 from study.runtime.store_errors import store_failure
+from study.search.calibration import calibrate
 from study.search.context import RunOptions
 from study.status import print_run_status
+from study.table.bill import Bill, calibrate_table, study_size_line
 from study.table.spec import RunSpec, load_run
 from study.tracking.credentials import mask_passwords
 from trainables.schema import record as R
@@ -101,6 +107,11 @@ def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
         f"on SIGTERM and Ctrl-C at most {stopping.URGENT_DRAIN_S:g} s (Slurm's KillWait follows SIGTERM)",
     )
     p.add_argument("--status", action="store_true", help="print the study's progress and exit; starts nothing")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="measure a trial of each arm here, print the priced size line and exit; starts nothing",
+    )
     return p
 
 
@@ -193,9 +204,13 @@ def _main(args: argparse.Namespace, run: _Run) -> int:
         target = load_run(args.spec, args.overrides, family_rules=not args.status)  # --status imports no trainer
         if args.status:
             return print_run_status(target)
+        if args.plan:
+            print(_plan_line(target), flush=True)
+            return 0
+        bill = _table_bill(target, args.resume)
         if target.table is not None:
-            target.table.check_budget()  # before anything starts, a table over search.max_hours is one line
-            print(target.table.size_line(), flush=True)
+            target.table.check_budget(bill)  # before anything starts, a table over search.max_hours is one line
+            print(target.table.size_line(bill), flush=True)
         from study.table.run import run_plan  # defers Ray and torch: bad input is answered without them
 
         run.layout = StudyLayout.for_spec(target.base)
@@ -219,13 +234,43 @@ def _main(args: argparse.Namespace, run: _Run) -> int:
             raise
         print(f"error: {one_line(line)}", file=sys.stderr)
         return 1
-    return _report(args, run, target, outcome)
+    return _report(args, run, target, (outcome, bill))
 
 
-def _report(args: argparse.Namespace, run: _Run, target: RunSpec, outcome: StudyOutcome) -> int:
+def _table_bill(target: RunSpec, resume: bool) -> Bill | None:
+    """A table's bill before it starts: measured here (a few seconds), or the spec's assumed ``epoch_seconds``; a
+    resumed table is not measured again (it is under way: its report then has no bill unless assumed)."""
+    table = target.table
+    if table is None or resume or table.spec.search.epoch_seconds is not None:
+        return None if table is None else table.bill()
+    return table.bill(calibrate_table(table))
+
+
+def _plan_line(target: RunSpec) -> str:
+    """``--plan``: the size line priced from a calibration on this machine; where the spec assumes
+    ``search.epoch_seconds`` (what its run is priced by), that bill too, and the refusal a run would meet over
+    ``search.max_hours``."""
+    table = target.table
+    if table is None:
+        return study_size_line(target.base, calibrate({target.base.family: target.base}))
+    measured = table.bill(calibrate_table(table))
+    lines = [table.size_line(measured)]
+    if (assumed := table.bill()) is not None:
+        hours = f"FIFO ≈ {table.estimated_hours(False, assumed):.1f} h"
+        if table.scheduled:
+            hours += f", with {table.spec.search.scheduler.type} ≈ {table.estimated_hours(True, assumed):.1f} h"
+        lines.append(f"the spec's assumed bill, which its run uses: {hours} {assumed.unit_text()}")
+    try:
+        table.check_budget(assumed or measured)
+    except StudyError as e:
+        lines.append(f"the run would be refused: {one_line(str(e))}")
+    return "\n".join(lines)
+
+
+def _report(args: argparse.Namespace, run: _Run, target: RunSpec, result: tuple[StudyOutcome, Bill | None]) -> int:
     """After the driver returned: where a run that did not finish stands, else what it found (a study's best trial
     and final stage, a table's comparison), then where to browse it."""
-    spec = target.base
+    spec, (outcome, bill) = target.base, result
     what = f"{'Study' if target.table is None else 'Table'} {spec.name!r}"
     print()
     if outcome.interrupted:
@@ -235,7 +280,7 @@ def _report(args: argparse.Namespace, run: _Run, target: RunSpec, outcome: Study
         print(f"  failed: trial {trial_id}: {reason}")
     if target.table is None:
         _print_best(spec, outcome)
-    elif outcome.final and not _print_table_report(run, target, outcome):
+    elif outcome.final and not _print_table_report(run, target, outcome, bill):
         return 1
     from study.search.driver import browse_commands  # defers Ray (imported by the run by now; not by --status)
 
@@ -261,14 +306,16 @@ def _print_best(spec: StudySpec, outcome: StudyOutcome) -> None:
         _print_final(outcome.final)
 
 
-def _print_table_report(run: _Run, target: RunSpec, outcome: StudyOutcome) -> bool:
+def _print_table_report(run: _Run, target: RunSpec, outcome: StudyOutcome, bill: Bill | None) -> bool:
     """A table's comparison, written to its directory and printed; ``False`` (one line said why) when it could not be
     written: the runs are stored, and ``--resume`` writes it again."""
     from dashboards.table_report import write_table_report  # defers polars and the dashboards: after the run only
 
     assert target.table is not None and run.layout is not None
     try:
-        where, text = write_table_report(target.table, run.layout, outcome.parent_run_id)
+        where, text = write_table_report(
+            target.table, run.layout, outcome.parent_run_id, bill=(bill, outcome.wall_time_s)
+        )
     except Exception as e:
         line = _store_failure(e, target.base) or f"{type(e).__name__}: {one_line(str(e))[:500]}"
         print(

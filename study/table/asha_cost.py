@@ -16,7 +16,7 @@ import math
 import random
 from functools import lru_cache
 
-__all__ = ["milestones", "asymptotic_share", "expected_share", "halving_share"]
+__all__ = ["milestones", "asymptotic_share", "expected_share", "halving_share", "halving_rule_rungs"]
 
 #: Simulated cells behind :func:`expected_share` (its standard error is below half a percentage point).
 _REPEATS = 400
@@ -87,3 +87,11 @@ def halving_share(epochs: int, first_rung: int, eta: float, n: int, hedge: int =
         trained += (reach - kept) * rung
         reach = kept
     return (trained + reach * epochs) / (n * epochs)
+
+
+def halving_rule_rungs(epochs: int, first_rung: int, eta: float) -> list[int]:
+    """Halving's rungs (:func:`study.search.halving.halving_rungs`), for the size line."""
+    # study.search.halving imports Ray (heavy): only a halving table's size line needs its rule.
+    from study.search.halving import halving_rungs
+
+    return halving_rungs(epochs, first_rung, eta)

@@ -30,7 +30,9 @@ from pydantic import ValidationError
 
 from study.loading import load_study, parse_spec, read_raw
 from study.plan import VIEW_CELLS, PlanCell, StudyPlan, halving_lag
-from study.table.asha_cost import asymptotic_share, expected_share, milestones
+from study.search.calibration import Calibration
+from study.table.asha_cost import asymptotic_share, halving_rule_rungs, halving_share, milestones
+from study.table.bill import Bill, assumed_bill, measured_bill, scheduler_share
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 from trainables.schema.table import TableSpec
@@ -152,16 +154,15 @@ class Table:
 
     @property
     def scheduled(self) -> bool:
-        """Whether the search stops trials early (``search.scheduler.type: asha``, per cell)."""
-        return self.spec.search.scheduler.type == "asha"
+        """Whether the search stops trials early (``search.scheduler.type``: ``asha`` or ``halving``, per cell)."""
+        return self.spec.search.scheduler.type != "fifo"
 
     def search_share(self) -> float:
         """The expected share of the search's model-epochs its trials train: 1 without a scheduler; with ASHA per
-        cell, Ray's rule on a cell of ``num_trials`` trials (:func:`study.table.asha_cost.expected_share`)."""
-        if not self.scheduled:
-            return 1.0
-        sch, s = self.spec.search.scheduler, self.spec
-        return expected_share(s.train.epochs, sch.grace_period, sch.reduction_factor, s.search.num_trials)
+        cell, Ray's rule on a cell of ``num_trials`` trials (:func:`study.table.asha_cost.expected_share`); with
+        halving, its exact share (:func:`study.table.asha_cost.halving_share`)."""
+        s = self.spec
+        return scheduler_share(s.search.scheduler, s.train.epochs, s.search.num_trials) if self.scheduled else 1.0
 
     def model_epochs(self, scheduled: bool | None = None) -> float:
         """The table's whole training, in model-epochs on all training classes; ``scheduled`` (default: whether the
@@ -169,44 +170,78 @@ class Table:
         share = self.search_share() if (self.scheduled if scheduled is None else scheduled) else 1.0
         return (self.search_trials * self.search_cost() * share + self.final_runs) * self.spec.train.epochs
 
-    def estimated_hours(self, scheduled: bool | None = None) -> float | None:
-        s = self.spec.search
-        if s.epoch_seconds is None:
-            return None
-        return self.model_epochs(scheduled) * s.epoch_seconds / s.max_concurrent / 3600.0
+    def bill(self, calibration: Calibration | None = None) -> Bill | None:
+        """The table's price per arm: measured (``calibration``), else the spec's assumed ``search.epoch_seconds``,
+        else none (:mod:`study.table.bill`)."""
+        if calibration is not None:
+            return measured_bill(calibration, self.search_cost())
+        if (seconds := self.spec.search.epoch_seconds) is not None:
+            return assumed_bill(list(self.spec.arms), seconds, self.search_cost())
+        return None
 
-    def _scheduler_text(self) -> str:
-        """``; with asha per cell (…): the search ≈ 45 % of its model-epochs …, 1 234 model-epochs in all, ≈ 5.1 h``."""
+    def stage_hours(self, bill: Bill, scheduled: bool | None = None) -> tuple[float, float]:
+        """The search's and the final stage's hours on ``max_concurrent`` slots under ``bill``; ``scheduled`` as for
+        :meth:`model_epochs`."""
+        share = self.search_share() if (self.scheduled if scheduled is None else scheduled) else 1.0
+        s, epochs = self.spec, self.spec.train.epochs
+        search = sum(bill.trial_s(c.arm, share * epochs) for c in self.cells) * s.search.num_trials
+        final = sum(bill.trial_s(c.arm, epochs, final=True) for c in self.cells) * s.final.seeds
+        return search / s.search.max_concurrent / 3600.0, final / s.search.max_concurrent / 3600.0
+
+    def estimated_hours(self, scheduled: bool | None = None, bill: Bill | None = None) -> float | None:
+        """The whole table's hours on its slots under ``bill`` (default: the spec's assumed one; ``None``: no bill)."""
+        bill = bill or self.bill()
+        return None if bill is None else sum(self.stage_hours(bill, scheduled))
+
+    def _scheduler_text(self, bill: Bill | None = None) -> str:
+        """``; with asha per cell (…): the search ≈ 45 % of its model-epochs …, 1 234 model-epochs in all, ≈ 5.1 h``;
+        halving's share is exact (every rung keeps a fixed number of trials)."""
         sch, s = self.spec.search.scheduler, self.spec
-        rungs = ", ".join(f"{m:g}" for m in milestones(s.train.epochs, sch.grace_period, sch.reduction_factor))
-        asymptote = asymptotic_share(s.train.epochs, sch.grace_period, sch.reduction_factor)
-        text = (
-            f"; with asha per cell (grace {sch.grace_period}, η {sch.reduction_factor:g}, rungs at epoch {rungs} of "
-            f"{s.train.epochs}): the search ≈ {self.search_share():.0%} of its model-epochs "
-            f"(expected for {s.search.num_trials} trials a cell; {asymptote:.0%} for many), "
-            f"{self.model_epochs(True):.0f} model-epochs in all"
+        if sch.type == "halving":
+            rungs = ", ".join(str(r) for r in halving_rule_rungs(s.train.epochs, sch.first_rung, sch.reduction_factor))
+            text = (
+                f"; with halving per cell (first rung {sch.first_rung}, η {sch.reduction_factor:g}, hedge {sch.hedge}, "
+                f"rungs at epoch {rungs} of {s.train.epochs}): the search = {self.search_share():.0%} of its "
+                f"model-epochs (exact for {s.search.num_trials} trials a cell), "
+            )
+        else:
+            rungs = ", ".join(f"{m:g}" for m in milestones(s.train.epochs, sch.grace_period, sch.reduction_factor))
+            asymptote = asymptotic_share(s.train.epochs, sch.grace_period, sch.reduction_factor)
+            text = (
+                f"; with asha per cell (grace {sch.grace_period}, η {sch.reduction_factor:g}, rungs at epoch {rungs} of "
+                f"{s.train.epochs}): the search ≈ {self.search_share():.0%} of its model-epochs "
+                f"(expected for {s.search.num_trials} trials a cell; {asymptote:.0%} for many), "
+            )
+        hours = self.estimated_hours(True, bill)
+        return (
+            text
+            + f"{self.model_epochs(True):.0f} model-epochs in all"
+            + ("" if hours is None else f", ≈ {hours:.1f} h")
         )
-        hours = self.estimated_hours(True)
-        return text + ("" if hours is None else f", ≈ {hours:.1f} h")
 
-    def size_line(self) -> str:
+    def size_line(self, bill: Bill | None = None) -> str:
+        """The table's size in one line, priced by ``bill`` (default: the spec's assumed ``epoch_seconds``, if any):
+        FIFO's hours, then the scheduler's."""
         s, arms = self.spec, len(self.spec.arms)
         v = s.validation
+        bill = bill or self.bill()
         models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
         grid = math.prod(len(v) for v in s.cells.values())
-        extra = len(self.cells) - arms * grid
+        extra = len(self.cells) // self.replicates - arms * grid
+        replicated = f" × {self.replicates} replicates" if self.replicates > 1 else ""
         line = (
-            f"Table {s.name}: {arms} arms × {grid} cells{f' + {extra} extra' if extra else ''} × "
+            f"Table {s.name}: {arms} arms × {grid} cells{f' + {extra} extra' if extra else ''}{replicated} × "
             f"{s.search.num_trials} trials × {s.train.epochs} epochs = "
             f"{self.search_trials} search trials ({models}), then {len(self.cells)} × {s.final.seeds} final seeds = "
             f"{self.final_runs} final runs; {s.search.max_concurrent} at a time"
         )
-        line += f"; every trial to the end: {self.model_epochs(False):.0f} model-epochs"
-        hours = self.estimated_hours(False)
-        if hours is not None:
-            line += f", ≈ {hours:.1f} h at {s.search.epoch_seconds:g} s per model-epoch"
+        line += f"; every trial to the end (FIFO): {self.model_epochs(False):.0f} model-epochs"
+        if bill is not None:
+            line += (
+                f", ≈ {self.estimated_hours(False, bill):.1f} h on {s.search.max_concurrent} slots {bill.unit_text()}"
+            )
         if self.scheduled:
-            line += self._scheduler_text()
+            line += self._scheduler_text(bill)
         sampler = s.search.sampler
         searched = any(arm.space for arm in s.arms.values())
         if searched and sampler.type in ("tpe", "gp") and s.search.num_trials <= sampler.n_startup_trials:
@@ -216,17 +251,38 @@ class Table:
             )
         return line
 
-    def check_budget(self) -> None:
-        """Refuse, before anything starts, a table whose estimate exceeds ``search.max_hours``."""
-        hours, limit = self.estimated_hours(), self.spec.search.max_hours
-        if hours is not None and limit is not None and hours > limit:
-            expected = " (expected under early stopping)" if self.scheduled else ""
-            raise SpecError(
-                f"the table needs ≈ {hours:.1f} h{expected} ({self.model_epochs():.0f} model-epochs × "
-                f"{self.spec.search.epoch_seconds:g} s / {self.spec.search.max_concurrent} at a time) but "
-                f"search.max_hours is {limit:g}; lower search.num_trials, final.seeds or train.epochs, or raise it",
-                "search.max_hours",
-            )
+    def check_budget(self, bill: Bill | None = None) -> None:
+        """Refuse, before anything starts, a table whose bill (measured, else assumed) exceeds ``search.max_hours``;
+        the refusal names FIFO's bill and the cheaper scheduled one (the table's scheduler, else halving)."""
+        bill, limit = bill or self.bill(), self.spec.search.max_hours
+        hours = None if bill is None else self.estimated_hours(None, bill)
+        if bill is None or hours is None or limit is None or hours <= limit:
+            return
+        raise SpecError(
+            f"the table needs ≈ {hours:.1f} h on {self.spec.search.max_concurrent} slots "
+            f"({bill.unit_text()}) but search.max_hours is {limit:g}: {self._cheaper(bill)}; lower "
+            "search.num_trials, final.seeds or train.epochs, stop trials early, or raise search.max_hours",
+            "search.max_hours",
+        )
+
+    def _cheaper(self, bill: Bill) -> str:
+        """``FIFO ≈ 12.3 h; with halving ≈ 4.1 h``: the table's scheduler, or halving at its defaults on a FIFO table."""
+        fifo = f"FIFO ≈ {self.estimated_hours(False, bill):.1f} h"
+        if self.scheduled:
+            return f"{fifo}; with {self.spec.search.scheduler.type} ≈ {self.estimated_hours(True, bill):.1f} h"
+        s, sch = self.spec, self.spec.search.scheduler
+        first = min(sch.first_rung, s.train.epochs - 1)
+        if first < 1 or s.search.num_trials < 2:
+            return fifo
+        share = halving_share(s.train.epochs, first, sch.reduction_factor, s.search.num_trials)
+        search, final = self.stage_hours(bill, False)
+        startups = sum(bill.prices[c.arm].startup_s for c in self.cells) * s.search.num_trials
+        startup_h = startups / s.search.max_concurrent / 3600.0
+        halved = startup_h + (search - startup_h) * share + final
+        return (
+            f"{fifo}; with halving (search.scheduler: {{type: halving, first_rung: {first}, reduction_factor: "
+            f"{sch.reduction_factor:g}}}) ≈ {halved:.1f} h"
+        )
 
 
 def condition_label(condition: dict[str, Any]) -> str:

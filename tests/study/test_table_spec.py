@@ -112,7 +112,6 @@ def test_an_extra_cell_for_one_arm_and_condition_labels():
             "would decide on the test classes",
         ),
         ({"search": {"scheduler": {"type": "asha", "grace_period": 4}}}, "grace_period 4 must be below train.epochs"),
-        ({"search": {"num_trials": 2, "max_hours": 1}}, "max_hours needs epoch_seconds"),
         ({"arms": {"ms": {"family": "ms", "params": {"ms_alpha": 2}, "space": {"ms_alpha": {}}}}}, None),
         ({"arms": {"ms": {"family": "ms", "params": {"ms_gamma": 2}}}}, "arms.ms in cell p0"),
         # An arm's space and params name its family's parameters and the allowed training knobs only: nothing that
@@ -193,7 +192,8 @@ def test_a_budget_over_max_hours_is_refused_before_anything_starts(tmp_path, wri
     proc = run_cli(str(write_spec(raw)), "--set", f"storage={tmp_path / 'runs'}")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
-    assert "search.max_hours: the table needs ≈ 1.9 h (224 model-epochs" in proc.stderr
+    assert "search.max_hours: the table needs ≈ 1.9 h on 2 slots (at 60 s per model-epoch (assumed" in proc.stderr
+    assert "FIFO ≈ 1.9 h; with halving (search.scheduler: {type: halving, first_rung: 1" in proc.stderr
     assert not (tmp_path / "runs").exists()
     proc = run_cli(str(write_spec(_table(arms={"ms": {"family": "ms", "validation": {"folds": 2}}}))))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -460,7 +460,9 @@ def test_the_size_line_prices_the_table_with_and_without_early_stopping():
     assert asha.model_epochs() == pytest.approx((96 * 3 * share + 30) * 60)
     assert asha.model_epochs(False) == fifo.model_epochs() == (96 * 3 + 30) * 60
     line = asha.size_line()
-    assert "every trial to the end: 19080 model-epochs, ≈ 39.8 h" in line and "with asha per cell (grace 5" in line
+    assert (
+        "every trial to the end (FIFO): 19080 model-epochs, ≈ 39.8 h" in line and "with asha per cell (grace 5" in line
+    )
     assert f"{asha.model_epochs():.0f} model-epochs in all, ≈ {asha.estimated_hours():.1f} h" in line
     assert "with asha" not in fifo.size_line()
 

@@ -159,20 +159,13 @@ class TableSearchSpec(_Strict):
     #: full per-cell budget and its own sampler seed (:func:`study.table.spec.replicate_seed`; replicate 0 keeps the
     #: table's seeds, names and labels), and each replicate's winner is retrained on the same final seeds.
     replicates: int = Field(1, ge=1)
-    #: Refuse a table whose estimated wall time exceeds this (needs ``epoch_seconds``).
+    #: Refuse a table whose bill exceeds this many hours on its ``max_concurrent`` slots: the bill measured on this
+    #: machine before the table starts (study/search/calibration.py), or priced from ``epoch_seconds`` when set.
     max_hours: float | None = Field(None, gt=0)
-    #: Seconds one model takes per epoch on all training classes with ``resources`` (e.g. a previous study's
-    #: ``epoch_time_s``): the unit of the table's time estimate.
+    #: Optional override of the measured bill: seconds one model takes per epoch on all training classes with
+    #: ``resources`` (e.g. a previous study's ``epoch_time_s``); set, nothing is measured and the size line says
+    #: "assumed".
     epoch_seconds: float | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _estimate(self) -> TableSearchSpec:
-        if self.max_hours is not None and self.epoch_seconds is None:
-            raise ValueError(
-                "max_hours needs epoch_seconds (seconds one model takes per epoch on all training classes, "
-                "e.g. a previous study's epoch_time_s) to estimate the table's wall time"
-            )
-        return self
 
 
 class TableFinalSpec(_Strict):
