@@ -16,7 +16,7 @@ Prints per run the faults with their moments, whether the study finished without
 resumed and counted), then what the stores hold read back from PostgreSQL, **lost** and **duplicated** counted apart
 (:meth:`~harness.deployment.Deployment.tally`: trial runs, epochs, Optuna trials), and the longest store outage ridden
 out (from the driver's "is back after" lines). Goal: 0 lost and 0 duplicated. Needs root, Debian's PostgreSQL, moto
-and a network namespace (as tests/study/test_deployment.py).
+and a network namespace (as tests/study/runtime/test_deployment.py).
 """
 
 from __future__ import annotations

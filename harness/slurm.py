@@ -1,4 +1,4 @@
-"""A real two-node Slurm cluster on one host, for the ``dmlstudy slurm`` test (tests/study/test_slurm.py).
+"""A real two-node Slurm cluster on one host, for the ``dmlstudy slurm`` test (tests/study/deploy/test_slurm.py).
 
 Debian's slurmctld/slurmd/slurm-client/munge (22.05) run unmodified; what makes two nodes on one host work:
 

@@ -18,7 +18,7 @@ WINGS = {
     "search": ["test_search_space", "test_ordered_search", "test_sampler_settings", "test_grid_and_family_search",
                "test_halving", "test_old_names", "test_table_search", "test_table_scheduler"],
     "table": ["test_table_spec", "test_table_e2e", "test_table_failures", "test_table_resume", "test_table_s3",
-              "test_table_asha_resume"],
+              "test_table_asha_resume", "test_bill"],
     "deploy": ["test_slurm", "test_slurm_faults", "test_slurm_job", "test_slurm_script", "test_kuberay",
                "test_deploy_render"],
     "tracking": ["test_outage", "test_outage_e2e", "test_outage_moments", "test_mlflow_server", "test_reaper",

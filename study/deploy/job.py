@@ -1,5 +1,5 @@
 """``python -m study.deploy.job COMMAND``: what a ``dmlstudy slurm`` job decides while it runs, in Python rather than
-in its bash, so that each decision is tested without a Slurm (tests/study/test_slurm_job.py) and the script stays
+in its bash, so that each decision is tested without a Slurm (tests/study/deploy/test_slurm_job.py) and the script stays
 the short one a user reads (docs/cluster.md "Deploy on Slurm").
 
 The job script calls, in each run of the job:

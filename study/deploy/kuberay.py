@@ -11,7 +11,7 @@ alone: only the driver talks to Optuna and MLflow). The spec's tracking URLs nam
 ``ConfigMap`` in the clear.
 
 Written by hand as plain data dumped to YAML (no templating engine, no Kubernetes client): the output is meant to be
-read and edited (node selectors, tolerations, another GPU resource name), and ``tests/study/test_kuberay.py`` checks
+read and edited (node selectors, tolerations, another GPU resource name), and ``tests/study/deploy/test_kuberay.py`` checks
 it against the ``RayJob`` CRD's OpenAPI schema of KubeRay v1.7.0. Nothing here talks to a cluster.
 
 A retried ``RayJob`` (``backoffLimit``: a new cluster after a failed one) or one applied again finds its study's

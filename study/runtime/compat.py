@@ -3,7 +3,7 @@
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
 read ASHA's per-trial brackets; give a trial one more retry; keep Tune from waiting for a trial no searcher will give; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
-private instance on loopback, in sessions of its own; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/test_compat.py`` — one fast test
+private instance on loopback, in sessions of its own; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/runtime/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4 and 5) are the versions these were checked against.
 """

@@ -3,7 +3,7 @@ the study directory (Ray restores a scheduler from the pickle taken at the exper
 every value recorded before the kill is still there, every rung value after the resume matches what the trial
 reported at that epoch (none lost, none recorded twice), each cell ends with exactly its budget of finished trials
 (a stopped trial counts, PRUNED in Optuna), and ``--status`` mid-run shows each cell's cost. Without the state file
-the resumed scheduler would promote the trials in flight again from empty rungs (tests/study/test_table_scheduler.py
+the resumed scheduler would promote the trials in flight again from empty rungs (tests/study/search/test_table_scheduler.py
 fails the same restart on the unit level)."""
 
 from __future__ import annotations

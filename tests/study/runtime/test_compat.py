@@ -61,7 +61,7 @@ def test_asha_rungs_are_its_first_brackets_milestones():
 
 
 def test_gcs_client_class_is_where_compat_reads_it():
-    """compat.gcs_client builds ``ray._raylet.GcsClient(address=...)``; tests/study/test_ray_cli_cluster.py drives it
+    """compat.gcs_client builds ``ray._raylet.GcsClient(address=...)``; tests/study/runtime/test_ray_cli_cluster.py drives it
     against a real token-authenticated head (the driver without the token gets one line, exit 2)."""
     import ray._raylet
 
@@ -70,7 +70,7 @@ def test_gcs_client_class_is_where_compat_reads_it():
 
 def test_a_local_instance_takes_loopback_inside_the_block_only(monkeypatch):
     """``loopback_local_instance`` turns Ray's local-only switch on while the block runs and restores it: Ray's
-    address for a new node is 127.0.0.1 inside (tests/study/test_loopback.py checks a running study's sockets)."""
+    address for a new node is 127.0.0.1 inside (tests/study/runtime/test_loopback.py checks a running study's sockets)."""
     import ray
     from ray._private import ray_constants, services
 
@@ -136,7 +136,7 @@ def test_the_guard_wraps_every_private_storage_call_optunas_cache_makes():
 
 def test_gcs_node_info_is_where_compat_reads_it():
     """compat.cluster_nodes calls ``get_all_node_info`` (``GcsClient`` hands it to ``InnerGcsClient``) and reads
-    ``is_head_node``, ``state`` and ``temp_dir`` of each ``GcsNodeInfo``; tests/study/test_slurm_job.py drives it
+    ``is_head_node``, ``state`` and ``temp_dir`` of each ``GcsNodeInfo``; tests/study/deploy/test_slurm_job.py drives it
     against a real token-authenticated head."""
     import ray._raylet
     from ray.core.generated.gcs_pb2 import GcsNodeInfo

@@ -18,7 +18,7 @@ from study.table.bill import calibrate_table
 from study.table.spec import parse_table
 from trainables.schema.errors import SpecError
 
-SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 QUICK = yaml.safe_load((SPACES / "table_glyphs_quick.yaml").read_text())
 
 

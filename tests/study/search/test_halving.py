@@ -275,7 +275,7 @@ def test_bad_halving_settings_are_one_line_naming_the_key(sets, message):
 
     base = ["search.scheduler.type=halving"]
     with pytest.raises(SpecError, match=message) as info:
-        load_table(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml", base + sets)
+        load_table(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml", base + sets)
     assert "\n" not in str(info.value)
 
 
@@ -288,7 +288,7 @@ def test_a_halving_table_builds_its_scheduler_and_dumps_its_keys(tmp_path):
     from trainables.schema.space import SchedulerSpec
 
     sets = ["search.scheduler.type=halving", "search.scheduler.first_rung=2", f"storage={tmp_path}"]
-    table = load_table(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml", sets)
+    table = load_table(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml", sets)
     scheduler = cell_scheduler(table.plan(), StudyLayout.for_spec(table.base))
     assert isinstance(scheduler, HalvingScheduler) and scheduler.budget == table.spec.search.num_trials
     assert table.plan().lag == table.spec.search.num_trials  # reproducible: every trial of a cell asked at once

@@ -1,7 +1,7 @@
 """The rules behind a stopped study's exit code, without a study (fast): when a stage counts as finished, which errors
 after a stop are the stop's own, how long a drain may take, what a second signal does, the command a stopped driver
 prints, the run's progress, the Ray-loss watch, and the Ray internals they use (``study.runtime.compat``). The
-e2e side is ``tests/study/test_stop_signal.py``."""
+e2e side is ``tests/study/runtime/test_stop_signal.py``."""
 
 from __future__ import annotations
 

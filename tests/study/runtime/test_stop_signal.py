@@ -1,7 +1,7 @@
 """A stop signal (a batch job's time limit: ``SIGUSR1``; a preemption: ``SIGTERM``; Ctrl-C: ``SIGINT`` to the process
 group) at each moment of a study, the worst ones included: the driver exits 3 with nothing half-written, its runs KILLED
 (never FAILED), its progress written (``run_progress.json``), and the command its last line prints (``--set``
-overrides and all) ends the study with every trial and every epoch once. ``tests/study/test_slurm.py`` runs the same
+overrides and all) ends the study with every trial and every epoch once. ``tests/study/deploy/test_slurm.py`` runs the same
 through Slurm's own signal and requeue."""
 
 from __future__ import annotations

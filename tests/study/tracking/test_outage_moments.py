@@ -2,7 +2,7 @@
 long outage the guard retries again, and a ``tell`` (COMPLETE or PRUNED) or a report the store refuses past its
 budget ends the driver instead of being swallowed by Ray's ``OptunaSearch`` (which logs it as a warning and leaves the
 trial RUNNING in Optuna while Ray and MLflow hold it as done). Pure: a local SQLite Optuna storage whose writes are
-made to fail; the real PostgreSQL at these moments is tests/study/test_deployment.py and benchmarks/cluster_faults.py."""
+made to fail; the real PostgreSQL at these moments is tests/study/runtime/test_deployment.py and benchmarks/cluster_faults.py."""
 
 from __future__ import annotations
 

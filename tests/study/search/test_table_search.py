@@ -4,7 +4,7 @@ samples is the same whatever order its trials end in, and a cell that must wait 
 Real Optuna (TPE past its start-up trials) on the table's own SQLite Optuna storage, through the searchers the table
 builds (:func:`study.search.tuners.cell_searcher` on the table's plan: per cell the study's searcher, guarded storage, ordered sampler);
 Ray's loop is simulated as its ConcurrencyLimiter drives a searcher (ask while a slot is free, a random running trial ends each step). The Ray
-end-to-end run of a table is tests/study/test_table_e2e.py."""
+end-to-end run of a table is tests/study/table/test_table_e2e.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from study.table.spec import load_table
 from study.tracking.guarded import GuardedRDBStorage
 from trainables.schema.metric_names import EPOCH
 
-SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 METRIC = "val/recall_at_1"
 
 

@@ -281,7 +281,7 @@ def test_a_hostile_storage_never_runs_in_start_sh(tmp_path, payload):
     and run with a fake ``python`` on PATH, runs no ``id`` and hands the URI on as one word."""
     p = tmp_path / "p"
     storage = "s3://bucket/x" + payload.format(p=p)
-    spec = Path(__file__).resolve().parents[2] / "search_spaces" / "bspml_cub.yaml"
+    spec = Path(__file__).resolve().parents[3] / "search_spaces" / "bspml_cub.yaml"
     out = tmp_path / "job.yaml"
     argv = [str(spec), "--image", "r/d:1", "--set", f"storage={storage}", *ON_CLUSTER, "-o", str(out)]
     assert kuberay.main(argv) == 0

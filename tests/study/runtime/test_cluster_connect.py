@@ -1,5 +1,5 @@
 """The driver's checks before ``ray.init`` (:mod:`study.runtime.cluster`); the token case against a real head is
-``tests/study/test_ray_cli_cluster.py``."""
+``tests/study/runtime/test_ray_cli_cluster.py``."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 PostgreSQL restarted by the test: Optuna's storage writes through a restart without losing or repeating a value, an
 outage longer than ``tracking.outage_budget_s`` is one StoreOutageError and the CLI's one line. A whole study riding
 out a PostgreSQL restart (OptunaSearch's ``set_trial_intermediate_value`` in the driver, where it used to die) is
-tests/study/test_deployment.py.
+tests/study/runtime/test_deployment.py.
 
 Only the tests that restart a real PostgreSQL skip where none can be started; the guard's own logic (retry, backoff,
 budget, what counts as transient, the CLI's line) is tested on a fake clock and runs everywhere."""

@@ -1,7 +1,7 @@
 """``dmlstudy kuberay``: the manifest against KubeRay's own RayJob schema, its secrets, its sizing, its bad input and its
 entrypoint's resume. No Kubernetes here: what a cluster would check first (the CRD's schema) is checked instead.
 
-The CRD's ``openAPIV3Schema`` (tests/study/data/kuberay/, v1.7.0) is Kubernetes' structural OpenAPI v3 dialect; it is
+The CRD's ``openAPIV3Schema`` (tests/study/deploy/data/kuberay/, v1.7.0) is Kubernetes' structural OpenAPI v3 dialect; it is
 read as JSON Schema (draft 7) with the API server's own extra rules added where a manifest could break them:
 
 - ``nullable: true`` admits ``null``;
@@ -38,7 +38,7 @@ from study.deploy import kuberay
 from study.loading import load_spec, parse_spec
 from trainables.schema import record as R
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCHEMA = Path(__file__).parent / "data" / "kuberay" / "ray.io_rayjobs-v1.7.0.openAPIV3Schema.json"
 SPEC = REPO / "search_spaces" / "bspml_cub.yaml"  # resources {cpu: 4, gpu: 1}, search.max_concurrent 4
 TABLE = REPO / "search_spaces" / "table_cub.yaml"  # resources {cpu: 8, gpu: 1}, search.max_concurrent 4

@@ -17,7 +17,7 @@ from trainables.schema.errors import SpecError
 from trainables.schema.space import FloatParam
 from trainables.schema.trial import CELL_KEY
 
-SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 
 QUICK = yaml.safe_load((SPACES / "table_glyphs_quick.yaml").read_text())
 

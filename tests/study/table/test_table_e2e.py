@@ -13,7 +13,7 @@ from mlflow import MlflowClient
 
 pytestmark = pytest.mark.e2e
 
-QUICK = str(Path(__file__).resolve().parents[2] / "search_spaces" / "table_glyphs_quick.yaml")
+QUICK = str(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml")
 CELLS = ["ms.p0", "ms.p0.3", "bspml.p0", "bspml.p0.3"]
 FAST = [
     "search.num_trials=2",
