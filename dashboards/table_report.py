@@ -26,14 +26,14 @@ from dashboards.select import final_runs
 from study.console import format_table
 from study.table.bill import Bill
 from study.table.spec import Table
-from study.table.status import CellStatus, slot_use, table_status, winner_text
+from study.table.status import CellStatus, SlotUse, slot_use, table_status, winner_text
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_WALL, final_metric
 
 if TYPE_CHECKING:
     from study.layout import StudyLayout
 
-__all__ = ["table_report", "write_table_report"]
+__all__ = ["table_report", "write_table_report", "final_wall_s", "whole_run_use", "bill_against_actual"]
 
 
 def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, float] | None = None) -> str:
@@ -60,6 +60,8 @@ def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, float] |
     parts += ["```", format_table(rows, list(rows[0])), "```", ""]
     if (use := slot_use(cells, table.spec.search.max_concurrent)) is not None:
         parts += [use.text(), ""]
+    if bill is not None and (whole := whole_run_use(cells, data, table.spec.search.max_concurrent, bill[1])):
+        parts += [whole.text(), ""]
     if bill is not None and bill[0] is not None:
         parts += [bill_against_actual(table, cells, bill[0], (data, bill[1])), ""]
     return "\n".join(parts)
@@ -84,6 +86,25 @@ def _comparison(table: Table, study_dir: str) -> tuple[list[str], Any]:
         return [f"(no comparison: {e})", ""], None
 
 
+def final_wall_s(data: Any) -> float | None:
+    """The final stage's trial time: its finished runs' summed ``cost/wall_s``; ``None`` when the study's data was not
+    read or its final runs logged no wall time."""
+    column = METRIC + COST_WALL
+    if data is None or column not in (finals := final_runs(data)).columns:
+        return None
+    return float(finals[column].fill_null(0.0).sum())
+
+
+def whole_run_use(cells: list[CellStatus], data: Any, slots: int, run_wall_s: float) -> SlotUse | None:
+    """Slot use of the whole run, search and final stage together: the search trials' summed wall (their Optuna
+    trials') and the final runs' (MLflow's ``cost/wall_s``) over the slots, against the driver's wall time (search start
+    to final end; a resumed driver's covers its own part only). ``None`` without the final runs' wall."""
+    final = final_wall_s(data)
+    if final is None or run_wall_s <= 0:
+        return None
+    return SlotUse(run_wall_s, sum(c.wall_s for c in cells) + final, slots, "whole-run")
+
+
 def bill_against_actual(table: Table, cells: list[CellStatus], bill: Bill, run: tuple[Any, float]) -> str:
     """The bill priced before the run beside what it cost: per stage the trials' summed wall time (the search's from
     its Optuna trials, the final stage's from its MLflow runs) over the slots, and the whole run's wall time."""
@@ -91,10 +112,8 @@ def bill_against_actual(table: Table, cells: list[CellStatus], bill: Bill, run: 
     slots = table.spec.search.max_concurrent
     search_h, final_h = table.stage_hours(bill)
     search_actual = sum(c.wall_s for c in cells) / slots / 3600.0
-    final_actual = "unknown"
-    column = METRIC + COST_WALL
-    if data is not None and column in (finals := final_runs(data)).columns:
-        final_actual = f"{float(finals[column].fill_null(0.0).sum()) / slots / 3600.0:.2f} h"
+    final = final_wall_s(data)
+    final_actual = "unknown" if final is None else f"{final / slots / 3600.0:.2f} h"
     return (
         f"Bill against actual ({'measured' if bill.measured else 'assumed'} bill on {slots} slots): search ≈ "
         f"{search_h:.2f} h billed, {search_actual:.2f} h of trial time / {slots}; final stage ≈ {final_h:.2f} h "

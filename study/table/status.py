@@ -119,11 +119,13 @@ def _span(trials: list[Any]) -> tuple[datetime, datetime] | None:
 class SlotUse:
     """How busy the search kept its slots: its wall time (first trial asked → last trial ended, over every cell)
     against the summed trial wall time divided by the slots (``max_concurrent``). 1.0: every slot busy all the time;
-    the goal is ≤ 1.2. A resumed table's wall time includes the time no driver ran."""
+    the goal is ≤ 1.2. A resumed table's wall time includes the time no driver ran. ``what`` names the span:
+    ``search``, or ``whole-run`` (search and final stage against the driver's wall: dashboards.table_report)."""
 
     wall_s: float
     trial_s: float
     slots: int
+    what: str = "search"
 
     @property
     def ratio(self) -> float:
@@ -131,7 +133,7 @@ class SlotUse:
 
     def text(self) -> str:
         return (
-            f"search slot use: {_duration(self.wall_s)} wall for {_duration(self.trial_s)} of trial time on "
+            f"{self.what} slot use: {_duration(self.wall_s)} wall for {_duration(self.trial_s)} of trial time on "
             f"{self.slots} slots = {self.ratio:.2f} (1.00: every slot busy throughout)"
         )
 

@@ -133,3 +133,23 @@ def test_table_cost_conclusions_agree_unless_a_significant_difference_flips() ->
     same, lines = conclusions(fifo, [row("bspml", 0.2, -0.01, False), row("spl", 0.2, 0.002, False)])
     assert not same and "DIFFERS" in lines[0] and lines[1].endswith("same")
     assert not conclusions(fifo, [row("bspml", 0.2, 0.03, True), row("spl", 0.2, 0.02, True)])[0]
+
+
+def test_table_cost_agreement_over_replicate_pairs() -> None:
+    """benchmarks.table_cost's two rules on hand-made conclusions: match (same sign, significant under both or
+    neither) and no flip; a scheduler's replicates against each other (pairs i < j) and against FIFO's (all pairs)."""
+    from benchmarks.table_cost import Conclusion, agreement, agrees, billed_hours
+
+    assert agrees(Conclusion(0.02, True), Conclusion(0.01, True)) == (True, True)
+    assert agrees(Conclusion(0.02, True), Conclusion(0.01, False)) == (False, True)  # weaker, same direction
+    assert agrees(Conclusion(0.02, True), Conclusion(-0.01, False)) == (False, False)  # the flip of issue 42
+    assert agrees(Conclusion(0.004, False), Conclusion(-0.002, False)) == (False, True)  # noise either way
+    assert agrees(Conclusion(0.0, False), Conclusion(0.0, False)) == (True, True)
+    key = ("bspml", "per_class", 0.2, "all")
+    fifo = [{key: Conclusion(0.019, True)}, {key: Conclusion(0.007, False)}]
+    halving = [{key: Conclusion(0.012, True)}, {}]  # replicate 1 has no comparison: its pairs are left out
+    assert agreement(fifo, None, key) == [(False, True)]
+    assert agreement(halving, fifo, key) == [(True, True), (False, True)]
+    line = "Table t: ...; every trial to the end (FIFO): 1365 model-epochs, ≈ 0.9 h on 2 slots ...; with halving per"
+    assert billed_hours(line + " cell (...): the search = 34% ..., 700 model-epochs in all, ≈ 0.45 h") == (0.9, 0.45)
+    assert billed_hours("Table t: ... (FIFO): 1365 model-epochs") == (None, None)

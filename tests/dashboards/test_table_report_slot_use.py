@@ -1,0 +1,37 @@
+"""The report's whole-run slot use: the search trials' wall (their Optuna trials') and the final runs' (MLflow's
+``cost/wall_s``) over the slots, against the driver's wall time; from constructed cells and a runs frame, no Ray."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from dashboards.load import METRIC, DashboardData
+from dashboards.table_report import final_wall_s, whole_run_use
+from harness.driver import tiny_table
+from study.table.spec import parse_table
+from study.table.status import CellStatus
+from trainables.schema import record as R
+from trainables.schema.metric_names import COST_WALL
+
+
+def _data(rows: list[dict]) -> DashboardData:
+    return DashboardData("", [], pl.DataFrame(rows), pl.DataFrame(), pl.DataFrame(), pl.DataFrame())
+
+
+def _final(wall: float | None, status: str = "FINISHED", stage: str = R.STAGE_FINAL) -> dict:
+    return {R.STAGE: stage, "status": status, METRIC + COST_WALL: wall}
+
+
+def test_whole_run_slot_use_adds_the_final_runs_to_the_search_trials() -> None:
+    table = parse_table(tiny_table("t", epochs=2, batches_per_epoch=2, num_trials=2, seeds=2), "t")
+    cells = [CellStatus(c, {"COMPLETE": 2}, 0.5, wall_s=w) for c, w in zip(table.cells, (100.0, 140.0), strict=True)]
+    # Four finished final runs (one without a wall: 0), one failed and one search run: neither of the last counts.
+    rows = [_final(30.0), _final(50.0), _final(20.0), _final(None), _final(999.0, "FAILED")]
+    data = _data([*rows, _final(999.0, stage=R.STAGE_SEARCH)])
+    assert final_wall_s(data) == pytest.approx(100.0)
+    use = whole_run_use(cells, data, 2, 200.0)
+    assert use is not None and use.trial_s == pytest.approx(340.0) and use.ratio == pytest.approx(200.0 / 170.0)
+    assert use.text().startswith("whole-run slot use: 3.3 min wall for 5.7 min of trial time on 2 slots = 1.18")
+    assert whole_run_use(cells, None, 2, 200.0) is None  # the study's runs were not read
+    assert final_wall_s(_data([{R.STAGE: R.STAGE_FINAL, "status": "FINISHED"}])) is None  # no wall logged
