@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainables.schema.space import SchedulerSpec
-from trainables.schema.spec import StudySpec
+from trainables.schema.spec import StudySpec, ValidationSpec
 from trainables.schema.trial import CELL_KEY
 
-__all__ = ["PlanCell", "StudyPlan", "VIEW_TRIALS", "VIEW_CELLS", "halving_lag"]
+__all__ = ["PlanCell", "StudyPlan", "VIEW_TRIALS", "VIEW_CELLS", "halving_lag", "search_cost"]
 
 #: The live view of a run: one row per trial (a study), or one row per cell (a table).
 VIEW_TRIALS, VIEW_CELLS = "trials", "cells"
@@ -36,6 +36,13 @@ def halving_lag(scheduler: SchedulerSpec, trials_per_cell: int) -> int | None:
     after the rung): with the lag at the budget every trial is asked at once, each sampled knowing none of its cell's
     outcomes, in an order timing cannot change (``search.reproducible`` holds)."""
     return trials_per_cell if scheduler.type == "halving" else None
+
+
+def search_cost(validation: ValidationSpec) -> float:
+    """One search trial's training, in models trained on all training classes (k folds train k models on (k−1)/k of
+    the classes each; a holdout one on 1 − fraction): the unit a study's and a table's costs are counted in."""
+    v = validation
+    return float(v.folds - 1) if v.kind == "kfold" else (1.0 - v.fraction if v.kind == "holdout" else 1.0)
 
 
 @dataclass(frozen=True)
@@ -107,10 +114,8 @@ class StudyPlan:
         return len(self.cells) * self.base.final.seeds
 
     def search_cost(self) -> float:
-        """One search trial's training, in models trained on all training classes (k folds train k models on
-        (k−1)/k of the classes each; a holdout one on 1 − fraction)."""
-        v = self.base.validation
-        return float(v.folds - 1) if v.kind == "kfold" else (1.0 - v.fraction if v.kind == "holdout" else 1.0)
+        """One search trial's training, in models trained on all training classes (:func:`search_cost`)."""
+        return search_cost(self.base.validation)
 
     def cell_of(self, config: dict[str, Any]) -> PlanCell | None:
         """The cell of a search trial's config: the one its stamp names; a trial asked before cells were stamped

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from study.loading import load_study, parse_spec, read_raw
-from study.plan import VIEW_CELLS, PlanCell, StudyPlan, halving_lag
+from study.plan import VIEW_CELLS, PlanCell, StudyPlan, halving_lag, search_cost
 from study.search.calibration import Calibration
 from study.table.asha_cost import asymptotic_share, halving_rule_rungs, halving_share, milestones
 from study.table.bill import Bill, assumed_bill, measured_bill, scheduler_share
@@ -141,10 +141,8 @@ class Table:
         return len(self.cells) * self.spec.final.seeds
 
     def search_cost(self) -> float:
-        """One search trial's training, in models trained on all training classes (k folds train k models on
-        (k−1)/k of the classes each; a holdout one on 1 − fraction)."""
-        v = self.spec.validation
-        return float(v.folds - 1) if v.kind == "kfold" else (1.0 - v.fraction if v.kind == "holdout" else 1.0)
+        """One search trial's training, in models trained on all training classes (:func:`study.plan.search_cost`)."""
+        return search_cost(self.spec.validation)
 
     @property
     def trial_model_epochs(self) -> float:
