@@ -86,7 +86,7 @@ def render_replicates(rows: list[ReplicateRow], reference: str, metric: str, rep
         "Holds: every replicate gives Δ's sign and its significance.",
         "",
     ]
-    header = ["family", "noise", "Δ [95 % CI, replicates × seeds]", "same sign", "per replicate", "holds", "n"]
+    header = [R.FAMILY, "noise", "Δ [95 % CI, replicates × seeds]", "same sign", "per replicate", "holds", "n"]
     body = [
         [
             r.cell.row,

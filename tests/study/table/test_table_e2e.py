@@ -5,6 +5,7 @@ final runs per cell and seed, the report artifact) and the printed table; then `
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import optuna
@@ -29,10 +30,13 @@ def test_the_quick_glyphs_table_end_to_end(tmp_path, run_cli):
     proc = run_cli(QUICK, *sets, "--no-dashboard", timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    assert out.splitlines()[0] == (
+    size, priced = out.splitlines()[0].split(", ≈ ", 1)
+    assert size == (
         "Table table_glyphs_quick: 2 arms × 2 cells × 2 trials × 2 epochs = 8 search trials (2 folds), "
-        "then 4 × 2 final seeds = 8 final runs; 2 at a time; every trial to the end: 32 model-epochs"
+        "then 4 × 2 final seeds = 8 final runs; 2 at a time; every trial to the end (FIFO): 32 model-epochs"
     )  # 8 trials × 2 epochs × 1 model on all training classes (2 folds of half each) + 8 final runs × 2 epochs
+    # priced from the bill measured before the run (study.search.calibration), per arm
+    assert re.fullmatch(r"[\d.]+ h on 2 slots measured on cpu: ms [\d.]+ s, bspml [\d.]+ s per model-epoch .*", priced)
     assert "ETA ≈" in out  # the live table, once trials have finished
     root = tmp_path / "runs" / "table_glyphs_quick"
     storage = f"sqlite:///{root / 'optuna.db'}"
