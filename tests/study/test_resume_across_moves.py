@@ -9,6 +9,7 @@ history skips, saying so."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -45,6 +46,14 @@ def _old_code(into: Path) -> Path:
     return into
 
 
+def _old_env(ray_tmp: str, old: Path) -> dict[str, str]:
+    """The old driver's environment: only what a user's shell would give it (no variable an earlier test of this
+    process left behind), its own Ray temp dir, and the old code first on the path."""
+    kept = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "DMLSTUDY_CACHE_DIR")
+    env = {k: os.environ[k] for k in kept if k in os.environ}
+    return {**env, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(old)}
+
+
 def _states(study_dir: Path) -> dict[str, list[str]]:
     db = study_dir / R.OPTUNA_DB
     if not db.exists():
@@ -73,7 +82,7 @@ def test_a_table_started_before_the_move_resumes_after_it(tmp_path):
     ray_tmp = tempfile.mkdtemp(prefix="rm", dir="/tmp")
     first = run_and_stop(
         tmp_path,
-        driver_env(ray_tmp, PYTHONPATH=str(old)),
+        _old_env(ray_tmp, old),
         [str(spec), "--no-dashboard"],
         study_dir,
         _two_ended,
