@@ -58,7 +58,7 @@ def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, float] |
     ]
     parts += ["Search winners per cell (each cell's own Optuna study; best trial, ties to the earliest):", ""]
     parts += ["```", format_table(rows, list(rows[0])), "```", ""]
-    if (use := slot_use(cells, table.spec.search.max_concurrent)) is not None:
+    if (use := slot_use(cells, table.spec.search.max_concurrent, table.plan().final_with_search)) is not None:
         parts += [use.text(), ""]
     if bill is not None and (whole := whole_run_use(cells, data, table.spec.search.max_concurrent, bill[1])):
         parts += [whole.text(), ""]

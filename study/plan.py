@@ -22,7 +22,7 @@ from typing import Any
 
 from trainables.schema.space import SchedulerSpec
 from trainables.schema.spec import StudySpec, ValidationSpec
-from trainables.schema.trial import CELL_KEY
+from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
 __all__ = ["PlanCell", "StudyPlan", "VIEW_TRIALS", "VIEW_CELLS", "halving_lag", "search_cost"]
 
@@ -117,9 +117,18 @@ class StudyPlan:
         """One search trial's training, in models trained on all training classes (:func:`search_cost`)."""
         return search_cost(self.base.validation)
 
+    @property
+    def final_with_search(self) -> bool:
+        """Each cell's final seeds start as soon as its search ends, in the search's experiment
+        (:class:`~study.search.cell_search.CellSearch`): a table's groups are its cells, each known once its own
+        trials have ended. A study's ``final.group_by`` groups share one search, which ends all at once."""
+        return self.groups_are_cells and self.base.final.seeds > 0
+
     def cell_of(self, config: dict[str, Any]) -> PlanCell | None:
         """The cell of a search trial's config: the one its stamp names; a trial asked before cells were stamped
-        (resumed from then) by the fixed values it carries."""
+        (resumed from then) by the fixed values it carries. A final trial (in the search's experiment) has none."""
+        if FINAL_KEY in config:
+            return None
         label = config.get(CELL_KEY)
         if label is not None:
             return next((c for c in self.cells if c.label == label), None)

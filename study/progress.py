@@ -25,7 +25,9 @@ from ray.tune import Callback
 from study.console import format_table, format_value
 from study.final.best import pick_best
 from study.plan import StudyPlan
+from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
+from trainables.schema.trial import FINAL_KEY
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -129,24 +131,27 @@ class CellProgress(ThrottledTable):
         self._started: float | None = None
         self._epochs_here = 0
 
-    def _eta(self, trials: list[Trial]) -> str:
+    def _eta(self, search: list[Trial], finals_done: int) -> str:
         if self._started is None or self._epochs_here == 0:
             return ""
         t, epochs = self.plan, self.plan.base.train.epochs
-        trained = sum(min(int((x.last_result or {}).get(EPOCH, 0)), epochs) for x in trials)
+        trained = sum(min(int((x.last_result or {}).get(EPOCH, 0)), epochs) for x in search)
         per_epoch = (time.monotonic() - self._started) / (self._epochs_here * t.search_cost())
         # Under early stopping the search is expected to train its share of every trial's epochs (study.table.asha_cost, the plan's search_share).
         search_left = max(0.0, t.search_trials * epochs * t.search_share - trained)
-        left = (search_left * t.search_cost() + t.final_runs * epochs) * per_epoch
-        return f"; ETA ≈ {eta_text(left)} (then {t.final_runs} final runs)"
+        left = (search_left * t.search_cost() + (t.final_runs - finals_done) * epochs) * per_epoch
+        return f"; ETA ≈ {eta_text(left)} (then {t.final_runs - finals_done} final runs)"
 
     def render(self, trials: list[Trial]) -> str:
         plan = self.plan
         metric, mode, epochs = plan.base.search.metric, plan.base.search.mode, plan.base.train.epochs
         per_cell: dict[str, list[Trial]] = {c.label: [] for c in plan.cells}
+        # A cell's final seeds, when they start as its search ends (study.search.cell_search): in this experiment.
+        finals: dict[str, list[Trial]] = {c.label: [] for c in plan.cells}
         for trial in trials:
-            cell = plan.cell_of(trial.config)
-            if cell is not None:
+            if FINAL_KEY in trial.config:
+                finals.setdefault(str(trial.config[FINAL_KEY][R.GROUP]), []).append(trial)
+            elif (cell := plan.cell_of(trial.config)) is not None:
                 per_cell[cell.label].append(trial)
         rows = []
         for label, members in per_cell.items():
@@ -162,11 +167,17 @@ class CellProgress(ThrottledTable):
                     "running": sum(t.status == "RUNNING" for t in members),
                     "failed": sum(t.status == "ERROR" for t in members),
                     f"best {metric}": "" if best is None else best[1],
+                    "final": f"{sum(t.status == 'TERMINATED' for t in finals[label])}/{plan.base.final.seeds}",
                 }
             )
-        done = sum(t.status == "TERMINATED" for t in trials)
-        header = f"== {plan.title}: search trials {done}/{plan.search_trials} finished{self._eta(trials)}"
+        search = [t for m in per_cell.values() for t in m]
+        done = sum(t.status == "TERMINATED" for t in search)
+        finals_done = sum(t.status == "TERMINATED" for m in finals.values() for t in m)
+        header = f"== {plan.title}: search trials {done}/{plan.search_trials} finished{self._eta(search, finals_done)}"
         columns = ["cell", "finished", "stopped early", "running", "failed", f"best {metric}"]
+        if plan.final_with_search:
+            header += f"; final runs {finals_done}/{plan.final_runs}"
+            columns.append("final")
         return f"{header}\n{format_table(rows, columns)}"
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:

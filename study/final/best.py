@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["pick_best", "best_by_group", "is_finite_number"]
+__all__ = ["pick_best", "best_by_group", "best_full_trial", "is_finite_number"]
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -53,3 +53,20 @@ def best_by_group(
         groups.setdefault(group(candidate), []).append(candidate)
     picked = {key: pick_best(members, value, trial_id, mode) for key, members in groups.items()}
     return {key: best for key, best in picked.items() if best is not None}
+
+
+def best_full_trial(
+    candidates: Iterable[T],
+    value: Callable[[T], Any],
+    full: Callable[[T], bool],
+    trial_id: Callable[[T], Any],
+    mode: str,
+) -> T | None:
+    """One group's best search trial: :func:`pick_best` among its trials that trained every epoch (``full``) where any
+    did. Under early stopping a stopped trial's last value is of an earlier epoch than a full trial's, so not
+    comparable: the winner is the best trial that trained every epoch (Optuna's COMPLETE, as ``--status`` picks it),
+    and a group where none did keeps the best of what it has. The final stage after the search
+    (:func:`study.final.stage.best_per_group`) and the one a table starts per cell inside the search
+    (:class:`study.search.cell_search.CellSearch`) both pick by it."""
+    members = list(candidates)
+    return pick_best([c for c in members if full(c)] or members, value, trial_id, mode)

@@ -20,15 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from study.final.best import best_by_group, pick_best
+from study.final.best import best_full_trial, pick_best
 from study.final.intervals import t_interval
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX, split_per_category
-from trainables.schema.spec import StudySpec
+from trainables.schema.spec import FinalSpec, StudySpec
 from trainables.schema.trial import FINAL_KEY, sampled_values
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ray.tune import Result, ResultGrid
+
+    #: A stage's results: Tune's grid, or a part of one (the search's trials of an experiment that ran final ones too).
+    Results = ResultGrid | Sequence[Result]
 
 __all__ = [
     "FinalGroup",
@@ -38,6 +43,8 @@ __all__ = [
     "best_result",
     "creation_order",
     "final_points",
+    "seed_points",
+    "point_key",
     "summarize_final",
     "t_interval",
     "summary_csv",
@@ -63,7 +70,7 @@ def group_label(spec: StudySpec, sampled: dict[str, Any]) -> str:
     return ", ".join(f"{name}={sampled.get(name)}" for name in spec.final.group_by)
 
 
-def results_of(grid: ResultGrid) -> list[Result]:
+def results_of(grid: Results) -> list[Result]:
     """The grid's results as a list (``ResultGrid`` is indexable but declares no ``__iter__``)."""
     return [grid[i] for i in range(len(grid))]
 
@@ -87,7 +94,7 @@ def creation_order(order: Mapping[str, int]) -> Callable[[Result], tuple[float, 
     return lambda r: (order.get(result_trial_id(r), math.inf), result_trial_id(r))
 
 
-def best_result(spec: StudySpec, results: ResultGrid, order: Mapping[str, int]) -> Result | None:
+def best_result(spec: StudySpec, results: Results, order: Mapping[str, int]) -> Result | None:
     """The search's best trial over every group (:func:`study.final.best.pick_best` on the search metric's last value,
     ties to the earliest trial: :func:`creation_order`)."""
     metric = spec.search.metric
@@ -98,7 +105,7 @@ def best_result(spec: StudySpec, results: ResultGrid, order: Mapping[str, int]) 
 
 def best_per_group(
     spec: StudySpec,
-    results: ResultGrid,
+    results: Results,
     order: Mapping[str, int],
     group: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> dict[str, Result]:
@@ -110,37 +117,47 @@ def best_per_group(
     ``group`` maps a trial's config to its group (default: the ``final.group_by`` values; a table: its cell)."""
     metric = spec.search.metric
     label = group or (lambda config: group_label(spec, sampled_values(config)))
-    finished = _finished(results_of(results))
-    # Under early stopping a stopped trial's last value is of an earlier epoch than a full trial's: not comparable.
-    # A group's winner is then its best trial that trained every epoch (Optuna's COMPLETE, as --status picks it);
-    # a group where none did keeps the best of what it has.
-    full = {label(_config(r)) for r in finished if int(_metrics(r).get(EPOCH, 0)) >= spec.train.epochs}
-    finished = [
-        r for r in finished if label(_config(r)) not in full or int(_metrics(r).get(EPOCH, 0)) >= spec.train.epochs
-    ]
-    picked = best_by_group(
-        finished,
-        lambda r: label(_config(r)),
-        lambda r: _metrics(r).get(metric),
-        creation_order(order),
-        spec.search.mode,
-    )
-    return {key: best for key, best in picked.items() if key is not None}
+    members: dict[str | None, list[Result]] = {}
+    for r in _finished(results_of(results)):
+        members.setdefault(label(_config(r)), []).append(r)
+    picked = {
+        key: best_full_trial(
+            trials,
+            lambda r: _metrics(r).get(metric),
+            lambda r: int(_metrics(r).get(EPOCH, 0)) >= spec.train.epochs,
+            creation_order(order),
+            spec.search.mode,
+        )
+        for key, trials in members.items()
+    }
+    return {key: best for key, best in picked.items() if key is not None and best is not None}
 
 
 def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any]]:
-    """The final stage's Ray configs (values of :data:`~trainables.schema.trial.FINAL_KEY`): each group's best sampled values
-    with ``seed`` (and, with ``final.reseed_noise``, ``dataset.noise.seed``) set to 0 … ``final.seeds``-1, in a stable
-    order (so a resumed driver plans the same points)."""
+    """The final stage's Ray configs (values of :data:`~trainables.schema.trial.FINAL_KEY`): each group's best sampled
+    values with its seeds (:func:`seed_points`), groups in a stable order (so a resumed driver plans the same points)."""
+    return [
+        point
+        for label in sorted(best)
+        for point in seed_points(spec.final, label, sampled_values(_config(best[label])), result_trial_id(best[label]))
+    ]
+
+
+def seed_points(final: FinalSpec, label: str, sampled: dict[str, Any], source_trial: str) -> list[dict[str, Any]]:
+    """One group's final points: its best configuration's ``sampled`` values with ``seed`` (and, with
+    ``final.reseed_noise``, ``dataset.noise.seed``) set to 0 … ``final.seeds``-1."""
     points = []
-    for label in sorted(best):
-        sampled = sampled_values(_config(best[label]))
-        for seed in range(spec.final.seeds):
-            params = {**sampled, "seed": seed}
-            if spec.final.reseed_noise:
-                params[NOISE_SEED] = seed
-            points.append({R.GROUP: label, R.SOURCE_TRIAL: result_trial_id(best[label]), "params": params})
+    for seed in range(final.seeds):
+        params = {**sampled, "seed": seed}
+        if final.reseed_noise:
+            params[NOISE_SEED] = seed
+        points.append({R.GROUP: label, R.SOURCE_TRIAL: source_trial, "params": params})
     return points
+
+
+def point_key(point: dict[str, Any]) -> tuple[str, str, int]:
+    """What identifies a final point: its group, the search trial it retrains and its seed."""
+    return (str(point[R.GROUP]), str(point[R.SOURCE_TRIAL]), int(point["params"]["seed"]))
 
 
 @dataclass
@@ -174,7 +191,7 @@ class FinalGroup:
         return out
 
 
-def summarize_final(spec: StudySpec, results: ResultGrid, best: dict[str, Result]) -> list[FinalGroup]:
+def summarize_final(spec: StudySpec, results: Results, best: dict[str, Result]) -> list[FinalGroup]:
     """Group the final trials that trained every epoch and collect their last ``test/`` metrics; attach the
     fold ensemble's test metrics of each group's best search trial (reported at its last epoch)."""
     groups = {

@@ -32,7 +32,7 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from study.runtime.compat import asha_rungs, asha_trial_info
 from study.runtime.storage import write_bytes
 from study.search.persistent_asha import read_state_once
-from trainables.schema.trial import CELL_KEY
+from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
 __all__ = ["CellASHA", "Rungs", "cell_label_of", "rung_values"]
 
@@ -53,7 +53,10 @@ class Rungs:
 def cell_label_of(cells: list[tuple[str, dict[str, Any]]], config: dict[str, Any]) -> str | None:
     """The label of the trial's cell: the one its config is stamped with (:data:`~trainables.schema.trial.CELL_KEY`);
     for a trial asked before cells were stamped, the cell whose fixed values it carries (:meth:`study.plan.StudyPlan.cell_of`'s
-    rule, on the ``(label, fixed)`` pairs this scheduler keeps: small to pickle at every decision)."""
+    rule, on the ``(label, fixed)`` pairs this scheduler keeps: small to pickle at every decision). A final trial that
+    runs in the search's experiment (:class:`~study.search.cell_search.CellSearch`) belongs to no cell: it runs to the end."""
+    if FINAL_KEY in config:
+        return None
     stamped = config.get(CELL_KEY)
     if stamped is not None:
         return stamped if any(label == stamped for label, _ in cells) else None

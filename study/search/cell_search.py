@@ -22,6 +22,15 @@ was not finite failed because of its configuration (the same batches give the sa
 evaluated, FAIL in Optuna, not replaced. Replacements are bounded, ``num_trials`` per cell (a cell whose every trial
 errors ends after twice its budget instead of looping), so a cell may still end short: the report's ``failed``
 column says so.
+
+**A cell's final seeds start as soon as its search ends** (a table, ``final``: issue 50). The final stage used to wait
+for the last cell's search, so slots idled at the end of every table while the longest cell searched. With ``final``
+the searcher asks the final points itself, in the same experiment: once every trial of a cell (each replicate is a
+cell) has ended, it picks the cell's best by the final stage's rule (:func:`study.final.best.best_full_trial`: the last
+value, full trials first, ties to the earliest Optuna number) from the results it was told, and queues the cell's
+:func:`~study.final.stage.seed_points`; the next free slots take them before any search trial (the longest jobs first,
+so the run does not end on one). The driver reads them back by their points (:func:`study.final.stage.point_key`), and
+retrains after the search only what the search did not (a run resumed from before, a cell with no finite score).
 """
 
 from __future__ import annotations
@@ -32,13 +41,16 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
+from study.final.best import best_full_trial
+from study.final.stage import seed_points
 from study.runtime.compat import completed_trials_of, optuna_trials_of
 from study.runtime.storage import read_bytes
 from study.search.study_search import StudySearch
 from study.tracking.outage import through_ray
 from trainables.schema import record as R
-from trainables.schema.metric_names import COST_METRICS
-from trainables.schema.trial import CELL_KEY
+from trainables.schema.metric_names import COST_METRICS, EPOCH
+from trainables.schema.spec import FinalSpec
+from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
 __all__ = ["CellSearch", "CellBudget"]
 
@@ -46,10 +58,24 @@ __all__ = ["CellSearch", "CellBudget"]
 @dataclass(frozen=True)
 class CellBudget:
     """Each cell's budget of evaluated trials, and whether a lost trial is replaced (a table: every cell keeps its
-    budget; a study: no, its contract is ``num_trials`` trials, the failed ones included)."""
+    budget; a study: no, its contract is ``num_trials`` trials, the failed ones included). ``final``: the final
+    stage's seeds, started per cell as its search ends (a table); ``None``: the final stage runs after the search."""
 
     trials: int
     replace_lost: bool = True
+    final: FinalSpec | None = None
+    #: A full trial's epochs (the best rule prefers trials that trained them all).
+    epochs: int = 0
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the best rule reads of a search trial that ended without error: its last value, epochs and Optuna number."""
+
+    trial_id: str
+    value: object
+    epochs: int
+    number: float
 
 
 class CellSearch(Searcher):
@@ -89,11 +115,24 @@ class CellSearch(Searcher):
         self.ended: set[str] = set()
         #: Each running trial's cost in its last result (:data:`~trainables.schema.metric_names.COST_METRICS`).
         self.last_cost: dict[str, dict[str, float]] = {}
+        self.final = budget.final
+        self.epochs = budget.epochs
+        #: Each search trial's fixed and sampled values (a winner's are its final points' params).
+        self.sampled: dict[str, dict[str, Any]] = {}
+        #: Each running search trial's last value and epoch; each ended one's outcome (the best rule's input).
+        self.last_value: dict[str, dict[str, Any]] = {}
+        self.outcomes: dict[str, _Outcome] = {}
+        #: Final points due (cells whose search ended), the cells that queued theirs, the final trials asked.
+        self.final_due: list[dict[str, Any]] = []
+        self.final_cells: set[int] = set()
+        self.final_trials: dict[str, dict[str, Any]] = {}
 
     @property
     def max_trials(self) -> int:
-        """The most Ray trials the run may take: every cell's budget and every cell's replacements."""
-        return (2 if self.replace_lost else 1) * self.budget * len(self.cells)
+        """The most Ray trials the run may take: every cell's budget and every cell's replacements, and its final
+        seeds when the search asks them."""
+        finals = 0 if self.final is None else self.final.seeds * len(self.cells)
+        return (2 if self.replace_lost else 1) * self.budget * len(self.cells) + finals
 
     def counted(self, index: int) -> int:
         """Trials of cell ``index`` that count against its budget: asked, less those replaced."""
@@ -104,6 +143,11 @@ class CellSearch(Searcher):
         index = self.trial_cell.get(trial_id)
         if index is not None:  # Ray asks again for a trial it was given (not in Ray 2.60's loop; kept safe)
             return self._config(index, self.cells[index][2].suggest(trial_id))
+        if trial_id in self.final_trials:
+            return {FINAL_KEY: self.final_trials[trial_id]}
+        if self.final_due:  # a cell's final seeds before any search trial: the longest jobs first
+            self.final_trials[trial_id] = self.final_due.pop(0)
+            return {FINAL_KEY: self.final_trials[trial_id]}
         open_cells = sorted((self.counted(i), i) for i in range(len(self.cells)) if self.counted(i) < self.budget)
         if not open_cells:
             # A trial still running may yet error and be replaced: finish once every trial has ended.
@@ -117,7 +161,7 @@ class CellSearch(Searcher):
             if sampled is not None:
                 self.asked[index] += 1
                 self.trial_cell[trial_id] = index
-                return self._config(index, sampled)
+                return self._remember(trial_id, self._config(index, sampled))
         return None  # every open cell waits: Ray asks again on its next step
 
     def _config(self, index: int, sampled: dict | None) -> dict | None:
@@ -135,6 +179,12 @@ class CellSearch(Searcher):
             )
         return {**fixed, **sampled, CELL_KEY: self.cells[index][0]}
 
+    def _remember(self, trial_id: str, config: dict | None) -> dict | None:
+        """Keep a search trial's values (its cell's final points are its if it wins)."""
+        if isinstance(config, dict):
+            self.sampled[trial_id] = {k: v for k, v in config.items() if k != CELL_KEY}
+        return config
+
     def _searcher(self, trial_id: str) -> StudySearch | None:
         index = self.trial_cell.get(trial_id)
         return None if index is None else self.cells[index][2]
@@ -146,6 +196,7 @@ class CellSearch(Searcher):
             # with no result, so its cost so far is kept from its last one.
             costs = {k: float(v) for k in COST_METRICS if isinstance(v := result.get(k), (int, float))}
             self.__dict__.setdefault("last_cost", {})[trial_id] = costs  # (a dispatcher pickled before it had one)
+            self.last_value[trial_id] = {k: result[k] for k in (self.metric, EPOCH) if k in result}
             searcher.on_trial_result(trial_id, result)
 
     @through_ray  # a store outage past its budget ends the driver, not the trial
@@ -164,7 +215,34 @@ class CellSearch(Searcher):
         self.ended.add(trial_id)
         last = self.__dict__.setdefault("last_cost", {}).pop(trial_id, {})
         self._record_cost(searcher, trial_id, {**last, **(result or {})})
+        final = {**self.last_value.pop(trial_id, {}), **(result or {})}
+        if not error and final:
+            trial = optuna_trials_of(searcher).get(trial_id)
+            number = float(trial.number) if trial is not None else float("inf")
+            self.outcomes[trial_id] = _Outcome(trial_id, final.get(self.metric), int(final.get(EPOCH, 0)), number)
         searcher.on_trial_complete(trial_id, result=result, error=error)
+        self._start_final(index)
+
+    def _start_final(self, index: int) -> None:
+        """Once every trial of cell ``index`` has ended and its budget is spent, queue its final points: its best
+        trial's values (:func:`~study.final.best.best_full_trial`, the final stage's rule) with each final seed."""
+        if self.final is None or index in self.final_cells or self.counted(index) < self.budget:
+            return
+        members = [t for t, i in self.trial_cell.items() if i == index]
+        if any(t not in self.ended for t in members):
+            return
+        self.final_cells.add(index)
+        best = best_full_trial(
+            [self.outcomes[t] for t in members if t in self.outcomes and t in self.sampled],
+            lambda o: o.value,
+            lambda o: o.epochs >= self.epochs,
+            lambda o: (o.number, o.trial_id),
+            self.mode or "max",
+        )
+        if best is not None:  # else no finite score: the driver finds no winner either
+            self.final_due.extend(
+                seed_points(self.final, self.cells[index][0], self.sampled[best.trial_id], best.trial_id)
+            )
 
     @staticmethod
     def _record_cost(searcher: StudySearch, trial_id: str, result: dict | None) -> None:
@@ -202,6 +280,15 @@ class CellSearch(Searcher):
             "trials_dir": None,
             "replace_lost": True,
             "last_cost": {},
+            # One taken before a table's final seeds were asked here: the final stage runs after the search.
+            "final": None,
+            "epochs": 0,
+            "sampled": {},
+            "last_value": {},
+            "outcomes": {},
+            "final_due": [],
+            "final_cells": set(),
+            "final_trials": {},
         }
         self.__dict__.update({**old, **state})
         for _, _, searcher in self.cells:

@@ -29,6 +29,7 @@ from study.final.stage import (
     best_result,
     category_csv,
     final_points,
+    point_key,
     result_trial_id,
     results_of,
     summarize_final,
@@ -64,7 +65,7 @@ from trainables.schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ray.tune import ResultGrid
+    from ray.tune import Result, ResultGrid
 
 __all__ = ["StageProgress", "StudyOutcome", "run_study", "describe_trial", "browse_commands"]
 
@@ -159,8 +160,9 @@ def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
 
 
 def _trial_callback(context: StudyContext, store: TrackingStore, parent: str, stage: str) -> MlflowTrialCallback:
-    """The driver-side MLflow writer of one stage's Tuner: child runs under ``parent``, tagged with ``stage``; a search
-    run's id is written to its Optuna trial too."""
+    """The driver-side MLflow writer of one stage's Tuner (``stage``: the search's, whose experiment may run a table's
+    final trials too, or the final stage's): child runs under ``parent``, each tagged with its own stage and its
+    Tuner's experiment; a search run's id is written to its Optuna trial too."""
     spec, layout = context.spec, context.layout
     return MlflowTrialCallback(
         ParentRun(layout.tracking_uri, store.experiment_id, parent),
@@ -172,37 +174,38 @@ def _trial_callback(context: StudyContext, store: TrackingStore, parent: str, st
 
 
 def _run_final_stage(
-    context: StudyContext, store: TrackingStore, parent: str, search: ResultGrid, failures: list[tuple[str, str]]
+    context: StudyContext, store: TrackingStore, parent: str, search: SearchResults, failures: list[tuple[str, str]]
 ) -> tuple[list[FinalGroup], StageProgress | None]:
     """Retrain each group's best configuration with ``final.seeds`` seeds on all training classes, evaluate on the
-    test classes, and log the summary to the parent run. Resumable: a restored driver continues Ray's final
-    experiment, whose points are the same (the search's results are). Returns the groups and, when the stage did not
-    finish, where it stands (``None`` when it did); adds the failed final trials to ``failures``."""
-    from ray import tune
-
+    test classes, and log the summary to the parent run. The points the search's experiment already ran (a table's
+    cells start theirs as their search ends, :class:`~study.search.cell_search.CellSearch`) are read back by their
+    points; a final Tuner runs the rest. Resumable: a restored driver continues Ray's final experiment, whose points
+    are the same (the search's results are). Returns the groups and, when the stage did not finish, where it stands
+    (``None`` when it did); adds the failed final trials to ``failures``."""
     spec, layout, plan = context.spec, context.layout, context.plan
     best = best_per_group(
-        spec, search, trial_numbers(layout.optuna_url, spec.name), plan.group if plan.groups_are_cells else None
+        spec, search.trials, trial_numbers(layout.optuna_url, spec.name), plan.group if plan.groups_are_cells else None
     )
     points = final_points(spec, best)
     if not points:
         return [], None
     store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
-    callback = _trial_callback(context, store, parent, stage=R.STAGE_FINAL)
-    param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
-    tuner = final_tuner(context, param_space, callback, len(points))
-    with fit_window():
-        results = unwrapped(tuner.fit)
-    ledger = stage_ledger(tuner)
+    ran = {point_key(_config_of(r)[FINAL_KEY]): r for r in search.finals}
+    done = [ran[key] for key in map(point_key, points) if key in ran]
+    rest = [p for p in points if point_key(p) not in ran]
+    failures.extend(failures_of(done))
+    results: list[Result] = []
+    if rest:
+        results, progress = _final_tuner_stage(context, store, parent, rest, failures)
+        if progress is not None:
+            return [], progress
+    results = done + results
     groups = summarize_final(spec, results, best)
     # Every final trial trains every epoch (no scheduler): it ended by Tune's status and by its last epoch.
-    trained = sum(
-        r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results_of(results)
-    )
-    failures.extend(failures_of(results))
-    if not ledger.finished(len(points)) or trained < len(points):
-        # Stopped: some seeds are missing, so there is no summary yet (--resume writes it).
-        return [], StageProgress.of(ledger, R.STAGE_FINAL, len(points))
+    trained = sum(r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results)
+    if trained < len(points):  # stopped: some seeds are missing, so there is no summary yet (--resume writes it)
+        failed = sum(r.error is not None for r in results)
+        return [], StageProgress(R.STAGE_FINAL, len(points), len(results), failed, len(points) - trained)
     if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
         store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
     store.log_text(parent, summary_csv(groups), R.FINAL_SUMMARY_FILE)
@@ -211,8 +214,52 @@ def _run_final_stage(
     return groups, None
 
 
+def _final_tuner_stage(
+    context: StudyContext,
+    store: TrackingStore,
+    parent: str,
+    points: list[dict[str, Any]],
+    failures: list[tuple[str, str]],
+) -> tuple[list[Result], StageProgress | None]:
+    """The final points the search did not run, in the final stage's own Tuner (a grid over them); its results and,
+    when it did not finish, where it stands."""
+    from ray import tune
+
+    spec = context.spec
+    callback = _trial_callback(context, store, parent, stage=R.STAGE_FINAL)
+    param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
+    tuner = final_tuner(context, param_space, callback, len(points))
+    with fit_window():
+        grid = unwrapped(tuner.fit)
+    ledger = stage_ledger(tuner)
+    failures.extend(failures_of(grid))
+    if not ledger.finished(len(points)):
+        return [], StageProgress.of(ledger, R.STAGE_FINAL, len(points))
+    return results_of(grid), None
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    """The search experiment's results, its search trials apart from the final trials a table's cells started in it
+    (:class:`~study.search.cell_search.CellSearch`)."""
+
+    trials: list[Result]
+    finals: list[Result]
+
+    @classmethod
+    def of(cls, grid: ResultGrid) -> SearchResults:
+        every = results_of(grid)
+        return cls(
+            [r for r in every if FINAL_KEY not in _config_of(r)], [r for r in every if FINAL_KEY in _config_of(r)]
+        )
+
+
+def _config_of(result: Result) -> dict[str, Any]:
+    return result.config or {}
+
+
 def _summarize(
-    spec: StudySpec, results: ResultGrid, order: dict[str, int], progress: StageProgress | None
+    spec: StudySpec, results: list[Result], order: dict[str, int], progress: StageProgress | None
 ) -> StudyOutcome:
     """The search stage's outcome (the parent run, wall time and experiment are the caller's to fill in);
     ``progress``: where it stands, ``None`` when it finished."""
@@ -221,7 +268,7 @@ def _summarize(
     sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
-        num_failed=results.num_errors,
+        num_failed=sum(r.error is not None for r in results),
         best_trial_id=result_trial_id(best) if best is not None else None,
         best_value=float((best.metrics or {})[s.metric]) if best is not None else None,
         best_params=sampled,
@@ -233,7 +280,7 @@ def _summarize(
     )
 
 
-def failures_of(results: ResultGrid) -> list[tuple[str, str]]:
+def failures_of(results: ResultGrid | list[Result]) -> list[tuple[str, str]]:
     """``(trial_id, reason)`` of each failed trial: the line of its traceback naming the exception."""
     return [(result_trial_id(r), error_line(str(r.error))) for r in results_of(results) if r.error is not None]
 
@@ -385,14 +432,16 @@ def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> Stu
     tuner = search_tuner(context, {SPEC_KEY: trial_spec_data(spec)}, callback)
     check_stop("before the search stage started")
     with fit_window():
-        results = unwrapped(tuner.fit)
+        results = SearchResults.of(unwrapped(tuner.fit))
     ledger = stage_ledger(tuner)
-    # A table replaces its cells' lost trials (study.search.cell_search): after a stop, one may still be due.
-    done = ledger.finished(spec.search.num_trials, errors_replaced=context.plan.replace_lost)
-    progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, spec.search.num_trials)
+    # A table replaces its cells' lost trials (study.search.cell_search): after a stop, one may still be due. Its
+    # cells' final trials are the experiment's too.
+    planned = spec.search.num_trials + len(results.finals)
+    done = ledger.finished(planned, errors_replaced=context.plan.replace_lost)
+    progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, planned)
     order = trial_numbers(layout.optuna_url, spec.name)
     outcome = dataclasses.replace(
-        _summarize(spec, results, order, progress),
+        _summarize(spec, results.trials, order, progress),
         parent_run_id=parent,
         wall_time_s=time.perf_counter() - started,
         experiment_id=store.experiment_id,

@@ -5,6 +5,7 @@ configurations' seeds). Both restore their experiment when a driver resumes."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from study.layout import StudyLayout
@@ -43,6 +44,10 @@ __all__ = [
     "search_tuner",
     "final_tuner",
 ]
+
+
+#: Ray's switch for its check that every result holds the experiment's metric (``tune_controller``).
+_STRICT_METRICS_OFF = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -137,10 +142,12 @@ def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: i
 
 def cell_searcher(plan: StudyPlan, layout: StudyLayout) -> CellSearch:
     """The run's searcher: one study searcher per cell (:func:`study_searcher`, the plan's lag), ``trials_per_cell``
-    each, lost trials replaced when the plan says so."""
+    each, lost trials replaced when the plan says so, each cell's final seeds asked as its search ends when the plan
+    says so (:attr:`~study.plan.StudyPlan.final_with_search`)."""
     s = plan.base.search
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, plan.lag)) for c in plan.cells]
-    budget = CellBudget(plan.trials_per_cell, plan.replace_lost)
+    final = plan.base.final if plan.final_with_search else None
+    budget = CellBudget(plan.trials_per_cell, plan.replace_lost, final, plan.base.train.epochs)
     return CellSearch(cells, budget, s.metric, s.mode, trials_dir=layout.tune_dir)
 
 
@@ -177,6 +184,11 @@ def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: M
     """The search stage from the run's plan: :func:`cell_searcher`, :func:`cell_scheduler`, its live view."""
     plan, layout = context.plan, context.layout
     callbacks = [callback, _live_view(plan), PendingTimeout(context.options.pending_timeout_s)]
+    if plan.final_with_search:
+        # Ray requires the search metric in every result of the experiment; the final trials a table's cells start in
+        # it report test metrics only (they have no validation classes). The searcher and the schedulers read the
+        # metric of search trials only (a final trial belongs to no cell), so the check is Ray's alone to drop.
+        os.environ[_STRICT_METRICS_OFF] = "1"
 
     def search_config() -> dict[str, Any]:
         searcher = cell_searcher(plan, layout)

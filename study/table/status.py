@@ -126,6 +126,8 @@ class SlotUse:
     trial_s: float
     slots: int
     what: str = "search"
+    #: What the span holds besides (a table's final seeds, started as each cell's search ends).
+    note: str = ""
 
     @property
     def ratio(self) -> float:
@@ -134,17 +136,25 @@ class SlotUse:
     def text(self) -> str:
         return (
             f"{self.what} slot use: {_duration(self.wall_s)} wall for {_duration(self.trial_s)} of trial time on "
-            f"{self.slots} slots = {self.ratio:.2f} (1.00: every slot busy throughout)"
+            f"{self.slots} slots = {self.ratio:.2f} (1.00: every slot busy throughout){self.note}"
         )
 
 
-def slot_use(cells: list[CellStatus], slots: int) -> SlotUse | None:
-    """:class:`SlotUse` of the cells' ended trials; ``None`` before any ended."""
+#: The search's slot use when cells start their final seeds as their search ends (study.search.cell_search).
+FINALS_IN_SEARCH_NOTE = (
+    "; each cell's final seeds start in these slots as its search ends, and this span's trial time leaves them out "
+    "(the whole run's slot use counts them)"
+)
+
+
+def slot_use(cells: list[CellStatus], slots: int, finals_in_search: bool = False) -> SlotUse | None:
+    """:class:`SlotUse` of the cells' ended trials; ``None`` before any ended. ``finals_in_search``: the table's cells
+    start their final seeds as their search ends (:attr:`study.plan.StudyPlan.final_with_search`): said under it."""
     spans = [c.span for c in cells if c.span is not None]
     if not spans:
         return None
     wall = (max(end for _, end in spans) - min(start for start, _ in spans)).total_seconds()
-    return SlotUse(wall, sum(c.wall_s for c in cells), slots)
+    return SlotUse(wall, sum(c.wall_s for c in cells), slots, note=FINALS_IN_SEARCH_NOTE if finals_in_search else "")
 
 
 def edge_flag(param: ParamSpec, value: Any) -> str:
@@ -244,7 +254,7 @@ def print_table_status(table: Table) -> int:
     layout = StudyLayout.for_spec(table.base)
     print(table.size_line())
     print(format_table(rows, list(rows[0])))
-    if (use := slot_use(cells, s.search.max_concurrent)) is not None:
+    if (use := slot_use(cells, s.search.max_concurrent, table.plan().final_with_search)) is not None:
         print(use.text())
     stage = tracking_peek.parent_tags(layout.tracking_uri, table.base.name).get(R.STAGE, R.STAGE_SEARCH)
     parent = tracking_peek.parent_status(layout.tracking_uri, table.base.name)

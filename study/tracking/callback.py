@@ -31,6 +31,7 @@ from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.record import ARTIFACTS_DIR
+from trainables.schema.trial import trial_stage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -84,8 +85,13 @@ class MlflowTrialCallback(Callback):
         total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
         stage: the study stage this callback's Tuner runs (``search`` or ``final``); the child runs it creates
             carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.
-        on_run: called with ``(ray trial id, run id)`` when a trial's run is created or reopened; returns tags for
-            the run (the search links its Optuna trials and runs both ways: :class:`study.tracking.optuna_link.OptunaRunLink`).
+        on_run: called with ``(ray trial id, run id)`` when a search trial's run is created or reopened; returns
+            tags for the run (the search links its Optuna trials and runs both ways:
+            :class:`study.tracking.optuna_link.OptunaRunLink`).
+
+    The Ray experiment of the callback's Tuner is its stage's (:data:`~trainables.schema.record.SEARCH_EXPERIMENT` or
+    ``FINAL_EXPERIMENT``): each run it creates is tagged with it, and on resume it reconciles its own experiment's runs
+    (a table's search experiment runs final trials too).
     """
 
     def __init__(
@@ -97,6 +103,7 @@ class MlflowTrialCallback(Callback):
         on_run: Callable[[str, str], dict[str, str]] | None = None,
     ) -> None:
         self.on_run = on_run
+        self.ray_experiment = R.SEARCH_EXPERIMENT if stage == R.STAGE_SEARCH else R.FINAL_EXPERIMENT
         # Kept as three attributes: Ray pickles this callback into the experiment state, and a restored one (from a
         # study started before the bundle) is read by these names.
         self.uri = parent.uri
@@ -145,6 +152,8 @@ class MlflowTrialCallback(Callback):
         if run_id is None:
             params, tags = self.describe_trial(trial.config)
             tags = {R.PARENT_TAG: self.parent_run_id, R.ROLE_TAG: R.ROLE_TRIAL, R.TRIAL_ID: trial.trial_id, **tags}
+            if (experiment := getattr(self, "ray_experiment", None)) is not None:  # (None in a pickle from before)
+                tags[R.RAY_EXPERIMENT] = experiment
             run_id = create_once(
                 mlflow_store_name(self.uri),
                 lambda: self.client.create_run(self.experiment_id, run_name=trial.trial_id, tags=tags).info.run_id,
@@ -158,7 +167,7 @@ class MlflowTrialCallback(Callback):
                 log_params(self.client, run_id, self.describe_trial(trial.config)[0])
             self._last_step[trial.trial_id] = self._logged_epochs(run_id)
         self._runs[trial.trial_id] = run_id
-        if self.on_run is not None:
+        if self.on_run is not None and trial_stage(trial.config) == R.STAGE_SEARCH:
             for key, value in self.on_run(trial.trial_id, run_id).items():
                 self.client.set_tag(run_id, key, value)
         return run_id
@@ -177,15 +186,21 @@ class MlflowTrialCallback(Callback):
         """
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=(
-                f"tags.`{R.PARENT_TAG}` = '{self.parent_run_id}' and tags.{R.STAGE} = '{self.stage}' "
-                f"and attributes.start_time < {self._started_ms}"
-            ),
+            filter_string=f"tags.`{R.PARENT_TAG}` = '{self.parent_run_id}' and attributes.start_time < {self._started_ms}",
         )
-        ghosts = [r.info.run_id for r in runs if r.data.tags.get(R.TRIAL_ID) not in restored]
+        mine = [r for r in runs if self._reconciles(r.data.tags)]
+        ghosts = [r.info.run_id for r in mine if r.data.tags.get(R.TRIAL_ID) not in restored]
         for run_id in ghosts:
             self.client.delete_run(run_id)
         return ghosts
+
+    def _reconciles(self, tags: dict[str, str]) -> bool:
+        """Whether a run is a trial of this callback's experiment: by its tag, or (a run from before the tag, or a
+        callback pickled before it) by its stage."""
+        experiment = getattr(self, "ray_experiment", None)
+        if experiment is not None and R.RAY_EXPERIMENT in tags:
+            return tags[R.RAY_EXPERIMENT] == experiment
+        return tags.get(R.STAGE) == self.stage
 
     @through_ray
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:

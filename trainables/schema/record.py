@@ -150,6 +150,10 @@ STOPPED_EARLY: Final = "stopped_early"
 EPOCHS_DONE: Final = "epochs_done"
 FAILURE_REASON: Final = "failure_reason"
 ARTIFACT_ERROR: Final = "artifact_error"
+#: The Ray experiment a trial run is a trial of (:data:`SEARCH_EXPERIMENT` or :data:`FINAL_EXPERIMENT`): a table's
+#: final runs are the search's when its cells start them as their search ends; a resumed driver reconciles each
+#: experiment's runs with its own trials. Runs from before the tag are their stage's experiment's.
+RAY_EXPERIMENT: Final = "ray_experiment"
 
 #: Tags every child run carries; dashboards group by them.
 RUN_TAGS: Final = (TRIAL_ID, FAMILY, DATASET, NOISE_RATIO)

@@ -5,6 +5,7 @@ for ever on the trials it no longer knows (measured: the resume then times out).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -14,10 +15,12 @@ import pytest
 from harness.driver import mlflow_children, tiny_table
 from harness.kill_resume import EPOCHS, kill_then_resume, restarted_rows, snapshot_has_checkpointed_trial_in_flight
 from trainables.schema import record as R
+from trainables.schema.trial import FINAL_KEY
 
 pytestmark = pytest.mark.e2e
 
 NAME = "t_table_kill"
+FINALS = "t_table_kill_f"  # the table killed while a cell's final seeds run
 TRIALS = 3  # per cell
 CELLS = ["ms.p0.2", "spl.p0.2"]
 
@@ -29,16 +32,16 @@ def _table() -> dict:
     return tiny_table(NAME, EPOCHS, 160, TRIALS, 1)
 
 
-def _states(study_dir: Path) -> dict[str, list[str]]:
+def _states(study_dir: Path, name: str = NAME) -> dict[str, list[str]]:
     """Per cell, its Optuna trials' states (0 trials for a cell whose study does not exist yet)."""
     storage = R.sqlite_uri(study_dir / R.OPTUNA_DB)
     if not (study_dir / R.OPTUNA_DB).exists():
         return {}
     names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
     return {
-        c: [t.state.name for t in optuna.load_study(study_name=f"{NAME}.{c}", storage=storage).get_trials()]
+        c: [t.state.name for t in optuna.load_study(study_name=f"{name}.{c}", storage=storage).get_trials()]
         for c in CELLS
-        if f"{NAME}.{c}" in names
+        if f"{name}.{c}" in names
     }
 
 
@@ -77,3 +80,64 @@ def test_a_killed_table_resumes_through_its_dispatcher(tmp_path):
     assert len({r.data.tags[R.TRIAL_ID] for r in search}) == len(search) == len(CELLS) * TRIALS
     assert Counter(r.data.tags[R.FAMILY] for r in search) == {"ms": TRIALS, "spl": TRIALS}
     assert sorted(r.data.tags[R.GROUP] for r in final) == CELLS
+
+
+def _final_in_flight(study_dir: Path) -> str | None:
+    """The group of a final trial that Ray's latest snapshot of the search experiment holds RUNNING past its first
+    epoch (a cell's final seeds run in the search's experiment once its search ended), else ``None``."""
+    states = sorted((study_dir / R.SEARCH_EXPERIMENT).glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    try:
+        trials = json.loads(states[-1].read_text())["trial_data"] if states else []
+    except (OSError, ValueError):  # being rewritten
+        return None
+    for trial_json, meta_json in trials:
+        trial, last = json.loads(trial_json), json.loads(meta_json).get("last_result") or {}
+        point = trial["config"].get(FINAL_KEY)
+        if point and trial["status"] == "RUNNING" and 1 <= last.get("training_iteration", 0) < EPOCHS:
+            return str(point[R.GROUP])
+    return None
+
+
+def test_a_table_killed_while_a_cells_final_seeds_run_beside_the_search_resumes_them_once(tmp_path):
+    """Issue 50: a cell's final seeds start as soon as its own search ends, in the search's experiment, while the
+    other cell still searches. Killed there (a final trial checkpointed in flight, the other cell's search not done),
+    the resumed table runs every final seed exactly once, continues the one in flight from its checkpoint, and its
+    report's final stage is those runs."""
+    at_kill: dict[str, object] = {}
+
+    def final_beside_search(study_dir: Path) -> bool:
+        try:
+            group, states = _final_in_flight(study_dir), _states(study_dir, FINALS)
+        except Exception:  # the store is being created or written
+            return False
+        searching = [c for c in CELLS if states.get(c, []).count("COMPLETE") < TRIALS]
+        if group is not None and searching:
+            at_kill.update(group=group, searching=searching, states=states)
+            return True
+        return False
+
+    table = tiny_table(FINALS, EPOCHS, 160, TRIALS, 2)
+    out = kill_then_resume(tmp_path, table, final_beside_search, timeout=300)
+    resumed, study_dir = out["resumed"], out["study_dir"]
+    assert not out["finished_before_kill"], "the table ended before the kill point"
+    assert resumed.returncode == 0, out["first_output"][-2000:] + resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert at_kill["group"] not in at_kill["searching"], at_kill  # a cell's finals ran while another cell searched
+    # MLflow: every final seed once (none lost, none twice), all FINISHED, all trials of the search's experiment.
+    _, parents, children = mlflow_children(study_dir, FINALS)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    final = [r for r in children if r.data.tags[R.STAGE] == R.STAGE_FINAL]
+    assert all(r.info.status == "FINISHED" for r in children), [r.info.status for r in children]
+    seeds = Counter((r.data.tags[R.GROUP], r.data.params["seed"]) for r in final)
+    assert seeds == {(c, str(s)): 1 for c in CELLS for s in range(2)}, seeds
+    assert {r.data.tags[R.RAY_EXPERIMENT] for r in final} == {R.SEARCH_EXPERIMENT}
+    assert not (study_dir / R.FINAL_EXPERIMENT).exists()  # no final stage after the search: nothing was left
+    # The final trial in flight at the kill went on from its epoch checkpoint (Ray restored it, as a search trial).
+    final_dirs = [
+        p.parent
+        for p in (study_dir / R.SEARCH_EXPERIMENT).glob("trial_*/params.json")
+        if FINAL_KEY in json.loads(p.read_text())
+    ]
+    assert len(final_dirs) == len(CELLS) * 2, final_dirs
+    rows = [json.loads(line) for d in final_dirs for line in (d / "result.json").read_text().splitlines()]
+    assert any(r["iterations_since_restore"] == 1 and r["training_iteration"] > 1 for r in rows), "no final resumed"
+    assert _states(study_dir, FINALS) == {c: ["COMPLETE"] * TRIALS for c in CELLS}
