@@ -1,5 +1,5 @@
-"""A table's driver SIGKILLed mid-search and resumed (issue 40): Ray restores the experiment and the table's dispatcher
-(``CellSearch.restore``: every cell's searcher with its counts), so each cell ends with exactly its budget of Optuna
+"""A table's driver SIGKILLed mid-search and resumed (issue 40), and while a cell's final seeds run beside the search
+(issue 50): Ray restores the experiment and the table's dispatcher (``CellSearch.restore``: every cell's searcher with its counts), so each cell ends with exactly its budget of Optuna
 trials, and nothing is counted twice. A dispatcher that forgot its counts asks every cell's budget again, or waits
 for ever on the trials it no longer knows (measured: the resume then times out). Read back from Optuna and MLflow. (A study's kill and resume: tests/study/test_resume.py.)"""
 
