@@ -13,7 +13,13 @@ import optuna
 import pytest
 
 from harness.driver import mlflow_children, tiny_table
-from harness.kill_resume import EPOCHS, kill_then_resume, restarted_rows, snapshot_has_checkpointed_trial_in_flight
+from harness.kill_resume import (
+    EPOCHS,
+    checkpointed_in_flight,
+    kill_then_resume,
+    restarted_rows,
+    snapshot_has_checkpointed_trial_in_flight,
+)
 from trainables.schema import record as R
 from trainables.schema.trial import FINAL_KEY
 
@@ -85,17 +91,8 @@ def test_a_killed_table_resumes_through_its_dispatcher(tmp_path):
 def _final_in_flight(study_dir: Path) -> str | None:
     """The group of a final trial that Ray's latest snapshot of the search experiment holds RUNNING past its first
     epoch (a cell's final seeds run in the search's experiment once its search ended), else ``None``."""
-    states = sorted((study_dir / R.SEARCH_EXPERIMENT).glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
-    try:
-        trials = json.loads(states[-1].read_text())["trial_data"] if states else []
-    except (OSError, ValueError):  # being rewritten
-        return None
-    for trial_json, meta_json in trials:
-        trial, last = json.loads(trial_json), json.loads(meta_json).get("last_result") or {}
-        point = trial["config"].get(FINAL_KEY)
-        if point and trial["status"] == "RUNNING" and 1 <= last.get("training_iteration", 0) < EPOCHS:
-            return str(point[R.GROUP])
-    return None
+    groups = [t["config"][FINAL_KEY][R.GROUP] for t in checkpointed_in_flight(study_dir) if FINAL_KEY in t["config"]]
+    return str(groups[0]) if groups else None
 
 
 def test_a_table_killed_while_a_cells_final_seeds_run_beside_the_search_resumes_them_once(tmp_path):
