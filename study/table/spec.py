@@ -54,9 +54,10 @@ __all__ = [
 _TABLE_ONLY = ("reference", "arms", "cells", "extra_cells")
 #: Keys of a table's ``search`` that are not a cell's (a cell is one study: its spec has no such key).
 _TABLE_SEARCH_ONLY = ("max_hours", "epoch_seconds", "replicates")
-#: Replicate r's sampler seed is the arm's + r × this, mod 2³² (:func:`replicate_seed`): an odd constant (⌊2³²/φ⌋,
-#: Knuth's multiplicative hash), so r ↦ r × step mod 2³² is a bijection and no two replicates of an arm share a seed.
-REPLICATE_SEED_STEP = 0x9E3779B1
+#: Replicate r's sampler seed is the arm's + r × this, mod 2³² (:func:`replicate_seed`): 1, so replicate r of a table
+#: is the table run with ``search.sampler.seed`` + r, which anyone can rerun as a plain table (R = 3 at seed 0 is the
+#: three searches at seeds 0, 1 and 2 of issue 50's measurement); no two replicates of an arm share a seed.
+REPLICATE_SEED_STEP = 1
 
 
 @dataclass(frozen=True)
@@ -414,7 +415,7 @@ def replicate_seed(seed: int, replicate: int) -> int:
     """Replicate ``replicate``'s sampler seed from its arm's ``seed``: ``(seed + replicate × REPLICATE_SEED_STEP) mod
     2³²``; replicate 0 keeps ``seed`` exactly (an existing table resumes and reruns unchanged). Since the arm's seed is
     the table's + CRC-32 of its name, replicate r of every arm is the table as it would run with
-    ``search.sampler.seed`` + r × :data:`REPLICATE_SEED_STEP`: replicate r of the whole table is one complete table."""
+    ``search.sampler.seed`` + r: replicate r of the whole table is one complete table, the one at that seed."""
     return (seed + replicate * REPLICATE_SEED_STEP) % 2**32
 
 

@@ -510,6 +510,11 @@ def test_replicates_are_cells_of_their_own_and_replicate_zero_is_the_table_as_it
     for cell in two.cells:
         arm_seed = (QUICK["search"]["sampler"]["seed"] + zlib.crc32(cell.arm.encode())) % 2**32
         assert cell.spec.search.sampler.seed == (arm_seed + cell.replicate * REPLICATE_SEED_STEP) % 2**32
+    # Replicate 1 of the table is the table at sampler seed + 1, cell for cell (its spec but the replicate's name).
+    seed = QUICK["search"]["sampler"]["seed"]
+    moved = load_table(SPACES / "table_glyphs_quick.yaml", [f"search.sampler.seed={seed + 1}"])
+    for cell, plain in zip([c for c in two.cells if c.replicate == 1], moved.cells, strict=True):
+        assert cell.spec.search.sampler == plain.spec.search.sampler and cell.fixed == plain.fixed, cell.label
     assert two.spec.search.num_trials == 4 and two.base.search.num_trials == 32 == two.search_trials
     assert two.final_runs == 16 and two.plan().trials_per_cell == 4
     assert [c.label for c in two.plan().cells] == labels
