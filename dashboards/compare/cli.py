@@ -12,15 +12,22 @@ A STUDY is a spec file or a study directory (``storage/<name>/``, which holds ``
 merged by cell (a cell in two studies is taken from the first). The numbers are the final runs' last ``test/``
 values as MLflow holds them — what the study stored, never recomputed from models. Statistics: ``dashboards.stats``.
 Exit 2 with one line for an unknown study, reference family or metric, or a study without a final stage.
+
+A table run with ``search.replicates`` R > 1 (its saved ``table.yaml`` says so) has R searched winners per cell, each
+retrained on the same seeds: they are not more seeds of one configuration, so the tables read replicate 0, the table
+exactly as it would have run without replicates (as its report does, whose own section covers all R), and say so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
+import yaml
 
 from dashboards.compare.cells import (
     DEFAULT_METRIC,
@@ -30,12 +37,16 @@ from dashboards.compare.rows import build_comparison
 from dashboards.load import DashboardData, DashboardError
 from dashboards.select import final_runs
 from study.arguments import ArgumentParser, one_line
+from trainables.schema import record as R
+
+if TYPE_CHECKING:
+    from study.layout import StudyLayout  # at run time imported where used, as the rest of study (after the spec)
 
 __all__ = ["locate", "read_study", "main"]
 
 
-def locate(study: str) -> tuple[str, str]:
-    """``(tracking URI, experiment name)`` of a spec file or a study directory (:func:`study.loading.load_study`)."""
+def _layout(study: str) -> tuple[StudyLayout, str]:
+    """The study's layout and name, of a spec file or a study directory (:func:`study.loading.load_study`)."""
     from study.layout import StudyLayout
     from study.loading import load_study
     from trainables.schema.errors import StudyError
@@ -44,7 +55,29 @@ def locate(study: str) -> tuple[str, str]:
         spec = load_study(study, family_rules=False)  # the stores' locations only: no trainer (torch) imported
     except StudyError as e:
         raise DashboardError(f"STUDY: {e}") from e
-    return StudyLayout.for_spec(spec).tracking_uri, spec.name
+    return StudyLayout.for_spec(spec), spec.name
+
+
+def locate(study: str) -> tuple[str, str]:
+    """``(tracking URI, experiment name)`` of a spec file or a study directory (:func:`study.loading.load_study`)."""
+    layout, name = _layout(study)
+    return layout.tracking_uri, name
+
+
+def first_replicates(study: str) -> tuple[list[str], int] | None:
+    """A table's final groups of replicate 0 and its R, when STUDY was started as a table with ``search.replicates``
+    R > 1 (its saved ``table.yaml``); ``None`` for a study or a table of one replicate."""
+    from study.runtime.storage import read_bytes
+    from study.table.spec import parse_table
+
+    layout, _ = _layout(study)
+    saved = read_bytes(layout.table_file)
+    if saved is None:
+        return None
+    table = parse_table(yaml.safe_load(saved), layout.table_file)
+    if table.replicates <= 1:
+        return None
+    return [c.label for c in table.cells if c.replicate == 0], table.replicates
 
 
 def read_study(study: str) -> DashboardData:
@@ -68,6 +101,21 @@ def read_study(study: str) -> DashboardData:
 
 def _runs(studies: Iterable[DashboardData]) -> pl.DataFrame:
     return pl.concat([d.runs for d in studies], how="diagonal_relaxed")
+
+
+def read_compared(study: str, notes: list[str]) -> DashboardData:
+    """:func:`read_study`, with a replicated table's final runs narrowed to replicate 0 (noted in ``notes``)."""
+    data = read_study(study)
+    if (first := first_replicates(study)) is None:
+        return data
+    groups, replicates = first
+    final = pl.col(R.STAGE) == R.STAGE_FINAL
+    runs = data.runs.filter(~final | pl.col(R.GROUP).is_in(groups))
+    notes.append(
+        f"{study}: a table of {replicates} search replicates: replicate 0's final runs (its report's replicates "
+        "section covers them all)"
+    )
+    return dataclasses.replace(data, runs=runs)
 
 
 # ---------------------------------------------------------------------------------------------------- command line
@@ -94,8 +142,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compar
     )
     args = p.parse_args(argv)
     try:
-        honest = [read_study(s) for s in args.study]
-        twins = [read_study(s) for s in args.claimed]
+        notes: list[str] = []
+        honest = [read_compared(s, notes) for s in args.study]
+        twins = [read_compared(s, notes) for s in args.claimed]
         comparison = build_comparison(
             _runs(honest),
             args.reference,
@@ -107,6 +156,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compar
     except DashboardError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     extra: dict[Path, str] = {}
     if args.format == "csv":
         text = render_csv(comparison)

@@ -4,13 +4,20 @@ dashboards load it: each final run's ``group`` names its replicate's cell, and t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
+import yaml
 
 from dashboards import stats
 from dashboards.compare.cells import Cell
 from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
-from dashboards.load import METRIC
+from dashboards.load import METRIC, DashboardData
+from study.layout import StudyLayout
+from study.table.spec import load_table
 from trainables.schema import record as R
+
+SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
 METRIC_NAME = "test/recall_at_1"
 # Replicate → seed → value; ms's replicates differ by 0.01, bspml's by 0.03 (replicate 1 flips the sign).
@@ -49,3 +56,32 @@ def test_replicate_rows_pair_each_arm_with_the_reference_over_its_replicates():
     assert row.difference == expected and row.difference.same_sign == 0.5 and not row.difference.holds
     text = "\n".join(render_replicates([row], "ms", METRIC_NAME, 2))
     assert "| bspml | per_class p=0.2 | +0.0067 [" in text and "| 50% of 4 | +0.0300* / -0.0167* | no |" in text
+
+
+def _saved_table(tmp_path: Path, replicates: int) -> str:
+    """A study directory as a table run leaves it (``spec.yaml``, ``table.yaml``) with ``replicates``, no runs."""
+    table = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", f"search.replicates={replicates}"])
+    layout = StudyLayout.for_spec(table.base)
+    layout.mkdir()
+    Path(layout.spec_file).write_text(yaml.safe_dump(table.base.model_dump(mode="json")))
+    Path(layout.table_file).write_text(yaml.safe_dump(table.spec.model_dump(mode="json")))
+    return layout.root
+
+
+def test_the_comparison_command_reads_a_replicated_tables_replicate_0(tmp_path, monkeypatch):
+    """``python -m dashboards.compare`` on a table with R = 2: the final runs of replicate 0 only (R searched winners
+    per cell are not more seeds of one configuration), with a note; on a table of one replicate, every run."""
+    from dashboards.compare import cli
+
+    runs = _runs().with_columns(pl.col(R.GROUP).str.replace("p0.2", "p0.3"))  # the quick table's cells
+    search = pl.DataFrame({R.STAGE: [R.STAGE_SEARCH], "status": ["FINISHED"], R.GROUP: [None]}, strict=False)
+    data = DashboardData("", [], pl.concat([runs, search], how="diagonal_relaxed"), *[pl.DataFrame()] * 3)
+    monkeypatch.setattr(cli, "read_study", lambda study: data)
+    notes: list[str] = []
+    two = cli.read_compared(_saved_table(tmp_path / "two", 2), notes)
+    finals = two.runs.filter(pl.col(R.STAGE) == R.STAGE_FINAL)
+    assert sorted(set(finals[R.GROUP])) == ["bspml.p0.3", "ms.p0.3"] and len(finals) == 6
+    assert len(two.runs.filter(pl.col(R.STAGE) == R.STAGE_SEARCH)) == 1  # the search's runs stay
+    assert len(notes) == 1 and "2 search replicates: replicate 0's final runs" in notes[0]
+    one = cli.read_compared(_saved_table(tmp_path / "one", 1), notes)
+    assert one.runs.equals(data.runs) and len(notes) == 1
