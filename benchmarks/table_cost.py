@@ -230,7 +230,7 @@ def _run(raw: dict, workdir: Path, mode: str) -> RunCost:
         mode,
         table,
         cells,
-        slot_use(cells, table.spec.search.max_concurrent),
+        slot_use(cells, table.spec.search.max_concurrent, table.plan().final_with_search),
         wall,
         float(done[1]) if done else wall,
         final_s,
