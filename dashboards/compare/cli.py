@@ -24,7 +24,7 @@ import dataclasses
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import yaml
@@ -74,10 +74,18 @@ def first_replicates(study: str) -> tuple[list[str], int] | None:
     saved = read_bytes(layout.table_file)
     if saved is None:
         return None
-    table = parse_table(yaml.safe_load(saved), layout.table_file)
+    # The saved spec holds every field, unset ones as null (search.metric: the cells' default): read as unset.
+    table = parse_table(_unset_nulls(yaml.safe_load(saved)), layout.table_file)
     if table.replicates <= 1:
         return None
     return [c.label for c in table.cells if c.replicate == 0], table.replicates
+
+
+def _unset_nulls(tree: Any) -> Any:
+    """A mapping without its ``None`` values, at every depth."""
+    if isinstance(tree, dict):
+        return {k: _unset_nulls(v) for k, v in tree.items() if v is not None}
+    return tree
 
 
 def read_study(study: str) -> DashboardData:
