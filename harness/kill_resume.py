@@ -54,25 +54,18 @@ def restarted_rows(study_dir: Path) -> list[tuple[str, int]]:
     return rows
 
 
-def checkpointed_in_flight(study_dir: Path) -> list[dict]:
-    """The trials (Ray's JSON state: ``config``, ``status``, ...) that Ray's latest snapshot of the search experiment
-    holds RUNNING past epoch 1 but not finished; none while the snapshot is being rewritten."""
+def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
+    """Whether Ray's latest experiment snapshot holds a RUNNING trial past epoch 1 but not finished."""
     states = sorted((study_dir / R.SEARCH_EXPERIMENT).glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
     try:
         trials = json.loads(states[-1].read_text())["trial_data"] if states else []
     except (OSError, ValueError):  # being rewritten
-        return []
-    found = []
+        return False
     for trial_json, meta_json in trials:
-        trial, last = json.loads(trial_json), json.loads(meta_json).get("last_result") or {}
-        if trial["status"] == "RUNNING" and 1 <= last.get("training_iteration", 0) < EPOCHS:
-            found.append(trial)
-    return found
-
-
-def snapshot_has_checkpointed_trial_in_flight(study_dir: Path) -> bool:
-    """Whether Ray's latest experiment snapshot holds a RUNNING trial past epoch 1 but not finished."""
-    return bool(checkpointed_in_flight(study_dir))
+        last = json.loads(meta_json).get("last_result") or {}
+        if json.loads(trial_json)["status"] == "RUNNING" and 1 <= last.get("training_iteration", 0) < EPOCHS:
+            return True
+    return False
 
 
 #: How a test stops a running driver: ``stop(proc, ray_tmp)`` sends the signals (to the driver, its process group,
