@@ -197,6 +197,7 @@ def cached_trial(
     from study.loading import parse_spec
     from trainables.loop import TrialRun
 
+    classes = max(classes, batch // 4)  # a P×K batch needs P training classes (the first half of those written)
     with tempfile.TemporaryDirectory(prefix="gpu_cached") as tmp:
         write_cub(Path(tmp), 2 * classes, per_class, size=(500, 375))
         spec = parse_spec(

@@ -10,13 +10,18 @@ Per arm (its first cell's spec; the arm's family decides the cost, the noise rat
 
 1. the dataset is loaded once per dataset spec (``data_s``, not through the worker's cache, so the driver keeps no
    copy afterwards);
-2. the search trial is built with ``train.batches_per_epoch`` cut to ``batches`` (``build_s``: its models, one per
-   fold, their families and optimisers);
-3. one warm-up epoch (``run_epoch``: training, the family's epoch end, the evaluation: loaders, kernels and faiss warm);
-4. each model trains ``batches`` batches more, timed (``batch_s``: one batch of one model);
-5. one more epoch, timed by the trial's own ``epoch_time_s`` and ``eval_time_s``: what the training part takes beyond
-   its batches is the epoch's fixed share (``epoch_end_s``: e.g. BSPML's w-step embeds the training set once an
-   epoch), and ``eval_s`` is the evaluation a search trial does every epoch.
+2. the search trial is built with ``train.batches_per_epoch`` cut to ``2 b`` (``build_s``: its models, one per fold,
+   their families and optimisers), where ``b`` is ``batches`` or twice ``train.num_workers``, whichever is larger;
+3. one warm-up epoch (``run_epoch``: training, the family's epoch end, the evaluation: loader workers, cuDNN's
+   autotuning, kernels and faiss warm);
+4. each model's whole training pass (``2 b`` batches) and a short one (its first ``b`` batches), timed: their
+   difference is ``b`` batches in the steady state, so ``batch_s`` (one batch of one model) leaves out what every
+   pass pays once before its first batch, while its loader's workers fill the pipeline (measured on an H200 with 8
+   workers: two batches a pass, as before, billed a ResNet-50 CUB epoch 26-44 % high; docs/tables.md);
+5. one more epoch, timed by the trial's own ``epoch_time_s`` and ``eval_time_s``: what its training part takes beyond
+   ``2 b`` steady batches is the epoch's fixed share (``epoch_end_s``: the pipeline's fill, and the family's epoch end,
+   e.g. BSPML's w-step embeds the training set once an epoch), and ``eval_s`` is the evaluation a search trial does
+   every epoch.
 
 A real epoch is then ``batches_per_epoch`` (or the split's number of P×K batches) × ``batch_s`` + ``epoch_end_s`` per
 model, plus ``eval_s``; a final run's evaluation (on the test classes) is ``eval_s`` scaled by the samples it embeds.
@@ -37,10 +42,11 @@ from trainables.schema.spec import StudySpec
 
 if TYPE_CHECKING:
     from trainables.data import DatasetSplits
+    from trainables.loop.run import TrialRun
 
 __all__ = ["ArmCalibration", "Calibration", "calibrate", "CALIBRATION_BATCHES"]
 
-#: Training batches per model in each of the three calibration passes (warm-up, timed batches, timed epoch).
+#: The fewest training batches per model of the calibration's short pass (its other passes train twice as many).
 CALIBRATION_BATCHES = 2
 
 
@@ -124,7 +130,7 @@ def _measure(spec: StudySpec, data: DatasetSplits, data_s: float, batches: int) 
     """One arm: build its search trial cut to ``batches`` a model per epoch, warm it, time batches and an epoch."""
     import torch  # deferred with the loop: heavy
 
-    from trainables.loop.trainable import trial_threads  # deferred: torch and Ray's tune
+    from trainables.loop.device import trial_threads  # deferred: torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(trial_threads(spec.resources.cpu))  # as a trial of this spec runs (train_fn sets it)
@@ -135,23 +141,25 @@ def _measure(spec: StudySpec, data: DatasetSplits, data_s: float, batches: int) 
 
 
 def _timed(spec: StudySpec, data: DatasetSplits, data_s: float, batches: int) -> ArmCalibration:
-    from trainables.loop.run import TrialRun  # deferred: torch, and Ray's tune through the loop package
+    from trainables.loop.run import TrialRun  # deferred: torch and the loop
 
     t = spec.train
+    short = max(batches, 2 * t.num_workers)  # past the first batch of every worker: the pipeline is full
     cut = spec.model_copy(
-        update={"train": t.model_copy(update={"batches_per_epoch": batches, "epochs": max(t.epochs, 3)})}
+        update={"train": t.model_copy(update={"batches_per_epoch": 2 * short, "epochs": max(t.epochs, 3)})}
     )
     start = time.perf_counter()
     run = TrialRun.build(cut, data=data)
     build_s = time.perf_counter() - start
     run.run_epoch()  # warm-up
-    start = time.perf_counter()
-    for member in run.members:
-        member.train_epoch()
-    models = len(run.members)
-    batch_s = (time.perf_counter() - start) / (batches * models)
+    whole = _passes(run, None)
     timed = run.run_epoch()
-    epoch_end_s = max(0.0, timed[EPOCH_TIME] - batch_s * batches * models) / models
+    # Last: a pass ended early leaves prefetched batches that its loader's next pass drains (none here).
+    models = len(run.members)
+    steady = whole - _passes(run, short)
+    # Timing noise can swallow the difference on a tiny, fast model: then the whole pass's mean stands in.
+    batch_s = steady / (short * models) if steady > 0 else whole / (2 * short * models)
+    epoch_end_s = max(0.0, timed[EPOCH_TIME] - batch_s * 2 * short * models) / models
     return ArmCalibration(
         family=spec.family,
         device=run.members[0].device.type,
@@ -166,6 +174,19 @@ def _timed(spec: StudySpec, data: DatasetSplits, data_s: float, batches: int) ->
         final_batches=_batches(spec, len(data.train)),
         final_eval_samples=_evaluated(data),
     )
+
+
+def _passes(run: TrialRun, max_batches: int | None) -> float:
+    """Seconds of one training pass of every model (its first ``max_batches`` batches, or all), synchronised with the
+    device so that queued kernels are counted in the pass that queued them."""
+    import torch
+
+    start = time.perf_counter()
+    for member in run.members:
+        member.train_epoch(max_batches)
+        if member.device.type == "cuda":
+            torch.cuda.synchronize(member.device)
+    return time.perf_counter() - start
 
 
 def _batches(spec: StudySpec, samples: int) -> int:

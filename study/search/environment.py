@@ -76,7 +76,7 @@ def numerics_tags(spec: StudySpec) -> dict[str, str]:
     """The ``env.*`` tags of this machine for ``spec`` (every name of :data:`trainables.schema.record.ENV_TAGS`)."""
     import torch
 
-    from trainables.loop.trainable import trial_threads
+    from trainables.loop.device import trial_threads
 
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if spec.resources.gpu else []
     config = torch.__config__.show()

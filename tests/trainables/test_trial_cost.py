@@ -23,3 +23,17 @@ def test_a_kfold_trials_cost_counts_every_fold_and_survives_its_checkpoint(tmp_p
     assert resumed.spent_s == pytest.approx(12.5) and COST_GPU not in resumed.cost()
     resumed.run_epoch()
     assert resumed.cost()[COST_MODEL_EPOCHS] == 4.0
+
+
+def test_a_pass_ended_early_trains_that_many_batches_and_the_next_pass_all_of_them(monkeypatch):
+    """``train_epoch(max_batches)``: the calibration's short pass (study/search/calibration.py) against a whole one,
+    counted by optimiser steps, with a worker process prefetching batches the short pass leaves behind."""
+    spec = parse_spec({**honest_spec(), "train": {**honest_spec()["train"], "batches_per_epoch": 5, "num_workers": 1}})
+    member = TrialRun.build(spec).members[0]
+    steps = []
+    step = member.optimizer.step
+    monkeypatch.setattr(member.optimizer, "step", lambda *a, **k: steps.append(1) or step(*a, **k))
+    member.train_epoch(max_batches=2)
+    assert len(steps) == 2
+    member.train_epoch()
+    assert len(steps) == 2 + 5

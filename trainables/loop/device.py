@@ -6,7 +6,13 @@ import torch
 
 from trainables.schema.spec import StudySpec
 
-__all__ = ["pick_device", "autocast_dtype", "channels_last"]
+__all__ = ["pick_device", "autocast_dtype", "channels_last", "trial_threads"]
+
+
+def trial_threads(cpus: float) -> int:
+    """Torch's intra-op threads in a trial with ``cpus`` CPUs (``resources.cpu``): one per whole CPU. The thread
+    count changes how reductions are split, so the study records it (study/search/environment.py)."""
+    return max(1, int(cpus))
 
 
 def pick_device(spec: StudySpec) -> torch.device:

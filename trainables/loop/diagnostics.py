@@ -19,7 +19,6 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 import torch
 from pytorch_metric_learning.miners import BaseMiner
 from sklearn.metrics import roc_auc_score
@@ -253,6 +252,8 @@ class SampleScoreTrace:
     def write(self, directory: Path) -> None:
         if self.last is None:
             return
+        import polars as pl  # deferred: only a trial that ends writes it (a GPU image without polars can train)
+
         pl.DataFrame(self.history).write_parquet(directory / R.CLASS_WEIGHTS_FILE)
         pl.DataFrame(
             {

@@ -213,13 +213,17 @@ class Member:
         with autocast:
             return self.model(inputs).float()
 
-    def train_epoch(self) -> dict[str, float]:
-        """One pass of P×K batches; returns the mean of each loss term and of their sum."""
+    def train_epoch(self, max_batches: int | None = None) -> dict[str, float]:
+        """One pass of P×K batches; returns the mean of each loss term and of their sum. ``max_batches`` ends the pass
+        early (the bill's calibration times a short pass against a whole one, :mod:`study.search.calibration`); the
+        batches the loader's workers had prefetched are dropped when its next pass starts."""
         self.model.train()
         self.family.train()
         sums: dict[str, float] = {}
         n_batches = 0
         for inputs, labels, indices in self._train_loader():
+            if n_batches == max_batches:
+                break
             labels = labels.to(self.device)
             if self.family.num_views > 1:  # (B, V, ...) → view-major (V·B, ...)
                 inputs = inputs.transpose(0, 1).flatten(0, 1)

@@ -22,6 +22,7 @@ import torch
 from ray import tune
 
 from trainables.families.registry import family_param_names
+from trainables.loop.device import trial_threads
 from trainables.loop.member import NonFiniteLossError
 from trainables.loop.run import TrialRun
 from trainables.schema import record as R
@@ -47,12 +48,6 @@ def epoch_delay(sampled: dict[str, Any], epoch: int, delay: float, seed: int = 0
     """
     draw = random.Random(f"{seed}/{sorted(sampled.items())!r}/{epoch}").random()
     return delay if draw < 0.5 else 0.0
-
-
-def trial_threads(cpus: float) -> int:
-    """Torch's intra-op threads in a trial with ``cpus`` CPUs (``resources.cpu``): one per whole CPU. The thread
-    count changes how reductions are split, so the study records it (study/search/environment.py)."""
-    return max(1, int(cpus))
 
 
 def trial_spec(config: dict[str, Any]) -> StudySpec:
