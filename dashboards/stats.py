@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from study.final.intervals import t_interval
+from study.final.intervals import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, replicate_draws, t_interval
 
 __all__ = [
     "Difference",
@@ -42,9 +42,6 @@ __all__ = [
     "BOOTSTRAP_SEED",
 ]
 
-#: Bootstrap resamples and the generator's seed: the tables are reproducible to the digit.
-BOOTSTRAP_SAMPLES = 10_000
-BOOTSTRAP_SEED = 0
 
 #: Per-seed values of one cell: final seed → metric value.
 Values = Mapping[int, float]
@@ -265,11 +262,8 @@ def replicated_difference(
     a = np.array([[v[s] for s in common] for v in x], dtype=float)  # (replicates of x, seeds)
     b = np.array([[v[s] for s in common] for v in y], dtype=float)
     n = len(common)
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(0, n, size=(samples, 1, n))
-    pick_a = rng.integers(0, len(a), size=(samples, len(a), 1))
-    pick_b = rng.integers(0, len(b), size=(samples, len(b), 1))
-    boot = a[pick_a, drawn].mean(axis=(1, 2)) - b[pick_b, drawn].mean(axis=(1, 2))
+    boot_a, boot_b = replicate_draws([a, b], samples, np.random.default_rng(seed))
+    boot = boot_a - boot_b
     low, high = np.percentile(boot, [2.5, 97.5])
     delta = float(a.mean() - b.mean())
     pairs = a.mean(axis=1)[:, None] - b.mean(axis=1)[None, :]

@@ -9,6 +9,9 @@ the final seeds retrained. The study directory may be a local path or an object-
 With ``search.replicates`` R > 1 the comparison tables are replicate 0's (the table as it would have run without
 replicates) and a section follows on the search's own variance over all R (:mod:`dashboards.compare.replicates`);
 with R = 1 the report is what it was before replicates existed.
+
+A study's report (``study.run`` prints it) ends with the same cost lines (:func:`study_cost_report`): a study is a
+table of one arm, its replicates its cells.
 """
 
 from __future__ import annotations
@@ -24,16 +27,25 @@ from dashboards.compare.rows import build_comparison
 from dashboards.load import METRIC, DashboardError
 from dashboards.select import final_runs
 from study.console import format_table
-from study.table.bill import Bill
+from study.plan import StudyPlan, trial_model_epochs
+from study.table.bill import Bill, Priced, study_priced
 from study.table.spec import Table
-from study.table.status import CellStatus, SlotUse, slot_use, table_status, winner_text
+from study.table.status import CellStatus, SlotUse, cells_status, slot_use, table_status, winner_text
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_WALL, final_metric
 
 if TYPE_CHECKING:
     from study.layout import StudyLayout
 
-__all__ = ["table_report", "write_table_report", "final_wall_s", "whole_run_use", "bill_against_actual"]
+__all__ = [
+    "table_report",
+    "write_table_report",
+    "final_wall_s",
+    "whole_run_use",
+    "bill_against_actual",
+    "cost_lines",
+    "study_cost_report",
+]
 
 
 def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, float] | None = None) -> str:
@@ -58,13 +70,36 @@ def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, float] |
     ]
     parts += ["Search winners per cell (each cell's own Optuna study; best trial, ties to the earliest):", ""]
     parts += ["```", format_table(rows, list(rows[0])), "```", ""]
-    if (use := slot_use(cells, table.spec.search.max_concurrent, table.plan().final_with_search)) is not None:
-        parts += [use.text(), ""]
-    if bill is not None and (whole := whole_run_use(cells, data, table.spec.search.max_concurrent, bill[1])):
-        parts += [whole.text(), ""]
-    if bill is not None and bill[0] is not None:
-        parts += [bill_against_actual(table, cells, bill[0], (data, bill[1])), ""]
+    for line in cost_lines(table.priced(), cells, table.plan().final_with_search, (data, bill)):
+        parts += [line, ""]
     return "\n".join(parts)
+
+
+def cost_lines(
+    priced: Priced, cells: list[CellStatus], finals_in_search: bool, run: tuple[Any, tuple[Bill | None, float] | None]
+) -> list[str]:
+    """Under a table's report or a study's: the search's slot use; with ``run``'s bill (the bill priced before the
+    run, the run's wall seconds) the whole run's slot use and, when there was a bill, the bill against the actual
+    cost. ``run``'s data: the study's runs as read (``None`` when they could not be)."""
+    data, bill = run
+    lines = []
+    if (use := slot_use(cells, priced.slots, finals_in_search)) is not None:
+        lines.append(use.text())
+    if bill is not None and (whole := whole_run_use(cells, data, priced.slots, bill[1])):
+        lines.append(whole.text())
+    if bill is not None and bill[0] is not None:
+        lines.append(bill_against_actual(priced, cells, bill[0], (data, bill[1])))
+    return lines
+
+
+def study_cost_report(plan: StudyPlan, root: str, bill: tuple[Bill | None, float]) -> list[str]:
+    """A study's :func:`cost_lines` (its replicates are its cells): read from its stores after the run."""
+    cells = cells_status(plan.base, plan.cells, trial_model_epochs(plan.base))
+    try:
+        data = read_study(root)
+    except DashboardError:  # no final stage (final.seeds: 0): the search's share alone
+        data = None
+    return cost_lines(study_priced(plan.base), cells, plan.final_with_search, (data, bill))
 
 
 def _comparison(table: Table, study_dir: str) -> tuple[list[str], Any]:
@@ -105,12 +140,12 @@ def whole_run_use(cells: list[CellStatus], data: Any, slots: int, run_wall_s: fl
     return SlotUse(run_wall_s, sum(c.wall_s for c in cells) + final, slots, "whole-run")
 
 
-def bill_against_actual(table: Table, cells: list[CellStatus], bill: Bill, run: tuple[Any, float]) -> str:
+def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run: tuple[Any, float]) -> str:
     """The bill priced before the run beside what it cost: per stage the trials' summed wall time (the search's from
     its Optuna trials, the final stage's from its MLflow runs) over the slots, and the whole run's wall time."""
     data, run_wall_s = run
-    slots = table.spec.search.max_concurrent
-    search_h, final_h = table.stage_hours(bill)
+    slots = priced.slots
+    search_h, final_h = priced.stage_hours(bill)
     search_actual = sum(c.wall_s for c in cells) / slots / 3600.0
     final = final_wall_s(data)
     final_actual = "unknown" if final is None else f"{final / slots / 3600.0:.2f} h"

@@ -17,6 +17,7 @@ Pure data over validated specs: no Ray, no stores (the command line builds a pla
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +25,34 @@ from trainables.schema.space import SchedulerSpec
 from trainables.schema.spec import StudySpec, ValidationSpec
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
-__all__ = ["PlanCell", "StudyPlan", "VIEW_TRIALS", "VIEW_CELLS", "halving_lag", "search_cost"]
+__all__ = [
+    "PlanCell",
+    "StudyPlan",
+    "VIEW_TRIALS",
+    "VIEW_CELLS",
+    "halving_lag",
+    "search_cost",
+    "trial_model_epochs",
+    "replicate_seed",
+    "REPLICATE_SEED_STEP",
+]
 
 #: The live view of a run: one row per trial (a study), or one row per cell (a table).
 VIEW_TRIALS, VIEW_CELLS = "trials", "cells"
+
+#: Replicate r's sampler seed is the arm's + r × this, mod 2³² (:func:`replicate_seed`): 1, so replicate r of a table
+#: is the table run with ``search.sampler.seed`` + r, which anyone can rerun as a plain table (R = 3 at seed 0 is the
+#: three searches at seeds 0, 1 and 2 of issue 50's measurement); no two replicates of an arm share a seed.
+REPLICATE_SEED_STEP = 1
+
+
+def replicate_seed(seed: int, replicate: int) -> int:
+    """Replicate ``replicate``'s sampler seed from its arm's ``seed``: ``(seed + replicate × REPLICATE_SEED_STEP) mod
+    2³²``; replicate 0 keeps ``seed`` exactly (an existing table or study resumes and reruns unchanged). A study's
+    replicate r is the study at ``search.sampler.seed`` + r. Since the arm's seed is
+    the table's + CRC-32 of its name (:func:`study.table.spec.arm_sampler`), replicate r of every arm is the table as it would run with
+    ``search.sampler.seed`` + r: replicate r of the whole table is one complete table, the one at that seed."""
+    return (seed + replicate * REPLICATE_SEED_STEP) % 2**32
 
 
 def halving_lag(scheduler: SchedulerSpec, trials_per_cell: int) -> int | None:
@@ -43,6 +68,22 @@ def search_cost(validation: ValidationSpec) -> float:
     the classes each; a holdout one on 1 − fraction): the unit a study's and a table's costs are counted in."""
     v = validation
     return float(v.folds - 1) if v.kind == "kfold" else (1.0 - v.fraction if v.kind == "holdout" else 1.0)
+
+
+def replicate_spec(spec: StudySpec, replicate: int) -> StudySpec:
+    """Replicate ``replicate`` of a study as one search: named ``<name>.r<r>`` (replicate 0: the study's own name), at
+    sampler seed + r (an unseeded sampler stays unseeded), one replicate."""
+    s = spec.search
+    seed = s.sampler.seed if s.sampler.seed is None else replicate_seed(s.sampler.seed, replicate)
+    search = s.model_copy(update={"replicates": 1, "sampler": s.sampler.model_copy(update={"seed": seed})})
+    name = spec.name if replicate == 0 else f"{spec.name}.r{replicate}"
+    return spec.model_copy(update={"name": name, "search": search})
+
+
+def trial_model_epochs(spec: StudySpec) -> float:
+    """One search trial run to the end, in models × epochs as a trial records its cost (k folds: k models)."""
+    v = spec.validation
+    return float((v.folds if v.kind == "kfold" else 1) * spec.train.epochs)
 
 
 @dataclass(frozen=True)
@@ -93,16 +134,37 @@ class StudyPlan:
     @classmethod
     def of_study(cls, spec: StudySpec) -> StudyPlan:
         """A study: one cell, its own Optuna study (named as the study), ``num_trials`` trials asked ``max_concurrent``
-        apart (:mod:`study.search.ordered_sampler`), its final groups by ``final.group_by``."""
+        apart (:mod:`study.search.ordered_sampler`), its final groups by ``final.group_by``.
+
+        With ``search.replicates`` R > 1 it is R cells, as a table's arm × condition is: replicate r is the study at
+        sampler seed + r (:func:`replicate_seed`), its Optuna study and cell ``<name>.r<r>`` (replicate 0 keeps the
+        study's own name), ``num_trials`` each; each replicate's winner is retrained on the same final seeds (its
+        final group is its cell), and the live view has a row per replicate. The base stays the study's spec as written
+        (its directory's ``spec.yaml``, which ``--resume`` reads back): :attr:`search_trials` counts all R."""
         s = spec.search
+        replicates = s.replicates
+        if replicates == 1:
+            return cls(
+                base=spec,
+                cells=(PlanCell(spec.name, {}, spec),),
+                trials_per_cell=s.num_trials,
+                lag=halving_lag(s.scheduler, s.num_trials) or s.max_concurrent,
+                replace_lost=False,
+                groups_are_cells=False,
+                title=f"study {spec.name}",
+            )
+        cells = tuple(
+            PlanCell(r_spec.name, {}, r_spec) for r_spec in (replicate_spec(spec, r) for r in range(replicates))
+        )
         return cls(
             base=spec,
-            cells=(PlanCell(spec.name, {}, spec),),
+            cells=cells,
             trials_per_cell=s.num_trials,
-            lag=halving_lag(s.scheduler, s.num_trials) or s.max_concurrent,
+            lag=halving_lag(s.scheduler, s.num_trials) or max(1, math.ceil(s.max_concurrent / replicates)),
             replace_lost=False,
-            groups_are_cells=False,
-            title=f"study {spec.name}",
+            groups_are_cells=True,
+            view=VIEW_CELLS,
+            title=f"study {spec.name} × {replicates} replicates",
         )
 
     @property

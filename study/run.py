@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from study.arguments import ArgumentParser, max_failures, one_line
-from study.final.intervals import t_interval
+from study.final.intervals import replicated_mean, t_interval
 from study.layout import StudyLayout
 from study.runtime import stopping
 from study.runtime.compat import finish_threads
@@ -49,7 +49,7 @@ from study.runtime.store_errors import store_failure
 from study.search.calibration import calibrate
 from study.search.context import RunOptions
 from study.status import print_run_status
-from study.table.bill import Bill, calibrate_table, study_size_line
+from study.table.bill import Bill, calibrate_table, study_bill, study_priced, study_size_line
 from study.table.spec import RunSpec, load_run
 from study.tracking.credentials import mask_passwords
 from trainables.schema import record as R
@@ -207,10 +207,13 @@ def _main(args: argparse.Namespace, run: _Run) -> int:
         if args.plan:
             print(_plan_line(target), flush=True)
             return 0
-        bill = _table_bill(target, args.resume)
+        bill = _bill(target, args.resume)
         if target.table is not None:
             target.table.check_budget(bill)  # before anything starts, a table over search.max_hours is one line
             print(target.table.size_line(bill), flush=True)
+        elif bill is not None or target.base.search.replicates > 1:
+            study_priced(target.base).check(bill, target.base.search.max_hours, "study")  # likewise
+            print(study_size_line(target.base, bill), flush=True)
         from study.table.run import run_plan  # defers Ray and torch: bad input is answered without them
 
         run.layout = StudyLayout.for_spec(target.base)
@@ -237,13 +240,19 @@ def _main(args: argparse.Namespace, run: _Run) -> int:
     return _report(args, run, target, (outcome, bill))
 
 
-def _table_bill(target: RunSpec, resume: bool) -> Bill | None:
-    """A table's bill before it starts: measured here (a few seconds), or the spec's assumed ``epoch_seconds``; a
-    resumed table is not measured again (it is under way: its report then has no bill unless assumed)."""
-    table = target.table
-    if table is None or resume or table.spec.search.epoch_seconds is not None:
-        return None if table is None else table.bill()
-    return table.bill(calibrate_table(table))
+def _bill(target: RunSpec, resume: bool) -> Bill | None:
+    """The bill before the run starts: measured here (seconds; a ResNet-50 on CUB: a minute or two), or the spec's
+    assumed ``epoch_seconds``. A table is measured always; a study when it sets ``search.max_hours`` (what it is
+    bounded by: a study without one starts at once, as before, and ``--plan`` prices it). A resumed run is not
+    measured again (it is under way: its report then has no bill unless assumed)."""
+    table, spec = target.table, target.base
+    if table is not None:
+        if resume or table.spec.search.epoch_seconds is not None:
+            return table.bill()
+        return table.bill(calibrate_table(table))
+    if resume or spec.search.epoch_seconds is not None or spec.search.max_hours is None:
+        return study_bill(spec, None)
+    return study_bill(spec, calibrate({spec.family: spec}))
 
 
 def _plan_line(target: RunSpec) -> str:
@@ -252,7 +261,16 @@ def _plan_line(target: RunSpec) -> str:
     ``search.max_hours``."""
     table = target.table
     if table is None:
-        return study_size_line(target.base, calibrate({target.base.family: target.base}))
+        spec = target.base
+        measured = study_bill(spec, calibrate({spec.family: spec}))
+        lines = [study_size_line(spec, measured)]
+        if (assumed := study_bill(spec, None)) is not None:
+            lines.append(f"the spec's assumed bill, which its run uses: {study_size_line(spec, assumed)}")
+        try:
+            study_priced(spec).check(assumed or measured, spec.search.max_hours, "study")
+        except StudyError as e:
+            lines.append(f"the run would be refused: {one_line(str(e))}")
+        return "\n".join(lines)
     measured = table.bill(calibrate_table(table))
     lines = [table.size_line(measured)]
     if (assumed := table.bill()) is not None:
@@ -280,6 +298,7 @@ def _report(args: argparse.Namespace, run: _Run, target: RunSpec, result: tuple[
         print(f"  failed: trial {trial_id}: {reason}")
     if target.table is None:
         _print_best(spec, outcome)
+        _print_study_costs(run, target, outcome, bill)
     elif outcome.final and not _print_table_report(run, target, outcome, bill):
         return 1
     from study.search.driver import browse_commands  # defers Ray (imported by the run by now; not by --status)
@@ -304,6 +323,40 @@ def _print_best(spec: StudySpec, outcome: StudyOutcome) -> None:
             print(f"  {name} = {value}")
     if outcome.final:
         _print_final(outcome.final)
+        if len(outcome.final) > 1 and spec.search.replicates > 1:
+            _print_replicated(outcome.final)
+
+
+def _print_replicated(groups: list) -> None:
+    """A replicated study's final stage over all its replicates: each test metric's mean over replicates × seeds with
+    its two-level bootstrap interval (:func:`study.final.intervals.replicated_mean`), and the replicates' spread."""
+    print(
+        f"Over the {len(groups)} replicates (each search's winner on the same seeds; 95 % interval: two-level "
+        "bootstrap over replicates and seeds):"
+    )
+    for name in sorted(groups[0].by_seed):
+        if not name.removeprefix("test/").startswith(("recall_at_1", "map_at_r", "nmi")):
+            continue
+        pooled = replicated_mean([g.by_seed.get(name, {}) for g in groups])
+        if pooled is None:
+            continue
+        mean, low, high, seeds = pooled
+        means = [sum(g.by_seed[name].values()) / len(g.by_seed[name]) for g in groups if g.by_seed.get(name)]
+        print(
+            f"    {name} = {mean:.4f} [{low:.4f}, {high:.4f}] over {len(groups)} replicates × {seeds} seeds; "
+            f"replicates' means {min(means):.4f} to {max(means):.4f} (the search's own spread {max(means) - min(means):.4f})"
+        )
+
+
+def _print_study_costs(run: _Run, target: RunSpec, outcome: StudyOutcome, bill: Bill | None) -> None:
+    """Under a priced study (a bill before it started, or replicates): its slot use and the bill against the actual
+    cost, as under a table (:func:`dashboards.table_report.study_cost_report`); a study with neither prints none."""
+    if (bill is None and target.base.search.replicates == 1) or run.layout is None:
+        return
+    from dashboards.table_report import study_cost_report  # defers polars and the dashboards: after the run only
+
+    for line in study_cost_report(target.plan, run.layout.root, (bill, outcome.wall_time_s)):
+        print(line)
 
 
 def _print_table_report(run: _Run, target: RunSpec, outcome: StudyOutcome, bill: Bill | None) -> bool:

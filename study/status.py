@@ -16,13 +16,14 @@ from pathlib import Path
 from study.arguments import ArgumentParser, one_line
 from study.final.best import pick_best
 from study.layout import StudyLayout
+from study.plan import replicate_spec
 from study.runtime.lock import driver_text
 from study.runtime.slurm_status import print_job_line, print_unstarted
 from study.runtime.storage import read_bytes
 from study.table.spec import RunSpec, load_run
 from study.table.status import print_table_status
 from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
-from study.tracking.stores import load_optuna_study
+from study.tracking.stores import load_optuna_study, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.spec import StudySpec
@@ -40,8 +41,11 @@ def study_status(spec: StudySpec) -> dict:
     layout = StudyLayout.for_spec(spec)
     if read_bytes(layout.spec_file) is None:
         raise StudyError(f"there is no study {spec.name!r} in {layout.root}")
-    study = load_optuna_study(spec.name, layout.optuna_url)
-    trials = study.get_trials(deepcopy=False)
+    # A replicated study's replicates are Optuna studies of their own (study.plan.replicate_spec): counted together.
+    # (Replicate 0, the study's own, is loaded always: its absence is the store's error to raise.)
+    stored = set(optuna_study_names(layout.optuna_url, spec.name))
+    names = [spec.name, *(n for r in range(1, spec.search.replicates) if (n := replicate_spec(spec, r).name) in stored)]
+    trials = [t for name in names for t in load_optuna_study(name, layout.optuna_url).get_trials(deepcopy=False)]
     counts = Counter(t.state.name for t in trials)
     # study.final.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.
     finished = [t for t in trials if t.state.name == "COMPLETE"]
@@ -56,7 +60,7 @@ def study_status(spec: StudySpec) -> dict:
         "root": layout.root,
         "tracking_uri": layout.tracking_uri,
         "optuna_url": layout.optuna_url,
-        "num_trials": spec.search.num_trials,
+        "num_trials": spec.search.num_trials * spec.search.replicates,
         "counts": {state: counts.get(state, 0) for state in _STATES},
         "best": None if best is None else {"number": best.number, "value": best.value, "params": best.params},
         "parent_status": driver,

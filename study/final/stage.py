@@ -168,6 +168,8 @@ class FinalGroup:
     source_trial: str
     values: dict[str, list[float]] = field(default_factory=dict)
     fold_ensemble: dict[str, float] = field(default_factory=dict)
+    #: Per test metric, seed → value (what pairs a seed across groups: a study's replicates).
+    by_seed: dict[str, dict[int, float]] = field(default_factory=dict)
 
     @property
     def num_seeds(self) -> int:
@@ -212,9 +214,11 @@ def summarize_final(spec: StudySpec, results: Results, best: dict[str, Result]) 
         group = groups.get(_config(r)[FINAL_KEY][R.GROUP])
         if group is None:
             continue
+        seed = int(point_key(_config(r)[FINAL_KEY])[2])
         for key, value in _metrics(r).items():
             if key.startswith(TEST_PREFIX) and isinstance(value, (int, float)) and "/fold" not in key:
                 group.values.setdefault(key, []).append(float(value))
+                group.by_seed.setdefault(key, {})[seed] = float(value)
     return list(groups.values())
 
 

@@ -436,7 +436,7 @@ def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> Stu
     ledger = stage_ledger(tuner)
     # A table replaces its cells' lost trials (study.search.cell_search): after a stop, one may still be due. Its
     # cells' final trials are the experiment's too.
-    planned = spec.search.num_trials + len(results.finals)
+    planned = context.plan.search_trials + len(results.finals)
     done = ledger.finished(planned, errors_replaced=context.plan.replace_lost)
     progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, planned)
     order = trial_numbers(layout.optuna_url, spec.name)

@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from study.plan import search_cost
 from study.search.calibration import ArmCalibration, Calibration, calibrate
 from study.table.asha_cost import expected_share, halving_share
+from trainables.schema.errors import SpecError
 from trainables.schema.space import SchedulerSpec
 from trainables.schema.spec import StudySpec
 
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ArmPrice",
     "Bill",
+    "Priced",
+    "study_priced",
+    "study_bill",
     "measured_bill",
     "assumed_bill",
     "scheduler_share",
@@ -93,6 +98,69 @@ def scheduler_share(scheduler: SchedulerSpec, epochs: int, trials: int) -> float
     return 1.0
 
 
+@dataclass(frozen=True)
+class Priced:
+    """What a run's bill multiplies, a table's or a study's (a table of one arm): one arm name per cell (every
+    replicate is a cell), each cell's ``trials``, its final ``seeds``, the ``epochs``, the ``slots``
+    (``max_concurrent``) and the scheduler, whose expected share prices the scheduled search."""
+
+    arms: tuple[str, ...]
+    trials: int
+    seeds: int
+    epochs: int
+    slots: int
+    scheduler: SchedulerSpec
+
+    @property
+    def scheduled(self) -> bool:
+        return self.scheduler.type != "fifo"
+
+    def share(self) -> float:
+        """The expected share of the search's model-epochs its trials train (1 without a scheduler)."""
+        return scheduler_share(self.scheduler, self.epochs, self.trials) if self.scheduled else 1.0
+
+    def stage_hours(self, bill: Bill, scheduled: bool | None = None) -> tuple[float, float]:
+        """The search's and the final stage's hours on the slots under ``bill``; ``scheduled`` (default: whether there
+        is a scheduler) prices the search at its expected share."""
+        share = self.share() if (self.scheduled if scheduled is None else scheduled) else 1.0
+        search = sum(bill.trial_s(a, share * self.epochs) for a in self.arms) * self.trials
+        final = sum(bill.trial_s(a, self.epochs, final=True) for a in self.arms) * self.seeds
+        return search / self.slots / 3600.0, final / self.slots / 3600.0
+
+    def hours(self, bill: Bill, scheduled: bool | None = None) -> float:
+        return sum(self.stage_hours(bill, scheduled))
+
+    def cheaper(self, bill: Bill) -> str:
+        """``FIFO ≈ 12.3 h; with halving ≈ 4.1 h``: the run's scheduler, or halving at its defaults on a FIFO run."""
+        fifo = f"FIFO ≈ {self.hours(bill, False):.1f} h"
+        if self.scheduled:
+            return f"{fifo}; with {self.scheduler.type} ≈ {self.hours(bill, True):.1f} h"
+        sch = self.scheduler
+        first = min(sch.first_rung, self.epochs - 1)
+        if first < 1 or self.trials < 2:
+            return fifo
+        share = halving_share(self.epochs, first, sch.reduction_factor, self.trials)
+        search, final = self.stage_hours(bill, False)
+        startup_h = sum(bill.prices[a].startup_s for a in self.arms) * self.trials / self.slots / 3600.0
+        halved = startup_h + (search - startup_h) * share + final
+        return (
+            f"{fifo}; with halving (search.scheduler: {{type: halving, first_rung: {first}, reduction_factor: "
+            f"{sch.reduction_factor:g}}}) ≈ {halved:.1f} h"
+        )
+
+    def check(self, bill: Bill | None, max_hours: float | None, what: str) -> None:
+        """Refuse, before anything starts, a run (``what``: ``table``, ``study``) whose bill exceeds ``max_hours``: one
+        line naming FIFO's bill and the cheaper scheduled one (:meth:`cheaper`)."""
+        if bill is None or max_hours is None or (hours := self.hours(bill)) <= max_hours:
+            return
+        raise SpecError(
+            f"the {what} needs ≈ {hours:.1f} h on {self.slots} slots ({bill.unit_text()}) but search.max_hours is "
+            f"{max_hours:g}: {self.cheaper(bill)}; lower search.num_trials, final.seeds or train.epochs, stop trials "
+            "early, or raise search.max_hours",
+            "search.max_hours",
+        )
+
+
 def calibrate_table(table: Table) -> Calibration:
     """Measure each arm of ``table`` on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
     first: dict[str, StudySpec] = {}
@@ -101,31 +169,43 @@ def calibrate_table(table: Table) -> Calibration:
     return calibrate(first)
 
 
-def study_size_line(spec: StudySpec, calibration: Calibration | None = None) -> str:
-    """A study's size and bill in one line (``--plan``): its trials, FIFO's hours and its scheduler's, measured by
-    ``calibration`` (the study's one family) or unpriced."""
-    s, v, epochs = spec.search, spec.validation, spec.train.epochs
+def study_priced(spec: StudySpec) -> Priced:
+    """A study's bill's multipliers: a table of one arm (its family), one cell per ``search.replicates``."""
+    s = spec.search
+    return Priced(
+        (spec.family,) * s.replicates, s.num_trials, spec.final.seeds, spec.train.epochs, s.max_concurrent, s.scheduler
+    )
+
+
+def study_bill(spec: StudySpec, calibration: Calibration | None) -> Bill | None:
+    """A study's bill: measured (``calibration`` of its family), else the spec's assumed ``search.epoch_seconds``, else
+    none."""
+    cost = search_cost(spec.validation)
+    if calibration is not None:
+        return measured_bill(calibration, cost)
+    seconds = spec.search.epoch_seconds
+    return None if seconds is None else assumed_bill([spec.family], seconds, cost)
+
+
+def study_size_line(spec: StudySpec, bill: Bill | None = None) -> str:
+    """A study's size and bill in one line (before it starts, and ``--plan``): its trials (× its replicates), FIFO's
+    hours and its scheduler's under ``bill``, or unpriced."""
+    s, v, epochs, priced = spec.search, spec.validation, spec.train.epochs, study_priced(spec)
     folds = v.folds if v.kind == "kfold" else 1
     models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
+    replicated = f" × {s.replicates} replicates" if s.replicates > 1 else ""
+    seeds = f"{s.replicates} × {spec.final.seeds}" if s.replicates > 1 else f"{spec.final.seeds}"
     line = (
-        f"Study {spec.name}: {s.num_trials} trials × {epochs} epochs ({models}), then {spec.final.seeds} final seeds; "
-        f"{s.max_concurrent} at a time; every trial to the end (FIFO): {s.num_trials * folds * epochs} fold-model-epochs"
+        f"Study {spec.name}: {s.num_trials} trials{replicated} × {epochs} epochs ({models}), then {seeds} final seeds; "
+        f"{s.max_concurrent} at a time; every trial to the end (FIFO): "
+        f"{s.replicates * s.num_trials * folds * epochs} fold-model-epochs"
     )
-    if calibration is None:
+    if bill is None:
         return line
-    bill = measured_bill(calibration, 1.0)
-    arm = next(iter(bill.prices))
-
-    def hours(share: float) -> float:
-        search = s.num_trials * bill.trial_s(arm, share * epochs)
-        return (search + spec.final.seeds * bill.trial_s(arm, epochs, final=True)) / s.max_concurrent / 3600.0
-
-    p = bill.prices[arm]
-    line += (
-        f", ≈ {hours(1.0):.2f} h on {s.max_concurrent} slots measured on {bill.device} ({p.search_epoch_s:.3g} s per "
-        f"trial epoch, {p.final_epoch_s:.3g} s per final epoch, start-up {p.startup_s:.2g} s a trial)"
-    )
-    if s.scheduler.type != "fifo":
-        share = scheduler_share(s.scheduler, epochs, s.num_trials)
-        line += f"; with {s.scheduler.type}: the search ≈ {share:.0%} of its epochs, ≈ {hours(share):.2f} h"
+    line += f", ≈ {priced.hours(bill, False):.2f} h on {s.max_concurrent} slots {bill.unit_text()}"
+    if priced.scheduled:
+        line += (
+            f"; with {s.scheduler.type}: the search ≈ {priced.share():.0%} of its epochs, "
+            f"≈ {priced.hours(bill, True):.2f} h"
+        )
     return line

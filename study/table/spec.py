@@ -29,10 +29,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from study.loading import load_study, parse_spec, read_raw
-from study.plan import VIEW_CELLS, PlanCell, StudyPlan, halving_lag, search_cost
+from study.plan import (
+    REPLICATE_SEED_STEP,
+    VIEW_CELLS,
+    PlanCell,
+    StudyPlan,
+    halving_lag,
+    replicate_seed,
+    search_cost,
+    trial_model_epochs,
+)
 from study.search.calibration import Calibration
-from study.table.asha_cost import asymptotic_share, halving_rule_rungs, halving_share, milestones
-from study.table.bill import Bill, assumed_bill, measured_bill, scheduler_share
+from study.table.asha_cost import asymptotic_share, halving_rule_rungs, milestones
+from study.table.bill import Bill, Priced, assumed_bill, measured_bill, scheduler_share
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 from trainables.schema.table import TableSpec
@@ -52,12 +61,8 @@ __all__ = [
 
 #: Keys of a table spec that are not a study's.
 _TABLE_ONLY = ("reference", "arms", "cells", "extra_cells")
-#: Keys of a table's ``search`` that are not a cell's (a cell is one study: its spec has no such key).
+#: Keys of a table's ``search`` that its cells leave at their defaults (the table prices, bounds and replicates them).
 _TABLE_SEARCH_ONLY = ("max_hours", "epoch_seconds", "replicates")
-#: Replicate r's sampler seed is the arm's + r × this, mod 2³² (:func:`replicate_seed`): 1, so replicate r of a table
-#: is the table run with ``search.sampler.seed`` + r, which anyone can rerun as a plain table (R = 3 at seed 0 is the
-#: three searches at seeds 0, 1 and 2 of issue 50's measurement); no two replicates of an arm share a seed.
-REPLICATE_SEED_STEP = 1
 
 
 @dataclass(frozen=True)
@@ -148,8 +153,7 @@ class Table:
     @property
     def trial_model_epochs(self) -> float:
         """One search trial run to the end, in models × epochs as a trial records its cost (k folds: k models)."""
-        v = self.spec.validation
-        return float((v.folds if v.kind == "kfold" else 1) * self.spec.train.epochs)
+        return trial_model_epochs(self.base)
 
     @property
     def scheduled(self) -> bool:
@@ -178,19 +182,27 @@ class Table:
             return assumed_bill(list(self.spec.arms), seconds, self.search_cost())
         return None
 
+    def priced(self) -> Priced:
+        """What the table's bill multiplies: its cells' arms, ``num_trials`` and ``final.seeds`` each."""
+        s = self.spec
+        return Priced(
+            tuple(c.arm for c in self.cells),
+            s.search.num_trials,
+            s.final.seeds,
+            s.train.epochs,
+            s.search.max_concurrent,
+            s.search.scheduler,
+        )
+
     def stage_hours(self, bill: Bill, scheduled: bool | None = None) -> tuple[float, float]:
         """The search's and the final stage's hours on ``max_concurrent`` slots under ``bill``; ``scheduled`` as for
         :meth:`model_epochs`."""
-        share = self.search_share() if (self.scheduled if scheduled is None else scheduled) else 1.0
-        s, epochs = self.spec, self.spec.train.epochs
-        search = sum(bill.trial_s(c.arm, share * epochs) for c in self.cells) * s.search.num_trials
-        final = sum(bill.trial_s(c.arm, epochs, final=True) for c in self.cells) * s.final.seeds
-        return search / s.search.max_concurrent / 3600.0, final / s.search.max_concurrent / 3600.0
+        return self.priced().stage_hours(bill, scheduled)
 
     def estimated_hours(self, scheduled: bool | None = None, bill: Bill | None = None) -> float | None:
         """The whole table's hours on its slots under ``bill`` (default: the spec's assumed one; ``None``: no bill)."""
         bill = bill or self.bill()
-        return None if bill is None else sum(self.stage_hours(bill, scheduled))
+        return None if bill is None else self.priced().hours(bill, scheduled)
 
     def _scheduler_text(self, bill: Bill | None = None) -> str:
         """``; with asha per cell (…): the search ≈ 45 % of its model-epochs …, 1 234 model-epochs in all, ≈ 5.1 h``;
@@ -253,35 +265,7 @@ class Table:
     def check_budget(self, bill: Bill | None = None) -> None:
         """Refuse, before anything starts, a table whose bill (measured, else assumed) exceeds ``search.max_hours``;
         the refusal names FIFO's bill and the cheaper scheduled one (the table's scheduler, else halving)."""
-        bill, limit = bill or self.bill(), self.spec.search.max_hours
-        hours = None if bill is None else self.estimated_hours(None, bill)
-        if bill is None or hours is None or limit is None or hours <= limit:
-            return
-        raise SpecError(
-            f"the table needs ≈ {hours:.1f} h on {self.spec.search.max_concurrent} slots "
-            f"({bill.unit_text()}) but search.max_hours is {limit:g}: {self._cheaper(bill)}; lower "
-            "search.num_trials, final.seeds or train.epochs, stop trials early, or raise search.max_hours",
-            "search.max_hours",
-        )
-
-    def _cheaper(self, bill: Bill) -> str:
-        """``FIFO ≈ 12.3 h; with halving ≈ 4.1 h``: the table's scheduler, or halving at its defaults on a FIFO table."""
-        fifo = f"FIFO ≈ {self.estimated_hours(False, bill):.1f} h"
-        if self.scheduled:
-            return f"{fifo}; with {self.spec.search.scheduler.type} ≈ {self.estimated_hours(True, bill):.1f} h"
-        s, sch = self.spec, self.spec.search.scheduler
-        first = min(sch.first_rung, s.train.epochs - 1)
-        if first < 1 or s.search.num_trials < 2:
-            return fifo
-        share = halving_share(s.train.epochs, first, sch.reduction_factor, s.search.num_trials)
-        search, final = self.stage_hours(bill, False)
-        startups = sum(bill.prices[c.arm].startup_s for c in self.cells) * s.search.num_trials
-        startup_h = startups / s.search.max_concurrent / 3600.0
-        halved = startup_h + (search - startup_h) * share + final
-        return (
-            f"{fifo}; with halving (search.scheduler: {{type: halving, first_rung: {first}, reduction_factor: "
-            f"{sch.reduction_factor:g}}}) ≈ {halved:.1f} h"
-        )
+        self.priced().check(bill or self.bill(), self.spec.search.max_hours, "table")
 
 
 def condition_label(condition: dict[str, Any]) -> str:
@@ -409,14 +393,6 @@ def arm_sampler(spec: TableSpec, arm_name: str, replicate: int = 0) -> dict[str,
     if sampler["seed"] is not None:
         sampler["seed"] = replicate_seed((sampler["seed"] + zlib.crc32(arm_name.encode())) % 2**32, replicate)
     return sampler
-
-
-def replicate_seed(seed: int, replicate: int) -> int:
-    """Replicate ``replicate``'s sampler seed from its arm's ``seed``: ``(seed + replicate × REPLICATE_SEED_STEP) mod
-    2³²``; replicate 0 keeps ``seed`` exactly (an existing table resumes and reruns unchanged). Since the arm's seed is
-    the table's + CRC-32 of its name, replicate r of every arm is the table as it would run with
-    ``search.sampler.seed`` + r: replicate r of the whole table is one complete table, the one at that seed."""
-    return (seed + replicate * REPLICATE_SEED_STEP) % 2**32
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,15 +26,25 @@ from study.layout import StudyLayout
 from study.runtime.lock import driver_text
 from study.runtime.slurm_status import print_job_line, print_unstarted
 from study.runtime.storage import read_bytes
-from study.table.spec import Table, TableCell
+from study.table.spec import Table
 from study.tracking import peek as tracking_peek
 from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL
 from trainables.schema.space import CategoricalParam, ParamSpec
+from trainables.schema.spec import StudySpec
 
-__all__ = ["CellStatus", "SlotUse", "table_status", "print_table_status", "slot_use", "edge_flag", "EDGE_SHARE"]
+__all__ = [
+    "CellStatus",
+    "SlotUse",
+    "table_status",
+    "cells_status",
+    "print_table_status",
+    "slot_use",
+    "edge_flag",
+    "EDGE_SHARE",
+]
 
 #: A winner within this share of its range (log scale for ``log: true``) from an end is flagged.
 EDGE_SHARE = 0.05
@@ -41,7 +52,8 @@ EDGE_SHARE = 0.05
 
 @dataclass(frozen=True)
 class CellStatus:
-    cell: TableCell
+    #: A table's :class:`TableCell`, or a study's :class:`~study.plan.PlanCell` (a replicate).
+    cell: Any
     #: The cell's Optuna trials per state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ``RUNNING``).
     counts: dict[str, int]
     best_value: float | None
@@ -181,19 +193,25 @@ def _final_done(layout_uri: str, name: str) -> Counter[str]:
 def table_status(table: Table) -> list[CellStatus]:
     """Per cell: Optuna trial states, the best trial, final seeds done. Raises :class:`StudyError` when the table
     has never been started."""
-    layout = StudyLayout.for_spec(table.base)
+    return cells_status(table.base, table.cells, table.trial_model_epochs, "table")
+
+
+def cells_status(base: StudySpec, cells: Sequence[Any], per_trial: float, what: str = "study") -> list[CellStatus]:
+    """:func:`table_status` of any run's cells (a table's :class:`TableCell`, a study's replicates: each has its
+    ``label``, ``study_name`` and ``spec``); ``per_trial``: one trial's model-epochs run to the end."""
+    layout = StudyLayout.for_spec(base)
     if read_bytes(layout.spec_file) is None:
-        raise StudyError(f"there is no table {table.spec.name!r} in {layout.root}")
+        raise StudyError(f"there is no {what} {base.name!r} in {layout.root}")
     storage = optuna_storage(layout.optuna_url)
-    names = set(optuna_study_names(storage, table.base.name))
-    finals = _final_done(layout.tracking_uri, table.base.name)
+    names = set(optuna_study_names(storage, base.name))
+    finals = _final_done(layout.tracking_uri, base.name)
     out = []
-    for cell in table.cells:
+    for cell in cells:
         trials = []
         if cell.study_name in names:
             trials = load_optuna_study(cell.study_name, storage).get_trials(deepcopy=False)
         complete = [t for t in trials if t.state.name == "COMPLETE"]
-        best = pick_best(complete, lambda t: t.value, lambda t: t.number, table.base.search.mode)
+        best = pick_best(complete, lambda t: t.value, lambda t: t.number, base.search.mode)
         out.append(
             CellStatus(
                 cell,
@@ -202,7 +220,7 @@ def table_status(table: Table) -> list[CellStatus]:
                 {} if best is None else dict(best.params),
                 finals.get(cell.label, 0),
                 sum(t.user_attrs.get(R.OPTUNA_FAILURE) == R.FAILURE_NONFINITE for t in trials),
-                **_cost(trials, table.trial_model_epochs),
+                **_cost(trials, per_trial),
                 span=_span(trials),
             )
         )

@@ -182,6 +182,16 @@ class SearchSpec(_Strict):
     #: so timing never changes the study (study/search/ordered_sampler.py). ``false``: the sampler sees whichever trials
     #: happen to have finished (no waiting, results depend on timing).
     reproducible: bool = True
+    #: The search's own variance, as a table's (docs/tables.md): the study is searched ``replicates`` times, each with
+    #: the full ``num_trials`` and its own sampler seed (``seed`` + r; replicate 0 is the study as it runs without), and
+    #: each replicate's winner is retrained on the same final seeds (:meth:`study.plan.StudyPlan.of_study`).
+    replicates: int = Field(1, ge=1)
+    #: Refuse a study whose bill exceeds this many hours on its ``max_concurrent`` slots: measured on this machine
+    #: before it starts (study/search/calibration.py), or priced from ``epoch_seconds`` when set.
+    max_hours: float | None = Field(None, gt=0)
+    #: Optional override of the measured bill: seconds one model takes per epoch on all training classes; set, nothing
+    #: is measured and the size line says "assumed".
+    epoch_seconds: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _check_conditions(self) -> SearchSpec:

@@ -402,6 +402,11 @@ class StudySpec(_Strict):
         for name in self.final.group_by:
             if name not in self.search.space:
                 raise ValueError(f"final.group_by: {name!r} is not a search.space entry")
+        if self.final.group_by and self.search.replicates > 1:
+            raise ValueError(
+                "search.replicates retrains each replicate's winner, and final.group_by each group's of one search: "
+                "use one of them"
+            )
         return self
 
     @model_validator(mode="after")

@@ -1,0 +1,95 @@
+"""A study gets what a table has (issue 50 item 6; a study is a table of one arm): ``search.replicates`` (each replicate
+its own Optuna study at seed + r, each winner retrained on the same final seeds, the final stage pooled over replicates
+and seeds), a bill measured before it starts when it sets ``search.max_hours`` (a refusal over it, nothing written),
+and the bill against the actual cost after it. The run is real (Ray Tune, Optuna, MLflow); its numbers are checked
+against MLflow and Optuna read back."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.driver import honest_spec, mlflow_children, optuna_trials
+from study.final.intervals import replicated_mean
+from study.loading import parse_spec
+from study.plan import VIEW_CELLS, StudyPlan
+from trainables.schema import record as R
+from trainables.schema.errors import SpecError
+
+
+def _replicated(name: str, tmp_path, **search: object) -> dict:
+    spec = honest_spec(name)
+    spec["search"] = {**spec["search"], "num_trials": 2, "max_concurrent": 2, "replicates": 2, **search}
+    spec["train"] = {**spec["train"], "epochs": 2}
+    spec["final"] = {"seeds": 2}
+    spec["storage"] = str(tmp_path / "runs")
+    return spec
+
+
+def test_replicates_are_cells_at_seed_plus_r_and_refuse_final_group_by():
+    spec = parse_spec({**honest_spec("t_plan"), "search": {**honest_spec()["search"], "replicates": 3}})
+    plan = StudyPlan.of_study(spec)
+    assert [c.label for c in plan.cells] == ["t_plan", "t_plan.r1", "t_plan.r2"]
+    seed = spec.search.sampler.seed
+    assert [c.spec.search.sampler.seed for c in plan.cells] == [seed, seed + 1, seed + 2]
+    assert all(c.spec.search.replicates == 1 and c.spec.search.num_trials == spec.search.num_trials for c in plan.cells)
+    assert plan.groups_are_cells and plan.view == VIEW_CELLS and plan.base is spec
+    assert plan.search_trials == 3 * spec.search.num_trials
+    single = StudyPlan.of_study(parse_spec(honest_spec("t_one")))
+    assert [c.label for c in single.cells] == ["t_one"] and not single.groups_are_cells  # as before replicates
+    grouped = honest_spec("t_group")
+    grouped["search"] = {**grouped["search"], "replicates": 2}
+    grouped["final"] = {"seeds": 2, "group_by": ["ms_alpha"]}
+    with pytest.raises(SpecError, match="search.replicates retrains each replicate's winner"):
+        parse_spec(grouped)
+
+
+def test_the_pooled_interval_is_the_seeds_alone_for_identical_replicates_and_wider_when_they_disagree():
+    seeds = {0: 0.60, 1: 0.64, 2: 0.58, 3: 0.66}
+    one = replicated_mean([seeds])
+    assert one is not None and one[0] == pytest.approx(np.mean(list(seeds.values()))) and one[3] == 4
+    same = replicated_mean([seeds, dict(seeds), dict(seeds)])
+    assert same == pytest.approx(one)  # replicates that agree add no width
+    apart = replicated_mean([seeds, {s: v + 0.10 for s, v in seeds.items()}])
+    assert apart is not None and apart[0] == pytest.approx(one[0] + 0.05)
+    assert apart[2] - apart[1] > (one[2] - one[1]) + 0.05  # the search's own spread widens it
+    assert replicated_mean([{0: 0.5}, {0: 0.6}]) is None  # one common seed: nothing to resample
+
+
+def test_a_replicated_study_runs_each_replicate_and_reports_the_pooled_final_stage_and_its_bill(
+    tmp_path, write_spec, run_cli
+):
+    spec = write_spec(_replicated("t_rep", tmp_path, max_hours=5))
+    proc = run_cli(str(spec), "--no-dashboard")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    size = out.splitlines()[0]
+    assert size.startswith("Study t_rep: 2 trials × 2 replicates × 2 epochs") and "measured on cpu: ms " in size
+    study_dir = tmp_path / "runs" / "t_rep"
+    r0, r1 = optuna_trials(study_dir, "t_rep"), optuna_trials(study_dir, "t_rep.r1")
+    assert [t.state.name for t in r0] == [t.state.name for t in r1] == ["COMPLETE", "COMPLETE"]
+    assert r0[0].params != r1[0].params  # replicate 1 samples from its own seed
+    _, _, children = mlflow_children(study_dir, "t_rep")
+    finals = [c for c in children if c.data.tags.get(R.STAGE) == R.STAGE_FINAL and c.info.status == "FINISHED"]
+    assert sorted(c.data.tags[R.GROUP] for c in finals) == ["t_rep", "t_rep", "t_rep.r1", "t_rep.r1"]
+    pooled = np.mean([c.data.metrics["test/recall_at_1"] for c in finals])
+    line = next(x for x in out.splitlines() if x.strip().startswith("test/recall_at_1 = ") and "replicates ×" in x)
+    assert math.isclose(float(line.split("=")[1].split()[0]), pooled, abs_tol=5e-5), line
+    assert "over 2 replicates × 2 seeds" in line
+    assert "whole-run slot use:" in out and "Bill against actual (measured bill on 2 slots)" in out
+    status = run_cli(str(spec), "--status")
+    assert status.returncode == 0 and "4 done (4 complete, 0 pruned), 0 running, 0 failed, of 4" in status.stdout
+
+
+def test_a_study_over_max_hours_is_refused_before_anything_is_written(tmp_path, write_spec, monkeypatch, capsys):
+    from study.run import main
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))
+    spec = write_spec(_replicated("t_over", tmp_path, replicates=1, max_hours=1e-6))
+    assert main([str(spec)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: search.max_hours: the study needs ≈ "), err
+    assert "measured on cpu" in err[0] and "FIFO ≈" in err[0] and "with halving (search.scheduler:" in err[0]
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "ray").exists()
