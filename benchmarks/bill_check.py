@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from study.search.calibration import ArmCalibration, Calibration, calibrate
-from study.table.bill import study_size_line
+from study.table.bill import study_bill, study_size_line
 from study.table.spec import RunSpec, load_run
 from trainables.datasets import folder_of
 from trainables.schema.spec import StudySpec
@@ -48,7 +48,7 @@ def _photo(job: tuple[Path, int]) -> None:
 
     path, seed = job
     rng = np.random.default_rng(seed)
-    field = Image.fromarray(rng.integers(0, 256, (15, 20, 3), dtype=np.uint8)).resize(PHOTO, Image.BICUBIC)
+    field = Image.fromarray(rng.integers(0, 256, (15, 20, 3), dtype=np.uint8)).resize(PHOTO, Image.Resampling.BICUBIC)
     pixels = np.asarray(field, dtype=np.int16) + rng.integers(-8, 9, (PHOTO[1], PHOTO[0], 3), dtype=np.int16)
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(path, quality=90)
@@ -58,7 +58,10 @@ def write_photo_cub(base: Path, classes: int, per_class: int, workers: int | Non
     """``base/CUB_200_2011/`` in the official layout, ``2 × classes`` classes of ``per_class`` photos each (written in
     parallel); returns ``base`` (what ``dataset.root`` names)."""
     root = base / folder_of("cub200")
-    jobs, images, labels, names = [], [], [], []
+    jobs: list[tuple[Path, int]] = []
+    images: list[str] = []
+    labels: list[str] = []
+    names: list[str] = []
     for c in range(1, 2 * classes + 1):
         folder = f"{c:03d}.Bird_{c}"
         names.append(f"{c} {folder}")
@@ -102,7 +105,7 @@ def _bill_lines(target: RunSpec, cal: Calibration) -> list[str]:
     """The size line priced by ``cal`` (measured here), and the spec's assumed bill beside it."""
     table = target.table
     if table is None:
-        return [study_size_line(target.base, cal), _calibration_text(cal.arms, cal.wall_s)]
+        return [study_size_line(target.base, study_bill(target.base, cal)), _calibration_text(cal.arms, cal.wall_s)]
     lines = [f"measured: {table.size_line(table.bill(cal))}"]
     if (assumed := table.bill()) is not None:
         lines.append(f"assumed:  {table.size_line(assumed)}")
