@@ -46,6 +46,7 @@ from study.deploy.checks import credential_variables, max_failures, refuse_writt
 from study.deploy.job import slurm_seconds
 from study.deploy.render import fill, load_template
 from study.runtime.slurm_status import live_job
+from study.table.bill import study_bill, study_priced
 from study.table.spec import load_run
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
@@ -337,6 +338,8 @@ def _specs(args: argparse.Namespace) -> tuple[StudySpec, list[StudySpec]]:
     target = load_run(args.spec, args.overrides)
     if target.table is not None:
         target.table.check_budget()
+    else:  # a study over search.max_hours on its assumed bill (the job measures a measured one where it runs)
+        study_priced(target.base).check(study_bill(target.base, None), target.base.search.max_hours, "study")
     return target.base, target.specs
 
 
