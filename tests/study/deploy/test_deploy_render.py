@@ -266,7 +266,9 @@ def test_a_control_character_in_any_field_is_refused_and_nothing_is_written(tmp_
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_study_over_max_hours_on_its_assumed_bill_is_refused_before_a_script_is_written(tmp_path, monkeypatch, capsys):
+def test_a_study_over_max_hours_on_its_assumed_bill_is_refused_before_a_script_is_written(
+    tmp_path, monkeypatch, capsys
+):
     """As a table is (issue 50 item 6): ``search.epoch_seconds`` prices it here, ``search.max_hours`` bounds it."""
     spec = tiny_spec("t_over", epochs=2, num_trials=4, epoch_seconds=600, max_hours=0.1)
     spec["storage"] = str(tmp_path / "runs")
