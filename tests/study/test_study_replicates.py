@@ -37,6 +37,9 @@ def test_replicates_are_cells_at_seed_plus_r_and_refuse_final_group_by():
     assert all(c.spec.search.replicates == 1 and c.spec.search.num_trials == spec.search.num_trials for c in plan.cells)
     assert plan.groups_are_cells and plan.view == VIEW_CELLS and plan.base is spec
     assert plan.search_trials == 3 * spec.search.num_trials
+    assert spec.model_dump(mode="json")["search"]["replicates"] == 3
+    # At their defaults the keys are not dumped: a study started before them resumes (its spec.yaml, Ray's param space).
+    assert not {"replicates", "max_hours", "epoch_seconds"} & set(parse_spec(honest_spec()).model_dump()["search"])
     single = StudyPlan.of_study(parse_spec(honest_spec("t_one")))
     assert [c.label for c in single.cells] == ["t_one"] and not single.groups_are_cells  # as before replicates
     grouped = honest_spec("t_group")

@@ -169,6 +169,10 @@ class SchedulerSpec(_Strict):
         return data
 
 
+#: A study's ``search`` keys that a table had alone before issue 50 (their defaults are not dumped).
+_STUDY_KEYS_SINCE_ISSUE_50 = ("replicates", "max_hours", "epoch_seconds")
+
+
 class SearchSpec(_Strict):
     num_trials: int = Field(8, ge=1)
     max_concurrent: int = Field(1, ge=1)
@@ -192,6 +196,17 @@ class SearchSpec(_Strict):
     #: Optional override of the measured bill: seconds one model takes per epoch on all training classes; set, nothing
     #: is measured and the size line says "assumed".
     epoch_seconds: float | None = Field(None, gt=0)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Keys gained after studies were started (issue 50) are dumped only when set: a study's saved spec.yaml and the
+        # spec in its Ray experiment's param space, both written before, stay what this version writes (a resume
+        # compares the one, Ray's Tuner.restore the keys of the other).
+        data: dict[str, Any] = handler(self)
+        for key in _STUDY_KEYS_SINCE_ISSUE_50:
+            if getattr(self, key) == type(self).model_fields[key].default:
+                data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _check_conditions(self) -> SearchSpec:
