@@ -32,7 +32,6 @@ __all__ = [
     "measured_bill",
     "assumed_bill",
     "scheduler_share",
-    "arm_specs",
     "calibrate_table",
     "study_size_line",
 ]
@@ -162,17 +161,12 @@ class Priced:
         )
 
 
-def arm_specs(table: Table) -> dict[str, StudySpec]:
-    """Each arm's first cell's spec: what a calibration measures of the arm."""
+def calibrate_table(table: Table) -> Calibration:
+    """Measure each arm of ``table`` on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
     first: dict[str, StudySpec] = {}
     for cell in table.cells:
         first.setdefault(cell.arm, cell.spec)
-    return first
-
-
-def calibrate_table(table: Table) -> Calibration:
-    """Measure each arm of ``table`` on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
-    return calibrate(arm_specs(table))
+    return calibrate(first)
 
 
 def study_priced(spec: StudySpec) -> Priced:
