@@ -183,6 +183,47 @@ def logged_epochs(study_dir: Path, name: str) -> int:
     )
 
 
+def optuna_states(study_dir: Path) -> dict[str, list[str]]:
+    """Per Optuna study of the run, its trials' states in Optuna's order (``{}`` while the store is not written yet).
+
+    Reads the sqlite file read-only, as a poller must: opening it through Optuna creates its tables when they are
+    missing, and a poll that does so while the driver creates them makes one of the two fail on Alembic's version row
+    (``UNIQUE constraint failed: alembic_version.version_num``, seen in a driver in CI)."""
+    db = study_dir / R.OPTUNA_DB
+    if not db.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            rows = con.execute(
+                "SELECT s.study_name, t.state FROM studies s LEFT JOIN trials t ON t.study_id = s.study_id "
+                "ORDER BY s.study_name, t.number"
+            ).fetchall()
+    except sqlite3.Error:  # tables not created yet, or locked by the writer
+        return {}
+    states: dict[str, list[str]] = {}
+    for name, state in rows:
+        states.setdefault(str(name), []).extend([] if state is None else [str(state)])
+    return states
+
+
+def final_groups_running(study_dir: Path) -> list[str]:
+    """The group of every final-stage child run still RUNNING (the driver writes a run's start and end as Ray tells
+    it, so this holds for a trial's whole life, unlike its folder, which Ray syncs to the storage now and then)."""
+    db = study_dir / R.MLFLOW_DB
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            rows = con.execute(
+                "SELECT g.value FROM runs r JOIN tags s ON s.run_uuid = r.run_uuid JOIN tags g ON g.run_uuid = "
+                "r.run_uuid WHERE s.key = ? AND s.value = ? AND g.key = ? AND r.status = 'RUNNING'",
+                (R.STAGE, R.STAGE_FINAL, R.GROUP),
+            ).fetchall()
+        return [str(value) for (value,) in rows]
+    except sqlite3.Error:  # tables not created yet, or locked by the writer
+        return []
+
+
 def final_runs_finished(study_dir: Path) -> int:
     """Final-stage child runs that ended FINISHED."""
     return count_in_mlflow(

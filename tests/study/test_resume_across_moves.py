@@ -16,11 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import optuna
 import pytest
 import yaml
 
-from harness.driver import REPO, driver_env, mlflow_children, tiny_table
+from harness.driver import REPO, driver_env, mlflow_children, optuna_states, tiny_table
 from harness.kill_resume import continue_args, run_and_stop, signal_driver
 from trainables.schema import record as R
 
@@ -55,16 +54,10 @@ def _old_env(ray_tmp: str, old: Path) -> dict[str, str]:
 
 
 def _states(study_dir: Path) -> dict[str, list[str]]:
-    db = study_dir / R.OPTUNA_DB
-    if not db.exists():
-        return {}
-    storage = R.sqlite_uri(db)
-    names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
-    return {
-        c: [t.state.name for t in optuna.load_study(study_name=f"{NAME}.{c}", storage=storage).get_trials()]
-        for c in CELLS
-        if f"{NAME}.{c}" in names
-    }
+    """Per cell, its Optuna trials' states, read read-only (:func:`harness.driver.optuna_states`: a poll through
+    Optuna could race the driver creating the store's tables)."""
+    states = optuna_states(study_dir)
+    return {c: states[f"{NAME}.{c}"] for c in CELLS if f"{NAME}.{c}" in states}
 
 
 def _two_ended(study_dir: Path) -> bool:

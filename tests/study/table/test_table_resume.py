@@ -5,15 +5,12 @@ for ever on the trials it no longer knows (measured: the resume then times out).
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections import Counter
 from pathlib import Path
 
-import optuna
 import pytest
 
-from harness.driver import mlflow_children, tiny_table
+from harness.driver import final_groups_running, mlflow_children, optuna_states, tiny_table
 from harness.kill_resume import (
     EPOCHS,
     kill_then_resume,
@@ -21,7 +18,6 @@ from harness.kill_resume import (
     snapshot_has_checkpointed_trial_in_flight,
 )
 from trainables.schema import record as R
-from trainables.schema.trial import FINAL_KEY
 
 pytestmark = pytest.mark.e2e
 
@@ -39,16 +35,9 @@ def _table() -> dict:
 
 
 def _states(study_dir: Path, name: str = NAME) -> dict[str, list[str]]:
-    """Per cell, its Optuna trials' states (0 trials for a cell whose study does not exist yet)."""
-    storage = R.sqlite_uri(study_dir / R.OPTUNA_DB)
-    if not (study_dir / R.OPTUNA_DB).exists():
-        return {}
-    names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
-    return {
-        c: [t.state.name for t in optuna.load_study(study_name=f"{name}.{c}", storage=storage).get_trials()]
-        for c in CELLS
-        if f"{name}.{c}" in names
-    }
+    """Per cell, its Optuna trials' states (no entry for a cell whose study does not exist yet), read read-only."""
+    states = optuna_states(study_dir)
+    return {c: states[f"{name}.{c}"] for c in CELLS if f"{name}.{c}" in states}
 
 
 def test_a_killed_table_resumes_through_its_dispatcher(tmp_path):
@@ -88,42 +77,27 @@ def test_a_killed_table_resumes_through_its_dispatcher(tmp_path):
     assert sorted(r.data.tags[R.GROUP] for r in final) == CELLS
 
 
-def _final_dirs(study_dir: Path) -> list[Path]:
-    """The trial folders of the search experiment's final trials."""
-    found = []
-    for params in (study_dir / R.SEARCH_EXPERIMENT).glob("trial_*/params.json"):
-        with contextlib.suppress(OSError, ValueError):  # being written
-            if FINAL_KEY in json.loads(params.read_text()):
-                found.append(params.parent)
-    return found
-
-
-def _final_running(study_dir: Path) -> str | None:
-    """The group of a final trial that has reported an epoch and not its last (whatever Ray's snapshot holds)."""
-    for folder in _final_dirs(study_dir):
-        with contextlib.suppress(OSError, ValueError):
-            rows = [json.loads(line) for line in (folder / "result.json").read_text().splitlines()]
-            if rows and rows[-1]["training_iteration"] < EPOCHS:
-                return str(json.loads((folder / "params.json").read_text())[FINAL_KEY][R.GROUP])
-    return None
-
-
 def test_a_table_killed_while_a_cells_final_seeds_run_beside_the_search_resumes_them_once(tmp_path):
     """Issue 50: a cell's final seeds start as soon as its own search ends, in the search's experiment, while the
-    other cell still searches. Killed there (a final trial mid-way, the other cell's search not done), the resumed
-    table runs every final seed exactly once: a final trial Ray's snapshot held goes on (from its checkpoint where
-    the snapshot has one); one it did not hold is forgotten with the snapshot, asked again by the restored searcher,
-    and its first run deleted. (That a trial in flight resumes from its checkpoint is the first test's.)"""
+    other cell still searches. Killed there (a final trial running, the other cell's search not done), the
+    resumed table runs every final seed exactly once: a final trial Ray's snapshot held goes on (from its checkpoint
+    where the snapshot has one); one it did not hold is forgotten with the snapshot, asked again by the restored
+    searcher, and its first run deleted. (That a trial in flight resumes from its checkpoint is the first test's.)
+
+    The kill point is read from MLflow (a final run RUNNING), which the driver writes as Ray tells it. A trial's
+    folder, read before, reaches the storage only when Ray syncs it, so on a fast machine a final trial could start
+    and end between two syncs and the table end before the kill point (seen once in CI). One trial runs at a time, so
+    the window is certain: the first cell's two final seeds run before the other cell's last search trial."""
     at_kill: dict[str, object] = {}
 
     def final_beside_search(study_dir: Path) -> bool:
         try:
-            group, states = _final_running(study_dir), _states(study_dir, FINALS)
+            running, states = final_groups_running(study_dir), _states(study_dir, FINALS)
         except Exception:  # the store is being created or written
             return False
         searching = [c for c in CELLS if states.get(c, []).count("COMPLETE") < TRIALS]
-        if group is not None and searching:
-            at_kill.update(group=group, searching=searching)
+        if running and searching:
+            at_kill.update(group=running[0], searching=searching)
             return True
         return False
 
