@@ -2,7 +2,7 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets; give a trial one more retry; keep Tune from waiting for a trial no searcher will give; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
+read ASHA's per-trial brackets; give a trial one more retry; point a restored trial at another checkpoint; keep Tune from waiting for a trial no searcher will give; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
 private instance on loopback, in sessions of its own; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/runtime/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4 and 5) are the versions these were checked against.
@@ -50,6 +50,8 @@ __all__ = [
     "release_concurrency",
     "hold_concurrency",
     "keep_paused_on_add",
+    "trial_checkpoint_result",
+    "set_trial_checkpoint",
 ]
 
 #: Private ``RDBStorage`` methods Optuna's ``_CachedStorage`` calls besides the public ``BaseStorage`` API: the
@@ -314,3 +316,29 @@ def keep_paused_on_add(trial: Any) -> None:
     from ray.tune.experiment import Trial
 
     trial.set_status(Trial.PAUSED)
+
+
+def trial_checkpoint_result(trial: Any) -> Any | None:
+    """The checkpoint a Ray Tune ``Trial`` resumes from, as Ray's ``_TrainingResult`` (``.checkpoint``, ``.metrics``:
+    the result it came with), or ``None``."""
+    manager = trial.run_metadata.checkpoint_manager
+    return None if manager is None else manager.latest_checkpoint_result
+
+
+def set_trial_checkpoint(trial: Any, checkpoint: Any | None, metrics: dict[str, Any], index: int = -1) -> None:
+    """Make ``checkpoint`` (a ``ray.tune.Checkpoint`` in folder ``checkpoint_<index>``; ``None``: none, the trial
+    trains from its first epoch) the one a restored ``Trial`` resumes from; ``metrics`` is the result it came with
+    (Ray counts ``training_iteration`` on from it). The trial's next checkpoint folder is then ``index + 1`` at least:
+    Ray numbers them by the last one's index in the trial's storage context, and a snapshot saved before that
+    checkpoint was written would have the trial write its next one into the folder it resumes from, then delete that
+    folder as the older checkpoint when it registered it. Ray keeps a trial's checkpoints in its run metadata and its
+    storage context in its state, each cached as JSON for the next snapshot."""
+    from ray.train._internal.checkpoint_manager import _TrainingResult
+
+    manager = trial.run_metadata.checkpoint_manager
+    result = None if checkpoint is None else _TrainingResult(checkpoint=checkpoint, metrics=metrics)
+    manager._latest_checkpoint_result = result
+    manager._checkpoint_results = [] if result is None else [result]
+    trial.storage.current_checkpoint_index = max(trial.storage.current_checkpoint_index, index)
+    trial.run_metadata.invalidate_cache()
+    trial.invalidate_json_state()

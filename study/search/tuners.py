@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from study.layout import StudyLayout
 from study.plan import VIEW_CELLS, StudyPlan
 from study.progress import CellProgress, ProgressTable, TrialColumns
+from study.runtime.checkpoint_repair import CheckpointRepair
 from study.runtime.compat import restored_run_config
 from study.runtime.run_progress import run_meter
 from study.runtime.stop_callback import StageLedger, StopOnSignal
@@ -63,7 +64,7 @@ def stage_tuner(
 ) -> Tuner:
     """One stage's Tuner, the same wiring for the search and the final stage: ``train_fn`` with the spec's resources,
     this driver's callbacks (and :class:`StopOnSignal`, and a :class:`StageLedger` for :func:`stage_ledger`) and retry
-    budget, one checkpoint kept per trial, ``trial_<id>`` directories.
+    budget, one checkpoint kept per trial (:mod:`study.runtime.checkpoint_repair` on restore), ``trial_<id>`` dirs.
 
     ``tune_config=None`` restores the stage's experiment (``<root>/<experiment>``); else a new one is built with
     ``tune_config()``'s ``TuneConfig`` options (the search's searcher and scheduler are built only then).
@@ -90,7 +91,7 @@ def stage_tuner(
         # MLflow client, parent run reopened) and this invocation's retry budget. Ray offers no public setter; the
         # searcher and scheduler are restored as pickled (see StudySearch, PersistentASHA).
         run_config = restored_run_config(tuner)
-        run_config.callbacks = callbacks
+        run_config.callbacks = [CheckpointRepair(), *callbacks]  # first: before any restored trial starts
         run_config.failure_config = failure_config
         return tuner
     return tune.Tuner(

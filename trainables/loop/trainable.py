@@ -2,13 +2,16 @@
 
 It parses its config on the first line, resumes from ``tune.get_checkpoint()`` if Ray restarted it, and then, once
 per epoch, runs one epoch of its :class:`~trainables.loop.run.TrialRun` and calls ``tune.report(metrics,
-checkpoint=...)`` exactly once, so ``training_iteration`` equals the epoch. Reporting and checkpointing, nothing
-else: what an epoch trains and evaluates is :class:`~trainables.loop.run.TrialRun`'s.
+checkpoint=...)`` exactly once, so ``training_iteration`` equals the epoch (each checkpoint says its epoch in
+:data:`~trainables.schema.record.CHECKPOINT_EPOCH_FILE`, for a driver that must resume it from a newer checkpoint than
+Ray's snapshot names). Reporting and checkpointing, nothing else: what an epoch trains and evaluates is
+:class:`~trainables.loop.run.TrialRun`'s.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
 import random
@@ -127,4 +130,5 @@ def train_fn(config: dict[str, Any]) -> None:
             continue
         with tempfile.TemporaryDirectory() as directory:
             trial.save(Path(directory))
+            (Path(directory) / R.CHECKPOINT_EPOCH_FILE).write_text(json.dumps({"training_iteration": trial.epoch}))
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))

@@ -72,6 +72,7 @@ __all__ = [
     "SLURM_RUNS_FILE",
     "TABLE_REPORT_FILE",
     "NONFINITE_MARKER",
+    "CHECKPOINT_EPOCH_FILE",
     "trial_dir",
     "FINAL_SUMMARY_FILE",
     "FINAL_CATEGORY_FILE",
@@ -270,6 +271,10 @@ FINAL_EXPERIMENT: Final = "tune_final"
 #: the loop before the trial fails. A retry (``--max-failures``) then fails at once, and a table counts the trial as
 #: evaluated (its configuration failed) instead of replacing it (study/search/cell_search.py).
 NONFINITE_MARKER: Final = "nonfinite_loss.txt"
+#: In each of a trial's checkpoints, beside the state: ``{"training_iteration": epoch}``, the epoch it holds (a trial
+#: reports once an epoch, so it is Ray's count too). A restored driver reads it when Ray's snapshot names a
+#: checkpoint Ray has since deleted, to resume the trial from the newest one (study/runtime/checkpoint_repair.py).
+CHECKPOINT_EPOCH_FILE: Final = "epoch.json"
 #: The ASHA scheduler's rungs (Ray does not restore a scheduler; the study does).
 ASHA_STATE_FILE: Final = "asha_state.pkl"
 #: The comparison dashboard: the folder (also the parent run's artifact path), its page and its figures.

@@ -178,3 +178,33 @@ def test_a_concurrency_limiter_counts_live_trials_where_compat_reads_them():
     trial = SimpleNamespace(status=Trial.PENDING, set_status=lambda s: setattr(trial, "status", s))
     compat.keep_paused_on_add(trial)
     assert trial.status == Trial.PAUSED
+
+
+def test_a_trial_is_pointed_at_another_checkpoint_where_compat_sets_it(tmp_path):
+    """compat.trial_checkpoint_result / set_trial_checkpoint (study.runtime.checkpoint_repair): the trial resumes from
+    the new checkpoint with its metrics, writes its next one past it, and its next snapshot says so (Ray caches the
+    trial's JSON state)."""
+    from ray.train._internal.checkpoint_manager import _TrainingResult
+    from ray.train._internal.storage import StorageContext
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
+    from ray.tune.experiment import Trial
+
+    resources = PlacementGroupFactory([{"CPU": 1}])
+    tune.register_trainable("compat_probe", lambda config: None)
+    storage = StorageContext(storage_path=str(tmp_path), experiment_dir_name="exp", trial_dir_name="trial_a")
+    trial = Trial("compat_probe", config={}, storage=storage, trial_id="a", placement_group_factory=resources)
+    trial.create_placement_group_factory()
+    first, newer = tmp_path / "exp/trial_a/checkpoint_000000", tmp_path / "exp/trial_a/checkpoint_000003"
+    first.mkdir(parents=True)
+    trial.on_checkpoint(_TrainingResult(tune.Checkpoint.from_directory(str(first)), {"training_iteration": 1}))
+    assert compat.trial_checkpoint_result(trial).checkpoint.path == str(first)
+    trial.get_json_state()  # cached, as a snapshot leaves it
+    compat.set_trial_checkpoint(trial, tune.Checkpoint.from_directory(str(newer)), {"training_iteration": 4}, 3)
+    state, metadata = trial.get_json_state()
+    back = Trial.from_json_state(state)
+    back.restore_run_metadata(metadata)
+    for t in (trial, back):
+        assert t.checkpoint.path == str(newer) and t.latest_checkpoint_result.metrics == {"training_iteration": 4}
+        assert t.storage.current_checkpoint_index == 3  # the next checkpoint is checkpoint_000004
+    compat.set_trial_checkpoint(trial, None, {})
+    assert trial.checkpoint is None and compat.trial_checkpoint_result(trial) is None
