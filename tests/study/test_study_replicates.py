@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from harness.driver import honest_spec, mlflow_children, optuna_trials
+from harness.driver import final_runs_finished, honest_spec, mlflow_children, optuna_trials
+from harness.kill_resume import kill_then_resume
 from study.final.intervals import replicated_mean
 from study.loading import parse_spec
 from study.plan import VIEW_CELLS, StudyPlan
@@ -96,3 +97,37 @@ def test_a_study_over_max_hours_is_refused_before_anything_is_written(tmp_path, 
     assert len(err) == 1 and err[0].startswith("error: search.max_hours: the study needs ≈ "), err
     assert "measured on cpu" in err[0] and "FIFO ≈" in err[0] and "with halving (search.scheduler:" in err[0]
     assert not (tmp_path / "runs").exists() and not (tmp_path / "ray").exists()
+
+
+def test_a_replicated_study_killed_while_one_replicate_retrains_resumes_every_trial_and_seed_once(tmp_path):
+    """SIGKILL of the driver and its Ray once a final run of one replicate has finished (that replicate in its final
+    stage, the other still searching or about to retrain), then ``--resume``: each replicate has exactly its budget of
+    COMPLETE trials and each (replicate, seed) exactly one FINISHED final run, read back from Optuna and MLflow."""
+    spec = _replicated("t_rep_kill", tmp_path)
+    del spec["storage"]  # the harness's default (runs/ in tmp_path)
+    spec["train"] = {**spec["train"], "epochs": 3}
+    out = kill_then_resume(tmp_path, spec, lambda d: final_runs_finished(d) >= 1)
+    assert not out["finished_before_kill"], out["first_output"][-2000:]  # 3 more final runs were still due
+    resumed = out["resumed"]
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    study_dir = out["study_dir"]
+    for name in ("t_rep_kill", "t_rep_kill.r1"):
+        assert [t.state.name for t in optuna_trials(study_dir, name)].count("COMPLETE") == 2, name
+    _, _, children = mlflow_children(study_dir, "t_rep_kill")
+    every_final = [
+        (c.data.tags[R.GROUP], c.data.params.get("seed"), c.info.status, c.data.tags.get(R.RAY_EXPERIMENT))
+        for c in children
+        if c.data.tags.get(R.STAGE) == R.STAGE_FINAL
+    ]
+    finished = [
+        (c.data.tags[R.GROUP], c.data.params.get("seed"))
+        for c in children
+        if c.data.tags.get(R.STAGE) == R.STAGE_FINAL and c.info.status == "FINISHED"
+    ]
+    assert sorted(finished) == [
+        ("t_rep_kill", "0"),
+        ("t_rep_kill", "1"),
+        ("t_rep_kill.r1", "0"),
+        ("t_rep_kill.r1", "1"),
+    ], (every_final, resumed.stdout[-3000:])
+    assert "Over the 2 replicates" in resumed.stdout
