@@ -90,7 +90,17 @@ class StudySearch(OptunaSearch):
 
     @through_ray
     def on_trial_result(self, trial_id: str, result: dict) -> None:
-        super().on_trial_result(trial_id, result)
+        """Report the epoch's value to the trial's Optuna trial, unless Optuna was told the trial's end already: a
+        driver killed after that ``tell`` and before Ray's next snapshot leaves the trial RUNNING in the snapshot,
+        so Ray runs it on from its checkpoint and its epochs arrive again. Optuna refuses a report to a finished
+        trial, which Ray would count as the trial's error (measured: the trial then failed after ``--resume``,
+        its Optuna trial COMPLETE and its MLflow run FAILED). Optuna's record stands; the end is not told twice."""
+        from optuna.exceptions import UpdateFinishedTrialError
+
+        try:
+            super().on_trial_result(trial_id, result)
+        except UpdateFinishedTrialError:
+            completed_trials_of(self).add(trial_id)
 
     def restore(self, checkpoint_path: str) -> None:
         super().restore(checkpoint_path)
