@@ -249,12 +249,19 @@ class CellSearch(Searcher):
         """The trial's cost (:data:`~trainables.schema.metric_names.COST_METRICS`, from its last result) as user
         attributes of its Optuna trial, before it is told (a finished trial takes none): ``--status`` and the report
         sum them per cell from Optuna, without reading every MLflow run."""
+        from optuna.exceptions import UpdateFinishedTrialError
+
         trial = optuna_trials_of(searcher).get(trial_id)
         if trial is None or trial_id in completed_trials_of(searcher):
             return
-        for name in COST_METRICS:
-            if isinstance(value := (result or {}).get(name), (int, float)):
-                trial.set_user_attr(name, float(value))
+        try:
+            for name in COST_METRICS:
+                if isinstance(value := (result or {}).get(name), (int, float)):
+                    trial.set_user_attr(name, float(value))
+        except (
+            UpdateFinishedTrialError
+        ):  # told before a driver restart (the snapshot held it RUNNING): it has its costs
+            return
 
     def _nonfinite(self, trial_id: str) -> bool:
         """Whether the trial failed on a loss that was not finite (its configuration's failure, evaluated)."""

@@ -67,17 +67,21 @@ class StudySearch(OptunaSearch):
         if trial_id in done or trial_id not in trials:
             return  # told already, or never asked by this searcher
         ot_trial = trials[trial_id]
+        stored = study_storage(study).get_trial(storage_trial_id(ot_trial))
+        if stored.state.is_finished():  # told before a driver restart (the snapshot held it RUNNING): it stands
+            done.add(trial_id)
+            return
         epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
         value = (result or {}).get(self.metric)
         if value is None:
             state = optuna.trial.TrialState.FAIL if error else optuna.trial.TrialState.PRUNED
         else:
             # Ray hands a trial's final result to on_trial_complete only: record it as the last intermediate too.
-            if epochs not in study_storage(study).get_trial(storage_trial_id(ot_trial)).intermediate_values:
+            if epochs not in stored.intermediate_values:
                 ot_trial.report(float(value), epochs)
             state = optuna.trial.TrialState.COMPLETE if epochs >= self.max_t else optuna.trial.TrialState.PRUNED
-        # PRUNED takes the last intermediate value as the trial's value (Optuna's rule). skip_if_finished: a trial
-        # told before a driver restart whose Ray trial ran again from an older snapshot is not told twice.
+        # PRUNED takes the last intermediate value as the trial's value (Optuna's rule). skip_if_finished: a trial told
+        # by another driver between the read above and now is not told twice.
         told = value if state == optuna.trial.TrialState.COMPLETE else None
         try:
             study.tell(ot_trial, told, state=state, skip_if_finished=True)

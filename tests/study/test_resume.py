@@ -133,49 +133,58 @@ def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_o
     assert study.get_trials()[1].state.name == "COMPLETE" and study.get_trials()[1].value == 0.7
 
 
-def test_a_trial_told_before_the_kill_and_running_in_the_snapshot_goes_on_without_failing(tmp_path):
-    """Optuna was told the trial's end after Ray's last snapshot: the restored Ray trial runs on from its checkpoint
-    and reports epochs again, which the searcher neither reports to Optuna (it would raise, failing the trial) nor
-    tells twice."""
+@pytest.mark.parametrize("replayed", [(2, 3), ()])
+def test_a_trial_told_before_the_kill_and_running_in_the_snapshot_goes_on_without_failing(tmp_path, replayed):
+    """Optuna was told the trial's end after Ray's last snapshot: the restored Ray trial runs on from its checkpoint,
+    reporting epochs again (``replayed``) or none (its checkpoint was its last epoch's), and ends again. The run's
+    searcher neither reports nor records costs on the finished Optuna trial (Optuna would raise, and Ray would fail
+    the trial) nor tells it twice."""
     import optuna
 
+    from study.search.cell_search import CellSearch
     from study.search.space import to_optuna
     from study.search.study_search import StudySearch
+    from trainables.schema.metric_names import COST_MODEL_EPOCHS
     from trainables.schema.spec import FloatParam
 
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    searcher = StudySearch(
-        space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}),
-        metric="test/recall_at_1",
-        mode="max",
-        sampler=optuna.samplers.RandomSampler(seed=0),
-        study_name="s",
-        storage=optuna.storages.RDBStorage(url),
-        max_t=3,
-    )
-    searcher.suggest("ray_a")
-    searcher.on_trial_result("ray_a", {"test/recall_at_1": 0.5, "epoch": 1, "training_iteration": 1})
-    searcher.save(str(tmp_path / "searcher.pkl"))  # Ray's last snapshot: ray_a RUNNING after epoch 1
-    searcher.on_trial_result("ray_a", {"test/recall_at_1": 0.6, "epoch": 2, "training_iteration": 2})
-    searcher.on_trial_complete("ray_a", {"test/recall_at_1": 0.7, "epoch": 3, "training_iteration": 3})
 
-    restored = StudySearch(
-        space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}),
-        metric="test/recall_at_1",
-        mode="max",
-        sampler=optuna.samplers.RandomSampler(seed=0),
-        study_name="s",
-        storage=optuna.storages.RDBStorage(url),
-        max_t=3,
-    )
+    def searcher() -> CellSearch:
+        study = StudySearch(
+            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}),
+            metric="test/recall_at_1",
+            mode="max",
+            sampler=optuna.samplers.RandomSampler(seed=0),
+            study_name="s",
+            storage=optuna.storages.RDBStorage(url),
+            max_t=3,
+        )
+        return CellSearch([("s", {}, study)], 1, "test/recall_at_1", "max")
+
+    def result(epoch: int) -> dict:
+        return {
+            "test/recall_at_1": 0.4 + epoch / 10,
+            "epoch": epoch,
+            "training_iteration": epoch,
+            COST_MODEL_EPOCHS: epoch,
+        }
+
+    first = searcher()
+    first.suggest("ray_a")
+    first.on_trial_result("ray_a", result(1))
+    first.save(str(tmp_path / "searcher.pkl"))  # Ray's last snapshot: ray_a RUNNING after epoch 1
+    first.on_trial_result("ray_a", result(2))
+    first.on_trial_complete("ray_a", result(3))
+
+    restored = searcher()
     restored.restore(str(tmp_path / "searcher.pkl"))
-    restored.on_trial_result("ray_a", {"test/recall_at_1": 0.6, "epoch": 2, "training_iteration": 2})
-    restored.on_trial_result("ray_a", {"test/recall_at_1": 0.7, "epoch": 3, "training_iteration": 3})
-    restored.on_trial_complete("ray_a", {"test/recall_at_1": 0.7, "epoch": 3, "training_iteration": 3})
+    for epoch in replayed:
+        restored.on_trial_result("ray_a", result(epoch))
+    restored.on_trial_complete("ray_a", result(3))
     (trial,) = optuna.load_study(study_name="s", storage=url).get_trials()
-    assert (
-        trial.state.name == "COMPLETE" and trial.value == 0.7 and trial.intermediate_values == {1: 0.5, 2: 0.6, 3: 0.7}
-    )
+    assert trial.state.name == "COMPLETE" and trial.value == pytest.approx(0.7)
+    assert trial.intermediate_values == pytest.approx({1: 0.5, 2: 0.6, 3: 0.7})
+    assert trial.user_attrs[COST_MODEL_EPOCHS] == 3.0
 
 
 def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
