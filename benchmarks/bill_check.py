@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from study.search.calibration import ArmCalibration, Calibration, calibrate
-from study.table.bill import study_bill, study_size_line
+from study.table.bill import arm_specs, study_bill, study_size_line
 from study.table.spec import RunSpec, load_run
 from trainables.datasets import folder_of
 from trainables.schema.spec import StudySpec
@@ -93,12 +93,7 @@ def real_epoch_s(spec: StudySpec, epochs: int = 1) -> float:
 
 def _first_specs(target: RunSpec) -> dict[str, StudySpec]:
     """Each arm's first cell (a study: its one family)."""
-    if target.table is None:
-        return {target.base.family: target.base}
-    first: dict[str, StudySpec] = {}
-    for cell in target.table.cells:
-        first.setdefault(cell.arm, cell.spec)
-    return first
+    return {target.base.family: target.base} if target.table is None else arm_specs(target.table)
 
 
 def _bill_lines(target: RunSpec, cal: Calibration) -> list[str]:

@@ -143,18 +143,10 @@ class StudyPlan:
         (its directory's ``spec.yaml``, which ``--resume`` reads back): :attr:`search_trials` counts all R."""
         s = spec.search
         replicates = s.replicates
-        if replicates == 1:
-            return cls(
-                base=spec,
-                cells=(PlanCell(spec.name, {}, spec),),
-                trials_per_cell=s.num_trials,
-                lag=halving_lag(s.scheduler, s.num_trials) or s.max_concurrent,
-                replace_lost=False,
-                groups_are_cells=False,
-                title=f"study {spec.name}",
-            )
-        cells = tuple(
-            PlanCell(r_spec.name, {}, r_spec) for r_spec in (replicate_spec(spec, r) for r in range(replicates))
+        cells = (
+            tuple(PlanCell(r.name, {}, r) for r in (replicate_spec(spec, i) for i in range(replicates)))
+            if replicates > 1
+            else (PlanCell(spec.name, {}, spec),)  # the spec itself: RunSpec.specs tells the base by identity
         )
         return cls(
             base=spec,
@@ -162,9 +154,9 @@ class StudyPlan:
             trials_per_cell=s.num_trials,
             lag=halving_lag(s.scheduler, s.num_trials) or max(1, math.ceil(s.max_concurrent / replicates)),
             replace_lost=False,
-            groups_are_cells=True,
-            view=VIEW_CELLS,
-            title=f"study {spec.name} × {replicates} replicates",
+            groups_are_cells=replicates > 1,
+            view=VIEW_CELLS if replicates > 1 else VIEW_TRIALS,
+            title=f"study {spec.name}" + (f" × {replicates} replicates" if replicates > 1 else ""),
         )
 
     @property

@@ -16,7 +16,7 @@ from pathlib import Path
 from study.arguments import ArgumentParser, one_line
 from study.final.best import pick_best
 from study.layout import StudyLayout
-from study.plan import replicate_spec
+from study.plan import StudyPlan
 from study.runtime.lock import driver_text
 from study.runtime.slurm_status import print_job_line, print_unstarted
 from study.runtime.storage import read_bytes
@@ -41,10 +41,10 @@ def study_status(spec: StudySpec) -> dict:
     layout = StudyLayout.for_spec(spec)
     if read_bytes(layout.spec_file) is None:
         raise StudyError(f"there is no study {spec.name!r} in {layout.root}")
-    # A replicated study's replicates are Optuna studies of their own (study.plan.replicate_spec): counted together.
-    # (Replicate 0, the study's own, is loaded always: its absence is the store's error to raise.)
-    stored = set(optuna_study_names(layout.optuna_url, spec.name))
-    names = [spec.name, *(n for r in range(1, spec.search.replicates) if (n := replicate_spec(spec, r).name) in stored)]
+    # A replicated study's replicates are Optuna studies of their own (its plan's cells): counted together. Replicate 0,
+    # the study's own, is loaded always (its absence is the store's error to raise); a later one once it exists.
+    stored = set(optuna_study_names(layout.optuna_url, spec.name)) | {spec.name}
+    names = [c.study_name for c in StudyPlan.of_study(spec).cells if c.study_name in stored]
     trials = [t for name in names for t in load_optuna_study(name, layout.optuna_url).get_trials(deepcopy=False)]
     counts = Counter(t.state.name for t in trials)
     # study.final.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.

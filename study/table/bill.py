@@ -32,6 +32,7 @@ __all__ = [
     "measured_bill",
     "assumed_bill",
     "scheduler_share",
+    "arm_specs",
     "calibrate_table",
     "study_size_line",
 ]
@@ -161,12 +162,17 @@ class Priced:
         )
 
 
-def calibrate_table(table: Table) -> Calibration:
-    """Measure each arm of ``table`` on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
+def arm_specs(table: Table) -> dict[str, StudySpec]:
+    """Each arm's first cell's spec: what a calibration measures of the arm."""
     first: dict[str, StudySpec] = {}
     for cell in table.cells:
         first.setdefault(cell.arm, cell.spec)
-    return calibrate(first)
+    return first
+
+
+def calibrate_table(table: Table) -> Calibration:
+    """Measure each arm of ``table`` on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
+    return calibrate(arm_specs(table))
 
 
 def study_priced(spec: StudySpec) -> Priced:

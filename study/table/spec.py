@@ -41,7 +41,7 @@ from study.plan import (
 )
 from study.search.calibration import Calibration
 from study.table.asha_cost import asymptotic_share, halving_rule_rungs, milestones
-from study.table.bill import Bill, Priced, assumed_bill, measured_bill, scheduler_share
+from study.table.bill import Bill, Priced, assumed_bill, measured_bill
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 from trainables.schema.table import TableSpec
@@ -164,8 +164,7 @@ class Table:
         """The expected share of the search's model-epochs its trials train: 1 without a scheduler; with ASHA per
         cell, Ray's rule on a cell of ``num_trials`` trials (:func:`study.table.asha_cost.expected_share`); with
         halving, its exact share (:func:`study.table.asha_cost.halving_share`)."""
-        s = self.spec
-        return scheduler_share(s.search.scheduler, s.train.epochs, s.search.num_trials) if self.scheduled else 1.0
+        return self.priced().share()
 
     def model_epochs(self, scheduled: bool | None = None) -> float:
         """The table's whole training, in model-epochs on all training classes; ``scheduled`` (default: whether the
