@@ -93,26 +93,33 @@ def test_asha_rungs_survive_a_new_scheduler(tmp_path):
     )
 
 
-def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_ones(tmp_path):
-    """What a kill between Optuna's ask and Ray's snapshot leaves behind is reconciled on restore."""
+def _study_searcher(url: str):
+    """A study's searcher of one float parameter on the Optuna store ``url`` (study ``s``, 3 epochs a trial)."""
     import optuna
 
     from study.search.space import to_optuna
     from study.search.study_search import StudySearch
     from trainables.schema.spec import FloatParam
 
+    return StudySearch(
+        space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}),
+        metric="test/recall_at_1",
+        mode="max",
+        sampler=optuna.samplers.RandomSampler(seed=0),
+        study_name="s",
+        storage=optuna.storages.RDBStorage(url),
+        max_t=3,
+    )
+
+
+def test_restored_searcher_adopts_unreported_optuna_trials_and_fails_forgotten_ones(tmp_path):
+    """What a kill between Optuna's ask and Ray's snapshot leaves behind is reconciled on restore."""
+    import optuna
+
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
 
-    def searcher() -> StudySearch:
-        return StudySearch(
-            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}),
-            metric="test/recall_at_1",
-            mode="max",
-            sampler=optuna.samplers.RandomSampler(seed=0),
-            study_name="s",
-            storage=optuna.storages.RDBStorage(url),
-            max_t=3,
-        )
+    def searcher():
+        return _study_searcher(url)
 
     first = searcher()
     first.suggest("ray_a")
@@ -142,24 +149,12 @@ def test_a_trial_told_before_the_kill_and_running_in_the_snapshot_goes_on_withou
     import optuna
 
     from study.search.cell_search import CellSearch
-    from study.search.space import to_optuna
-    from study.search.study_search import StudySearch
     from trainables.schema.metric_names import COST_MODEL_EPOCHS
-    from trainables.schema.spec import FloatParam
 
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
 
     def searcher() -> CellSearch:
-        study = StudySearch(
-            space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}),
-            metric="test/recall_at_1",
-            mode="max",
-            sampler=optuna.samplers.RandomSampler(seed=0),
-            study_name="s",
-            storage=optuna.storages.RDBStorage(url),
-            max_t=3,
-        )
-        return CellSearch([("s", {}, study)], 1, "test/recall_at_1", "max")
+        return CellSearch([("s", {}, _study_searcher(url))], 1, "test/recall_at_1", "max")
 
     def result(epoch: int) -> dict:
         return {
