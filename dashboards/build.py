@@ -74,7 +74,7 @@ def build_dashboard(
     # Redacted: the page shows it and errors name it; the real URL exists only for the connections.
     uri = remember(resolve_tracking_uri(tracking_uri, experiments))
     with tempfile.TemporaryDirectory(prefix="dash") as scratch:
-        data = load(uri, experiments, Path(scratch))
+        data = load(uri, experiments, Path(scratch)).first_replicate()
     panels = build_panels(data)
     out = Path(out_dir) if out_dir is not None else _default_out(data)
     out.mkdir(parents=True, exist_ok=True)

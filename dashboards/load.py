@@ -24,6 +24,7 @@ the parent's flattened ``search.space.*`` params when that file is gone (a store
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -100,6 +101,8 @@ class StudyInfo:
     stage: str | None = None
     #: A table's reference family (:data:`trainables.schema.record.REFERENCE`), None for a study.
     reference: str | None = None
+    #: ``search.replicates``: independent searches per cell (a study: per study), each retrained on the final seeds.
+    replicates: int = 1
 
     @property
     def optuna_db(self) -> Path | None:
@@ -146,6 +149,31 @@ class DashboardData:
     def has_metric(self, name: str) -> bool:
         column = METRIC + name
         return column in self.runs.columns and self.runs[column].drop_nulls().len() > 0
+
+    def first_replicate(self) -> DashboardData:
+        """The data with the final runs of a replicated study's (or table's) replicates 1 … R−1 left out: the panels
+        summarise final runs per family × condition as seeds, and pooling R searches' winners as if they were seeds of
+        one would hide the search's own variance (the table report and a study's summary show all R, with it)."""
+        replicated = [s.experiment for s in self.studies if s.replicates > 1]
+        if not replicated or R.GROUP not in self.runs.columns:
+            return self
+        later = (
+            pl.col("experiment").is_in(replicated)
+            & (pl.col(R.STAGE) == FINAL_STAGE)
+            & (pl.col(R.GROUP).map_elements(R.replicate_of, return_dtype=pl.Int64) > 0)
+        )
+        return dataclasses.replace(self, runs=self.runs.filter(~later))
+
+    def replicate_notes(self) -> list[str]:
+        """One sentence per replicated study: what :meth:`first_replicate` shows of it."""
+        return [
+            f"Study {s.experiment!r} searched {s.replicates} times (search.replicates): the final-stage panels show "
+            "replicate 0's winner on its seeds, the study as it would have run without replicates; the search "
+            "panels show every replicate's trials. All replicates' final runs, with the search's own variance in "
+            "the interval, are in the table report (a study: its printed summary)."
+            for s in self.studies
+            if s.replicates > 1
+        ]
 
     def running_notes(self) -> list[str]:
         """One sentence per study that is still running (its parent run or some trial is RUNNING)."""
@@ -264,6 +292,7 @@ def _study_info(client: MlflowClient, experiment: Any, parent: Run | None, trial
         validation=tags.get(R.VALIDATION) or params.get(R.PARAM_VALIDATION_KIND) or None,
         stage=tags.get(R.STAGE) or None,
         reference=tags.get(R.REFERENCE) or None,
+        replicates=int(tags.get(R.REPLICATES) or params.get(R.PARAM_SEARCH_REPLICATES) or 1),
     )
 
 

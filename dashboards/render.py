@@ -93,6 +93,7 @@ def render_page(data: DashboardData, panels: list[Panel]) -> str:
     status += "".join(
         f'<p class="selection" data-selection="test">{html.escape(n)}</p>' for n in data.selection_notes()
     )
+    status += "".join(f'<p class="replicates">{html.escape(n)}</p>' for n in data.replicate_notes())
     studies = "".join(
         f"<li><b>{html.escape(s.experiment)}</b>: {_run_counts(data, s.experiment)}, study "
         f"{html.escape(s.status or 'without a parent run')}, objective <code>{html.escape(s.metric)}</code> ({s.mode})"

@@ -177,4 +177,6 @@ def write_table_report(
         client = mlflow_client(layout.tracking_uri)
         client.log_artifact(parent_run_id, str(path))
     client.set_tag(parent_run_id, R.REFERENCE, table.reference_family)  # the dashboard compares with it
+    if table.replicates > 1:  # the dashboard shows replicate 0's final runs (its cells' labels: R.replicate_of)
+        client.set_tag(parent_run_id, R.REPLICATES, str(table.replicates))
     return where, text

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from trainables.schema import record as R
 from trainables.schema.space import SchedulerSpec
 from trainables.schema.spec import StudySpec, ValidationSpec
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
@@ -76,8 +77,7 @@ def replicate_spec(spec: StudySpec, replicate: int) -> StudySpec:
     s = spec.search
     seed = s.sampler.seed if s.sampler.seed is None else replicate_seed(s.sampler.seed, replicate)
     search = s.model_copy(update={"replicates": 1, "sampler": s.sampler.model_copy(update={"seed": seed})})
-    name = spec.name if replicate == 0 else f"{spec.name}.r{replicate}"
-    return spec.model_copy(update={"name": name, "search": search})
+    return spec.model_copy(update={"name": R.replicate_label(spec.name, replicate), "search": search})
 
 
 def trial_model_epochs(spec: StudySpec) -> float:

@@ -42,6 +42,7 @@ from study.plan import (
 from study.search.calibration import Calibration
 from study.table.asha_cost import asymptotic_share, halving_rule_rungs, milestones
 from study.table.bill import Bill, Priced, assumed_bill, measured_bill
+from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
 from trainables.schema.table import TableSpec
@@ -421,7 +422,7 @@ def _cell(
         if "." in key:
             set_path(tree, tuple(key.split(".")), value, f"arms.{arm_name}.params.{key}")
     condition_name = condition_label({k: condition[k] for k in named})
-    label = f"{arm_name}.{condition_name}" + (f".r{replicate}" if replicate else "")
+    label = R.replicate_label(f"{arm_name}.{condition_name}", replicate)
     tree.update(
         name=f"{spec.name}.{label}",
         family=arm.family,

@@ -87,3 +87,36 @@ def test_the_comparison_command_reads_a_replicated_tables_replicate_0(tmp_path, 
     assert len(notes) == 1 and "2 search replicates: replicate 0's final runs" in notes[0]
     one = cli.read_compared(_saved_table(tmp_path / "one", 1), notes)
     assert one.runs.equals(data.runs) and len(notes) == 1
+
+
+def test_the_dashboard_shows_a_replicated_studys_replicate_0_and_says_so():
+    """``DashboardData.first_replicate`` (the page's panels): with ``replicates`` R = 2 the final runs of replicate 1
+    are left out (R searches' winners are not more seeds of one), the search runs stay, and the page says so; with
+    R = 1 nothing changes. Replicates are told apart by their labels (``R.replicate_of``, the writers' own rule)."""
+    from dashboards.load import StudyInfo
+
+    assert {group: R.replicate_of(group) for group in REPLICATE_OF} == REPLICATE_OF
+    assert R.replicate_of("t_rep.r12") == 12 and R.replicate_of("t.r") == R.replicate_of("p0.r1x") == 0
+    assert R.replicate_label("ms.p0.2", 0) == "ms.p0.2" and R.replicate_label("ms.p0.2", 3) == "ms.p0.2.r3"
+    search = pl.DataFrame({R.STAGE: [R.STAGE_SEARCH], "status": ["FINISHED"], R.GROUP: [""], "experiment": ["t"]})
+    runs = pl.concat([_runs(), search], how="diagonal_relaxed")
+
+    def data(replicates: int) -> DashboardData:
+        info = StudyInfo("t", "1", None, None, None, METRIC_NAME, "max", 3, {}, None, replicates=replicates)
+        return DashboardData("", [info], runs, *[pl.DataFrame()] * 3)
+
+    shown = data(2).first_replicate()
+    finals = shown.runs.filter(pl.col(R.STAGE) == R.STAGE_FINAL)
+    assert sorted(set(finals[R.GROUP])) == ["bspml.p0.2", "ms.p0.2"] and len(finals) == 6
+    assert len(shown.runs.filter(pl.col(R.STAGE) == R.STAGE_SEARCH)) == 1
+    (note,) = shown.replicate_notes()
+    assert "searched 2 times (search.replicates)" in note and "replicate 0's winner" in note
+    assert data(1).first_replicate().runs.equals(runs) and data(1).replicate_notes() == []
+
+
+def test_a_tables_replicate_labels_are_the_rule_the_dashboard_reads(tmp_path):
+    """Every cell of a table with R = 3 is named by ``R.replicate_label``, so ``R.replicate_of`` gives its replicate."""
+    raw = yaml.safe_load((SPACES / "table_glyphs_quick.yaml").read_text())
+    table = parse_table({**raw, "storage": str(tmp_path), "search": {**raw["search"], "replicates": 3}})
+    assert [R.replicate_of(c.label) for c in table.cells] == [c.replicate for c in table.cells]
+    assert {c.replicate for c in table.cells} == {0, 1, 2}

@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
+from dashboards.load import load
 from harness.driver import final_runs_finished, honest_spec, mlflow_children, optuna_trials
 from harness.kill_resume import kill_then_resume
 from study.final.intervals import replicated_mean
@@ -85,6 +87,12 @@ def test_a_replicated_study_runs_each_replicate_and_reports_the_pooled_final_sta
     assert "whole-run slot use:" in out and "Bill against actual (measured bill on 2 slots)" in out
     status = run_cli(str(spec), "--status")
     assert status.returncode == 0 and "4 done (4 complete, 0 pruned), 0 running, 0 failed, of 4" in status.stdout
+    # The dashboard's panels read replicate 0's final runs (its parent's search.replicates param), and say so.
+    (tmp_path / "scratch").mkdir()
+    data = load(R.sqlite_uri(study_dir / R.MLFLOW_DB), ["t_rep"], tmp_path / "scratch", details=False)
+    shown = data.first_replicate()
+    assert data.studies[0].replicates == 2 and len(shown.replicate_notes()) == 1
+    assert shown.runs.filter(pl.col(R.STAGE) == R.STAGE_FINAL)[R.GROUP].to_list() == ["t_rep", "t_rep"]
 
 
 def test_a_study_over_max_hours_is_refused_before_anything_is_written(tmp_path, write_spec, monkeypatch, capsys):

@@ -52,6 +52,7 @@ __all__ = [
     "ARTIFACT_ERROR",
     "STUDY_DIR",
     "REFERENCE",
+    "REPLICATES",
     "FINAL_PLANNED",
     "BEST_TRIAL_ID",
     "RUN_TAGS",
@@ -63,6 +64,9 @@ __all__ = [
     "PARAM_SEARCH_NUM_TRIALS",
     "PARAM_SEARCH_SPACE",
     "PARAM_VALIDATION_KIND",
+    "PARAM_SEARCH_REPLICATES",
+    "replicate_label",
+    "replicate_of",
     "SPEC_FILE",
     "TABLE_SPEC_FILE",
     "SLURM_SCRIPT_FILE",
@@ -185,9 +189,12 @@ FINAL_PLANNED: Final = "final_planned"
 BEST_TRIAL_ID: Final = "best_trial_id"
 #: A table's reference family (``reference:`` of a table spec, docs/tables.md): the dashboards compare with it.
 REFERENCE: Final = "reference"
+#: A table's ``search.replicates`` when above 1 (a study's is its parent's :data:`PARAM_SEARCH_REPLICATES` param): the
+#: dashboards then show replicate 0's final runs, told apart by their group (:func:`replicate_of`).
+REPLICATES: Final = "replicates"
 #: Tags of the parent run (with :data:`FAMILY`, :data:`DATASET`, :data:`SELECTION`, :data:`VALIDATION`,
 #: :data:`VAL_LABELS`, :data:`STAGE`).
-PARENT_TAGS: Final = (STUDY_DIR, FINAL_PLANNED, BEST_TRIAL_ID, REFERENCE)
+PARENT_TAGS: Final = (STUDY_DIR, FINAL_PLANNED, BEST_TRIAL_ID, REFERENCE, REPLICATES)
 
 #: Params of the parent run (the spec flattened with dots) that readers use.
 PARAM_SEARCH_METRIC: Final = "search.metric"
@@ -196,6 +203,7 @@ PARAM_SEARCH_NUM_TRIALS: Final = "search.num_trials"
 #: Prefix of the flattened search space (``search.space.<name>.type``, ``.log``, ...).
 PARAM_SEARCH_SPACE: Final = "search.space."
 PARAM_VALIDATION_KIND: Final = "validation.kind"
+PARAM_SEARCH_REPLICATES: Final = "search.replicates"
 
 
 #: Prefix of the parent run's tags that record what decides the study's numerics (``study/search/environment.py``):
@@ -287,6 +295,18 @@ DASHBOARD_FIGURES_DIR: Final = "figures"
 #: serves and its log.
 SERVER_ARTIFACTS_DIR: Final = "artifacts"
 SERVER_LOG: Final = "server.log"
+
+
+def replicate_label(label: str, replicate: int) -> str:
+    """The label of replicate ``replicate`` of a search (``search.replicates``): a table's cell label or a study's
+    name, which is replicate 0's; ``<label>.r<replicate>`` after (its Optuna study and its final runs' group)."""
+    return label if replicate == 0 else f"{label}.r{replicate}"
+
+
+def replicate_of(label: str) -> int:
+    """Which replicate a label of a replicated table or study names (:func:`replicate_label`: 0 without a suffix)."""
+    head, dot_r, index = label.rpartition(".r")
+    return int(index) if head and dot_r and index.isdigit() else 0
 
 
 def trial_dir(trial_id: str) -> str:
