@@ -1,6 +1,6 @@
 """Private Ray Tune, Optuna and Python internals the study relies on, in one place, each with a test.
 
-Neither library offers a public way to do these (give a restored Tuner this driver's callbacks; map Ray trials to
+Neither library offers a public way to do these (give a restored Tuner this driver's callbacks, and reach its searcher; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
 read ASHA's per-trial brackets; give a trial one more retry; point a restored trial at another checkpoint; keep Tune from waiting for a trial no searcher will give; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
 private instance on loopback, in sessions of its own; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/runtime/test_compat.py`` — one fast test
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "finish_threads",
     "restored_run_config",
+    "restored_searcher",
     "optuna_trials_of",
     "completed_trials_of",
     "optuna_study_of",
@@ -79,6 +80,13 @@ def restored_run_config(tuner: Tuner) -> RunConfig:
     """The run config a ``Tuner.restore`` unpickled (mutable: callbacks, failure config)."""
     assert tuner._local_tuner is not None, "a Tuner connected to a remote driver (Ray Client) is not supported"
     return tuner._local_tuner._run_config
+
+
+def restored_searcher(tuner: Tuner) -> Any:
+    """The searcher a ``Tuner.restore`` unpickled (``TuneConfig.search_alg``): the object whose state Ray restores from
+    the experiment's snapshot when ``fit`` starts; ``None`` for a stage without one."""
+    assert tuner._local_tuner is not None, "a Tuner connected to a remote driver (Ray Client) is not supported"
+    return tuner._local_tuner._tune_config.search_alg
 
 
 def optuna_trials_of(searcher: OptunaSearch) -> dict[str, optuna.trial.Trial]:

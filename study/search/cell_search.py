@@ -39,10 +39,11 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
+from ray.tune import Callback
 from ray.tune.search import Searcher
 
 from study.final.best import best_full_trial
-from study.final.stage import seed_points
+from study.final.stage import point_key, seed_points
 from study.runtime.compat import completed_trials_of, optuna_trials_of
 from study.runtime.storage import read_bytes
 from study.search.study_search import StudySearch
@@ -52,7 +53,7 @@ from trainables.schema.metric_names import COST_METRICS, EPOCH
 from trainables.schema.spec import FinalSpec
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
-__all__ = ["CellSearch", "CellBudget"]
+__all__ = ["CellSearch", "CellBudget", "AdoptRestoredFinals"]
 
 
 @dataclass(frozen=True)
@@ -145,9 +146,12 @@ class CellSearch(Searcher):
             return self._config(index, self.cells[index][2].suggest(trial_id))
         if trial_id in self.final_trials:
             return {FINAL_KEY: self.final_trials[trial_id]}
-        if self.final_due:  # a cell's final seeds before any search trial: the longest jobs first
-            self.final_trials[trial_id] = self.final_due.pop(0)
-            return {FINAL_KEY: self.final_trials[trial_id]}
+        asked = {point_key(p) for p in self.final_trials.values()}
+        while self.final_due:  # a cell's final seeds before any search trial: the longest jobs first
+            point = self.final_due.pop(0)
+            if point_key(point) not in asked:  # (a restored trial runs it already: adopt_restored)
+                self.final_trials[trial_id] = point
+                return {FINAL_KEY: point}
         open_cells = sorted((self.counted(i), i) for i in range(len(self.cells)) if self.counted(i) < self.budget)
         if not open_cells:
             # A trial still running may yet error and be replaced: finish once every trial has ended.
@@ -272,6 +276,20 @@ class CellSearch(Searcher):
         except OSError:  # the storage did not answer: count it as lost (replacements are bounded)
             return False
 
+    def adopt_restored(self, trials: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        """After a restore, take the final trials Ray restored that this searcher's snapshot does not know as asked,
+        so their points are not asked again; returns their ids. ``trials``: Ray's restored (trial id, config).
+
+        Ray writes the experiment's state and this searcher's pickle together, but copies them to the storage in the
+        background, one file after another: a driver killed during the copy leaves a trial list newer than the
+        searcher (measured: a replicated study killed as a final seed started ran that seed twice after --resume)."""
+        adopted = []
+        for trial_id, config in trials:
+            if FINAL_KEY in config and trial_id not in self.final_trials and trial_id not in self.trial_cell:
+                self.final_trials[trial_id] = config[FINAL_KEY]
+                adopted.append(trial_id)
+        return adopted
+
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
             pickle.dump(self.__dict__, f)
@@ -304,3 +322,17 @@ class CellSearch(Searcher):
 
 #: The class's name before issue 49 (a table's pickles name it so: study.search.old_names).
 TableSearch = CellSearch
+
+
+class AdoptRestoredFinals(Callback):
+    """A Tune callback for a restored search: on its first step, before Ray asks for a trial, the run's
+    :class:`CellSearch` adopts the final trials Ray restored (:meth:`CellSearch.adopt_restored`)."""
+
+    def __init__(self, searcher: CellSearch) -> None:
+        self.searcher = searcher
+        self.checked = False
+
+    def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        if not self.checked:
+            self.checked = True
+            self.searcher.adopt_restored([(t.trial_id, t.config or {}) for t in trials])

@@ -12,12 +12,12 @@ from study.layout import StudyLayout
 from study.plan import VIEW_CELLS, StudyPlan
 from study.progress import CellProgress, ProgressTable, TrialColumns
 from study.runtime.checkpoint_repair import CheckpointRepair
-from study.runtime.compat import restored_run_config
+from study.runtime.compat import restored_run_config, restored_searcher
 from study.runtime.run_progress import run_meter
 from study.runtime.stop_callback import StageLedger, StopOnSignal
 from study.runtime.watchdog import PendingTimeout
 from study.search.cell_asha import CellASHA, Rungs
-from study.search.cell_search import CellBudget, CellSearch
+from study.search.cell_search import AdoptRestoredFinals, CellBudget, CellSearch
 from study.search.context import StudyContext
 from study.search.halving import HalvingRule, HalvingScheduler
 from study.search.old_names import accept_old_names
@@ -91,7 +91,7 @@ def stage_tuner(
         # MLflow client, parent run reopened) and this invocation's retry budget. Ray offers no public setter; the
         # searcher and scheduler are restored as pickled (see StudySearch, PersistentASHA).
         run_config = restored_run_config(tuner)
-        run_config.callbacks = [CheckpointRepair(), *callbacks]  # first: before any restored trial starts
+        run_config.callbacks = [*_restore_callbacks(tuner), *callbacks]
         run_config.failure_config = failure_config
         return tuner
     return tune.Tuner(
@@ -115,6 +115,15 @@ def stage_tuner(
             verbose=0,  # ProgressTable replaces Ray's reporter, which prints the whole spec per trial
         ),
     )
+
+
+def _restore_callbacks(tuner: Tuner) -> list[Any]:
+    """What a restored stage does on its first step, before any trial starts or is asked: repair the trials whose
+    checkpoint Ray deleted after its last snapshot; the search's searcher adopts the final trials Ray restored that
+    its own snapshot does not know."""
+    searcher = restored_searcher(tuner)
+    adopt = [AdoptRestoredFinals(searcher)] if isinstance(searcher, CellSearch) else []
+    return [CheckpointRepair(), *adopt]
 
 
 def stage_ledger(tuner: Tuner) -> StageLedger:

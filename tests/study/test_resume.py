@@ -182,6 +182,43 @@ def test_a_trial_told_before_the_kill_and_running_in_the_snapshot_goes_on_withou
     assert trial.user_attrs[COST_MODEL_EPOCHS] == 3.0
 
 
+def test_a_restored_searcher_adopts_a_final_trial_ray_restored_and_does_not_ask_its_seed_again(tmp_path):
+    """Ray's restored trial list is newer than the searcher's snapshot (the two files reach the storage one after the
+    other): a final trial Ray restored is adopted on the first step (AdoptRestoredFinals), so its seed is not asked
+    again and the other seed is; before, the resumed study ran the seed twice."""
+    from types import SimpleNamespace
+
+    from study.search.cell_search import AdoptRestoredFinals, CellBudget, CellSearch
+    from trainables.schema import record as R
+    from trainables.schema.spec import FinalSpec
+    from trainables.schema.trial import FINAL_KEY
+
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+
+    def searcher() -> CellSearch:
+        budget = CellBudget(1, replace_lost=False, final=FinalSpec(seeds=2), epochs=3)
+        return CellSearch([("s", {}, _study_searcher(url))], budget, "test/recall_at_1", "max")
+
+    first = searcher()
+    first.suggest("t1")
+    first.on_trial_complete("t1", {"test/recall_at_1": 0.7, "epoch": 3, "training_iteration": 3})
+    first.save(str(tmp_path / "searcher.pkl"))  # the snapshot's searcher: both seeds due
+    seed_0 = first.suggest("f0")  # asked after it, and in the restored trial list
+    assert seed_0[FINAL_KEY]["params"]["seed"] == 0
+
+    restored = searcher()
+    restored.restore(str(tmp_path / "searcher.pkl"))
+    callback = AdoptRestoredFinals(restored)
+    callback.on_step_begin(
+        0, [SimpleNamespace(trial_id="t1", config={}), SimpleNamespace(trial_id="f0", config=seed_0)]
+    )
+    callback.on_step_begin(1, [])  # once only
+    assert restored.final_trials["f0"] == seed_0[FINAL_KEY]
+    asked = restored.suggest("f1")
+    assert asked[FINAL_KEY][R.GROUP] == "s" and asked[FINAL_KEY]["params"]["seed"] == 1
+    assert restored.suggest("f2") == "FINISHED"  # both seeds asked once, the search done
+
+
 def test_ghost_runs_of_forgotten_trials_are_deleted(tmp_path):
     from study.tracking.callback import MlflowTrialCallback, ParentRun
     from study.tracking.store import TrackingStore
