@@ -262,10 +262,8 @@ class CellSearch(Searcher):
             for name in COST_METRICS:
                 if isinstance(value := (result or {}).get(name), (int, float)):
                     trial.set_user_attr(name, float(value))
-        except (
-            UpdateFinishedTrialError
-        ):  # told before a driver restart (the snapshot held it RUNNING): it has its costs
-            return
+        except UpdateFinishedTrialError:
+            return  # told before a driver restart (the snapshot held it RUNNING): it has its costs already
 
     def _nonfinite(self, trial_id: str) -> bool:
         """Whether the trial failed on a loss that was not finite (its configuration's failure, evaluated)."""

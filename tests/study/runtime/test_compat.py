@@ -51,6 +51,13 @@ def test_a_tuner_exposes_its_run_config(tmp_path):
     assert compat.restored_run_config(tuner).name == "compat"
 
 
+def test_a_tuner_exposes_its_searcher(searcher):
+    """compat.restored_searcher: the object whose state Ray restores in place when a restored Tuner's fit starts."""
+    tuner = tune.Tuner(lambda c: None, tune_config=tune.TuneConfig(search_alg=searcher))
+    assert compat.restored_searcher(tuner) is searcher
+    assert compat.restored_searcher(tune.Tuner(lambda c: None)) is None
+
+
 def test_asha_keeps_its_trial_brackets():
     assert compat.asha_trial_info(ASHAScheduler(metric="m", mode="max", max_t=2)) == {}
 
