@@ -156,20 +156,27 @@ def mlflow_children(study_dir: Path, name: str) -> tuple[MlflowClient, list, lis
     return client, parents, children
 
 
-def count_in_mlflow(study_dir: Path, query: str, params: tuple = ()) -> int:
-    """``SELECT count(*) ...`` on the study's sqlite MLflow store (0 while it does not exist, or is locked).
+def _read_only_rows(db: Path, query: str, params: tuple = ()) -> list[tuple]:
+    """The rows of ``query`` on the sqlite file ``db``, opened read-only (none while it does not exist, its tables are
+    not created yet, or the writer holds it locked).
 
-    Reads the store directly: polling through an MlflowClient would run its schema checks each time.
+    A poller must read so: an MlflowClient would run its schema checks each time, and Optuna creates its tables when
+    they are missing, so a poll that opened the store through Optuna while the driver created them made one of the two
+    fail on Alembic's version row (``UNIQUE constraint failed: alembic_version.version_num``, seen in a driver in CI).
     """
-    db = study_dir / R.MLFLOW_DB
     if not db.exists():
-        return 0
+        return []
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
-            (count,) = con.execute(query, params).fetchone()
-        return int(count)
-    except sqlite3.Error:  # tables not created yet, or locked by the writer
-        return 0
+            return con.execute(query, params).fetchall()
+    except sqlite3.Error:
+        return []
+
+
+def count_in_mlflow(study_dir: Path, query: str, params: tuple = ()) -> int:
+    """``SELECT count(*) ...`` on the study's sqlite MLflow store (0 while it cannot be read: :func:`_read_only_rows`)."""
+    rows = _read_only_rows(study_dir / R.MLFLOW_DB, query, params)
+    return int(rows[0][0]) if rows else 0
 
 
 def logged_epochs(study_dir: Path, name: str) -> int:
@@ -184,22 +191,12 @@ def logged_epochs(study_dir: Path, name: str) -> int:
 
 
 def optuna_states(study_dir: Path) -> dict[str, list[str]]:
-    """Per Optuna study of the run, its trials' states in Optuna's order (``{}`` while the store is not written yet).
-
-    Reads the sqlite file read-only, as a poller must: opening it through Optuna creates its tables when they are
-    missing, and a poll that does so while the driver creates them makes one of the two fail on Alembic's version row
-    (``UNIQUE constraint failed: alembic_version.version_num``, seen in a driver in CI)."""
-    db = study_dir / R.OPTUNA_DB
-    if not db.exists():
-        return {}
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
-            rows = con.execute(
-                "SELECT s.study_name, t.state FROM studies s LEFT JOIN trials t ON t.study_id = s.study_id "
-                "ORDER BY s.study_name, t.number"
-            ).fetchall()
-    except sqlite3.Error:  # tables not created yet, or locked by the writer
-        return {}
+    """Per Optuna study of the run, its trials' states in Optuna's order (``{}`` while the store cannot be read)."""
+    rows = _read_only_rows(
+        study_dir / R.OPTUNA_DB,
+        "SELECT s.study_name, t.state FROM studies s LEFT JOIN trials t ON t.study_id = s.study_id "
+        "ORDER BY s.study_name, t.number",
+    )
     states: dict[str, list[str]] = {}
     for name, state in rows:
         states.setdefault(str(name), []).extend([] if state is None else [str(state)])
@@ -209,19 +206,13 @@ def optuna_states(study_dir: Path) -> dict[str, list[str]]:
 def final_groups_running(study_dir: Path) -> list[str]:
     """The group of every final-stage child run still RUNNING (the driver writes a run's start and end as Ray tells
     it, so this holds for a trial's whole life, unlike its folder, which Ray syncs to the storage now and then)."""
-    db = study_dir / R.MLFLOW_DB
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
-            rows = con.execute(
-                "SELECT g.value FROM runs r JOIN tags s ON s.run_uuid = r.run_uuid JOIN tags g ON g.run_uuid = "
-                "r.run_uuid WHERE s.key = ? AND s.value = ? AND g.key = ? AND r.status = 'RUNNING'",
-                (R.STAGE, R.STAGE_FINAL, R.GROUP),
-            ).fetchall()
-        return [str(value) for (value,) in rows]
-    except sqlite3.Error:  # tables not created yet, or locked by the writer
-        return []
+    rows = _read_only_rows(
+        study_dir / R.MLFLOW_DB,
+        "SELECT g.value FROM runs r JOIN tags s ON s.run_uuid = r.run_uuid JOIN tags g ON g.run_uuid = r.run_uuid "
+        "WHERE s.key = ? AND s.value = ? AND g.key = ? AND r.status = 'RUNNING'",
+        (R.STAGE, R.STAGE_FINAL, R.GROUP),
+    )
+    return [str(value) for (value,) in rows]
 
 
 def final_runs_finished(study_dir: Path) -> int:

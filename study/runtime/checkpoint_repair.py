@@ -102,11 +102,10 @@ def repair_trial(trial: Any) -> str | None:
 
 class CheckpointRepair(Callback):
     """A Tune callback for a restored experiment: on its first step, :func:`repair_trial` for every trial that will run
-    again. ``done``: what it repaired (one line each, logged as a warning too)."""
+    again, each repair logged as a one-line warning."""
 
     def __init__(self) -> None:
         self.checked = False
-        self.done: list[str] = []
 
     def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
         if self.checked:
@@ -114,5 +113,4 @@ class CheckpointRepair(Callback):
         self.checked = True
         for trial in trials:
             if trial.status not in _ENDED and (line := repair_trial(trial)) is not None:
-                self.done.append(line)
                 logger.warning(line)

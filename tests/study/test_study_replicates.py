@@ -120,7 +120,8 @@ def test_a_replicated_study_killed_while_one_replicate_retrains_resumes_every_tr
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     study_dir = out["study_dir"]
     for name in ("t_rep_kill", "t_rep_kill.r1"):
-        assert [t.state.name for t in optuna_trials(study_dir, name)].count("COMPLETE") == 2, name
+        states = [t.state.name for t in optuna_trials(study_dir, name)]
+        assert states.count("COMPLETE") == 2, (name, states, resumed.stdout[-3000:])
     _, _, children = mlflow_children(study_dir, "t_rep_kill")
     every_final = [
         (c.data.tags[R.GROUP], c.data.params.get("seed"), c.info.status, c.data.tags.get(R.RAY_EXPERIMENT))

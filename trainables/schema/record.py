@@ -281,7 +281,8 @@ FINAL_EXPERIMENT: Final = "tune_final"
 NONFINITE_MARKER: Final = "nonfinite_loss.txt"
 #: In each of a trial's checkpoints, beside the state: ``{"training_iteration": epoch}``, the epoch it holds (a trial
 #: reports once an epoch, so it is Ray's count too). A restored driver reads it when Ray's snapshot names a
-#: checkpoint Ray has since deleted, to resume the trial from the newest one (study/runtime/checkpoint_repair.py).
+#: checkpoint Ray has since deleted, to resume the trial from the one that replaced it
+#: (study/runtime/checkpoint_repair.py).
 CHECKPOINT_EPOCH_FILE: Final = "epoch.json"
 #: The ASHA scheduler's rungs (Ray does not restore a scheduler; the study does).
 ASHA_STATE_FILE: Final = "asha_state.pkl"
