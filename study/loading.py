@@ -22,21 +22,71 @@ from trainables.schema.trial import set_path, spec_error
 __all__ = ["load_spec", "load_study", "read_raw", "parse_spec", "apply_overrides"]
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a mapping with a key written twice (PyYAML keeps the last silently)."""
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:  # an unhashable key: the base class says so
-                break
-            if duplicate:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with a key written twice (PyYAML keeps the last silently).
+
+    YAML's merge key (``<<: *base`` or ``<<: [*a, *b]``) is standard YAML and is accepted, with its meaning: a key
+    the mapping writes itself overrides a merged one, and an earlier mapping of a merge list overrides a later one.
+    Only the keys a mapping writes itself are checked for duplicates. The merge is done here rather than by PyYAML
+    6.0's :meth:`flatten_mapping`, which keeps a merged mapping's *merged* value over its own override when that
+    mapping is merged again (``mid: &mid {<<: *base, x: 2}``, ``top: {<<: *mid}`` gives ``top.x`` from ``base``)."""
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        own, merged = [], []
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:value":  # a key written "=": a string, as in PyYAML
+                key_node.tag = "tag:yaml.org,2002:str"
+            if key_node.tag != _MERGE_TAG:
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    raise yaml.constructor.ConstructorError(
+                        "while merging a mapping",
+                        node.start_mark,
+                        f"<< takes a mapping, not {source.id}",
+                        source.start_mark,
+                    )
+                self.flatten_mapping(source)
+                merged += source.value
+        _refuse_duplicates(self, own)
+        if merged:
+            node.value = _first_of_each_key(self, own + merged)
+
+
+def _keys(loader: yaml.SafeLoader, pairs: list[tuple[Any, Any]]) -> list[Any]:
+    return [loader.construct_object(key_node, deep=True) for key_node, _ in pairs]
+
+
+def _refuse_duplicates(loader: yaml.SafeLoader, pairs: list[tuple[Any, Any]]) -> None:
+    """Raise on a key written twice among a mapping's own ``pairs``."""
+    seen: set[Any] = set()
+    for (key_node, _), key in zip(pairs, _keys(loader, pairs), strict=True):
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key: the base class says so
+            return
+        if duplicate:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+
+
+def _first_of_each_key(loader: yaml.SafeLoader, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """``pairs`` (a mapping's own, then its merged ones in precedence order) with each key's first pair only."""
+    kept, seen = [], set()
+    for pair, key in zip(pairs, _keys(loader, pairs), strict=True):
+        try:
+            if key in seen:
+                continue
+            seen.add(key)
+        except TypeError:  # unhashable: the base class says so when it builds the mapping
+            pass
+        kept.append(pair)
+    return kept
 
 
 def _load_yaml(text: str) -> Any:

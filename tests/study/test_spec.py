@@ -82,6 +82,49 @@ def test_invalid_yaml_and_missing_file(write_spec, tmp_path):
         load_spec(tmp_path / "absent.yaml")
 
 
+_MERGED = """
+name: t_study
+family: ms
+dataset: {name: digits}
+train: {epochs: 2, classes_per_batch: 5, samples_per_class: 4}
+validation: {kind: none}
+final: {seeds: 0}
+search:
+  num_trials: 2
+  space:
+    ms_alpha: &range {type: float, low: 1.0, high: 3.0}
+    ms_beta: &beta {<<: *range, low: 20.0, high: 80.0, log: true}
+    ms_base: {<<: [*beta, *range], high: 90.0}
+"""
+
+
+def test_yaml_merge_keys_are_read_as_yaml_defines_them(write_spec):
+    """``<<`` merges (issue 60): a key written beside a merge overrides it, an earlier mapping of a merge list overrides
+    a later one, and a mapping merged again keeps its own overrides (PyYAML 6.0.4 alone gives ``ms_base.low`` 1.0)."""
+    space = load_spec(write_spec(_MERGED)).search.space
+    expected = {
+        "ms_alpha": {"type": "float", "low": 1.0, "high": 3.0},
+        "ms_beta": {"type": "float", "low": 20.0, "high": 80.0, "log": True},
+        "ms_base": {"type": "float", "low": 20.0, "high": 90.0, "log": True},
+    }
+    for name, want in expected.items():
+        got = space[name].model_dump()
+        assert {k: got[k] for k in want} == want, name
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (_MERGED.replace("high: 90.0}", "high: 90.0, high: 91.0}"), r"line 13: duplicate key 'high'"),
+        (_MERGED.replace("log: true}", "log: true, low: 2.0}"), r"line 12: duplicate key 'low'"),
+        (_MERGED.replace("[*beta, *range]", "3"), r"line 13: << takes a mapping, not scalar"),
+    ],
+)
+def test_yaml_merge_keys_still_refuse_duplicates_and_non_mappings(write_spec, text, fragment):
+    with pytest.raises(SpecError, match=fragment):
+        load_spec(write_spec(text))
+
+
 def test_condition_must_refer_to_earlier_categorical_value(spec_dict):
     spec = copy.deepcopy(spec_dict)
     spec["search"]["space"] = {
