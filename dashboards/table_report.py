@@ -28,6 +28,7 @@ from dashboards.load import METRIC, DashboardError
 from dashboards.select import final_runs
 from study.console import format_table
 from study.plan import StudyPlan, trial_model_epochs
+from study.runtime.run_progress import RunWall
 from study.table.bill import Bill, Priced, study_priced
 from study.table.spec import Table
 from study.table.status import CellStatus, SlotUse, cells_status, slot_use, table_status, winner_text
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 
-def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, float] | None = None) -> str:
+def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, RunWall] | None = None) -> str:
     """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell; with
     ``bill`` (the bill priced before the run, the run's wall seconds), the bill against the actual cost."""
     comparison, data = _comparison(table, study_dir)  # (data: also read by the bill against the actual cost)
@@ -76,7 +77,7 @@ def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, float] |
 
 
 def cost_lines(
-    priced: Priced, cells: list[CellStatus], finals_in_search: bool, run: tuple[Any, tuple[Bill | None, float] | None]
+    priced: Priced, cells: list[CellStatus], finals_in_search: bool, run: tuple[Any, tuple[Bill | None, RunWall] | None]
 ) -> list[str]:
     """Under a table's report or a study's: the search's slot use; with ``run``'s bill (the bill priced before the
     run, the run's wall seconds) the whole run's slot use and, when there was a bill, the bill against the actual
@@ -92,7 +93,7 @@ def cost_lines(
     return lines
 
 
-def study_cost_report(plan: StudyPlan, root: str, bill: tuple[Bill | None, float]) -> list[str]:
+def study_cost_report(plan: StudyPlan, root: str, bill: tuple[Bill | None, RunWall]) -> list[str]:
     """A study's :func:`cost_lines` (its replicates are its cells): read from its stores after the run."""
     cells = cells_status(plan.base, plan.cells, trial_model_epochs(plan.base))
     try:
@@ -130,20 +131,22 @@ def final_wall_s(data: Any) -> float | None:
     return float(finals[column].fill_null(0.0).sum())
 
 
-def whole_run_use(cells: list[CellStatus], data: Any, slots: int, run_wall_s: float) -> SlotUse | None:
+def whole_run_use(cells: list[CellStatus], data: Any, slots: int, wall: RunWall) -> SlotUse | None:
     """Slot use of the whole run, search and final stage together: the search trials' summed wall (their Optuna
-    trials') and the final runs' (MLflow's ``cost/wall_s``) over the slots, against the driver's wall time (search start
-    to final end; a resumed driver's covers its own part only). ``None`` without the final runs' wall."""
+    trials') and the final runs' (MLflow's ``cost/wall_s``) over the slots, against the wall of every driver of the
+    run (:class:`~study.runtime.run_progress.RunWall`: a resumed run's earlier drivers too; the line says which).
+    ``None`` without the final runs' wall."""
     final = final_wall_s(data)
-    if final is None or run_wall_s <= 0:
+    if final is None or wall.seconds <= 0:
         return None
-    return SlotUse(run_wall_s, sum(c.wall_s for c in cells) + final, slots, "whole-run")
+    note = "" if wall == RunWall(wall.seconds) else f" (wall: {wall.label()})"
+    return SlotUse(wall.seconds, sum(c.wall_s for c in cells) + final, slots, "whole-run", note)
 
 
-def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run: tuple[Any, float]) -> str:
+def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run: tuple[Any, RunWall]) -> str:
     """The bill priced before the run beside what it cost: per stage the trials' summed wall time (the search's from
     its Optuna trials, the final stage's from its MLflow runs) over the slots, and the whole run's wall time."""
-    data, run_wall_s = run
+    data, wall = run
     slots = priced.slots
     search_h, final_h = priced.stage_hours(bill)
     search_actual = sum(c.wall_s for c in cells) / slots / 3600.0
@@ -153,12 +156,12 @@ def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run
         f"Bill against actual ({'measured' if bill.measured else 'assumed'} bill on {slots} slots): search ≈ "
         f"{search_h:.2f} h billed, {search_actual:.2f} h of trial time / {slots}; final stage ≈ {final_h:.2f} h "
         f"billed, {final_actual} of trial time / {slots}; the whole run ≈ {search_h + final_h:.2f} h billed, "
-        f"{run_wall_s / 3600.0:.2f} h wall (this driver's)"
+        f"{wall.seconds / 3600.0:.2f} h wall ({wall.label()})"
     )
 
 
 def write_table_report(
-    table: Table, layout: StudyLayout, parent_run_id: str, bill: tuple[Bill | None, float] | None = None
+    table: Table, layout: StudyLayout, parent_run_id: str, bill: tuple[Bill | None, RunWall] | None = None
 ) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
     tag the run with the reference family (the dashboard built next compares with it); returns where it was written

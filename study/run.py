@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import shlex
 import sys
@@ -43,7 +44,14 @@ from study.final.intervals import replicated_mean, t_interval
 from study.layout import StudyLayout
 from study.runtime import stopping
 from study.runtime.compat import finish_threads
-from study.runtime.run_progress import run_meter, start_run_meter, write_run_progress
+from study.runtime.run_progress import (
+    RunWall,
+    append_driver_wall,
+    run_meter,
+    run_wall,
+    start_run_meter,
+    write_run_progress,
+)
 from study.runtime.storage import read_bytes
 from study.runtime.store_errors import store_failure
 from study.search.calibration import calibrate
@@ -164,6 +172,12 @@ class _Run:
             return f"{why}; continue it with: {self.command(resume=True)}"
         return f"{why}; nothing was started: run the same command again: {self.command(resume=False)}"
 
+    def wall(self, outcome: StudyOutcome) -> RunWall:
+        """The whole run's wall: this driver's (search start to final end) and, after ``--resume``, every earlier
+        driver's as they recorded it (none on a remote storage)."""
+        root = None if self.layout is None or self.layout.remote else self.layout.root
+        return run_wall(root, outcome.wall_time_s, self.args.resume)
+
     def last_words(self, code: int) -> None:
         """As the driver exits with ``code``: the continue line after a stop (once), and the run's progress in its
         study directory (any exit but 2, bad input, once the directory exists; not on a remote storage)."""
@@ -174,7 +188,11 @@ class _Run:
             return
         if Path(self.layout.root).is_dir():
             try:
-                write_run_progress(self.layout.root, run_meter().progress(stopping.received(), code))
+                progress = run_meter().progress(stopping.received(), code)
+                write_run_progress(self.layout.root, progress)
+                # A lost record only makes a later report's whole-run wall say "recorded part": nothing to warn of.
+                with contextlib.suppress(OSError):
+                    append_driver_wall(self.layout.root, progress, self.args.resume)
             except OSError as e:  # a full disk: the exit code still says what happened
                 if code == stopping.EXIT_STOPPED:  # a job script would requeue on it: say why it will not
                     print(f"warning: {R.RUN_PROGRESS_FILE} could not be written: {e.strerror}", file=sys.stderr)
@@ -356,7 +374,7 @@ def _print_study_costs(run: _Run, target: RunSpec, outcome: StudyOutcome, bill: 
     from dashboards.table_report import study_cost_report  # defers polars and the dashboards: after the run only
 
     try:
-        lines = study_cost_report(target.plan, run.layout.root, (bill, outcome.wall_time_s))
+        lines = study_cost_report(target.plan, run.layout.root, (bill, run.wall(outcome)))
     except Exception as e:  # the study is done and stored: lines about its cost must not fail it
         print(
             f"warning: the study's cost was not read back: {type(e).__name__}: {one_line(str(e))[:300]}",
@@ -375,7 +393,7 @@ def _print_table_report(run: _Run, target: RunSpec, outcome: StudyOutcome, bill:
     assert target.table is not None and run.layout is not None
     try:
         where, text = write_table_report(
-            target.table, run.layout, outcome.parent_run_id, bill=(bill, outcome.wall_time_s)
+            target.table, run.layout, outcome.parent_run_id, bill=(bill, run.wall(outcome))
         )
     except Exception as e:
         line = _store_failure(e, target.base) or f"{type(e).__name__}: {one_line(str(e))[:500]}"

@@ -18,7 +18,17 @@ from pathlib import Path
 
 from trainables.schema import record as R
 
-__all__ = ["RunMeter", "RunProgress", "read_run_progress", "run_meter", "start_run_meter", "write_run_progress"]
+__all__ = [
+    "RunMeter",
+    "RunProgress",
+    "RunWall",
+    "append_driver_wall",
+    "read_run_progress",
+    "run_meter",
+    "run_wall",
+    "start_run_meter",
+    "write_run_progress",
+]
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,64 @@ def read_run_progress(study_dir: str | Path) -> RunProgress | None:
         return RunProgress(**{f.name: data[f.name] for f in dataclasses.fields(RunProgress)})
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+@dataclass(frozen=True)
+class RunWall:
+    """The wall time of a whole run: every driver's, summed (a resumed study had several: a stop, a crash, a Slurm
+    requeue). The report's whole-run slot use divides every driver's trial time by it.
+
+    Args:
+        seconds: the earlier drivers' walls (start to exit, from :data:`~trainables.schema.record.DRIVER_WALLS_FILE`)
+            plus this driver's (its search start to its final stage's end).
+        drivers: how many drivers it sums.
+        complete: whether every earlier driver is known: the first one's record is there (not so for a study started
+            before the record existed, or on a remote storage, where none is written: ``seconds`` is then only part of
+            the run's wall). A driver killed before its last words (SIGKILL, a lost node) writes none either.
+    """
+
+    seconds: float
+    drivers: int = 1
+    complete: bool = True
+
+    def label(self) -> str:
+        """What the wall covers, for the lines that print it."""
+        if not self.complete:
+            part = "this driver's" if self.drivers == 1 else f"{self.drivers} drivers'"
+            return f"{part} only: an earlier driver left no record"
+        return "this driver's" if self.drivers == 1 else f"all {self.drivers} drivers'"
+
+
+def append_driver_wall(study_dir: str | Path, progress: RunProgress, resumed: bool) -> None:
+    """Append this driver's run (its wall seconds, whether it resumed the study) to the study's
+    :data:`~trainables.schema.record.DRIVER_WALLS_FILE`; an :class:`OSError` (a full disk) is the caller's."""
+    line = {"run_s": progress.run_s, "resumed": resumed, "exit_code": progress.exit_code, "ended": time.time()}
+    with open(Path(study_dir) / R.DRIVER_WALLS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def run_wall(study_dir: str | Path | None, this_driver_s: float, resumed: bool) -> RunWall:
+    """The whole run's :class:`RunWall`: this driver's ``this_driver_s`` and every earlier driver's recorded wall
+    (``study_dir`` ``None``: a remote storage, where none is recorded). A run that did not resume has no earlier
+    driver: a record left by an earlier study of the same name is not this run's."""
+    if not resumed:
+        return RunWall(this_driver_s)
+    earlier = []
+    try:
+        text = "" if study_dir is None else (Path(study_dir) / R.DRIVER_WALLS_FILE).read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        try:
+            data = json.loads(line)
+            earlier.append((float(data["run_s"]), bool(data["resumed"])))
+        except (ValueError, KeyError, TypeError):  # a line torn by a crash
+            continue
+    # The run's first driver did not resume: the chain since the last such record is this run's.
+    starts = [i for i, (_, was_resumed) in enumerate(earlier) if not was_resumed]
+    chain = earlier[starts[-1] :] if starts else earlier
+    seconds = this_driver_s + sum(run_s for run_s, _ in chain)
+    return RunWall(seconds, 1 + len(chain), complete=bool(starts))
 
 
 @dataclass

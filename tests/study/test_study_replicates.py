@@ -6,6 +6,7 @@ against MLflow and Optuna read back."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -85,6 +86,9 @@ def test_a_replicated_study_runs_each_replicate_and_reports_the_pooled_final_sta
     assert math.isclose(float(line.split("=")[1].split()[0]), pooled, abs_tol=5e-5), line
     assert "over 2 replicates × 2 seeds" in line
     assert "whole-run slot use:" in out and "Bill against actual (measured bill on 2 slots)" in out
+    assert "h wall (this driver's)" in out
+    walls = [json.loads(x) for x in (study_dir / R.DRIVER_WALLS_FILE).read_text().splitlines()]
+    assert [(w["resumed"], w["exit_code"]) for w in walls] == [(False, 0)]
     status = run_cli(str(spec), "--status")
     assert status.returncode == 0 and "4 done (4 complete, 0 pruned), 0 running, 0 failed, of 4" in status.stdout
     # The dashboard's panels read replicate 0's final runs (its parent's search.replicates param), and say so.
@@ -140,3 +144,5 @@ def test_a_replicated_study_killed_while_one_replicate_retrains_resumes_every_tr
         ("t_rep_kill.r1", "1"),
     ], (every_final, resumed.stdout[-3000:])
     assert "Over the 2 replicates" in resumed.stdout
+    # The SIGKILLed driver left no wall record: the whole-run line says its wall is this driver's only (issue 60).
+    assert "(wall: this driver's only: an earlier driver left no record)" in resumed.stdout

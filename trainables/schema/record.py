@@ -74,6 +74,7 @@ __all__ = [
     "SLURM_LOG_FILE",
     "RUN_PROGRESS_FILE",
     "SLURM_RUNS_FILE",
+    "DRIVER_WALLS_FILE",
     "TABLE_REPORT_FILE",
     "NONFINITE_MARKER",
     "CHECKPOINT_EPOCH_FILE",
@@ -262,6 +263,9 @@ RUN_PROGRESS_FILE: Final = "run_progress.json"
 #: ``dmlstudy slurm`` (study.deploy.job): one JSON line per run of the study's jobs, appended as the run ends (the job,
 #: the run, its RUN_PROGRESS_FILE record, how it ended), so a run that measured no epoch knows an earlier run's times.
 SLURM_RUNS_FILE: Final = "slurm_runs.jsonl"
+#: Every driver run of a study (study.runtime.run_progress): one JSON line each, appended as it exits (its end, its
+#: wall seconds, whether it resumed, its exit code), so the report's whole-run slot use counts every driver's wall.
+DRIVER_WALLS_FILE: Final = "driver_walls.jsonl"
 #: Optuna's RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names a server.
 OPTUNA_DB: Final = "optuna.db"
 #: MLflow's sqlite store, unless ``tracking.uri`` names a server; also the local tracking server's backend.
