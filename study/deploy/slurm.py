@@ -45,6 +45,7 @@ from study.arguments import ArgumentParser, one_line
 from study.deploy.checks import credential_variables, max_failures, refuse_written_passwords
 from study.deploy.job import slurm_seconds
 from study.deploy.render import fill, load_template
+from study.deploy.sbatch_options import EARLY_PASS, SbatchReadError, read_options
 from study.runtime.slurm_status import live_job
 from study.table.bill import study_bill, study_priced
 from study.table.spec import load_run
@@ -64,55 +65,41 @@ __all__ = [
 
 #: Most nodes a job may have (a bound of the command's, kept from when each node took one of the job's 100 ports).
 MAX_NODES = 90
-#: sbatch options the command sets itself: an ``--sbatch`` line naming one is refused (one place decides each).
+#: sbatch options the command sets itself, by their long names (a short form, an abbreviation or an alias is read as
+#: its option: :func:`study.deploy.sbatch_options.read_options`): an ``--sbatch`` line setting one is refused.
 _MANAGED = {
     "--nodes": "--nodes",
-    "-N": "--nodes",
     "--ntasks-per-node": "--nodes",
     "--ntasks": "--nodes",
-    "-n": "--nodes",
     "--cpus-per-task": "--cpus-per-node",
-    "-c": "--cpus-per-node",
     "--gpus-per-node": "--gpus-per-node",
     "--gpus": "--gpus-per-node",
-    "-G": "--gpus-per-node",
     "--time": "--time",
-    "-t": "--time",
     "--partition": "--partition",
-    "-p": "--partition",
     "--account": "--account",
-    "-A": "--account",
     "--signal": "--signal-lead",
     "--requeue": "--max-requeues",
     "--output": "(the study directory)",
-    "-o": "(the study directory)",
     "--error": "(the study directory)",
-    "-e": "(the study directory)",
     "--open-mode": "(append)",
     "--chdir": "(the current directory)",
-    "-D": "(the current directory)",
     "--job-name": "--job-name",
-    "-J": "--job-name",
 }
 _ENVIRONMENT = (
     "the job's environment is the submitting shell's without its credentials; give those with --env-file FILE"
 )
+_NO_JOB = "sbatch would submit no job, and the study would record none"
 #: sbatch options that would break the job's chain of runs (or the submission itself): why each is refused.
 #: ``--dependency`` is allowed: it holds the first run until it is met, and a requeued run has nothing left to wait for.
 _BREAKING = {
     "--no-requeue": "the job requeues itself at its time limit; --max-requeues 0 stops after the first run",
     "--array": "every task of an array would run the same study, and two drivers must never run one study",
-    "-a": "every task of an array would run the same study, and two drivers must never run one study",
     "--export": _ENVIRONMENT,
     "--export-file": _ENVIRONMENT,
     "--get-user-env": _ENVIRONMENT,
-    "--wrap": "it replaces the script that starts Ray, runs the driver and requeues the job",
     "--wait": "dmlstudy slurm would wait for the whole chain of runs (days) instead of submitting it",
-    "-W": "dmlstudy slurm would wait for the whole chain of runs (days) instead of submitting it",
-    "--test-only": "sbatch would submit no job, and the study would record none",
+    "--test-only": _NO_JOB,
 }
-#: Long options sbatch reads abbreviated (getopt: ``--arr`` is ``--array``): a prefix of one of these is that option.
-_GUARDED_LONG = sorted(o for o in (*_MANAGED, *_BREAKING) if o.startswith("--"))
 
 
 def parse_time(text: str) -> int:
@@ -285,35 +272,44 @@ def _check_options(args: argparse.Namespace) -> None:
         value = getattr(a, opt)
         if value is not None and (not value or any(c.isspace() for c in value)):
             raise SpecError(f"--{opt} {value!r}: a Slurm {opt} name holds no white space (sbatch would refuse it)")
-    for line in a.sbatch_lines:
-        _check_sbatch_line(line)
+    _check_sbatch_lines(a.sbatch_lines)
     a.env_files = [_check_env_file(f) for f in a.env_file_lines]
 
 
-def _check_sbatch_line(line: str) -> None:
-    """Refuse an ``--sbatch`` line that names an option the command sets itself, or one that breaks the job's chain
-    (short forms such as ``-t5`` and abbreviations such as ``--arr`` included: sbatch reads them all)."""
+def _extra_line(line: str) -> str:
+    """An ``--sbatch`` line as the script holds it, after ``#SBATCH `` (the guard reads this text, as sbatch will)."""
+    return line.removeprefix("#SBATCH").strip()
+
+
+def _check_sbatch_lines(lines: list[str]) -> None:
+    """Refuse ``--sbatch`` lines that set an option the command sets itself, or one that breaks the job's chain, as
+    sbatch reads them (its quotes and backslashes, short options clustered, abbreviations, aliases, one line's option
+    taking the next line's word), or that sbatch would refuse or ignore."""
+    read = [_extra_line(line) for line in lines]
+    given = dict(zip(read, lines))  # the line as read -> as the user wrote it, for the message
     try:
-        words = shlex.split(line.removeprefix("#SBATCH"), comments=True)  # sbatch reads quotes and # alike
-    except ValueError:
-        raise SpecError(f"--sbatch {line!r} is not an sbatch option line (an unbalanced quote)") from None
-    if not words or not words[0].startswith("-"):
-        raise SpecError(f"--sbatch {line!r} is not an sbatch option (write e.g. --sbatch=--mem=64G)")
-    for word in words:
-        if not word.startswith("-") or word == "-":
-            continue  # the value of the option before it
-        option = word.split("=", 1)[0] if word.startswith("--") else word[:2]
-        if option.startswith("--") and option not in _MANAGED and option not in _BREAKING:
-            meant = [o for o in _GUARDED_LONG if o.startswith(option) and len(option) > 2]
-            option = meant[0] if len(meant) == 1 else option
-            if len(meant) > 1:
-                raise SpecError(
-                    f"--sbatch {line!r}: {option} abbreviates {' or '.join(meant)}, which dmlstudy slurm sets or refuses"
-                )
-        if option in _MANAGED:
-            raise SpecError(f"--sbatch {line!r}: {option} is set by dmlstudy slurm itself; use {_MANAGED[option]}")
-        if option in _BREAKING:
-            raise SpecError(f"--sbatch {line!r}: {option} is refused: {_BREAKING[option]}")
+        options = read_options(read)
+    except SbatchReadError as e:
+        raise SpecError(f"--sbatch {given[e.line]!r}: {e.why}") from None
+    for line, original in given.items():
+        if not any(o.line == line for o in options):
+            raise SpecError(f"--sbatch {original!r} sets no option (write e.g. --sbatch=--mem=64G)")
+    refused = [(why, o) for o in options if (why := _sbatch_refusal(o.name)) is not None]
+    if refused:  # what the job would do otherwise first; an option sbatch ignores last
+        why, o = min(refused, key=lambda r: r[1].name in EARLY_PASS)
+        named = o.written if o.written == o.name or not o.written.startswith("--") else f"{o.written} ({o.name})"
+        raise SpecError(f"--sbatch {given[o.line]!r}: {named} {why}")
+
+
+def _sbatch_refusal(name: str) -> str | None:
+    """Why the option ``name`` (its long name) is refused in an ``--sbatch`` line; ``None`` if it is not."""
+    if name in _MANAGED:
+        return f"is set by dmlstudy slurm itself; use {_MANAGED[name]}"
+    if name in _BREAKING:
+        return f"is refused: {_BREAKING[name]}"
+    if name in EARLY_PASS:  # refused, so that no one believes it did something
+        return "is read by sbatch on its command line only, and ignored in a script"
+    return None
 
 
 def _check_env_file(text: str) -> Path:
@@ -406,7 +402,7 @@ def _job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slur
         partition=a.partition,
         account=a.account,
         job_name=a.job_name or f"dml-{spec.name}",
-        sbatch_lines=tuple(line.removeprefix("#SBATCH").strip() for line in a.sbatch_lines),
+        sbatch_lines=tuple(_extra_line(line) for line in a.sbatch_lines),
         setup_lines=tuple(a.setup_lines),
         command_line=shlex.join([*prog.split(), *[x for x in argv if x != "--dry-run"]]),
         env_files=tuple(a.env_files),

@@ -79,22 +79,32 @@ def test_bad_input_is_one_line_and_exit_2(spec_file, capsys, args, says):
         ("-N2", "-N is set by dmlstudy slurm itself; use --nodes"),
         ("-pgpu", "-p is set by dmlstudy slurm itself; use --partition"),
         ("--mem=1G --time=5", "--time is set by dmlstudy slurm itself"),
-        ("--tim=5", "--time is set by dmlstudy slurm itself"),  # sbatch reads an abbreviation as the option
+        ("--partit=gpu", "--partit (--partition) is set by dmlstudy slurm itself"),  # sbatch reads a unique prefix
+        ("--tim=5", "--tim abbreviates --time or --time-min: sbatch refuses it"),
+        ("--tasks-per-node=2", "--tasks-per-node (--ntasks-per-node) is set by dmlstudy slurm itself; use --nodes"),
+        # issue 60: sbatch clusters short options, and a backslash escapes a quote even inside single quotes
+        ("-Qa0-3", "-a is refused: every task of an array would run the same study"),
+        ("-Ht5", "-t is set by dmlstudy slurm itself; use --time"),
+        ("--comment='\\' #' --time=5 --no-requeue --array=0-3", "--time is set by dmlstudy slurm itself"),
+        ("--comment=x\\ -t5", "-t is set by dmlstudy slurm itself"),  # an escaped blank still ends sbatch's word
+        ("--exclusive -t5", "-t is set by dmlstudy slurm itself"),  # an optional value follows = only
+        ("-V", "-V is read by sbatch on its command line only, and ignored in a script"),
         ("--gpus=2", "use --gpus-per-node"),
         ("--no-requeue", "--no-requeue is refused: the job requeues itself"),
         ("--array=1-3", "--array is refused: every task of an array would run the same study"),
         ("-a 1-3", "-a is refused"),
-        ("--arr=1-3", "--array is refused"),
+        ("--arr=1-3", "--arr (--array) is refused"),
         ("--export=NONE", "--export is refused: the job's environment"),
         ("--export=ALL,PGPASSWORD=x", "--export is refused"),
         ("--expo=NONE", "--expo abbreviates --export or --export-file"),
         ("--get-user-env", "--get-user-env is refused"),
-        ("--wrap=hostname", "--wrap is refused: it replaces the script"),
+        ("--wrap=hostname", "--wrap is read by sbatch on its command line only, and ignored in a script"),
         ("--wait", "--wait is refused"),
         ("--test-only", "--test-only is refused"),
         ("--n=2", "abbreviates"),
         ("mem=1G", "is not an sbatch option"),
-        ("--comment='unbalanced", "unbalanced quote"),
+        ("--comment='unbalanced", "an unmatched ' (sbatch refuses the script)"),
+        ("--container-remap-root", "a site's plugin option is read only as --container-remap-root=VALUE"),
     ],
 )
 def test_the_sbatch_guard_refuses_what_the_command_sets_or_what_breaks_the_chain(spec_file, capsys, line, says):
@@ -104,11 +114,43 @@ def test_the_sbatch_guard_refuses_what_the_command_sets_or_what_breaks_the_chain
 
 
 @pytest.mark.parametrize(
-    "line", ["--dependency=afterok:12", "-d afterany:3", "--mem=1G", "--wait-all-nodes=1", "-C 'a|b'"]
+    "line",
+    [
+        "--dependency=afterok:12",
+        "-d afterany:3",
+        "--mem=1G",
+        "--wait-all-nodes=1",
+        "-C 'a|b'",
+        "--comment='don\\'t requeue'",  # sbatch reads don't requeue (issue 60)
+        "-Hk --comment='a # b' --exclusive",
+        "--container-image=nvcr.io/nvidia/pytorch:24.01-py3",  # a site's plugin option (pyxis), its value after =
+    ],
 )
 def test_the_sbatch_guard_lets_other_options_through(spec_file, capsys, line):
     assert main([str(spec_file), "--time", "10", f"--sbatch={line}", "--dry-run"]) == 0
     assert f"#SBATCH {line}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        (["--comment", "-t5"], "--sbatch '-t5' sets no option"),  # sbatch reads -t5 as the comment: harmless, odd
+        (["--mem=1G --comment ''", "-t5"], "--sbatch '-t5' sets no option"),  # '' ends sbatch's line
+        (["--comment", "--mem=1G -t5"], "-t is set by dmlstudy slurm itself"),
+        (["--mem=1G", "# a note"], "--sbatch '# a note' sets no option"),
+        (["--mem=1G", "--comment"], "--comment needs a value"),
+    ],
+)
+def test_the_sbatch_guard_reads_all_lines_as_one_list_as_sbatch_does(spec_file, capsys, lines, says):
+    """sbatch reads every #SBATCH line into one argument list: an option missing its value takes the next line's."""
+    assert main([str(spec_file), "--time", "10", *[f"--sbatch={line}" for line in lines], "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_option_may_take_its_value_from_the_next_line(spec_file, capsys):
+    assert main([str(spec_file), "--time", "10", "--sbatch=--comment", "--sbatch=-t5 --mem=1G", "--dry-run"]) == 0
+    assert "#SBATCH --comment\n#SBATCH -t5 --mem=1G\n" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("value", ["-7", "-2"])
