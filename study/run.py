@@ -33,9 +33,9 @@ import argparse
 import atexit
 import contextlib
 import os
-import shlex
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -59,7 +59,7 @@ from study.search.context import RunOptions
 from study.status import print_run_status
 from study.table.bill import Bill, calibrate_table, study_bill, study_priced, study_size_line
 from study.table.spec import RunSpec, load_run
-from study.tracking.credentials import mask_passwords
+from study.tracking.credentials import shell_command
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError, StudyStalledError
 
@@ -123,6 +123,25 @@ def _parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
     return p
 
 
+#: The name of the Ray temp dir a ``dmlstudy slurm`` job starts its own Ray in (``$TMPDIR/dmlray-$SLURM_JOB_ID``:
+#: study/deploy/templates/slurm.sbatch.sh; a test holds the two to the same name).
+SLURM_JOB_RAY_DIR = "dmlray-{job_id}"
+
+
+def _job_private_address(address: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``address`` is the private Ray head of the ``dmlstudy slurm`` job this driver runs in: the job script
+    starts the driver with ``--address "$RAY_ADDRESS"`` and its Ray in its own temp dir. That Ray ends with the run,
+    so a continue line naming it is dead by the time it is read; the job prints the line that continues the study
+    (``dmlstudy slurm``'s own) after the driver's."""
+    job_id = environ.get("SLURM_JOB_ID")
+    tmpdir = environ.get("RAY_TMPDIR", "")
+    return (
+        job_id is not None
+        and address == environ.get("RAY_ADDRESS")
+        and Path(tmpdir).name == SLURM_JOB_RAY_DIR.format(job_id=job_id)
+    )
+
+
 class _Run:
     """One invocation of the command line: the commands that repeat or continue it (every option that locates and
     shapes the study, ``--set`` overrides included, shell-quoted, passwords masked), its study directory once known,
@@ -140,7 +159,7 @@ class _Run:
         """This command line again, with ``--resume`` or without."""
         a, defaults = self.args, RunOptions()
         words = [a.spec, *(w for override in a.overrides for w in ("--set", override))]
-        if a.address:
+        if a.address and not _job_private_address(a.address):
             words += ["--address", a.address]
         if a.max_failures != defaults.max_failures:
             words += ["--max-failures", str(a.max_failures)]
@@ -154,7 +173,7 @@ class _Run:
             words.append("--no-dashboard")
         if resume:
             words.append("--resume")
-        return mask_passwords(f"{self.prog} {shlex.join(words)}")
+        return shell_command([*self.prog.split(), *words])
 
     def study_exists(self) -> bool:
         """Whether the study's ``spec.yaml`` exists (what a job script decides ``--resume`` by)."""
@@ -347,10 +366,11 @@ def _print_best(spec: StudySpec, outcome: StudyOutcome) -> None:
 
 def _print_replicated(groups: list) -> None:
     """A replicated study's final stage over all its replicates: each test metric's mean over replicates × seeds with
-    its two-level bootstrap interval (:func:`study.final.intervals.replicated_mean`), and the replicates' spread."""
+    its crossed replicates × seeds t-interval (:func:`study.final.intervals.replicated_mean`), and the replicates'
+    spread."""
     print(
-        f"Over the {len(groups)} replicates (each search's winner on the same seeds; 95 % interval: two-level "
-        "bootstrap over replicates and seeds):"
+        f"Over the {len(groups)} replicates (each search's winner on the same seeds; 95 % interval: Student's t over "
+        "replicates and seeds, at the smaller one's degrees of freedom):"
     )
     for name in sorted(groups[0].by_seed):
         if not name.removeprefix("test/").startswith(("recall_at_1", "map_at_r", "nmi")):

@@ -30,13 +30,13 @@ def tracking_urls(spec: StudySpec) -> list[tuple[str, str | None]]:
 
 def refuse_written_passwords(specs: Iterable[StudySpec], advice: str) -> None:
     """:class:`SpecError` naming the key of the first tracking URL with a literal password (in its userinfo or its
-    query: ``password=``, ``token=``...), from the spec or a ``--set``; ``${VAR}`` references pass. The message
-    quotes no part of the URL."""
-    from study.tracking.credentials import redact  # defers Optuna (its storages load with it): --help stays light
+    query: ``password=``, ``passw%6Frd=``, ``token=``...), from the spec or a ``--set``, as spelled and as its driver
+    decodes it; ``${VAR}`` references pass. The message quotes no part of the URL."""
+    from study.tracking.credentials import redact, written_secrets  # defers Optuna (its storages load with it)
 
     for spec in specs:
         for key, url in tracking_urls(spec):
-            if url is not None and redact(url) != url:
+            if url is not None and (redact(url) != url or written_secrets(url)):
                 raise SpecError(f"holds a password written into the URL; {advice}", key)
 
 

@@ -39,11 +39,12 @@ from study.loading import read_raw
 from study.table.spec import load_run
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError, StudyError
+from trainables.schema.plain_text import control_character
 
 if TYPE_CHECKING:
     from trainables.schema.spec import StudySpec
 
-__all__ = ["main", "render", "Deployment", "job_name"]
+__all__ = ["main", "render", "Deployment", "job_name", "kubectl"]
 
 #: Where the ConfigMap is mounted on the head pod, and the entrypoint that runs from it.
 MOUNT = "/etc/dmlstudy"
@@ -407,6 +408,22 @@ def rayjob(d: Deployment) -> dict[str, Any]:
     }
 
 
+def _shell_command(words: list[str]) -> str:
+    """A printed command: each word masked, then quoted (:func:`study.tracking.credentials.shell_command`), so that
+    pasted into a shell it runs as shown (``-o 'out/my job.yaml'``, a bucket named ``$(id)``)."""
+    from study.tracking.credentials import shell_command  # defers Optuna (its storages load with it)
+
+    return shell_command(words)
+
+
+def kubectl(d: Deployment, *words: str) -> str:
+    """``kubectl WORDS...`` as printed: ``-n NAMESPACE`` after the words before the first option (the RayJob's
+    namespace), shell-quoted."""
+    at = next((i for i, w in enumerate(words) if w.startswith("-")), len(words))
+    ns = ["-n", d.namespace] if d.namespace else []
+    return _shell_command(["kubectl", *words[:at], *ns, *words[at:]])
+
+
 def _header(d: Deployment, output: str | None) -> str:
     """Comments: the Secret(s) to create (names and keys only), how to apply, follow and resume."""
     needs: dict[str, list[str]] = {}
@@ -418,21 +435,20 @@ def _header(d: Deployment, output: str | None) -> str:
     ):
         needs.setdefault(secret, []).extend(k for k in keys if k not in needs.get(secret, []))
         optional.setdefault(secret, []).extend(opt)
-    ns = f" -n {d.namespace}" if d.namespace else ""
     lines = [
         f"# Study {d.spec.name!r} as a KubeRay RayJob, written by `dmlstudy kuberay` (KubeRay >= 1.5.1; checked against",
         "# the v1.7.0 RayJob CRD). It holds no secret: create the Secret(s) it reads first, e.g. from a KEY=VALUE file",
         "# readable by you only:",
     ]
     for secret, keys in needs.items():
-        lines.append(f"#   kubectl create secret generic {secret}{ns} --from-env-file={secret}.env")
+        lines.append(f"#   {kubectl(d, 'create', 'secret', 'generic', secret, f'--from-env-file={secret}.env')}")
         lines.append(f"#     keys: {' '.join(keys) or '(none required)'}")
         lines.append(f"#     read when present: {' '.join(optional[secret])}")
     lines += [
         f'#   ({TOKEN_KEY}: the Ray cluster\'s token, e.g. python -c "import secrets; print(secrets.token_hex(32))")',
-        f"# Run:     kubectl apply{ns} -f {output or 'THIS_FILE'}",
-        f"# Follow:  kubectl logs{ns} -f job/{d.name}    (the driver's output, through the submitter)",
-        f"# Status:  dmlstudy status {d.study_root}",
+        f"# Run:     {kubectl(d, 'apply', '-f', output or 'THIS_FILE')}",
+        f"# Follow:  {kubectl(d, 'logs', '-f', f'job/{d.name}')}    (the driver's output, through the submitter)",
+        f"# Status:  {_shell_command(['dmlstudy', 'status', d.study_root])}",
         f"# Workers: {d.sizing.workers} x ({d.sizing.cpus} CPU, {d.sizing.gpus} GPU, {d.sizing.memory}), "
         f"{d.sizing.trials_per_worker} trial(s) of resources cpu={d.spec.resources.cpu:g} gpu={d.spec.resources.gpu:g} "
         f"each; search.max_concurrent={d.spec.search.max_concurrent}",
@@ -559,6 +575,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.kuberay") -> int:
     args = _parser(prog).parse_args(argv)
     try:
+        if args.output is not None and (bad := control_character(args.output)) is not None:
+            raise SpecError(f"holds the control character {bad}: the manifest's header names it on one line", "-o")
         d = deployment(args)
         text = render(d, args.output)
     except StudyError as e:
@@ -579,7 +597,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.deploy.kube
     except OSError as e:
         print(f"error: -o {args.output}: cannot write ({e.strerror or type(e).__name__})", file=sys.stderr)
         return 2
-    print(f"wrote {args.output}: kubectl apply -f {args.output}", file=sys.stderr)
+    print(f"wrote {args.output}: {kubectl(d, 'apply', '-f', args.output)}", file=sys.stderr)
     return 0
 
 

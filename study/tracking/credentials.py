@@ -8,13 +8,22 @@ searcher and callbacks, MLflow, the console — holds the *redacted* form (``u:*
 remembers which real URL each redacted form stands for (:func:`remember`), and connections go through
 :func:`connection_url`; a pickled Optuna storage reconnects the same way when a resumed driver unpickles it
 (:class:`RedactedRDBStorage`), since the process that restores it has loaded the same spec.
+
+A secret is found by what it means to the driver, not by how it is spelled: SQLAlchemy percent-decodes a query's
+keys, so ``?passw%6Frd=`` is ``?password=`` and is masked as one (:func:`secret_key`), and what ``make_url`` and
+``urllib`` read as a password is refused where a URL must hold none (:func:`written_secrets`). A command printed for a
+person to paste (a continue line, a ``kubectl`` line) masks each argument, then quotes it (:func:`shell_command`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from optuna.storages import RDBStorage
 
@@ -33,26 +42,39 @@ __all__ = [
     "RedactedRDBStorage",
     "MASK",
     "mask_passwords",
+    "mask_argument",
+    "shell_command",
+    "secret_key",
+    "written_secrets",
 ]
 
 MASK = "***"
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-#: The query keys whose values are secrets (``?password=VALUE``, ``&token=VALUE``), in a URL and in a message.
-_SECRET_KEYS = (
-    r"(?:password|passwd|pwd|pass|sslpassword|token|access_token|session_token|secret|secret_key"
-    r"|secret_access_key|api_key)"
+#: The query keys whose values are secrets (``?password=VALUE``, ``&token=VALUE``), in a URL and in a message, as a
+#: driver reads the key: percent-decoded (:func:`secret_key`).
+_SECRET_KEY = re.compile(
+    r"password|passwd|pwd|pass|sslpassword|token|access_token|session_token|secret|secret_key|secret_access_key|api_key",
+    re.IGNORECASE,
 )
+#: Rounds of percent-decoding a key is read through: SQLAlchemy decodes once, but a key encoded twice is masked too.
+_DECODE_ROUNDS = 4
 #: ``scheme://user:PASSWORD@host``. The userinfo ends at the LAST ``@`` of the URL (the host and everything after it
 #: hold none), so a password holding a raw ``/``, ``?``, ``#``, ``:`` or ``@`` is masked whole, however a parser
 #: would split it; an ``@`` in a path or query masks more than the password, never less. A URL with no authority
 #: (``sqlite:////abs/path``: ``/`` right after ``://``) has no userinfo.
 _USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://(?:[^:/][^:]*)?:)(.*)(@)(?=[^@]*$)", re.DOTALL)
-_QUERY_SECRET = re.compile(rf"([?&]{_SECRET_KEYS}=)([^&#]*)(&|#|$)", re.IGNORECASE)
+#: ``scheme://user%3APASSWORD@host``: a ``:`` percent-encoded (once or more) reads as a user name holding it to
+#: SQLAlchemy and libpq, but as a password to a person or a tool that decodes first: masked after it, all the same.
+_USERINFO_ENCODED = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@]*?%(?:25)*3[Aa])([^:]*)(@)(?=[^@]*$)", re.DOTALL)
+#: A ``?key=value`` / ``&key=value`` pair of a URL: the value runs to the next ``&`` (SQLAlchemy's query runs to the
+#: URL's end, ``#`` included, and ``parse_qsl`` splits it at ``&`` alone).
+_QUERY_PAIR = re.compile(r"[?&]([^=&?]*)=([^&]*)")
 #: ``scheme://user:PASSWORD@`` anywhere in a text (a URL quoted in a message ends at white space): the password runs
-#: to the last ``@`` of the URL, as in :data:`_USERINFO_PASSWORD`.
-_TEXT_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://(?:[^\s:/][^\s:]*)?):\S*@")
-#: ``?password=VALUE`` / ``&token=VALUE`` anywhere in a text: the value runs to the next ``&``, ``#`` or white space.
-_TEXT_QUERY_SECRET = re.compile(rf"([?&]{_SECRET_KEYS}=)[^&#\s]*", re.IGNORECASE)
+#: to the last ``@`` of the URL, as in :data:`_USERINFO_PASSWORD`; and its ``user%3APASSWORD@`` form.
+_TEXT_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://(?:[^\s:/][^\s:]*)?:)(\S*)(@)")
+_TEXT_URL_ENCODED = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*?%(?:25)*3[Aa])([^\s:]*)(@)")
+#: A query pair anywhere in a text: the value runs to the next ``&`` or white space.
+_TEXT_QUERY_PAIR = re.compile(r"[?&]([^=&?\s]*)=([^&\s]*)")
 #: Pieces of a known password at least this long are masked wherever a message holds them (shorter ones would mask
 #: ordinary words).
 _MIN_SECRET = 4
@@ -60,41 +82,110 @@ _MIN_SECRET = 4
 _REAL: dict[str, str] = {}
 
 
+def secret_key(key: str) -> bool:
+    """Whether a URL's query key names a secret as its driver reads it: SQLAlchemy's ``parse_qsl`` percent-decodes a
+    key (``passw%6Frd`` is ``password``, ``+`` a space), so the key is matched after each round of decoding, not as
+    spelled."""
+    forms = {key}
+    for _ in range(_DECODE_ROUNDS):
+        forms |= {unquote(f) for f in forms} | {unquote_plus(f) for f in forms}
+    return any(_SECRET_KEY.fullmatch(f) for f in forms)
+
+
+def _secret_spans(url: str, text: bool = False) -> list[tuple[int, int]]:
+    """Where the secrets of ``url`` (or of every URL of a message, ``text``) stand: each userinfo password and each
+    value of a secret query key, as ``(start, end)`` spans, sorted and merged."""
+    if text:
+        userinfo = [m.span(2) for p in (_TEXT_URL_PASSWORD, _TEXT_URL_ENCODED) for m in p.finditer(url)]
+        pairs = _TEXT_QUERY_PAIR.finditer(url)
+    else:
+        found = _USERINFO_PASSWORD.match(url) or _USERINFO_ENCODED.match(url)
+        userinfo = [found.span(2)] if found else []
+        pairs = _QUERY_PAIR.finditer(url)
+    spans = sorted(userinfo + [m.span(2) for m in pairs if secret_key(m.group(1))])
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _mask_spans(url: str, spans: list[tuple[int, int]], keep_variables: bool = True) -> str:
+    """``url`` with each span replaced by :data:`MASK`, except (``keep_variables``) a ``${VAR}`` reference: not a
+    secret, kept as written so that the masked form still says where the secret comes from."""
+    for start, end in reversed(spans):
+        if not (keep_variables and _ENV_VAR.fullmatch(url[start:end])) and url[start:end] != MASK:
+            url = url[:start] + MASK + url[end:]
+    return url
+
+
 def redact(url: str) -> str:
-    """``url`` with a literal password (userinfo or a ``password=`` style query value) replaced by ``***``.
+    """``url`` with a literal password (userinfo or the value of a ``password=`` style query key, however the key is
+    percent-encoded) replaced by ``***``.
 
     ``${VAR}`` references are not secrets and stay as written, so a redacted URL still says where the secret
     comes from. Everything else is kept byte for byte (``sqlite:////abs/path`` stays as it is).
     """
-
-    def mask(match: re.Match[str]) -> str:
-        secret = match.group(2)
-        return match.group(0) if _ENV_VAR.fullmatch(secret) else match.group(1) + MASK + match.group(3)
-
-    url = _USERINFO_PASSWORD.sub(mask, url, count=1)
-    return _QUERY_SECRET.sub(mask, url)
+    return _mask_spans(url, _secret_spans(url))
 
 
-def mask_passwords(text: str) -> str:
+def written_secrets(url: str) -> list[str]:
+    """The secrets written into ``url`` as its driver reads them (``${VAR}`` references are none): SQLAlchemy's
+    :func:`~sqlalchemy.engine.make_url` for a database URL, :func:`urllib.parse.urlsplit` for any other, each
+    decoding the userinfo's password and the query's keys. A second reading beside :func:`redact`'s, which goes by
+    the spelling: what either finds is refused (:func:`study.deploy.checks.refuse_written_passwords`)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    pairs: list[tuple[str, str | None]] = []
+    with contextlib.suppress(ArgumentError, ValueError):  # not a URL SQLAlchemy reads: urllib's reading below
+        parsed = make_url(url)
+        pairs += [("password", parsed.password)]
+        pairs += [(k, v) for k, vs in parsed.query.items() for v in ((vs,) if isinstance(vs, str) else vs)]
+    with contextlib.suppress(ValueError):  # an invalid IPv6 host
+        parts = urlsplit(url)
+        pairs += [("password", None if parts.password is None else unquote(parts.password))]
+        pairs += parse_qsl(parts.query, keep_blank_values=True)
+    values = [v for k, v in pairs if v and secret_key(k) and not _ENV_VAR.fullmatch(v)]
+    return list(dict.fromkeys(values))  # the two readings mostly agree: each secret once
+
+
+def mask_passwords(text: str, keep_variables: bool = False) -> str:
     """``text`` (an error message, a library's log line) with every URL's password and ``password=``-style query
-    value replaced by ``***``, and every password of a URL this process remembers (:func:`remember`: the spec's
-    tracking URLs) masked wherever it appears, whole or in pieces split at ``/ ? # : @``, as written and
-    percent-decoded: a driver's message may quote a host that a raw ``@`` in the password made up."""
-    text = _TEXT_URL_PASSWORD.sub(rf"\1:{MASK}@", text)
-    text = _TEXT_QUERY_SECRET.sub(rf"\1{MASK}", text)
+    value replaced by ``***`` (a ``${VAR}`` reference too, unless ``keep_variables``), and every password of a URL
+    this process remembers (:func:`remember`: the spec's tracking URLs) masked wherever it appears, whole or in
+    pieces split at ``/ ? # : @``, as written and percent-decoded: a driver's message may quote a host that a raw
+    ``@`` in the password made up."""
+    text = _mask_spans(text, _secret_spans(text, text=True), keep_variables)
     for secret in sorted(_known_secrets(), key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
 
 
+def mask_argument(word: str) -> str:
+    """One argument of a printed command with its secrets masked: a URL, or a ``KEY=URL`` (``--set``), redacted
+    whole (its password may hold white space or quotes), then masked as a message is (:func:`mask_passwords`). A
+    ``${VAR}`` is kept: the command, pasted, then connects as the one printed it did."""
+    key, sep, value = word.partition("=")
+    if sep and "://" in value and "://" not in key:
+        word = key + sep + redact(value)
+    return mask_passwords(redact(word), keep_variables=True)
+
+
+def shell_command(words: Sequence[str]) -> str:
+    """A command to print, for a person to paste into a shell: every argument masked first, then quoted
+    (:func:`shlex.join`), so that a shell reads back each argument, its secrets masked. Masking after quoting
+    could swallow a closing quote (``'...?password=***``: the value ran to the line's end)."""
+    return shlex.join(mask_argument(w) for w in words)
+
+
 def _known_secrets() -> set[str]:
     """The passwords of the URLs this process remembers (and of the ``${VAR}``s they name), with their pieces."""
-    from urllib.parse import unquote
-
     found: set[str] = set()
     for url in _REAL.values():
-        values = [m.group(2) for m in (_USERINFO_PASSWORD.match(url),) if m]
-        values += [m.group(2) for m in _QUERY_SECRET.finditer(url)]
+        values = [url[start:end] for start, end in _secret_spans(url)] + written_secrets(url)
         for value in values:
             names = _ENV_VAR.findall(value)
             for raw in [value, *(os.environ.get(name, "") for name in names)]:

@@ -286,7 +286,16 @@ def test_secrets_come_from_secrets_and_no_value_reaches_the_output(tmp_path, mon
     assert schema_errors(job) == []
 
 
-def test_a_password_written_into_a_url_is_refused_without_echoing_it(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://optuna:hunter2-pw@db/optuna",
+        # issue 60: a key percent-encoded is the same key to SQLAlchemy (make_url decodes it)
+        "postgresql://optuna@db/optuna?passw%6Frd=hunter2-pw",
+        "postgresql://optuna@db/optuna?sslmode=require&%70assword=hunter2-pw",
+    ],
+)
+def test_a_password_written_into_a_url_is_refused_without_echoing_it(tmp_path, capsys, url):
     out = tmp_path / "job.yaml"
     code = kuberay.main(
         [
@@ -294,7 +303,7 @@ def test_a_password_written_into_a_url_is_refused_without_echoing_it(tmp_path, c
             *IMAGE,
             *ON_CLUSTER,
             "--set",
-            "tracking.optuna_uri=postgresql://optuna:hunter2-pw@db/optuna",
+            f"tracking.optuna_uri={url}",
             "-o",
             str(out),
         ]

@@ -112,9 +112,8 @@ def test_spec_errors_never_quote_a_password(key):
                 line = _spec_error(key, written)
                 checked += 1
                 refused += bool(line)
-                assert not line or line.startswith(f"spec.yaml: {key}: "), (
-                    line
-                )  # refused for its URL                assert not _leaks(line, password), (written, line)
+                assert not line or line.startswith(f"spec.yaml: {key}: "), line  # refused for its URL
+                assert not _leaks(line, password), (written, line)
     assert checked >= 600 and refused >= 300  # raw reserved characters are refused, without quoting them
 
 
@@ -267,3 +266,75 @@ def test_command_line_never_prints_a_password(password, encoded, tmp_path):
         assert done.stderr.splitlines() == [done.stderr.strip()], (name, out[-2000:])  # one line
         assert not _leaks(out, password), (name, out)
         assert not (tmp_path / "runs").exists()
+
+
+# --- secrets by meaning: a key as its driver decodes it (issue 60) ----------------------------------------------------
+
+#: The keys SQLAlchemy hands a driver a password or token under (psycopg/libpq's ``password``, PyMySQL's ``passwd``).
+_SECRET_QUERY_KEYS = ["password", "passwd", "sslpassword", "token", "api_key", "secret_access_key"]
+
+
+def _encodings(key: str, rng: random.Random) -> list[str]:
+    """Spellings of ``key`` that decode to it: every character, a random few, in either case of hex; once or twice."""
+    whole = "".join(f"%{ord(c):02X}" for c in key)
+    some = "".join(f"%{ord(c):02x}" if rng.random() < 0.4 else c for c in key)
+    twice = key[:-1] + f"%25{ord(key[-1]):02X}"
+    return [key.upper(), whole, some, key[:5] + f"%{ord(key[5]):02X}" + key[6:] if len(key) > 5 else whole, twice]
+
+
+def test_a_percent_encoded_secret_key_is_masked_and_refused():
+    """``?passw%6Frd=`` is ``password`` to SQLAlchemy (``make_url`` decodes the query's keys): masked in the URL and in
+    a message, found by :func:`written_secrets`, and refused by ``dmlstudy slurm``/``kuberay``'s check."""
+    from types import SimpleNamespace
+
+    from sqlalchemy.engine import make_url
+
+    from study.deploy.checks import refuse_written_passwords
+    from study.tracking.credentials import written_secrets
+
+    rng = random.Random(60)
+    for key in _SECRET_QUERY_KEYS:
+        for spelled in _encodings(key, rng):
+            url = f"postgresql://u@db:5432/optuna?charset=utf8&{spelled}=Hunter2secret&x=1"
+            if "%25" not in spelled:  # what the driver is given: the decoded key
+                assert make_url(url).query[key.upper() if spelled == key.upper() else key] == "Hunter2secret"
+            assert redact(url).endswith(f"{spelled}={MASK}&x=1"), url
+            assert "Hunter2" not in mask_passwords(f"failed for '{url}': boom"), url
+            assert written_secrets(url) == ["Hunter2secret"], url
+            spec = SimpleNamespace(tracking=SimpleNamespace(uri=None, optuna_uri=url))
+            with pytest.raises(SpecError, match="holds a password written into the URL"):
+                refuse_written_passwords([spec], "name a variable instead")  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("key", ["pass+word", "passwords", "charset", "pass%2Bword", "x%70assword"])
+def test_a_key_that_is_no_secrets_keeps_its_value(key):
+    url = f"postgresql://u@db/o?{key}=Plain1"
+    assert redact(url) == url and mask_passwords(url) == url
+
+
+def test_written_secrets_reads_the_password_the_driver_reads():
+    """:func:`written_secrets` takes SQLAlchemy's and urllib's reading of the userinfo (decoded), a ``${VAR}`` none."""
+    from study.tracking.credentials import written_secrets
+
+    assert written_secrets("postgresql://u:p%40ss%2Fword@db/o") == ["p@ss/word"]
+    assert written_secrets("http://mlflow:Zx9Secret@127.0.0.1:5000") == ["Zx9Secret"]
+    assert written_secrets("postgresql://u:${OPTUNA_DB_PASSWORD}@db/o?token=${T}") == []
+    assert written_secrets("postgresql://u@db/o?%74oken=Hunter2") == ["Hunter2"]
+    assert written_secrets("not a url") == []
+
+
+def test_an_encoded_colon_in_the_userinfo_is_masked():
+    """``u%3Apw@``: a user name holding ':' to SQLAlchemy, a password to anyone who decodes first: masked after it."""
+    assert redact("postgresql://u%3AHunter2@db/o") == f"postgresql://u%3A{MASK}@db/o"
+    assert redact("postgresql://u%253AHunter2@db/o") == f"postgresql://u%253A{MASK}@db/o"
+    assert "Hunter2" not in mask_passwords("at postgresql://u%3aHunter2@db/o: refused")
+    assert redact("postgresql://u@db/o%3Ax") == "postgresql://u@db/o%3Ax"  # no userinfo: kept
+
+
+def test_a_variable_reference_stays_in_a_printed_command():
+    """``${VAR}`` is no secret: a printed command keeps it (pasted, it then connects as the one printed it did)."""
+    from study.tracking.credentials import mask_argument
+
+    word = "tracking.optuna_uri=postgresql://u:${OPTUNA_DB_PASSWORD}@db/o?token=${TOKEN}&password=Hunter2"
+    expected = f"tracking.optuna_uri=postgresql://u:${{OPTUNA_DB_PASSWORD}}@db/o?token=${{TOKEN}}&password={MASK}"
+    assert mask_argument(word) == expected
