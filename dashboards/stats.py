@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from study.final.intervals import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, replicate_draws, t_interval
+from study.final.intervals import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, replicated_delta, t_interval
 
 __all__ = [
     "Difference",
@@ -212,7 +212,7 @@ class ReplicatedDifference:
 
     #: Mean over the arm's replicates and the common seeds, less the reference's.
     delta: float
-    #: The hierarchical bootstrap's percentile 95 % interval.
+    #: The crossed replicates × seeds 95 % interval (:func:`study.final.intervals.replicated_delta`).
     low: float
     high: float
     #: Share of (arm replicate i, reference replicate j) pairs whose mean paired Δ has the sign of ``delta``.
@@ -237,37 +237,24 @@ class ReplicatedDifference:
         )
 
 
-def replicated_difference(
-    x: Sequence[Values], y: Sequence[Values], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
-) -> ReplicatedDifference | None:
+def replicated_difference(x: Sequence[Values], y: Sequence[Values]) -> ReplicatedDifference | None:
     """``x − y`` where ``x`` and ``y`` are each a list of replicates (independent searches of one arm × condition, each
     winner retrained on the same final seeds: seed → value); ``None`` with fewer than 2 seeds common to all.
 
-    The interval is a two-level (hierarchical) percentile bootstrap (Davison & Hinkley 1997, "Bootstrap Methods and
-    their Application", §3.8: resample the top-level units, then within them; Bouthillier et al. 2021, "Accounting
-    for Variance in Machine Learning Benchmarks", MLSys: the choice of hyperparameters is a source of variance that a
-    benchmark must randomise, not fix). Each draw resamples the replicates of ``x`` and of ``y`` with replacement,
-    **independently**: replicates are independent searches (each arm's sampler seed is its own, the index r shares no
-    randomness between arms), so pairing them by index would add nothing true and drop nothing false. Then it
-    resamples the final seeds with replacement **once for all** chosen replicates of both sides: a seed is the same
-    noisy labels and initialisation for every replicate and arm (a crossed factor, not one nested in each replicate),
-    so the arm and reference stay paired by seed and a seed's shared effect is not averaged away as if each replicate
-    had its own (Owen 2007, "The pigeonhole bootstrap", for crossed designs). With one replicate each the interval is
-    the paired percentile bootstrap over seeds; with identical replicates it is that same interval. The generator
-    draws the seeds first, so both hold draw for draw. ``samples`` resamples from ``default_rng(seed)``: reproducible.
+    The interval is :func:`study.final.intervals.replicated_delta`'s: the seeds pair the sides, the replicates (each
+    side's own independent searches; Bouthillier et al. 2021, "Accounting for Variance in Machine Learning
+    Benchmarks", MLSys: the choice of hyperparameters is a source of variance that a benchmark must randomise, not
+    fix) add their variance over R, with Student's t at the smaller part's degrees of freedom. With one replicate each
+    it is the paired t-interval of :func:`paired_difference`, exactly; it covers ≥ 95 % of simulated nulls at R 1-5
+    and 3-7 seeds, where the two-level bootstrap it replaces covered 70 % at R = 2 (issue 59).
     """
-    common = sorted(set.intersection(*(set(v) for v in (*x, *y)))) if x and y else []
-    if len(common) < 2:
+    crossed = replicated_delta(x, y)
+    if crossed is None:
         return None
-    a = np.array([[v[s] for s in common] for v in x], dtype=float)  # (replicates of x, seeds)
-    b = np.array([[v[s] for s in common] for v in y], dtype=float)
-    n = len(common)
-    boot_a, boot_b = replicate_draws([a, b], samples, np.random.default_rng(seed))
-    boot = boot_a - boot_b
-    low, high = np.percentile(boot, [2.5, 97.5])
-    delta = float(a.mean() - b.mean())
+    delta, low, high, n = crossed
+    seeds = sorted(set.intersection(*(set(v) for v in (*x, *y))))
+    a = np.array([[v[s] for s in seeds] for v in x], dtype=float)  # (replicates of x, seeds)
+    b = np.array([[v[s] for s in seeds] for v in y], dtype=float)
     pairs = a.mean(axis=1)[:, None] - b.mean(axis=1)[None, :]
     per = tuple(paired_difference(a[r], b[r]) for r in range(min(len(a), len(b))))
-    return ReplicatedDifference(
-        delta, float(low), float(high), float(np.mean(np.sign(pairs) == np.sign(delta))), per, n
-    )
+    return ReplicatedDifference(delta, low, high, float(np.mean(np.sign(pairs) == np.sign(delta))), per, n)

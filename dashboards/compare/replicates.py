@@ -1,6 +1,6 @@
 """The search's own variance in a table's report (``search.replicates`` > 1; docs/tables.md, "The search's own
 variance"): per comparison (an arm against the reference on one noise cell) the Δ over replicates and seeds with its
-two-level bootstrap interval (:func:`dashboards.stats.replicated_difference`), the share of replicate pairs whose Δ
+crossed replicates × seeds t-interval (:func:`dashboards.stats.replicated_difference`), the share of replicate pairs whose Δ
 has its sign, and whether the conclusion holds in every replicate.
 
 A replicate is one of R independent searches of an arm × condition; its winner's final runs carry its cell's label
@@ -78,9 +78,10 @@ def render_replicates(rows: list[ReplicateRow], reference: str, metric: str, rep
         "",
         f"**{metric}**; the comparison above is replicate 0's. Each arm × condition was searched {replicates} times "
         f"with independent sampler seeds and each replicate's winner retrained on the same final seeds. Δ = family − "
-        f"{reference} over replicates and seeds: two-level bootstrap (each side's replicates resampled independently, "
-        f"then the final seeds, the same draw for both sides and every replicate; {stats.BOOTSTRAP_SAMPLES} "
-        f"resamples, seed {stats.BOOTSTRAP_SEED}), percentile 95 %, * = it excludes 0. Same sign: the share of "
+        f"{reference} over replicates and seeds, 95 % interval: Student's t on the seeds' paired Δ (their variance / "
+        "n) plus the replicates' (their means' variance pooled over both sides, × Σ 1/R), at the smaller part's degrees "
+        "of freedom (wide at R = 2, as two searches warrant; the paired t-interval at R = 1), * = it excludes 0. "
+        f"Same sign: the share of "
         f"(family replicate, {reference} replicate) pairs whose mean Δ over the seeds has Δ's sign. Per replicate: "
         f"replicate r against {reference}'s replicate r, paired over seeds, * = its t 95 % interval excludes 0. "
         "Holds: every replicate gives Δ's sign and its significance.",
