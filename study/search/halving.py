@@ -12,7 +12,7 @@ The rule, precisely:
 
 - Rungs are at epochs ``⌈first_rung · η^k⌉ < max_t`` (:func:`halving_rungs`); ``training_iteration`` is the epoch
   (the trainable reports once per epoch), and a trial's value at a rung is the search metric of its first result at
-  or past the rung's epoch (that epoch's, with ``train.checkpoint_every: 1``).
+  or past the rung's epoch (that epoch's: every epoch reports).
 - Of the ``n`` trials at a rung it keeps ``max(⌈n / η⌉, min(hedge, n))`` (:func:`kept_count`): ``hedge`` trials of
   every cell always run to the end, the best ``hedge`` at each rung.
 - Ranking: the better value first (``mode``); a missing or non-finite value ranks last; ties go to the trial the cell
@@ -24,11 +24,14 @@ The rule, precisely:
   (an error, a removal) leaves the population: it is not waited for and not ranked. A trial that reaches a rung
   already decided (only a replacement the table's searcher asked for a trial lost before rung 0 can) is kept if it
   ranks above the worst trial the rung kept, else stopped; nobody else's decision changes.
-- A trial reaching an undecided rung is PAUSED (Ray checkpoints it and frees its slot); when the rung is decided the
-  kept ones resume from that checkpoint (:meth:`choose_trial_to_run` returns them, before any PENDING trial: a
-  promoted trial carries its cell to its next barrier, and paused checkpoints do not pile up) and the others are
-  stopped. A stopped trial ends without error: the searcher tells Optuna PRUNED, whose value is the last
-  intermediate one, the value at the rung.
+- A trial reaching an undecided rung is PAUSED (Ray keeps the checkpoint of its last report and frees its slot);
+  when the rung is decided the kept ones resume from that checkpoint (:meth:`choose_trial_to_run` returns them, before
+  any PENDING trial: a promoted trial carries its cell to its next barrier, and paused checkpoints do not pile up) and
+  the others are stopped. That checkpoint is the model that was ranked: the trainable checkpoints every rung epoch,
+  whatever ``train.checkpoint_every`` says (:func:`~trainables.loop.trainable.checkpoint_epochs`); without it a kept
+  trial retrained from its last checkpoint before the rung (measured: epochs 1, 2, 1, 2, 3, 4 with
+  ``checkpoint_every: 3``, a rung at 2). A stopped trial ends without error: the searcher tells Optuna PRUNED, whose
+  value is the last intermediate one, the value at the rung.
 - Slots. ``max_concurrent`` is Ray's ``ConcurrencyLimiter``, which counts a PAUSED trial as live: a trial waiting
   at a barrier is taken out of its count (:func:`study.runtime.compat.release_concurrency`), so other cells' trials,
   and the cell's own not yet asked, take the slot; a kept trial is counted again as soon as it is promoted, so a new
@@ -59,20 +62,9 @@ from study.runtime.compat import concurrency_limiter, hold_concurrency, keep_pau
 from study.runtime.storage import write_bytes
 from study.search.cell_asha import cell_label_of
 from study.search.persistent_asha import read_state_once
+from trainables.schema.space import halving_rungs
 
 __all__ = ["HalvingScheduler", "HalvingRule", "halving_rungs", "kept_count", "kept_at_rung"]
-
-
-def halving_rungs(max_t: int, first_rung: int, eta: float) -> list[int]:
-    """The rungs' epochs: ``⌈first_rung · η^k⌉`` for k = 0, 1, … while below ``max_t`` (at ``max_t`` a trial ends
-    anyway), each epoch once."""
-    rungs: list[int] = []
-    k = 0
-    while (epoch := math.ceil(round(first_rung * eta**k, 9))) < max_t:
-        if not rungs or epoch > rungs[-1]:
-            rungs.append(epoch)
-        k += 1
-    return rungs
 
 
 def kept_count(n: int, eta: float, hedge: int = 0) -> int:

@@ -6,6 +6,7 @@ import torch
 
 from study.loading import parse_spec
 from trainables.loop import NonFiniteLossError, TrialRun
+from trainables.loop.trainable import checkpoint_epochs
 from trainables.schema.errors import DataError
 from trainables.schema.metric_names import on_test
 
@@ -161,3 +162,28 @@ def test_a_checkpoint_from_before_the_extra_state_hook_still_restores():
     resumed.member.load_state(old)
     for key, value in first.member.family.state_dict().items():  # the solver's generator included
         torch.testing.assert_close(resumed.member.family.state_dict()[key], value)
+
+
+def _schedule(epochs: int, every: int, **scheduler):
+    return parse_spec(
+        {
+            "name": "loop",
+            "family": "ms",
+            "train": {"epochs": epochs, "checkpoint_every": every},
+            "search": {"num_trials": 4, "scheduler": scheduler or {"type": "fifo"}},
+        }
+    )
+
+
+def test_every_halving_rung_epoch_checkpoints_whatever_checkpoint_every_says():
+    """Halving pauses a trial at each rung and resumes a kept one from its last report's checkpoint: every rung epoch
+    (1, 2, 4 of 7 epochs at η 2) checkpoints besides every 3rd and the last; a final trial, FIFO and ASHA (never
+    paused) keep the user's setting."""
+    halving = _schedule(7, 3, type="halving", first_rung=1, reduction_factor=2)
+    assert checkpoint_epochs(halving) == {1, 2, 3, 4, 6, 7}
+    assert checkpoint_epochs(halving, final=True) == {3, 6, 7}
+    assert checkpoint_epochs(_schedule(7, 3)) == {3, 6, 7}
+    assert checkpoint_epochs(_schedule(7, 3, type="asha", grace_period=1, reduction_factor=2)) == {3, 6, 7}
+    assert checkpoint_epochs(_schedule(4, 1, type="halving", first_rung=2, reduction_factor=2)) == {1, 2, 3, 4}
+    rungs_5_15_45 = _schedule(60, 10, type="halving", first_rung=5, reduction_factor=3)
+    assert checkpoint_epochs(rungs_5_15_45) == {5, 10, 15, 20, 30, 40, 45, 50, 60}

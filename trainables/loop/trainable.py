@@ -29,10 +29,11 @@ from trainables.loop.device import trial_threads
 from trainables.loop.member import NonFiniteLossError
 from trainables.loop.run import TrialRun
 from trainables.schema import record as R
+from trainables.schema.space import halving_rungs
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
 
-__all__ = ["train_fn", "trial_spec", "trial_threads", "DELAY_ENV", "DELAY_SEED_ENV", "epoch_delay"]
+__all__ = ["train_fn", "trial_spec", "checkpoint_epochs", "trial_threads", "DELAY_ENV", "DELAY_SEED_ENV", "epoch_delay"]
 
 #: Test-only: each epoch of a trial ends, at random, with a sleep of this many seconds or none, so a test can run the
 #: same study under different timings (tests/study/test_reproducible_e2e.py). Unset in every real run.
@@ -56,6 +57,24 @@ def epoch_delay(sampled: dict[str, Any], epoch: int, delay: float, seed: int = 0
 def trial_spec(config: dict[str, Any]) -> StudySpec:
     """The trial's spec from its Ray Tune config (the driver checked every range end when the study loaded)."""
     return resolve_trial_spec(config[SPEC_KEY], sampled_values(config), family_param_names)
+
+
+def checkpoint_epochs(spec: StudySpec, *, final: bool = False) -> frozenset[int]:
+    """The epochs whose report carries a checkpoint: every ``train.checkpoint_every``-th, the last, and, for a search
+    trial under ``search.scheduler.type: halving``, every rung epoch.
+
+    The rungs whatever ``checkpoint_every`` says: halving PAUSEs a trial at a rung, and Ray resumes a kept one from the
+    checkpoint of its last report; with none there it retrained from an older one (measured: epochs 1, 2, 1, 2, 3, 4
+    with ``checkpoint_every: 3`` and a rung at 2), so the model that went on was not the one ranked, and the replayed
+    epochs were in no bill. ASHA never pauses (a trial goes on or stops), so it adds no epoch here; a final trial
+    belongs to no cell, and no scheduler pauses it.
+    """
+    epochs, every = spec.train.epochs, spec.train.checkpoint_every
+    due = {*range(every, epochs + 1, every), epochs}
+    scheduler = spec.search.scheduler
+    if scheduler.type == "halving" and not final:
+        due.update(halving_rungs(epochs, scheduler.first_rung, scheduler.reduction_factor))
+    return frozenset(due)
 
 
 @dataclass(frozen=True)
@@ -103,7 +122,8 @@ def train_fn(config: dict[str, Any]) -> None:
     # reference cycles (model, optimiser, DataLoader workers) before this one builds its own.
     gc.collect()
     clock = time.perf_counter()  # this attempt's cost starts here: building the data and models is the trial's too
-    trial = TrialRun.build(spec, final=trial_stage(config) == R.STAGE_FINAL)
+    final = trial_stage(config) == R.STAGE_FINAL
+    trial = TrialRun.build(spec, final=final)
     # A NaN is deterministic: a retry (``--max-failures``) would replay the same batches into the same NaN.
     # The marker in the trial's directory makes the retry fail at once instead of retraining.
     marker = _NonFiniteMarker.of_this_trial()
@@ -114,7 +134,7 @@ def train_fn(config: dict[str, Any]) -> None:
         with checkpoint.as_directory() as directory:
             trial.restore(Path(directory))
     spent_before = trial.spent_s
-    every = spec.train.checkpoint_every
+    due = checkpoint_epochs(spec, final=final)
     while trial.epoch < spec.train.epochs:
         try:
             metrics = trial.run_epoch()
@@ -125,7 +145,7 @@ def train_fn(config: dict[str, Any]) -> None:
             raise
         trial.spent_s = spent_before + time.perf_counter() - clock
         metrics.update(trial.cost())
-        if trial.epoch % every and trial.epoch < spec.train.epochs:
+        if trial.epoch not in due:
             tune.report(metrics)
             continue
         with tempfile.TemporaryDirectory() as directory:

@@ -23,6 +23,7 @@ __all__ = [
     "condition_holds",
     "param_extremes",
     "check_halving",
+    "halving_rungs",
 ]
 
 
@@ -221,6 +222,19 @@ class SearchSpec(_Strict):
                     raise ValueError(f"space.{name}.when: {other} never takes {allowed}; choices are {possible}")
             seen[name] = param.choices if isinstance(param, CategoricalParam) else None
         return self
+
+
+def halving_rungs(max_t: int, first_rung: int, eta: float) -> list[int]:
+    """The rungs' epochs of ``halving``: ``⌈first_rung · η^k⌉`` for k = 0, 1, … while below ``max_t`` (at ``max_t`` a
+    trial ends anyway), each epoch once. Here, not in study/search/halving.py, because the trainable needs them too:
+    it checkpoints every rung epoch (:func:`trainables.loop.trainable.checkpoint_epochs`)."""
+    rungs: list[int] = []
+    k = 0
+    while (epoch := math.ceil(round(first_rung * eta**k, 9))) < max_t:
+        if not rungs or epoch > rungs[-1]:
+            rungs.append(epoch)
+        k += 1
+    return rungs
 
 
 def check_halving(scheduler: SchedulerSpec, num_trials: int, epochs: int) -> None:

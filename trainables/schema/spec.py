@@ -191,7 +191,9 @@ class TrainSpec(_Strict):
     linear_probe: bool = False
     #: bf16 autocast of the forward pass on CUDA GPUs that support it (losses stay float32); no effect on CPU.
     amp: bool = True
-    #: Checkpoint every n-th epoch (the last epoch always checkpoints); a restarted trial resumes there.
+    #: Checkpoint every n-th epoch; a restarted trial resumes there. The last epoch always checkpoints, and so does
+    #: every rung epoch of ``search.scheduler.type: halving``, where a kept trial resumes from the model that was
+    #: ranked (trainables.loop.trainable.checkpoint_epochs).
     checkpoint_every: int = Field(1, ge=1)
 
     @field_validator("recall_at")
