@@ -316,6 +316,7 @@ def _trial_row(experiment: str, run: Any) -> dict[str, Any]:
     row.update({t: tags.get(t, "") for t in GROUP_TAGS})
     row.update({t: tags.get(t, "") for t in R.SELECTION_TAGS})
     row[R.STAGE] = row[R.STAGE] or SEARCH_STAGE
+    # The name only for a run without the tag (not the study's: its runs all carry it, and are named for a person).
     row[R.TRIAL_ID] = row[R.TRIAL_ID] or run.info.run_name
     row[R.OPTUNA_TRIAL_NUMBER] = tags.get(R.OPTUNA_TRIAL_NUMBER, "")  # the best rule's tie-break
     row.update({PARAM + k: v for k, v in run.data.params.items()})

@@ -53,8 +53,8 @@ __all__ = [
 
 #: The search-space path of the label noise's seed (set per final seed with ``final.reseed_noise``).
 NOISE_SEED = "dataset.noise.seed"
-#: Label of the only group when ``final.group_by`` is empty.
-ALL = "all"
+#: Label of the only group when ``final.group_by`` is empty (named with the record: its runs' names leave it out).
+ALL = R.GROUP_ALL
 
 
 def result_trial_id(result: Result) -> str:

@@ -13,6 +13,10 @@ so it ends the driver with its one line instead of failing the trial whose write
 
 The callback is restore-aware: a trial that already has a child run (found by its ``trial_id`` tag under
 the study's parent run) keeps logging into it, and epochs already logged are not logged twice.
+
+Runs are named for a person (:func:`trial_run_name`: ``ms.p0.2 · trial 7``, ``final · seed 3``), not by Ray's random
+trial ids; when a stage's Tuner ends, the parent's description lists its children with links
+(:func:`study.tracking.store.write_children_note`).
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ from ray.tune import Callback
 
 from study.tracking.guarded import create_once, mlflow_store_name
 from study.tracking.outage import through_ray
-from study.tracking.store import MAX_PARAM_LENGTH, log_params
+from study.tracking.store import MAX_PARAM_LENGTH, log_params, write_children_note
 from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.record import ARTIFACTS_DIR
-from trainables.schema.trial import trial_stage
+from trainables.schema.trial import CELL_KEY, FINAL_KEY, SPEC_KEY, trial_stage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from ray.tune.experiment import Trial
 
-__all__ = ["MlflowTrialCallback", "error_line"]
+__all__ = ["MlflowTrialCallback", "error_line", "trial_run_name"]
 
 # Keys Ray adds to every result; everything else numeric that a trial reports is a metric.
 _RAY_RESULT_KEYS = frozenset(
@@ -150,13 +154,14 @@ class MlflowTrialCallback(Callback):
             return self._runs[trial.trial_id]
         run_id = self._find_run(trial.trial_id)
         if run_id is None:
+            name = trial_run_name(trial.config, trial.trial_id)  # a search trial's number comes with its link below
             params, tags = self.describe_trial(trial.config)
             tags = {R.PARENT_TAG: self.parent_run_id, R.ROLE_TAG: R.ROLE_TRIAL, R.TRIAL_ID: trial.trial_id, **tags}
             if (experiment := getattr(self, "ray_experiment", None)) is not None:  # (None in a pickle from before)
                 tags[R.RAY_EXPERIMENT] = experiment
             run_id = create_once(
                 mlflow_store_name(self.uri),
-                lambda: self.client.create_run(self.experiment_id, run_name=trial.trial_id, tags=tags).info.run_id,
+                lambda: self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id,
                 lambda: self._find_run(trial.trial_id),  # a lost answer's run is found by its Ray trial id
             )
             log_params(self.client, run_id, params)
@@ -168,15 +173,19 @@ class MlflowTrialCallback(Callback):
             self._last_step[trial.trial_id] = self._logged_epochs(run_id)
         self._runs[trial.trial_id] = run_id
         if self.on_run is not None and trial_stage(trial.config) == R.STAGE_SEARCH:
-            for key, value in self.on_run(trial.trial_id, run_id).items():
+            linked = self.on_run(trial.trial_id, run_id)
+            for key, value in linked.items():
                 self.client.set_tag(run_id, key, value)
+            if R.OPTUNA_TRIAL_NUMBER in linked:  # the same number on every resume: the same name
+                self.client.update_run(run_id, name=trial_run_name(trial.config, linked[R.OPTUNA_TRIAL_NUMBER]))
         return run_id
 
     @through_ray
     def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:
         if not self._reconciled:
             self._reconciled = True
-            self.delete_ghost_runs({t.trial_id for t in trials})
+            if self.delete_ghost_runs({t.trial_id for t in trials}):
+                self.describe_parent()  # its list named the deleted runs
 
     def delete_ghost_runs(self, restored: set[str]) -> list[str]:
         """Delete child runs of trials that a killed driver started after Ray's last experiment snapshot.
@@ -260,11 +269,31 @@ class MlflowTrialCallback(Callback):
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self._end(trial, "FAILED", {R.FAILURE_REASON: _error_summary(trial)})
 
+    def describe_parent(self) -> str:
+        """Rewrite the parent's description: its child runs by name, with links (read back from the store, so it holds
+        every stage's runs and none a resume deleted). Returns the note."""
+        return write_children_note(self.client, self.experiment_id, self.parent_run_id)
+
     @through_ray
     def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
         for trial_id, run_id in list(self._runs.items()):
             self.client.set_terminated(run_id, status="KILLED")
             self._runs.pop(trial_id)
+        self.describe_parent()  # once a stage, not per trial: one search over the parent's runs
+
+
+def trial_run_name(config: dict[str, Any], number: int | str) -> str:
+    """The name of a trial's run, from its Ray config (:func:`~trainables.schema.record.search_run_name`,
+    :func:`~trainables.schema.record.final_run_name`): a search trial is ``trial <number>`` (its Optuna number within
+    its cell; the Ray trial id until it is known), a final trial ``final · seed <seed>``; each led by its cell or group
+    where the run has several, i.e. unless it is the study's own (its name, or the one group ``all``)."""
+    study = (config.get(SPEC_KEY) or {}).get("name")
+    if FINAL_KEY in config:
+        point = config[FINAL_KEY]
+        group = str(point[R.GROUP])
+        return R.final_run_name(int(point["params"]["seed"]), None if group in (R.GROUP_ALL, study) else group)
+    cell = config.get(CELL_KEY)
+    return R.search_run_name(number, None if cell == study else cell)
 
 
 def _error_summary(trial: Trial) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,11 +21,21 @@ from trainables.schema import record as R
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-__all__ = ["TrackingStore", "preload_in_background", "log_params", "param_value", "MAX_PARAM_LENGTH"]
+__all__ = [
+    "TrackingStore",
+    "preload_in_background",
+    "log_params",
+    "param_value",
+    "MAX_PARAM_LENGTH",
+    "children_note",
+    "write_children_note",
+]
 
 _MAX_PARAMS_PER_BATCH = 100
 #: MLflow's limit on a param's (and a tag's) value.
 MAX_PARAM_LENGTH = 6000
+#: MLflow's limit on a tag's value (its store cuts a longer one): the parent's note of its children stays under it.
+MAX_NOTE_LENGTH = 8000
 
 
 #: What :class:`TrackingStore` imports (MLflow's client and its SQL store: ~2 s on an idle core).
@@ -106,6 +117,52 @@ def log_params(client: MlflowClient, run_id: str, params: dict[str, Any]) -> Non
     items = [Param(k, param_value(v)) for k, v in sorted(params.items())]
     for start in range(0, len(items), _MAX_PARAMS_PER_BATCH):
         client.log_batch(run_id, params=items[start : start + _MAX_PARAMS_PER_BATCH])
+
+
+def _natural(name: str) -> list[Any]:
+    """Sort key that puts ``trial 2`` before ``trial 10`` (``re.split`` with a group alternates text and digits)."""
+    return [int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name))]
+
+
+def _markdown_text(text: str) -> str:
+    """``text`` as literal markdown (a link's label): its markup characters escaped."""
+    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", text)
+
+
+def children_note(experiment_id: str, parent_id: str, children: list[tuple[str, str, str]]) -> str:
+    """The parent run's description (:data:`~trainables.schema.record.NOTE_TAG`, markdown in MLflow's UI): its child
+    runs, ``(name, run id, stage)``, listed by stage (search first) and name, each a link to the run in the UI. Past
+    MLflow's limit on a tag the list stops with the filter that finds them all."""
+    order = {R.STAGE_SEARCH: 0, R.STAGE_FINAL: 1}
+    ranked = sorted(children, key=lambda c: (order.get(c[2], 2), c[2], _natural(c[0])))
+    lines = [f"**{len(children)} runs** of this study (search, then final stage):", ""]
+    rest = f"\n- … and {{}} more: filter the runs by `tags.\"{R.PARENT_TAG}\" = '{parent_id}'`"
+    size = sum(len(line) + 1 for line in lines) + len(rest) + 8  # room for the closing line and its count
+    for i, (name, run_id, _) in enumerate(ranked):
+        line = f"- [{_markdown_text(name)}](#/experiments/{experiment_id}/runs/{run_id})"
+        size += len(line) + 1
+        if size > MAX_NOTE_LENGTH:
+            return "\n".join(lines) + rest.format(len(ranked) - i)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def write_children_note(client: MlflowClient, experiment_id: str, parent_id: str) -> str:
+    """Write the parent's :func:`children_note` from the store as it is now (so a resume, whose deleted ghost runs
+    drop out, writes it true again); one search, for the end of a stage, not per trial. Returns the note."""
+    children: list[tuple[str, str, str]] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string=f"tags.`{R.PARENT_TAG}` = '{parent_id}'", page_token=token
+        )
+        children += [(r.info.run_name, r.info.run_id, r.data.tags.get(R.STAGE, "")) for r in page]
+        token = page.token
+        if not token:
+            break
+    note = children_note(experiment_id, parent_id, children)
+    client.set_tag(parent_id, R.NOTE_TAG, note)
+    return note
 
 
 class TrackingStore:

@@ -78,7 +78,7 @@ def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_
         tags = run.data.tags
         assert tags["mlflow.parentRunId"] == parents[0].info.run_id
         assert tags["family"] == "ms" and tags["dataset"] == "digits" and tags["noise_ratio"] == "0.0"
-        assert tags["trial_id"] == run.info.run_name
+        assert run.info.run_name == f"trial {tags['optuna_trial_number']}"  # readable, not Ray's trial id
         params = run.data.params
         assert params["params.ms_beta"] == "50.0"  # the family default is logged too
         assert params["train.epochs"] == "2" and params["dataset.name"] == "digits"
@@ -99,6 +99,9 @@ def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_
     _, parents, children = _runs(tmp_path, "t_study")
     assert len(parents) == 1 and len(children) == 2
     assert all(r.info.status == "FINISHED" for r in [*parents, *children])
+    note = parents[0].data.tags["mlflow.note.content"]  # the parent's description links its children
+    for run in children:
+        assert f"[{run.info.run_name}](#/experiments/{run.info.experiment_id}/runs/{run.info.run_id})" in note
     changed = run_cli(str(path), "--resume", "--set", "train.epochs=3", timeout=120)
     assert changed.returncode == 2 and "train.epochs" in changed.stderr
 

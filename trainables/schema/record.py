@@ -67,6 +67,11 @@ __all__ = [
     "PARAM_SEARCH_REPLICATES",
     "replicate_label",
     "replicate_of",
+    "RUN_NAME_SEP",
+    "GROUP_ALL",
+    "NOTE_TAG",
+    "search_run_name",
+    "final_run_name",
     "SPEC_FILE",
     "TABLE_SPEC_FILE",
     "SLURM_SCRIPT_FILE",
@@ -126,7 +131,8 @@ EXPERIMENT_KIND: Final = "custom_model_development"
 
 # ---------------------------------------------------------------------------------------------------- trial tags
 
-#: Ray's trial id (the run's name too); ``source_trial`` and ``best_trial_id`` refer to runs by it.
+#: Ray's trial id; ``source_trial`` and ``best_trial_id`` refer to runs by it (the run's name is readable:
+#: :func:`search_run_name`, :func:`final_run_name`).
 TRIAL_ID: Final = "trial_id"
 STUDY: Final = "study"
 FAMILY: Final = "family"
@@ -160,6 +166,9 @@ ARTIFACT_ERROR: Final = "artifact_error"
 #: final runs are the search's when its cells start them as their search ends; a resumed driver reconciles each
 #: experiment's runs with its own trials. Runs from before the tag are their stage's experiment's.
 RAY_EXPERIMENT: Final = "ray_experiment"
+
+#: The final stage's group when ``final.group_by`` is empty (the study's one group; the ``GROUP`` tag of its runs).
+GROUP_ALL: Final = "all"
 
 #: Tags every child run carries; dashboards group by them.
 RUN_TAGS: Final = (TRIAL_ID, FAMILY, DATASET, NOISE_RATIO)
@@ -196,6 +205,9 @@ REPLICATES: Final = "replicates"
 #: Tags of the parent run (with :data:`FAMILY`, :data:`DATASET`, :data:`SELECTION`, :data:`VALIDATION`,
 #: :data:`VAL_LABELS`, :data:`STAGE`).
 PARENT_TAGS: Final = (STUDY_DIR, FINAL_PLANNED, BEST_TRIAL_ID, REFERENCE, REPLICATES)
+
+#: MLflow's run description (markdown in its UI): the parent's lists its child runs by name, each a link to the run.
+NOTE_TAG: Final = "mlflow.note.content"
 
 #: Params of the parent run (the spec flattened with dots) that readers use.
 PARAM_SEARCH_METRIC: Final = "search.metric"
@@ -314,6 +326,27 @@ def replicate_of(label: str) -> int:
     return int(index) if head and dot_r and index.isdigit() else 0
 
 
+# ---------------------------------------------------------------------------------------------------- run names
+# A run's name (what MLflow's UI lists) is made here only; the tracker gives each trial run one when it creates it. Ray's
+# trial ids are random and say nothing; these say which cell, which trial of its search or which final seed a run is, and
+# a resumed run keeps its own (the Optuna number and the final seed survive a resume). Readers find runs by their tags.
+
+#: What joins the parts of a run's name (``ms.p0.2 · trial 7``): a middle dot, which no cell label or study name holds.
+RUN_NAME_SEP: Final = " · "
+
+
+def search_run_name(number: int | str, cell: str | None = None) -> str:
+    """A search trial's run: ``trial 7`` (``number``: its Optuna trial number, numbered within its cell), prefixed with
+    its ``cell`` when the run has several (``ms.p0.2 · trial 7``, ``bspml.p0.2.r1 · trial 7``)."""
+    return RUN_NAME_SEP.join([*([cell] if cell else []), f"trial {number}"])
+
+
+def final_run_name(seed: int, group: str | None = None) -> str:
+    """A final-stage run: ``final · seed 3``, prefixed with its group when the stage has several
+    (``ms.p0.2 · final · seed 3``, ``family=ms · final · seed 3``)."""
+    return RUN_NAME_SEP.join([*([group] if group else []), "final", f"seed {seed}"])
+
+
 def trial_dir(trial_id: str) -> str:
     """A Ray trial's folder inside its stage's experiment (:data:`SEARCH_EXPERIMENT`, :data:`FINAL_EXPERIMENT`)."""
     return f"trial_{trial_id}"
@@ -363,7 +396,7 @@ TRAIN_LABELS_FILE: Final = "train_labels.npz"
 # ---------------------------------------------------------------------------------------------------- Optuna
 
 #: User attributes of each Optuna trial of the search (optuna-dashboard shows them): its Ray trial id (the MLflow child
-#: run's ``trial_id`` tag and name) and the MLflow run id of that child run.
+#: run's ``trial_id`` tag) and the MLflow run id of that child run.
 OPTUNA_RAY_TRIAL_ID: Final = "ray_trial_id"
 OPTUNA_MLFLOW_RUN_ID: Final = "mlflow_run_id"
 #: Tag of a search trial's MLflow run: its Optuna trial number (the order trials were asked in; Ray's ids are random).
