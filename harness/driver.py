@@ -133,6 +133,18 @@ def ray_processes(ray_tmp: str) -> list[int]:
     return [pid for pid in pids if pid != os.getpid() and environ_of(pid).get("RAY_TMPDIR") == ray_tmp]
 
 
+def private_raylet(ray_tmp: str) -> int | None:
+    """The raylet of the private Ray a test's driver started with ``RAY_TMPDIR=ray_tmp`` (``None`` before it runs)."""
+    for pid in ray_processes(ray_tmp):
+        try:
+            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if Path(program.decode(errors="replace")).name == "raylet":
+            return pid
+    return None
+
+
 def kill_driver(proc: subprocess.Popen, ray_tmp: str | None = None) -> None:
     """SIGKILL the driver, then the rest of its session and every process of its private Ray instance (raylet, GCS,
     agents, workers: those of ``RAY_TMPDIR=ray_tmp``, by default the driver's own while it still runs)."""

@@ -186,7 +186,8 @@ class _Run:
 
     def continue_line(self, interrupted: str = "") -> str:
         """The last line of a run that did not finish: why, then the command that continues it."""
-        why = self.reason or interrupted or f"stopped on {stopping.received()}"
+        # No signal: the driver ended itself (its private Ray died: study.runtime.watchdog), having said why.
+        why = self.reason or interrupted or (f"stopped on {name}" if (name := stopping.received()) else "stopped")
         if self.study_exists():
             return f"{why}; continue it with: {self.command(resume=True)}"
         return f"{why}; nothing was started: run the same command again: {self.command(resume=False)}"

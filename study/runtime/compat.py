@@ -2,7 +2,7 @@
 
 Neither library offers a public way to do these (give a restored Tuner this driver's callbacks, and reach its searcher; map Ray trials to
 Optuna trials inside ``OptunaSearch``; write a trial's system attribute or state through the study's storage;
-read ASHA's per-trial brackets; give a trial one more retry; point a restored trial at another checkpoint; keep Tune from waiting for a trial no searcher will give; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
+read ASHA's per-trial brackets; give a trial one more retry; point a restored trial at another checkpoint; reach a trial's actor to end it at once; keep Tune from waiting for a trial no searcher will give; look at a trial's failure before Tune acts on it, and have its snapshot record it; find the processes of the private instance this driver started; guard the private storage calls Optuna's cache makes; show a sampler another list of trials; ask a cluster's GCS whether this driver's token is accepted before ``ray.init``; start a
 private instance on loopback, in sessions of its own; run the first step of interpreter shutdown before a fast ``os._exit``). An upgrade that renames one fails ``tests/study/runtime/test_compat.py`` — one fast test
 per attribute — instead of a study in the middle of a resume. The pins in ``pyproject.toml`` (``ray[tune]``
 2.50–2.60, ``optuna`` 4 and 5) are the versions these were checked against.
@@ -53,6 +53,10 @@ __all__ = [
     "keep_paused_on_add",
     "trial_checkpoint_result",
     "set_trial_checkpoint",
+    "trial_actor",
+    "private_node_processes",
+    "before_trial_failure",
+    "snapshot_failed_trials",
 ]
 
 #: Private ``RDBStorage`` methods Optuna's ``_CachedStorage`` calls besides the public ``BaseStorage`` API: the
@@ -326,6 +330,11 @@ def keep_paused_on_add(trial: Any) -> None:
     trial.set_status(Trial.PAUSED)
 
 
+def trial_actor(trial: Any) -> Any | None:
+    """The Ray actor a Ray Tune ``Trial`` runs in (``None``: not started, or already stopped by Tune)."""
+    return trial.temporary_state.ray_actor
+
+
 def trial_checkpoint_result(trial: Any) -> Any | None:
     """The checkpoint a Ray Tune ``Trial`` resumes from, as Ray's ``_TrainingResult`` (``.checkpoint``, ``.metrics``:
     the result it came with), or ``None``."""
@@ -350,3 +359,57 @@ def set_trial_checkpoint(trial: Any, checkpoint: Any | None, metrics: dict[str, 
     trial.storage.current_checkpoint_index = max(trial.storage.current_checkpoint_index, index)
     trial.run_metadata.invalidate_cache()
     trial.invalidate_json_state()
+
+
+def private_node_processes() -> dict[str, Any]:
+    """The processes of the local instance this driver's ``ray.init`` started (no address), by Ray's name for each:
+    ``gcs_server`` and ``raylet``, each the ``subprocess.Popen`` Ray keeps in ``Node.all_processes`` (a list of
+    ``ProcessInfo`` per process type) of ``ray._private.worker._global_node``; empty when this driver started none
+    (connected to a cluster, whose processes are another host's, or Ray not initialized)."""
+    from ray._private import ray_constants, worker
+
+    node = getattr(worker, "_global_node", None)
+    found: dict[str, Any] = {}
+    for kind in (ray_constants.PROCESS_TYPE_GCS_SERVER, ray_constants.PROCESS_TYPE_RAYLET):
+        infos = getattr(node, "all_processes", {}).get(kind) or []
+        if infos and infos[0].process is not None:
+            found[kind] = infos[0].process
+    return found
+
+
+#: What :func:`before_trial_failure` calls (the latest one given).
+_failure_hook: list[Callable[[], None]] = []
+
+
+def snapshot_failed_trials() -> None:
+    """Every trial failure reaches Ray Tune's next experiment snapshot: the failed trial's new state (ERROR, or
+    PENDING for a retry) replaces the one the snapshot held.
+
+    Ray refreshes a trial's entry in the snapshot (``TuneController._mark_trial_to_checkpoint``) where it stops the
+    trial's live actor; a trial whose actor had died (its node lost, the worker killed) was told to the searcher as
+    failed (Optuna FAIL, a table's replacement) yet stayed RUNNING in every later snapshot, so ``--resume`` ran it again
+    from its checkpoint and it finished as well (measured: issue 60). ``TuneController._process_trial_failure`` (every
+    trial failure goes through it) is wrapped once per process; :func:`before_trial_failure` adds to the same wrapper."""
+    from ray.tune.execution.tune_controller import TuneController
+
+    original = TuneController._process_trial_failure
+    if getattr(original, "_study_hook", False):
+        return
+
+    def process_trial_failure(self: TuneController, trial: Any, exception: Any) -> None:
+        for call in list(_failure_hook):
+            call()
+        original(self, trial, exception)
+        self._mark_trial_to_checkpoint(trial)
+
+    process_trial_failure._study_hook = True  # type: ignore[attr-defined]
+    TuneController._process_trial_failure = process_trial_failure  # type: ignore[method-assign]
+
+
+def before_trial_failure(hook: Callable[[], None] | None) -> None:
+    """Ray Tune's controller calls ``hook()`` as a trial fails, before it acts on the failure: before it decides
+    between a retry from the checkpoint and an error, which it tells the scheduler, the searcher (Optuna: FAIL, and a
+    table's cell asks a replacement) and the callbacks (MLflow: FAILED). ``None`` removes the hook; a later call
+    replaces it. Installs :func:`snapshot_failed_trials`'s wrapper."""
+    _failure_hook[:] = [] if hook is None else [hook]
+    snapshot_failed_trials()

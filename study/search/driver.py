@@ -39,12 +39,13 @@ from study.layout import StudyLayout
 from study.plan import StudyPlan
 from study.runtime import stopping
 from study.runtime.cluster import check_storage_reachable, connect_ray
+from study.runtime.compat import snapshot_failed_trials
 from study.runtime.lock import study_lock
 from study.runtime.stop_callback import RayLossWatch, StageLedger, caused_by_stop
 from study.runtime.stopping import StudyStopped, check_stop, fit_window
 from study.runtime.storage import write_bytes
 from study.runtime.store_errors import quiet_store_failures
-from study.runtime.watchdog import check_cluster_resources, check_local_resources
+from study.runtime.watchdog import PrivateRayWatch, check_cluster_resources, check_local_resources
 from study.search.context import RunOptions, StudyContext
 from study.search.environment import numerics_tags
 from study.search.resume import check_resume
@@ -330,19 +331,23 @@ def run_study(
 
         # After a stop signal, Ray's GCS going away (Slurm signals every process of a job) ends the driver with 3.
         watch = RayLossWatch(ray.get_runtime_context().gcs_address).start() if stopping.is_installed() else None
+        # The study's own Ray dying (a kill, the out-of-memory killer) ends the driver with 3 as well, at once.
+        node = PrivateRayWatch.of_this_driver(watch.end) if watch is not None and started_ray else None
         try:
             check_storage_reachable(layout.root, options.shared_storage)
             unfit = check_cluster_resources(spec, ray.nodes(), local=local)
             if unfit is not None:
                 print(f"warning: {unfit}; trials wait for an autoscaler up to --pending-timeout", file=sys.stderr)
         except SpecError:
-            _shutdown_ray(started_ray, watch)
+            _shutdown_ray(started_ray, watch, node)
             raise
-        return _run_validated(context, started_ray, on_start, study_log, watch)
+        return _run_validated(context, started_ray, on_start, study_log, (watch, node))
 
 
-def _shutdown_ray(started_ray: bool, watch: RayLossWatch | None) -> None:
-    """Shut down the Ray this driver started (the watch first: the GCS goes away on purpose now)."""
+def _shutdown_ray(started_ray: bool, watch: RayLossWatch | None, node: PrivateRayWatch | None = None) -> None:
+    """Shut down the Ray this driver started (the watches first: the GCS and raylet go away on purpose now)."""
+    if node is not None:
+        node.stop()
     if watch is not None:
         watch.disarm()
     if started_ray:
@@ -356,9 +361,11 @@ def _run_validated(
     started_ray: bool,
     on_start: Callable[[], None] | None,
     study_log: StudyLog,
-    watch: RayLossWatch | None,
+    watches: tuple[RayLossWatch | None, PrivateRayWatch | None],
 ) -> StudyOutcome:
-    """:func:`run_study` once every input check passed, under the study's lock, with Ray connected."""
+    """:func:`run_study` once every input check passed, under the study's lock, with Ray connected (``watches``: the
+    driver's end when its Ray goes away, :class:`RayLossWatch`, and when its private Ray dies)."""
+    watch, node = watches
     # Everything is validated: from here on we write.
     if on_start is not None:
         on_start()
@@ -379,6 +386,8 @@ def _run_validated(
             killed()
         raise
     except BaseException as e:
+        if node is not None:
+            node.check()  # an error of its private Ray's death (a call to the dead raylet): exit 3, not FAILED
         if watch is not None and caused_by_stop(e):
             # Ray ended with the driver's stop (or Ctrl-C came twice): what is saved is saved, and Ray may be gone,
             # so neither its shutdown nor Python's teardown (Ray's atexit hook) would return. Exit 3 now.
@@ -390,7 +399,7 @@ def _run_validated(
             store.end_parent(parent, "FAILED", {}, {})
         raise
     finally:
-        _shutdown_ray(started_ray, watch)
+        _shutdown_ray(started_ray, watch, node)
     _close_study(context.spec, store, parent, outcome)
     return outcome
 
@@ -426,6 +435,9 @@ def _open_study(context: StudyContext, study_log: StudyLog) -> tuple[TrackingSto
 def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> StudyOutcome:
     """The search stage from the plan, then (when it succeeded) the final stage."""
     spec, layout = context.spec, context.layout
+    # A failed trial is ERROR in Ray's snapshots as it is in Optuna and MLflow: one whose actor died stayed RUNNING
+    # there, and --resume ran it again after its cell had replaced it.
+    snapshot_failed_trials()
     callback = _trial_callback(context, store, parent, stage=R.STAGE_SEARCH)
     started = time.perf_counter()
     store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not context.resuming else {})
