@@ -354,11 +354,16 @@ def _report(args: argparse.Namespace, run: _Run, target: RunSpec, result: tuple[
 
 
 def _print_best(spec: StudySpec, outcome: StudyOutcome) -> None:
-    """A study's best search trial and its final stage."""
+    """A study's best search trial (the final stage's pick: never one a scheduler stopped early) and its final stage;
+    with replicates, each replicate's winner, the first being the study's own (replicate 0)."""
     if outcome.best_value is not None:
-        print(f"Best trial {outcome.best_trial_id}: {spec.search.metric} = {outcome.best_value:.4f}")
+        of = " (replicate 0)" if len(outcome.cell_bests) > 1 else ""
+        print(f"Best trial{of} {outcome.best_trial_id}: {spec.search.metric} = {outcome.best_value:.4f}")
         for name, value in outcome.best_params.items():
             print(f"  {name} = {value}")
+        for label, (trial_id, value) in sorted(outcome.cell_bests.items(), key=lambda c: R.replicate_of(c[0])):
+            if label != spec.name:
+                print(f"Best trial (replicate {R.replicate_of(label)}) {trial_id}: {spec.search.metric} = {value:.4f}")
     if outcome.final:
         _print_final(outcome.final)
         if len(outcome.final) > 1 and spec.search.replicates > 1:

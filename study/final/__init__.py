@@ -19,6 +19,7 @@ FACE: dict[str, str] = {
     "best_by_group": "study.final.best",
     "best_per_group": "study.final.stage",
     "best_result": "study.final.stage",
+    "best_per_cell": "study.final.stage",
     "category_csv": "study.final.stage",
     "creation_order": "study.final.stage",
     "final_points": "study.final.stage",

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from study.final.best import best_full_trial, pick_best
+from study.final.best import best_full_trial
 from study.final.intervals import t_interval
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX, split_per_category
 from trainables.schema.spec import FinalSpec, StudySpec
-from trainables.schema.trial import FINAL_KEY, sampled_values
+from trainables.schema.trial import CELL_KEY, FINAL_KEY, sampled_values
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,6 +41,7 @@ __all__ = [
     "result_trial_id",
     "best_per_group",
     "best_result",
+    "best_per_cell",
     "creation_order",
     "final_points",
     "seed_points",
@@ -95,12 +96,17 @@ def creation_order(order: Mapping[str, int]) -> Callable[[Result], tuple[float, 
 
 
 def best_result(spec: StudySpec, results: Results, order: Mapping[str, int]) -> Result | None:
-    """The search's best trial over every group (:func:`study.final.best.pick_best` on the search metric's last value,
-    ties to the earliest trial: :func:`creation_order`)."""
-    metric = spec.search.metric
-    return pick_best(
-        _finished(results_of(results)), lambda r: _metrics(r).get(metric), creation_order(order), spec.search.mode
-    )
+    """The study's best search trial: its own cell's (replicate 0's; trials without a cell stamp are its own) pick by
+    the final stage's rule (:func:`best_per_cell`). ``None`` for a table, whose cells each have their own."""
+    return best_per_cell(spec, results, order).get(spec.name)
+
+
+def best_per_cell(spec: StudySpec, results: Results, order: Mapping[str, int]) -> dict[str, Result]:
+    """Per search cell (a replicate, a table's arm × condition; :data:`~trainables.schema.trial.CELL_KEY`), the trial
+    the final stage retrains: :func:`best_per_group` by cell. What the console, the parent run's ``best_trial_id`` and
+    ``best_<metric>`` name: never a trial a scheduler stopped at an early rung (its last value is of an earlier epoch),
+    never the best over several replicates (the optimistic pick replicates exist to avoid)."""
+    return best_per_group(spec, results, order, group=lambda config: str(config.get(CELL_KEY) or spec.name))
 
 
 def best_per_group(

@@ -25,8 +25,8 @@ from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
 from study.final.stage import (
     FinalGroup,
+    best_per_cell,
     best_per_group,
-    best_result,
     category_csv,
     final_points,
     point_key,
@@ -119,6 +119,9 @@ class StudyOutcome:
     failures: list[tuple[str, str]] = field(default_factory=list)
     #: Where the stage that did not finish stands (``None`` when none was interrupted).
     progress: StageProgress | None = None
+    #: Each search cell's winner, ``(trial id, value)`` by cell label (:func:`study.final.stage.best_per_cell`): a
+    #: replicated study's replicates, a table's cells; ``best_trial_id`` is the study's own cell's (replicate 0's).
+    cell_bests: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -265,7 +268,9 @@ def _summarize(
     """The search stage's outcome (the parent run, wall time and experiment are the caller's to fill in);
     ``progress``: where it stands, ``None`` when it finished."""
     s = spec.search
-    best = best_result(spec, results, order)  # study.final.best's rule: best last value, ties to the earliest trial
+    # The final stage's rule, per cell: trials that trained every epoch, best last value, ties to the earliest trial.
+    cells = best_per_cell(spec, results, order)
+    best = cells.get(spec.name)
     sampled = sampled_values(best.config or {}) if best is not None else {}
     return StudyOutcome(
         num_trials=len(results),
@@ -278,6 +283,7 @@ def _summarize(
         wall_time_s=0.0,
         failures=failures_of(results),
         progress=progress,
+        cell_bests={label: (result_trial_id(r), float((r.metrics or {})[s.metric])) for label, r in cells.items()},
     )
 
 

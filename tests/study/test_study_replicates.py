@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -78,9 +79,14 @@ def test_a_replicated_study_runs_each_replicate_and_reports_the_pooled_final_sta
     r0, r1 = optuna_trials(study_dir, "t_rep"), optuna_trials(study_dir, "t_rep.r1")
     assert [t.state.name for t in r0] == [t.state.name for t in r1] == ["COMPLETE", "COMPLETE"]
     assert r0[0].params != r1[0].params  # replicate 1 samples from its own seed
-    _, _, children = mlflow_children(study_dir, "t_rep")
+    _, parents, children = mlflow_children(study_dir, "t_rep")
     finals = [c for c in children if c.data.tags.get(R.STAGE) == R.STAGE_FINAL and c.info.status == "FINISHED"]
     assert sorted(c.data.tags[R.GROUP] for c in finals) == ["t_rep", "t_rep", "t_rep.r1", "t_rep.r1"]
+    # One best per replicate, the one its final stage retrained: printed, and replicate 0's on the parent (issue 59).
+    retrained = {c.data.tags[R.GROUP]: c.data.tags[R.SOURCE_TRIAL] for c in finals}
+    printed = dict(re.findall(r"^Best trial \(replicate (\d+)\) (\S+): ", out, re.MULTILINE))
+    assert printed == {"0": retrained["t_rep"], "1": retrained["t_rep.r1"]}, out[-3000:]
+    assert parents[0].data.tags[R.BEST_TRIAL_ID] == retrained["t_rep"]
     pooled = np.mean([c.data.metrics["test/recall_at_1"] for c in finals])
     line = next(x for x in out.splitlines() if x.strip().startswith("test/recall_at_1 = ") and "replicates ×" in x)
     assert math.isclose(float(line.split("=")[1].split()[0]), pooled, abs_tol=5e-5), line

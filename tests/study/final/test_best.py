@@ -141,3 +141,40 @@ def test_status_names_the_earliest_of_tied_trials(tmp_path, spec_dict, write_spe
     best = study_status(spec)["best"]
     expected = 1 if spec.search.mode == "max" else 3
     assert best["number"] == expected
+
+
+def test_the_printed_best_is_the_final_stages_pick_per_replicate(tmp_path):
+    """Issue 59 part 0: the console's best, the parent's ``best_trial_id``, and the final stage name one trial per
+    cell. A trial a scheduler stopped at an early rung (epoch 1) with the highest value is not it, and a replicate's
+    better winner is that replicate's, not the study's."""
+    from harness.driver import honest_spec
+    from study.final.stage import best_per_cell, best_per_group, best_result
+    from study.loading import parse_spec
+    from trainables.schema.metric_names import EPOCH
+    from trainables.schema.trial import CELL_KEY
+
+    spec = parse_spec(honest_spec())
+    full = spec.train.epochs
+    trials = [  # (trial id, cell, value, epochs trained)
+        ("t0", spec.name, 0.95, 1),  # stopped at the first rung: its last value is an earlier epoch's
+        ("t1", spec.name, 0.70, full),
+        ("t2", spec.name, 0.80, full),
+        ("t3", f"{spec.name}.r1", 0.90, full),  # replicate 1's winner: better than replicate 0's, not the study's
+        ("t4", f"{spec.name}.r1", 0.60, full),
+    ]
+    results = [
+        SimpleNamespace(
+            config={"spec": {}, CELL_KEY: cell},
+            metrics={spec.search.metric: v, EPOCH: e},
+            error=None,
+            path=f"x/trial_{t}",
+        )
+        for t, cell, v, e in trials
+    ]
+    picked = {cell: r.path[-2:] for cell, r in best_per_cell(spec, results, {}).items()}
+    assert picked == {spec.name: "t2", f"{spec.name}.r1": "t3"}
+    assert best_result(spec, results, {}).path.endswith("t2")
+    final = best_per_group(spec, results, {}, group=lambda config: config[CELL_KEY])  # what the final stage retrains
+    assert {cell: r.path[-2:] for cell, r in final.items()} == picked
+    unstamped = [SimpleNamespace(**{**vars(r), "config": {"spec": {}}}) for r in results[:3]]
+    assert best_result(spec, unstamped, {}).path.endswith("t2")  # a trial without a cell stamp is the study's own
