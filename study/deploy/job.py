@@ -14,13 +14,17 @@ The job script calls, in each run of the job:
   whose temp dir is this job's (:func:`this_jobs_head`). A connect that another job's head answers is not enough.
 - ``wait-nodes``: wait, bounded, until every node has joined.
 - ``end``: after the driver exits (:func:`decide`, then :func:`finish`). Exit 3 ("stopped, continue with
-  ``--resume``") is requeued only when a requeue gains something: the run checkpointed at least one epoch
-  (:class:`~study.runtime.run_progress.RunProgress`, written by the driver as it exits), the job was neither
-  cancelled nor already requeued by Slurm itself (preemption with ``PreemptMode=REQUEUE``), and ``--max-requeues``
-  is not used up; ``scontrol requeue`` failing is said, and the job ends FAILED. Every ending that is not a requeue
-  and not "finished" is one line ending in the command that continues the study. Each run's record is appended to
-  the study's :data:`~trainables.schema.record.SLURM_RUNS_FILE`, so a later run that measured no epoch still knows
-  how long one takes.
+  ``--resume``") is requeued while ``--max-requeues`` lasts, unless the job was cancelled or Slurm requeues it itself
+  (preemption with ``PreemptMode=REQUEUE``). After ``SIGTERM`` (a preemption, ``scancel --signal=TERM``) it is
+  requeued whatever the run did: the next run gets its whole time. After the time limit's ``SIGUSR1`` only when a
+  requeue gains something: the run checkpointed at least one epoch
+  (:class:`~study.runtime.run_progress.RunProgress`, written by the driver as it exits), for a requeued run would get
+  the same too-short window. Which signal stopped the run: the driver's record of it, else the job script's
+  (``--signal``: the first it trapped, also when the driver never started). ``scontrol requeue`` failing is said,
+  and the job ends FAILED. Every ending that is not a requeue and not "finished" is one line ending in the command
+  that continues the study. Each run's record is appended to the study's
+  :data:`~trainables.schema.record.SLURM_RUNS_FILE`, so a later run that measured no epoch still knows how long one
+  takes.
 
 Each command prints its lines as the script's ``say`` does (``[date time] line``) and exits with the code the script
 passes on.
@@ -36,6 +40,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -66,6 +71,7 @@ __all__ = [
     "slurm_seconds",
     "parse_job_fields",
     "with_time",
+    "stopped_by",
     "decide",
     "finish",
     "main",
@@ -291,7 +297,8 @@ class RunEnd:
     """Everything :func:`decide` looks at when a run of the job ends.
 
     Args:
-        rc: the driver's exit code (3 when the signal came before it started).
+        rc: the driver's exit code (3 when the signal came before it started; 143 when the signal's SIGTERM ended it
+            before it could stop).
         restarts: this run's ``SLURM_RESTART_COUNT`` (0 in the job's first run).
         max_requeues: ``--max-requeues``.
         elapsed_s: seconds since the script started (bash's ``$SECONDS``).
@@ -303,6 +310,7 @@ class RunEnd:
         progress_note: why ``progress`` is ``None``.
         slurm: what Slurm says of the job now (``None``: ``scontrol`` did not answer).
         earlier: the study's earlier runs' records (:data:`~trainables.schema.record.SLURM_RUNS_FILE`), oldest first.
+        signal: the first stop signal the job script trapped (``"SIGTERM"``; ``None``: none).
     """
 
     rc: int
@@ -317,6 +325,7 @@ class RunEnd:
     progress_note: str = ""
     slurm: SlurmView | None = None
     earlier: tuple[RunProgress, ...] = ()
+    signal: str | None = None
 
 
 Action = Literal["finished", "requeue", "slurm-requeues", "stop", "failed"]
@@ -372,7 +381,7 @@ def _no_progress(end: RunEnd) -> Ending:
     if p is not None:
         run += f" (the driver ran {p.run_s:.0f} s{f', stopped on {p.stopped_on}' if p.stopped_on else ''})"
     elif not end.driver_started:
-        run += " (the signal came before the driver started)"
+        run += f" ({stopped_by(end) or 'the signal'} came before the driver started)"
     # The time from the job's start to its first checkpoint: Ray's start-up (the run less the driver), then the
     # driver's to its first epoch (its startup_s includes that epoch), or an epoch measured in an earlier run.
     before_driver = max(0.0, end.elapsed_s - p.run_s) if p is not None else end.elapsed_s
@@ -402,39 +411,83 @@ def _no_progress(end: RunEnd) -> Ending:
     )
 
 
+def stopped_by(end: RunEnd) -> str | None:
+    """The signal that stopped the run (``"SIGTERM"``): the first the driver received, as its progress says, else the
+    first the job script trapped (the driver never started, or its record is missing)."""
+    if end.progress is not None and end.progress.stopped_on:
+        return end.progress.stopped_on
+    return end.signal
+
+
+def _on(end: RunEnd) -> str:
+    sig = stopped_by(end)
+    return f" on {sig}" if sig else ""
+
+
+def _terminated(end: RunEnd) -> Ending:
+    """Exit 3 after ``SIGTERM`` (a preemption, ``scancel --signal=TERM``): requeued whatever the run checkpointed. The
+    zero-progress rule is the time limit's: a requeued run would get the same window, whereas after a preemption it
+    gets its whole time, and the job has just lost its place in the queue."""
+    done = _checkpointed(end.progress) if end.driver_started else "; the driver had not started"
+    if end.restarts >= end.max_requeues:
+        return Ending(
+            "stop", f"stopped on SIGTERM after {end.max_requeues} requeues (--max-requeues){done}; {_continue(end)}", 3
+        )
+    return Ending(
+        "requeue",
+        f"requeueing (requeue {end.restarts + 1} of at most {end.max_requeues}) on SIGTERM (a preemption or scancel: "
+        f"the next run gets its whole time, whatever this one checkpointed){done}",
+        0,
+    )
+
+
 def decide(end: RunEnd) -> Ending:
     """The ending for a run of the job whose driver exited with ``end.rc`` (before any ``scontrol requeue``)."""
     if end.rc == 0:
         return Ending("finished", "study finished", 0)
-    if end.rc != 3:
+    # The job's SIGTERM ended the driver before it could stop (still importing): a stop like any other.
+    killed_by_term = end.rc == 128 + signal.SIGTERM and stopped_by(end) == "SIGTERM"
+    if end.rc != 3 and not killed_by_term:
         why = "2 bad input, 1 the study failed" if end.rc in (1, 2) else "killed, or it crashed"
         see = f"; see {end.study_log}" if end.study_log else ""
         return Ending("failed", f"the driver failed (exit {end.rc}: {why}); not requeued{see}", end.rc)
     done = _checkpointed(end.progress)
     view = end.slurm
     if view is not None and view.restarts > end.restarts:
-        return Ending("slurm-requeues", f"Slurm requeues the job itself (preempted): its next run resumes{done}", 0)
+        return Ending(
+            "slurm-requeues", f"Slurm requeues the job itself (preempted{_on(end)}): its next run resumes{done}", 0
+        )
     if view is not None and view.state in _ENDING_STATES:
         limit, ran = view.time_limit_s, view.run_time_s
         if limit is None or ran is None or ran < limit:  # not its time limit: scancel, or an administrator
             return Ending(
                 "stop",
-                f"the job was cancelled (JobState {view.state} before its time limit): not requeued{done}; "
+                f"the job was cancelled{_on(end)} (JobState {view.state} before its time limit): not requeued{done}; "
                 f"{_continue(end)}",
                 3,
             )
+    if stopped_by(end) == "SIGTERM":
+        return _terminated(end)
     if end.progress is None and end.driver_started:
         return Ending(
             "stop",
-            f"not requeued: {end.progress_note}, so whether this run made progress is unknown and a requeue might "
-            f"only repeat it; {_continue(end)}",
+            f"not requeued: {end.progress_note}, so whether this run made progress{_on(end)} is unknown and a requeue "
+            f"might only repeat it; {_continue(end)}",
             3,
         )
     if end.progress is None or end.progress.epochs_checkpointed == 0:
         return _no_progress(end)
     if end.restarts >= end.max_requeues:
-        return Ending("stop", f"stopped after {end.max_requeues} requeues (--max-requeues){done}; {_continue(end)}", 3)
+        return Ending(
+            "stop", f"stopped{_on(end)} after {end.max_requeues} requeues (--max-requeues){done}; {_continue(end)}", 3
+        )
+    return _requeue(end)
+
+
+def _requeue(end: RunEnd) -> Ending:
+    """Exit 3 after a run that checkpointed: requeued, with what it did and how long its epochs took."""
     p = end.progress
+    assert p is not None
     times = ", ".join(
         t
         for t in (
@@ -445,7 +498,7 @@ def decide(end: RunEnd) -> Ending:
     )
     return Ending(
         "requeue",
-        f"requeueing (requeue {end.restarts + 1} of at most {end.max_requeues}){done}"
+        f"requeueing (requeue {end.restarts + 1} of at most {end.max_requeues}){_on(end)}{_checkpointed(p)}"
         + (f" ({times})" if times else ""),
         0,
     )
@@ -566,6 +619,7 @@ def _parser() -> ArgumentParser:
     end.add_argument("--signal-lead", type=int, required=True)
     end.add_argument("--continue", dest="continue_command", required=True)
     end.add_argument("--study-log", default="")
+    end.add_argument("--signal", default="", help="the first stop signal the script trapped (SIGTERM; empty: none)")
     return p
 
 
@@ -596,6 +650,7 @@ def _end(a: argparse.Namespace) -> int:
     job_id = os.environ.get("SLURM_JOB_ID", "?")
     study_dir = Path(a.study_dir)
     driver_started = bool(a.driver_pid)
+    stopped = a.rc in (3, 128 + signal.SIGTERM)  # what decide looks further at
     progress, note = (None, "the driver did not run")
     if driver_started:
         progress, note = _this_runs_progress(study_dir, a.rc, time.time() - a.elapsed)
@@ -610,8 +665,9 @@ def _end(a: argparse.Namespace) -> int:
         driver_started=driver_started,
         progress=progress,
         progress_note=note,
-        slurm=_view(job_id) if a.rc == 3 else None,
-        earlier=_earlier_runs(study_dir) if a.rc == 3 else (),
+        slurm=_view(job_id) if stopped else None,
+        earlier=_earlier_runs(study_dir) if stopped else (),
+        signal=a.signal or None,
     )
 
     def requeue() -> tuple[int, str]:

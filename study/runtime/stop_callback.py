@@ -19,10 +19,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import ray
 from ray.tune import Callback
 
 from study.runtime import stopping
-from study.runtime.compat import spare_failure, trial_failures, tune_asks_without_waiting_while, tune_interrupted
+from study.runtime.compat import (
+    spare_failure,
+    trial_actor,
+    trial_failures,
+    tune_asks_without_waiting_while,
+    tune_interrupted,
+)
 from study.runtime.run_progress import RunMeter
 from study.runtime.store_errors import chain
 from trainables.schema.errors import StoreOutageError
@@ -49,6 +56,12 @@ class StopOnSignal(Callback):
     (PENDING, continued by ``--resume``) instead of marking it ERROR, and neither Optuna nor MLflow records a failure.
     The retry is taken back at the last step from every trial that did not fail.
 
+    A second signal also ends the running trials' actors (``ray.kill``) once Tune's loop has stopped and its last
+    experiment snapshot is taken: Tune's cleanup would otherwise ask each of them to stop after its current ``train``
+    step, that is after one more epoch (up to 10 s, Ray's ``_actor_force_cleanup_timeout``), whose result it then
+    discards. The snapshot holds each trial's last checkpoint, so the epoch cut short is the only loss, as after any
+    kill; ``--resume`` trains it again.
+
     Once the stop has come, Tune asks its searcher for a next trial without waiting for one
     (:func:`~study.runtime.compat.tune_asks_without_waiting_while`): none comes, and with no trial left running Tune
     would otherwise wait ten minutes before it looks at its interrupt.
@@ -63,6 +76,8 @@ class StopOnSignal(Callback):
         self._since = 0.0
         self._bound = drain_timeout_s
         self._ended = False
+        self._actors: list[Any] | None = None
+        self._over = False  # (no Event: Tune pickles its callbacks with the experiment)
 
     def setup(self, stop: Any = None, num_samples: Any = None, total_num_samples: Any = None, **info: Any) -> None:
         if not stopping.is_installed() or threading.current_thread() is not threading.main_thread():
@@ -101,11 +116,33 @@ class StopOnSignal(Callback):
             self._tune_handler(signal.SIGUSR1, None)  # Tune's: ends the loop, snapshots the experiment
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        if self._ended and self._spared:  # the loop's last step: Tune snapshots the experiment next
+        if not self._ended:
+            return
+        if self._spared:  # the loop's last step: Tune snapshots the experiment next
             for trial, failures in self._spared:
                 if trial_failures(trial) == failures:
                     spare_failure(trial, -1)
             self._spared = []
+        if self._actors is None:  # taken now: Tune's cleanup forgets each actor as it asks it to stop
+            self._actors = [a for t in trials if t.status == "RUNNING" and (a := trial_actor(t)) is not None]
+            threading.Thread(target=self._end_actors_when_hurried, name="end-trials", daemon=True).start()
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self._over = True
+
+    def _end_actors_when_hurried(self, poll_s: float = 0.1, longest_s: float = 60.0) -> None:
+        """Once a second signal has come (before it, or during Tune's snapshot and cleanup), end the actors of the
+        trials that were running at the loop's last step; Tune's cleanup then finds them gone and waits no more."""
+        deadline = time.monotonic() + longest_s
+        while not stopping.hurried():
+            if self._over or time.monotonic() > deadline:
+                return
+            time.sleep(poll_s)
+        for actor in self._actors or []:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception as e:  # noqa: BLE001 - an actor already gone; Tune's cleanup ends what is left
+                print(f"(could not end a trial's actor: {type(e).__name__})", flush=True)
 
     def _done(self, trial: Any) -> None:
         if self._waiting is not None:

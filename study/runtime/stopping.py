@@ -135,9 +135,16 @@ def record(signum: int, frame: Any) -> None:
         _event.set()
         return
     if _repeats == 1:
-        _say(f"{name} received again: stopping without waiting for the running trials")
+        _say(f"{_again(name)}: stopping without waiting for the running trials")
     if signum == signal.SIGINT and not _in_fit:
         raise KeyboardInterrupt
+
+
+def _again(name: str) -> str:
+    """``SIGINT received again``, or, when the first signal was another, ``SIGUSR1 received after SIGTERM`` (a job
+    script forwards the signal it got to a driver that Slurm may have signalled already)."""
+    first = received()
+    return f"{name} received again" if first == name else f"{name} received after {first}"
 
 
 def _say(line: str) -> None:

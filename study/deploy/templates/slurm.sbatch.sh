@@ -86,12 +86,12 @@ signalled=""
 driver_pid=""
 # shellcheck disable=SC2329  # called by the traps below
 on_signal() {
-  signalled=$1
+  signalled=${signalled:-SIG$1}  # the first: the one that stopped the run (python -m study.deploy.job end --signal)
   if [ -z "$driver_pid" ]; then
     say "SIG$1 before the driver started"
   elif kill -0 "$driver_pid" 2>/dev/null; then
     say "SIG$1: asking the driver (PID $driver_pid) to stop at its trials' next checkpoint"
-    kill -USR1 "$driver_pid" 2>/dev/null
+    kill -"$1" "$driver_pid" 2>/dev/null
   fi  # (after the driver: Slurm's TERM to a job being requeued or cancelled; the lines below say what happens)
 }
 trap 'on_signal USR1' USR1
@@ -161,5 +161,5 @@ stop_ray
 # requeued ends the job FAILED (exit 3).
 "$PYTHON" -m study.deploy.job end --rc "$rc" --driver-pid "$driver_pid" --elapsed "$SECONDS" \
   --study-dir "$STUDY_DIR" --max-requeues "$MAX_REQUEUES" --signal-lead {{int:signal_lead_s}} \
-  --continue "$CONTINUE" --study-log "$STUDY_LOG"
+  --continue "$CONTINUE" --study-log "$STUDY_LOG" --signal "$signalled"
 exit $?

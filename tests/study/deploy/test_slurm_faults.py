@@ -1,9 +1,10 @@
 """``dmlstudy slurm`` at the worst moments, on a real Slurm (harness/slurm.py: two slurmd nodes of 2 CPUs each in a
 private network namespace, one cluster for the module), each with a tiny study so a job lasts well under two minutes:
 
-- ``scancel --signal=TERM --full`` mid-trial, as preemption and ``scancel`` signal every process of the job (the
-  script, the driver and every Ray node at once): the driver stops for ``--resume`` (exit 3) and the job is requeued;
-  in the requeued run requeueing is turned off (``scontrol update Requeue=0``, so ``scontrol requeue`` answers
+- ``scancel --signal=TERM --full`` before the first epoch ends, as preemption and ``scancel`` signal every process of
+  the job (the script, the driver and every Ray node at once): the driver stops for ``--resume`` (exit 3) and the job
+  is requeued although the run checkpointed nothing (a preemption is not a time limit: the next run gets its whole
+  time); in the requeued run, mid-trial, requeueing is turned off (``scontrol update Requeue=0``, so ``scontrol requeue`` answers
   "presently disabled") and the same signal ends the job FAILED with one line and the command that continues the
   study, which then finishes it, every epoch once;
 - a time limit shorter than one epoch: the run checkpoints nothing, and the job is not requeued: one line with the
@@ -128,20 +129,22 @@ def _epochs_once(study_dir: Path, name: str, epochs: int) -> None:
     assert steps == list(range(1, epochs + 1)), steps
 
 
-def test_term_to_every_process_requeues_and_a_refused_requeue_fails_with_the_command(slurm: Slurm):
-    """Run 1: ``scancel --signal=TERM --full`` once an epoch is logged: exit 3, requeued, the line says what the run
-    checkpointed. Run 2: requeue turned off on the job, the same signal: "scontrol requeue ... failed (Requested
-    operation is presently disabled ...)", FAILED 3:0, and the command that continues the study; that command
-    finishes it. (The driver's exit 3 after Ray's nodes got the TERM with it is the driver's part: study.run.)"""
-    epochs = 4  # run 1 checkpoints one, run 2 one more (TERM ends Ray too: no drain), the continuation the rest
+def test_term_before_the_first_epoch_requeues_and_a_refused_requeue_fails_with_the_command(slurm: Slurm):
+    """Run 1: ``scancel --signal=TERM --full`` once the driver has started and before any epoch is logged (a
+    preemption while Ray and the data start): exit 3, requeued on SIGTERM, the line says it checkpointed nothing.
+    Run 2: requeue turned off on the job, the same signal once an epoch is logged: "scontrol requeue ... failed
+    (Requested operation is presently disabled ...)", FAILED 3:0, and the command that continues the study; that
+    command finishes it, every epoch once. (The driver's exit 3 after Ray's nodes got the TERM with it is the driver's
+    part: study.run.)"""
+    epochs = 3  # run 1 checkpoints none, run 2 one (TERM ends Ray too: no drain), the continuation the rest
     spec, study_dir = slurm.spec("t_term", epochs=epochs, batches=300)  # 3-8 s an epoch
     job = slurm.submit(
         ["slurm", str(spec), "--nodes", "1", "--time", "5", "--signal-lead", "30", "--max-requeues", "3"]
     )
     before: dict[str, int] = {}  # restart count → epochs logged when that run was first seen running
-    sent: set[str] = set()
+    sent: dict[str, int] = {}  # restart count → epochs this run had logged when the signal went
 
-    def signal_mid_trial(now: dict[str, tuple[str, str]]) -> None:
+    def signal_early_then_mid_trial(now: dict[str, tuple[str, str]]) -> None:
         state, restarts = now[job]
         if state != "RUNNING" or restarts in sent:
             return
@@ -151,26 +154,36 @@ def test_term_to_every_process_requeues_and_a_refused_requeue_fails_with_the_com
                 off = slurm.cluster.run(["scontrol", "update", f"JobId={job}", "Requeue=0"])
                 assert off.returncode == 0, off.stderr
                 slurm.mark(f"scontrol update JobId={job} Requeue=0")
-        logged = logged_epochs(study_dir, "t_term")
-        if logged > before[restarts]:  # this run logged an epoch: mid-trial now
+        logged = logged_epochs(study_dir, "t_term") - before[restarts]
+        ready = "driver: study.run" in _log(study_dir, job) if restarts == "0" else logged > 0
+        if ready:  # run 1: its driver started, no epoch yet; run 2: mid-trial
             slurm.cluster.run(["scancel", "--signal=TERM", "--full", job])
-            sent.add(restarts)
-            slurm.mark(f"scancel --signal=TERM --full {job} ({logged} epochs logged)")
+            sent[restarts] = logged
+            slurm.mark(f"scancel --signal=TERM --full {job} ({logged} epochs logged in this run)")
 
-    ended = slurm.follow([job], 240, signal_mid_trial)[job]
+    ended = slurm.follow([job], 240, signal_early_then_mid_trial)[job]
     log = _log(study_dir, job)
     said = _said(log, "scontrol requeue")
     again = shlex.split(said.split("continue the study with: ", 1)[-1]) if said else []
     second = slurm.submit(again[1:]) if again[:2] == ["dmlstudy", "slurm"] else ""
     final = slurm.follow([second], 150, lambda _: None)[second] if second else {}
-    slurm.show("TERM to every process; requeue refused", {job: log, second: _log(study_dir, second) if second else ""})
+    slurm.show(
+        "TERM before the first epoch; requeue refused", {job: log, second: _log(study_dir, second) if second else ""}
+    )
 
-    assert log.count("driver exited with 3") == 2, log[-3000:]  # both runs: the driver's part (helper "exit")
-    assert "requeueing (requeue 1 of at most 3); this run checkpointed" in log and "SLURM_RESTART_COUNT=1" in log
+    assert sent.get("0") == 0, (sent, log[-3000:])  # the preemption came before run 1 logged an epoch
+    assert log.count("driver exited with") == 2, log[-3000:]  # 3, or 143 when the TERM came before its handlers
+    requeued = _said(log, "requeueing (requeue 1 of at most 3)")
+    assert requeued.startswith("requeueing (requeue 1 of at most 3) on SIGTERM (a preemption or scancel"), log[-3000:]
+    # (no count when the TERM ended the driver before its handlers were in: exit 143, no progress record)
+    assert requeued.endswith(("; this run checkpointed 0 epochs", "whatever this one checkpointed)")), requeued
+    assert "SLURM_RESTART_COUNT=1" in log
+    assert "not requeued: this run checkpointed no epoch" not in log
     assert said.startswith(
         f"scontrol requeue {job} failed (Requested operation is presently disabled for job {job}): the job is not "
         "requeued and ends FAILED; continue the study with: dmlstudy slurm "
     ), log[-3000:]
+    assert "SIGUSR1 received again" not in log
     assert (ended.get("JobState"), ended.get("ExitCode"), ended.get("Restarts")) == ("FAILED", "3:0", "1")
     assert final.get("JobState") == "COMPLETED", _log(study_dir, second)[-3000:]
     _epochs_once(study_dir, "t_term", epochs)

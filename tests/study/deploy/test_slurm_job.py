@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.driver import REPO
+from harness.netns import NetNamespace, netns_unavailable_reason
 from harness.ray_nodes import kill_node
 from study.deploy import job as J
 from study.deploy.job import Ending, RunEnd, SlurmView, decide, finish
@@ -141,14 +142,17 @@ def test_a_run_that_checkpointed_is_requeued_and_says_what_it_did():
     ending = decide(_end())
     assert ending.action == "requeue" and ending.exit_code == 0
     assert (
-        ending.line == "requeueing (requeue 1 of at most 2); this run checkpointed 4 epochs (epoch 30 s, start-up 40 s)"
+        ending.line
+        == "requeueing (requeue 1 of at most 2) on SIGUSR1; this run checkpointed 4 epochs (epoch 30 s, start-up 40 s)"
     )
 
 
 def test_requeues_used_up():
     ending = decide(_end(restarts=2))
     assert ending.action == "stop" and ending.exit_code == 3
-    assert ending.line.startswith("stopped after 2 requeues (--max-requeues); this run checkpointed 4 epochs")
+    assert ending.line.startswith(
+        "stopped on SIGUSR1 after 2 requeues (--max-requeues); this run checkpointed 4 epochs"
+    )
     assert ending.line.endswith(f"continue the study with: {CONTINUE}")
 
 
@@ -174,24 +178,54 @@ def test_a_run_in_which_no_epoch_ever_finished_gets_double_the_time():
 
 
 def test_a_signal_before_the_driver_started_is_no_progress():
-    ending = decide(_end(driver_started=False, progress=None, progress_note="the driver did not run"))
-    assert ending.action == "stop" and "the signal came before the driver started" in ending.line
+    ending = decide(_end(driver_started=False, progress=None, progress_note="the driver did not run", signal="SIGUSR1"))
+    assert ending.action == "stop" and "SIGUSR1 came before the driver started" in ending.line
+
+
+def test_sigterm_is_requeued_whatever_the_run_checkpointed():
+    """A preemption (``scancel --signal=TERM``) is external: the next run gets its whole time, so no zero-progress
+    rule (the time limit's); Slurm's TERM reaching the driver first (progress ``stopped_on``) or only the job script
+    (``signal``: the driver never started, its record missing, or the TERM killed it while it imported: exit 143)."""
+    nothing = RunProgress(0, None, None, run_s=85.0, stopped_on="SIGTERM", exit_code=3)
+    line = (
+        "requeueing (requeue 1 of at most 2) on SIGTERM (a preemption or scancel: the next run gets its whole time, "
+        "whatever this one checkpointed)"
+    )
+    assert decide(_end(progress=nothing, elapsed_s=97.0)) == Ending(
+        "requeue", f"{line}; this run checkpointed 0 epochs", 0
+    )
+    no_driver = _end(driver_started=False, progress=None, progress_note="the driver did not run", signal="SIGTERM")
+    assert decide(no_driver) == Ending("requeue", f"{line}; the driver had not started", 0)
+    note = f"the driver left no readable /runs/s/{R.RUN_PROGRESS_FILE}"
+    for over in ({"rc": 3}, {"rc": 143}):
+        assert decide(_end(progress=None, progress_note=note, signal="SIGTERM", **over)).line == line
+    assert decide(_end(rc=143, progress=None, signal="SIGUSR1")).action == "failed"  # not the stop's TERM
+    used_up = decide(_end(progress=nothing, restarts=2, signal="SIGTERM"))
+    assert used_up.action == "stop" and used_up.exit_code == 3
+    assert used_up.line == (
+        "stopped on SIGTERM after 2 requeues (--max-requeues); this run checkpointed 0 epochs; "
+        f"continue the study with: {CONTINUE}"
+    )
+    # The time limit keeps its rule: SIGUSR1 and nothing checkpointed is not requeued, whatever the script saw later.
+    usr1 = RunProgress(0, None, None, run_s=85.0, stopped_on="SIGUSR1", exit_code=3)
+    assert decide(_end(progress=usr1, signal="SIGTERM")).line.startswith("not requeued: this run checkpointed no epoch")
 
 
 def test_a_missing_progress_record_is_not_requeued():
     note = f"the driver left no readable /runs/s/{R.RUN_PROGRESS_FILE}"
-    ending = decide(_end(progress=None, progress_note=note))
+    ending = decide(_end(progress=None, progress_note=note, signal="SIGUSR1"))
     assert ending.action == "stop" and ending.exit_code == 3
-    assert ending.line.startswith(f"not requeued: {note}, so whether this run made progress is unknown")
+    assert ending.line.startswith(f"not requeued: {note}, so whether this run made progress on SIGUSR1 is unknown")
 
 
 def test_preemption_slurm_requeues_itself():
     """PreemptMode=REQUEUE: inside the script Slurm already counts the restart (Restarts one above the run's
     SLURM_RESTART_COUNT, JobState COMPLETING); `scontrol requeue` would fail ("Job is pending execution")."""
-    ending = decide(_end(slurm=SlurmView("COMPLETING", 1, 50, 300)))
+    term = RunProgress(4, 40.0, 30.0, run_s=50.0, stopped_on="SIGTERM", exit_code=3)
+    ending = decide(_end(slurm=SlurmView("COMPLETING", 1, 50, 300), progress=term))
     assert ending == Ending(
         "slurm-requeues",
-        "Slurm requeues the job itself (preempted): its next run resumes; this run checkpointed 4 epochs",
+        "Slurm requeues the job itself (preempted on SIGTERM): its next run resumes; this run checkpointed 4 epochs",
         0,
     )
     # ...even after a run that made no progress: Slurm decides, not the script.
@@ -202,7 +236,7 @@ def test_a_cancelled_job_is_not_requeued():
     """`scancel JOB` (no --signal): JobState COMPLETING before the limit; `scontrol requeue` would succeed and undo
     the cancel (seen on Slurm 22.05)."""
     ending = decide(_end(slurm=SlurmView("COMPLETING", 0, 50, 300)))
-    assert ending.action == "stop" and ending.exit_code == 3 and "the job was cancelled" in ending.line
+    assert ending.action == "stop" and ending.exit_code == 3 and "the job was cancelled on SIGUSR1" in ending.line
     assert ending.line.endswith(CONTINUE)
     # Past the time limit (the stop ran over it, Slurm's TERM came): the chain goes on.
     assert decide(_end(slurm=SlurmView("COMPLETING", 0, 300, 300))).action == "requeue"
@@ -212,7 +246,7 @@ def test_a_failed_requeue_says_so_and_fails():
     lines: list[str] = []
     ending = _finish(_end(), rc=1, message="Requested operation is presently disabled for job 7", lines=lines)
     assert ending.action == "stop" and ending.exit_code == 3
-    assert lines[0].startswith("requeueing (requeue 1 of at most 2)")
+    assert lines[0].startswith("requeueing (requeue 1 of at most 2) on SIGUSR1")
     assert lines[1] == (
         "scontrol requeue 7 failed (Requested operation is presently disabled for job 7): the job is not requeued and "
         f"ends FAILED; continue the study with: {CONTINUE}"
@@ -292,7 +326,7 @@ def test_end_requeues_and_records_the_run(fake_slurm):
     write_run_progress(study, _progress(epochs=6))
     done = _job(env, *_end_args(study))
     assert done.returncode == 0, done.stderr
-    assert "requeueing (requeue 2 of at most 5); this run checkpointed 6 epochs" in done.stdout
+    assert "requeueing (requeue 2 of at most 5) on SIGUSR1; this run checkpointed 6 epochs" in done.stdout
     assert "requeue 7" in (root / "calls").read_text()
     record = json.loads((study / R.SLURM_RUNS_FILE).read_text())
     assert record["job"] == "7" and record["run"] == 2 and record["ending"] == "requeue"
@@ -340,6 +374,18 @@ def test_end_uses_an_earlier_runs_epoch_time(fake_slurm):
     assert len((study / R.SLURM_RUNS_FILE).read_text().splitlines()) == 2
 
 
+def test_end_requeues_a_sigterm_the_script_trapped_before_the_driver_started(fake_slurm):
+    root, study, env = fake_slurm
+    args = _end_args(study)
+    args[args.index("--driver-pid") + 1] = ""
+    done = _job(env, *args, "--signal", "SIGTERM")
+    assert done.returncode == 0, done.stderr
+    assert (
+        "requeueing (requeue 2 of at most 5) on SIGTERM" in done.stdout and "the driver had not started" in done.stdout
+    )
+    assert "requeue 7" in (root / "calls").read_text()
+
+
 def test_end_after_a_finished_study(fake_slurm):
     _, study, env = fake_slurm
     done = _job(env, *_end_args(study, rc=0))
@@ -353,34 +399,50 @@ def test_end_after_a_finished_study(fake_slurm):
 def test_wait_head_knows_this_jobs_head_by_its_token_and_temp_dir():
     """A real head started as the job starts it (``ray-node``: every port 0). ``wait-head`` prints its address with
     the head's token and temp dir; with another token it is "another job's" (refused by the token), and so it is with
-    this token but another temp dir (a head reached at an address that is not this job's)."""
+    this token but another temp dir (a head reached at an address that is not this job's).
+
+    Head and commands run in a private network namespace (:class:`harness.netns.NetNamespace`), as every multi-node
+    test does: outside one, Ray rewrites ``--ip 127.0.0.1`` to the machine's own address and talks to it."""
+    if (reason := netns_unavailable_reason()) is not None:
+        pytest.skip(reason)
     tmp = tempfile.mkdtemp(prefix="wh", dir="/tmp")  # short: Ray's socket paths
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(PYTHONPATH=str(REPO), RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16), RAY_TMPDIR=tmp)
     ray = str(Path(sys.executable).with_name("ray"))
     since = str(int(time.time()))
-    head = subprocess.Popen(
-        [sys.executable, "-m", "study.deploy.job", "ray-node", "--ray", ray, "--ip", "127.0.0.1", "--cpus", "0",
-         "--tmpdir", tmp],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        wait = ["wait-head", "--tmpdir", tmp, "--pid", str(head.pid), "--since", since]
-        up = _job(env, *wait, "--timeout", "90")
-        assert up.returncode == 0, up.stderr
-        address = up.stdout.strip()
-        assert address.rsplit(":", 1)[1] != "6379" and address == (Path(tmp) / J.RAY_ADDRESS_FILE).read_text().strip()
-        foreign = _job({**env, "RAY_AUTH_TOKEN": secrets.token_hex(16)}, *wait, "--timeout", "2")
-        assert foreign.returncode == 1 and "refuses this job's token: it is another job's" in foreign.stderr
-        other = Path(tmp) / "other"
-        other.mkdir()
-        shutil.copy(Path(tmp) / J.RAY_ADDRESS_FILE, other / J.RAY_ADDRESS_FILE)
-        elsewhere = _job(
-            env, "wait-head", "--tmpdir", str(other), "--pid", str(head.pid), "--since", since, "--timeout", "2"
-        )
-        assert elsewhere.returncode == 1 and "is another job's (its temp dir is" in elsewhere.stderr
-        nodes = _job(env, "wait-nodes", address, "1", "--timeout", "30")
-        assert "ray: 1 of 1 nodes up" in nodes.stdout
-    finally:
-        kill_node(head, grace=20)  # its session and every descendant, by PID
-        shutil.rmtree(tmp, ignore_errors=True)
+    with NetNamespace() as ns:
+
+        def job(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+            argv = [sys.executable, "-m", "study.deploy.job", *args]
+            return ns.run(argv, env=env, capture_output=True, text=True)
+
+        head = ns.popen(
+            [sys.executable, "-m", "study.deploy.job", "ray-node", "--ray", ray, "--ip", "127.0.0.1", "--cpus", "0",
+             "--tmpdir", tmp],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait = ["wait-head", "--tmpdir", tmp, "--pid", str(head.pid), "--since", since]
+            up = job(env, *wait, "--timeout", "90")
+            assert up.returncode == 0, up.stderr
+            address = up.stdout.strip()
+            assert address.startswith("127.0.0.1:"), address  # outside a namespace: the machine's own address
+            assert address.rsplit(":", 1)[1] != "6379"
+            assert address == (Path(tmp) / J.RAY_ADDRESS_FILE).read_text().strip()
+            foreign = job({**env, "RAY_AUTH_TOKEN": secrets.token_hex(16)}, *wait, "--timeout", "2")
+            assert foreign.returncode == 1 and "refuses this job's token: it is another job's" in foreign.stderr
+            other = Path(tmp) / "other"
+            other.mkdir()
+            shutil.copy(Path(tmp) / J.RAY_ADDRESS_FILE, other / J.RAY_ADDRESS_FILE)
+            elsewhere = job(
+                env, "wait-head", "--tmpdir", str(other), "--pid", str(head.pid), "--since", since, "--timeout", "2"
+            )
+            assert elsewhere.returncode == 1 and "is another job's (its temp dir is" in elsewhere.stderr
+            nodes = job(env, "wait-nodes", address, "1", "--timeout", "30")
+            assert "ray: 1 of 1 nodes up" in nodes.stdout
+            sockets = ns.run(["ss", "-Htn"], capture_output=True, text=True, check=True).stdout.split("\n")
+            ends = {end.rsplit(":", 1)[0] for line in sockets if line.strip() for end in line.split()[3:5]}
+            assert ends <= {"127.0.0.1", "[::1]", "[::ffff:127.0.0.1]"}, ends  # every connection on loopback
+        finally:
+            kill_node(head, grace=20)  # its session and every descendant, by PID, before the namespace goes
+            shutil.rmtree(tmp, ignore_errors=True)

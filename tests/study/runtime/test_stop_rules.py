@@ -123,6 +123,16 @@ def test_a_second_signal_hurries_and_a_second_ctrl_c_outside_fit_interrupts(stop
     assert stopping.received() == "SIGINT"  # the first signal names the stop
 
 
+def test_a_second_signal_of_another_kind_is_named_as_it_came(stopped, capsys):
+    """Slurm's TERM to every process of a job, then the job script's forwarded signal: the line names both as they
+    came (before: "SIGUSR1 received again" after a SIGTERM)."""
+    stopped(signal.SIGTERM)
+    stopping.record(signal.SIGUSR1, None)
+    out = capsys.readouterr().out
+    assert "SIGUSR1 received after SIGTERM: stopping without waiting for the running trials" in out, out
+    assert "received again" not in out and stopping.received() == "SIGTERM"
+
+
 def test_the_continue_command_carries_every_option_quoted_and_no_password():
     from study.run import _parser, _Run
 

@@ -6,12 +6,14 @@ through Slurm's own signal and requeue."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -180,6 +182,53 @@ def test_ctrl_c_then_a_preemption_of_every_process_exit_3_and_resume_finishes(tm
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     check_resumed({"resumed": resumed, "study_dir": study_dir, "name": name, "first_output": out})
+
+
+@pytest.mark.e2e
+def test_a_second_ctrl_c_stops_without_finishing_the_epoch_and_resume_finishes(tmp_path):
+    # Ctrl-C, then Ctrl-C again half a second later, right after the trial logged its first epoch of ~10 s: the driver
+    # exits 3 well before that epoch could end (the trial's actor is ended; before: Tune's cleanup let it train the
+    # epoch, 11.5 s from the second Ctrl-C to the exit, against 1.9 s now), and --resume trains epochs 2 and 3 once.
+    spec = kill_spec(1500, name="t_ctrl_c_twice")
+    spec["search"]["num_trials"] = 1
+    path = tmp_path / R.SPEC_FILE
+    path.write_text(yaml.safe_dump(spec))
+    name, study_dir = spec["name"], tmp_path / R.DEFAULT_STORAGE / spec["name"]
+    gap_s = 0.5
+
+    def twice(proc: subprocess.Popen, ray_tmp: str) -> None:
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(gap_s)
+        os.killpg(proc.pid, signal.SIGINT)
+
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
+    try:
+        env = driver_env(ray_tmp)
+        first = run_and_stop(tmp_path, env, [str(path)], study_dir, lambda d: logged_epochs(d, name) >= 1, twice)
+        out = first["output"]
+        assert not first["finished_before_kill"] and first["code"] == EXIT_STOPPED, out[-3000:]
+        assert "SIGINT received again: stopping without waiting for the running trials" in out, out[-3000:]
+        progress = read_run_progress(study_dir)
+        assert progress is not None and progress.epoch_s is not None, progress
+        after_second = first["stop_s"] - gap_s
+        print(f"second Ctrl-C to exit {after_second:.1f} s; an epoch takes {progress.epoch_s:.1f} s")
+        assert after_second < progress.epoch_s / 2, (after_second, progress.epoch_s)
+        assert logged_epochs(study_dir, name) == 1  # the epoch in flight was not finished
+        resumed = subprocess.run(
+            [sys.executable, "-m", "study.run", *continue_args(out)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    client, _, children = mlflow_children(study_dir, name)
+    assert [c.info.status for c in children] == ["FINISHED"]
+    steps = [m.step for m in client.get_metric_history(children[0].info.run_id, "test/recall_at_1")]
+    assert steps == list(range(1, EPOCHS + 1)), steps
 
 
 #: ``python -m study.run SPEC`` with the signal already received when ``main`` begins (the handler recorded it).
