@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.driver import mlflow_children, optuna_trials
+from trainables.schema import record as R
 
 pytestmark = pytest.mark.e2e
 
@@ -84,3 +85,15 @@ def test_asha_stopped_trials_are_pruned_in_optuna(spec_dict, write_spec, run_cli
     assert sorted(t.value for t in trials) == pytest.approx(
         sorted(r.data.metrics["test/recall_at_1"] for r in children)
     )
+    # The printed best and the parent's best_trial_id are the final stage's pick: a trial that trained every epoch,
+    # never one ASHA stopped at its rung (issue 59 part 0; before, every trial's last value competed).
+    full = {
+        r.data.tags["trial_id"]: r.data.metrics["test/recall_at_1"]
+        for r in children
+        if r.data.tags["trial_id"] not in stopped
+    }
+    best = next(line for line in proc.stdout.splitlines() if line.startswith("Best trial "))
+    best_id = best.split()[2].rstrip(":")
+    assert best_id in full and full[best_id] == max(full.values()), (best, full)
+    _, parents, _ = mlflow_children(study_dir, "t_asha")
+    assert parents[0].data.tags[R.BEST_TRIAL_ID] == best_id

@@ -160,11 +160,10 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
     assert final == "CANCELLED" and after.get("Restarts") == "0", f"job {second}: {after}: {log2[-2000:]}"
     # Each run of the first job stopped mid-study: the limit fell mid-study twice.
     assert 0 < epochs["requeued"] < epochs["exhausted"] < TRIALS * EPOCHS, epochs
-    assert log.count("SIGUSR1") >= 2 and "requeueing (requeue 1 of at most 1); this run checkpointed" in log, log[
-        -3000:
-    ]
+    assert log.count("SIGUSR1") >= 2, log[-3000:]
+    assert "requeueing (requeue 1 of at most 1) on SIGUSR1; this run checkpointed" in log, log[-3000:]
     assert "SLURM_RESTART_COUNT=1" in log and log.count("driver exited with 3") == 2 and "2 of 2 nodes up" in log
-    assert "stopped after 1 requeues (--max-requeues)" in said
+    assert "stopped on SIGUSR1 after 1 requeues (--max-requeues)" in said, said
     assert f"Slurm job {first}: RUNNING, restarted 1 time(s)" in status[0], status
     assert "driver: study.run --resume" in log2 and "driver exited with 3" in log2 and "SLURM_RESTART_COUNT=0" in log2
     cancelled = next((x for x in log2.splitlines() if "the job was cancelled" in x), "")
