@@ -21,7 +21,7 @@ from study.final.best import best_by_group
 # The final stage's own rule (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n), one definition for the study and every table.
 from study.final.intervals import t_interval
 from trainables.schema import record as R
-from trainables.schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX
+from trainables.schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX, bounds_of
 
 __all__ = [
     "GROUP",
@@ -88,12 +88,14 @@ def scored_runs(data: DashboardData, metric: str | None = None) -> pl.DataFrame:
     )
 
 
-def _t(values: list[float | None]) -> tuple[int, float | None, float | None, float | None, float | None]:
-    """``(n, mean, std, ci95_low, ci95_high)`` of the finite values (None where undefined)."""
+def _t(
+    values: list[float | None], bounds: tuple[float, float] | None = None
+) -> tuple[int, float | None, float | None, float | None, float | None]:
+    """``(n, mean, std, ci95_low, ci95_high)`` of the finite values (None where undefined), cut to ``bounds``."""
     x = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not x:
         return 0, None, None, None, None
-    mean, std, low, high = (v if math.isfinite(v) else None for v in t_interval(x))
+    mean, std, low, high = (v if math.isfinite(v) else None for v in t_interval(x, bounds))
     return len(x), mean, std, low, high
 
 
@@ -107,7 +109,7 @@ def summarise(runs: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl
         row.update(n_runs=part.height, seeds=sorted(set(part[R.SEED].to_list())), run_ids=part["run_id"].to_list())
         for m in metrics:
             values = part[METRIC + m].to_list() if METRIC + m in part.columns else []
-            n, mean, std, lo, hi = _t(values)
+            n, mean, std, lo, hi = _t(values, bounds_of(m))
             row.update({f"n_{m}": n, f"mean_{m}": mean, f"std_{m}": std, f"lo_{m}": lo, f"hi_{m}": hi})
         rows.append(row)
     schema = {

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from study.arguments import ArgumentParser, max_failures, one_line
-from study.final.intervals import replicated_mean, t_interval
+from study.final.intervals import few_seeds_warning, replicated_mean, t_interval
 from study.layout import StudyLayout
 from study.runtime import stopping
 from study.runtime.compat import finish_threads
@@ -62,6 +62,7 @@ from study.table.spec import RunSpec, load_run
 from study.tracking.credentials import shell_command
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError, StudyStalledError
+from trainables.schema.metric_names import bounds_of
 
 if TYPE_CHECKING:
     from study.search.driver import StudyOutcome
@@ -381,7 +382,7 @@ def _print_replicated(groups: list) -> None:
     for name in sorted(groups[0].by_seed):
         if not name.removeprefix("test/").startswith(("recall_at_1", "map_at_r", "nmi")):
             continue
-        pooled = replicated_mean([g.by_seed.get(name, {}) for g in groups])
+        pooled = replicated_mean([g.by_seed.get(name, {}) for g in groups], bounds_of(name))
         if pooled is None:
             continue
         mean, low, high, seeds = pooled
@@ -488,13 +489,16 @@ def _store_failure(e: Exception, spec: StudySpec) -> str | None:
 
 
 def _warn_selection(spec: StudySpec) -> None:
-    """Once the study is about to start (bad input still gets its one line alone): say when it selects on test."""
+    """Once the study is about to start (bad input still gets its one line alone): say when it selects on test, and
+    when its final stage has too few seeds for its interval to say anything."""
     if not spec.validation.enabled:
         print(
             "warning: validation.kind is none: hyperparameters are selected on the test classes "
             "(runs are tagged selection=test); use validation.kind: kfold or holdout for an honest study",
             file=sys.stderr,
         )
+    if line := few_seeds_warning(spec.final.seeds):
+        print(line, file=sys.stderr)
 
 
 def _print_final(groups: list) -> None:
@@ -515,7 +519,7 @@ def _print_final(groups: list) -> None:
         if rows := g.per_category():
             print("    per category (mean ± std [95 % CI] over the seeds):")
             for category, metric, vals in rows:
-                mean, std, low, high = t_interval(vals)
+                mean, std, low, high = t_interval(vals, bounds_of(metric))
                 print(f"      {category:<16} {metric:<12} {mean:.4f} ± {std:.4f} [{low:.4f}, {high:.4f}]")
 
 

@@ -29,7 +29,7 @@ from dashboards.compare.cells import (
 from dashboards.load import METRIC, DashboardData, DashboardError
 from dashboards.select import final_runs
 from study.final.intervals import t_interval
-from trainables.schema.metric_names import TEST_PREFIX
+from trainables.schema.metric_names import TEST_PREFIX, bounds_of
 
 __all__ = ["compare", "aggregates", "claimed_vs_honest", "build_comparison", "dashboard_comparison"]
 
@@ -43,7 +43,7 @@ def compare(values: dict[Cell, dict[int, float]], reference: str, metric: str) -
     order = sorted(values, key=lambda c: (c.name != reference, c.row, c.noise_kind, c.noise_ratio))
     for cell in order:
         vals = values[cell]
-        mean, std, low, high = t_interval(list(vals.values()))
+        mean, std, low, high = t_interval(list(vals.values()), bounds_of(metric))
         diff = share = None
         ref = reference_cell(values, reference, cell)
         if ref is not None and ref != cell:

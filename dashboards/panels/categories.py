@@ -12,7 +12,7 @@ from dashboards.panels import Panel
 from dashboards.select import decimals, final_runs
 from study.final.intervals import t_interval
 from trainables.schema import record as R
-from trainables.schema.metric_names import split_per_category
+from trainables.schema.metric_names import bounds_of, split_per_category
 
 __all__ = ["build", "category_table"]
 
@@ -29,7 +29,7 @@ def category_table(data: DashboardData) -> pl.DataFrame:
             values = [v for v in part[column].to_list() if v is not None]
             if not values:
                 continue
-            mean, std, low, high = t_interval(values)
+            mean, std, low, high = t_interval(values, bounds_of(metric))
             rows.append(
                 {
                     "study": experiment,

@@ -17,7 +17,7 @@ from dashboards.load import METRIC, PARAM, DashboardData
 from dashboards.panels import Panel, new_figure
 from dashboards.select import ci_text, final_runs, search_runs
 from trainables.schema import record as R
-from trainables.schema.metric_names import PAIRED_COSINE, PAIRED_MAE, TEST_PREFIX
+from trainables.schema.metric_names import PAIRED_COSINE, PAIRED_MAE, TEST_PREFIX, bounds_of
 
 __all__ = ["build", "latent_colours"]
 
@@ -74,7 +74,7 @@ def _metrics_table(data: DashboardData, groups: list[tuple[str, list[str]]]) -> 
                 continue
             from study.final.intervals import t_interval
 
-            mean, _, low, high = t_interval(values)
+            mean, _, low, high = t_interval(values, bounds_of(metric))
             row[metric] = ci_text(mean, None if low != low else low, None if high != high else high, len(values))
         rows.append(row)
     return pl.DataFrame(rows)

@@ -23,6 +23,7 @@ FACE: dict[str, str] = {
     "category_csv": "study.final.stage",
     "creation_order": "study.final.stage",
     "final_points": "study.final.stage",
+    "few_seeds_warning": "study.final.intervals",
     "is_finite_number": "study.final.best",
     "pick_best": "study.final.best",
     "result_trial_id": "study.final.stage",

@@ -26,6 +26,7 @@ import numpy as np
 
 __all__ = [
     "t_interval",
+    "few_seeds_warning",
     "CONFIDENCE",
     "crossed_interval",
     "replicated_delta",
@@ -41,9 +42,13 @@ BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 
 
-def t_interval(values: Sequence[float]) -> tuple[float, float, float, float]:
+def t_interval(
+    values: Sequence[float], bounds: tuple[float, float] | None = None
+) -> tuple[float, float, float, float]:
     """``(mean, std, ci95_low, ci95_high)`` of ``values`` (sample std; the interval is NaN for one value, and the
-    point itself when all values are equal)."""
+    point itself when all values are equal). ``bounds``: the metric's range
+    (:func:`trainables.schema.metric_names.bounds_of`), which the interval is cut to: the true mean lies in it, so the
+    cut loses no coverage, and over 2 or 3 seeds near 1 the interval would otherwise claim a Recall@1 above 1."""
     from scipy import stats
 
     x = np.asarray(values, dtype=float)
@@ -52,7 +57,27 @@ def t_interval(values: Sequence[float]) -> tuple[float, float, float, float]:
         return mean, math.nan, math.nan, math.nan
     std = float(x.std(ddof=1))
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df=x.size - 1)) * std / math.sqrt(x.size)
-    return mean, std, mean - half, mean + half
+    low, high = _within(mean - half, mean + half, bounds)
+    return mean, std, low, high
+
+
+def few_seeds_warning(seeds: int) -> str | None:
+    """The warning for ``final.seeds`` 1 or 2 (0 skips the final stage): one seed gives no interval, and two give one
+    degree of freedom, t₀.₉₇₅ 12.7 against 4.3 at three seeds, an interval too wide to say anything."""
+    if seeds == 1:
+        return "warning: final.seeds is 1: the final stage reports no interval (one seed has no spread); use 3 or more"
+    if seeds == 2:
+        return (
+            "warning: final.seeds is 2: a 95 % interval over 2 seeds has 1 degree of freedom (t = 12.7, against 4.3 "
+            "over 3 seeds) and says next to nothing; use 3 or more"
+        )
+    return None
+
+
+def _within(low: float, high: float, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    if bounds is None:
+        return low, high
+    return max(low, bounds[0]), min(high, bounds[1])
 
 
 def crossed_interval(center: float, parts: Sequence[tuple[float, int]]) -> tuple[float, float]:
@@ -88,15 +113,18 @@ def _replicate_part(*layouts: np.ndarray) -> tuple[float, int]:
     return pooled * sum(1.0 / len(a) for a in layouts), df
 
 
-def replicated_mean(replicates: Sequence[Mapping[int, float]]) -> tuple[float, float, float, int] | None:
+def replicated_mean(
+    replicates: Sequence[Mapping[int, float]], bounds: tuple[float, float] | None = None
+) -> tuple[float, float, float, int] | None:
     """``(mean, ci95_low, ci95_high, seeds)`` of a value over replicates × the seeds common to all (each replicate:
-    seed → value): the crossed interval of the module docstring; ``None`` with fewer than 2 common seeds."""
+    seed → value): the crossed interval of the module docstring, cut to ``bounds`` (as :func:`t_interval`); ``None``
+    with fewer than 2 common seeds."""
     seeds = _common(replicates)
     if len(seeds) < 2:
         return None
     a = _layout(replicates, seeds)
     seed_part = (float(a.mean(axis=0).var(ddof=1)) / len(seeds), len(seeds) - 1)
-    low, high = crossed_interval(float(a.mean()), [seed_part, _replicate_part(a)])
+    low, high = _within(*crossed_interval(float(a.mean()), [seed_part, _replicate_part(a)]), bounds)
     return float(a.mean()), low, high, len(seeds)
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from study.final.best import best_full_trial
 from study.final.intervals import t_interval
 from trainables.schema import record as R
-from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX, split_per_category
+from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX, bounds_of, split_per_category
 from trainables.schema.spec import FinalSpec, StudySpec
 from trainables.schema.trial import CELL_KEY, FINAL_KEY, sampled_values
 
@@ -193,7 +193,7 @@ class FinalGroup:
         for name, vals in sorted(self.values.items()):
             if split_per_category(name) is not None:  # their own table: category_csv
                 continue
-            for suffix, value in zip(R.SUMMARY_SUFFIXES, t_interval(vals)):
+            for suffix, value in zip(R.SUMMARY_SUFFIXES, t_interval(vals, bounds_of(name))):
                 out[name + suffix] = value
         out.update({FOLD_ENSEMBLE_PREFIX + k: v for k, v in sorted(self.fold_ensemble.items())})
         return out
@@ -251,6 +251,6 @@ def category_csv(groups: list[FinalGroup]) -> str | None:
     lines = [",".join(R.FINAL_CATEGORY_COLUMNS)]
     for g in groups:
         for category, metric, vals in g.per_category():
-            stats = ",".join(repr(float(v)) for v in t_interval(vals))
+            stats = ",".join(repr(float(v)) for v in t_interval(vals, bounds_of(metric)))
             lines.append(f'"{g.label}","{category}",{metric},{len(vals)},{stats}')
     return "\n".join(lines) + "\n" if len(lines) > 1 else None

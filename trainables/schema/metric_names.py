@@ -48,6 +48,7 @@ __all__ = [
     "per_category",
     "split_per_category",
     "final_metric",
+    "bounds_of",
 ]
 
 EPOCH = "epoch"
@@ -198,3 +199,15 @@ def on_fold(fold: int, name: str) -> str:
 # over the final seeds; the k-fold ensemble's test metrics as ``fold_ensemble/test/recall_at_1``.
 SUMMARY_SUFFIXES = ("_mean", "_std", "_ci95_low", "_ci95_high")
 FOLD_ENSEMBLE_PREFIX = "fold_ensemble/"
+
+
+#: Metrics that are shares of queries, pairs or samples, so bounded in [0, 1] (any Recall@k besides these): a
+#: mean's interval over a few seeds near 1 or 0 is cut to the bounds (``study.final.intervals.t_interval``).
+UNIT_METRICS = frozenset({NMI, MAP_AT_R, R_PRECISION, ACC1, ACC5})
+
+
+def bounds_of(name: str) -> tuple[float, float] | None:
+    """``(0, 1)`` for a metric bounded in [0, 1] (``test/recall_at_1``, ``category/shoes/map_at_r``,
+    ``fold_ensemble/test/nmi``: the name after its last ``/``), else ``None``."""
+    base = name.rsplit("/", 1)[-1]
+    return (0.0, 1.0) if base in UNIT_METRICS or re.fullmatch(r"recall_at_\d+", base) else None

@@ -178,3 +178,31 @@ def test_the_printed_best_is_the_final_stages_pick_per_replicate(tmp_path):
     assert {cell: r.path[-2:] for cell, r in final.items()} == picked
     unstamped = [SimpleNamespace(**{**vars(r), "config": {"spec": {}}}) for r in results[:3]]
     assert best_result(spec, unstamped, {}).path.endswith("t2")  # a trial without a cell stamp is the study's own
+
+
+def test_an_interval_on_a_bounded_metric_stays_in_its_bounds(capsys):
+    """Issue 59 part 0: Recall@1, MAP@R and NMI are shares; their intervals are cut to [0, 1], and a final stage of 1
+    or 2 seeds is said to give no interval or one that says nothing."""
+    from study.final.intervals import few_seeds_warning, replicated_mean, t_interval
+    from study.run import _warn_selection
+    from study.loading import parse_spec
+    from harness.driver import honest_spec
+    from trainables.schema.metric_names import bounds_of
+
+    assert [bounds_of(n) for n in ("test/recall_at_1", "val/recall_at_4", "category/a b/map_at_r", "train/loss")] == [
+        (0.0, 1.0),
+        (0.0, 1.0),
+        (0.0, 1.0),
+        None,
+    ]
+    near_one = [0.99, 1.0, 0.96]
+    _, _, low, high = t_interval(near_one)
+    assert high > 1.0  # the plain t-interval claims a Recall@1 above 1
+    assert t_interval(near_one, (0.0, 1.0))[2:] == (low, 1.0)
+    pooled = replicated_mean([{0: 0.99, 1: 1.0, 2: 0.96}, {0: 1.0, 1: 0.97, 2: 0.99}], (0.0, 1.0))
+    assert pooled is not None and pooled[2] == 1.0 and pooled[1] < pooled[0]
+    assert few_seeds_warning(3) is None and few_seeds_warning(0) is None
+    for seeds, says in ((1, "reports no interval"), (2, "1 degree of freedom (t = 12.7")):
+        spec = parse_spec({**honest_spec(), "final": {"seeds": seeds}})
+        _warn_selection(spec)
+        assert f"warning: final.seeds is {seeds}: " in (err := capsys.readouterr().err) and says in err, err
