@@ -42,9 +42,7 @@ BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 
 
-def t_interval(
-    values: Sequence[float], bounds: tuple[float, float] | None = None
-) -> tuple[float, float, float, float]:
+def t_interval(values: Sequence[float], bounds: tuple[float, float] | None = None) -> tuple[float, float, float, float]:
     """``(mean, std, ci95_low, ci95_high)`` of ``values`` (sample std; the interval is NaN for one value, and the
     point itself when all values are equal). ``bounds``: the metric's range
     (:func:`trainables.schema.metric_names.bounds_of`), which the interval is cut to: the true mean lies in it, so the
