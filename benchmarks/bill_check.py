@@ -93,7 +93,7 @@ def real_epoch_s(spec: StudySpec, epochs: int = 1) -> float:
 
 def _first_specs(target: RunSpec) -> dict[str, StudySpec]:
     """Each arm's first cell (a study: its one family)."""
-    return {target.base.family: target.base} if target.table is None else arm_specs(target.table)
+    return {target.base.family: target.base} if target.table is None else arm_specs(target.table.cells)
 
 
 def _bill_lines(target: RunSpec, cal: Calibration) -> list[str]:

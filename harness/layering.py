@@ -26,8 +26,9 @@ Layers, lowest first (:data:`LAYERS`; modules of one rank may import each other)
 
 A module may import its own layer and the layers below it, never above — function-local and ``TYPE_CHECKING``
 imports included. Imports must also be free of cycles within a layer: those at module level, and those made inside
-functions too (a function-local import that dodges a cycle keeps the cycle; ``TYPE_CHECKING`` imports, which never
-run, do not count). ``from P import M`` of a module ``M`` is an import of ``P.M``, as ``import P.M`` is: that Python
+functions too (a function-local import that dodges a cycle keeps the cycle), and those under ``TYPE_CHECKING``
+(they never run, but a type-level cycle is still two modules that cannot be read, moved or tested one without the
+other). ``from P import M`` of a module ``M`` is an import of ``P.M``, as ``import P.M`` is: that Python
 runs ``P/__init__.py`` first is true of every import under ``P``.
 
 One door to the stores (:mod:`study.tracking`): no module outside ``study.tracking`` imports ``mlflow`` or opens an
@@ -58,6 +59,7 @@ __all__ = [
     "upward_imports",
     "cycles",
     "function_cycles",
+    "type_cycles",
     "store_doors",
     "main",
 ]
@@ -297,11 +299,26 @@ def function_cycles(graph: dict[str, list[tuple[str, str]]]) -> list[str]:
     return out
 
 
+def type_cycles(graph: dict[str, list[tuple[str, str]]]) -> list[str]:
+    """``a -> b (names) -> a`` lines for the cycles that ``TYPE_CHECKING`` imports close (those of running imports are
+    :func:`cycles`' and :func:`function_cycles`'), each import of the cycle with where it stands."""
+    running = cycles(graph, frozenset({MODULE, FUNCTION}))
+    out = []
+    for component in cycles(graph, frozenset({MODULE, FUNCTION, TYPING})):
+        if component in running:
+            continue
+        members = set(component)
+        ties = sorted({f"{m} -> {t} ({k})" for m in component for t, k in graph[m] if t in members and t != m})
+        out.append(f"{' -> '.join(component)}: {'; '.join(ties)}")
+    return out
+
+
 def main() -> int:
     graph = import_graph()
     upward = upward_imports(graph)
     loops = cycles(graph)
     function_loops = function_cycles(graph)
+    type_loops = type_cycles(graph)
     doors = store_doors()
     long, unexplained = long_functions(), unexplained_imports()
     edges = sum(len(e) for e in graph.values())
@@ -311,6 +328,8 @@ def main() -> int:
         print(f"import cycle: {' -> '.join(component)}")
     for line in function_loops:
         print(f"import cycle through a function-level import: {line}")
+    for line in type_loops:
+        print(f"import cycle through a TYPE_CHECKING import: {line}")
     for line in doors:
         print(f"store door: {line}")
     for line in long:
@@ -320,10 +339,10 @@ def main() -> int:
     print(
         f"{len(graph)} modules, {edges} internal imports; layers {' <- '.join('|'.join(r) for r in LAYERS)}; "
         f"{len(upward)} upward imports, {len(loops)} module-level cycles, {len(function_loops)} cycles through "
-        f"function-level imports, {len(doors)} store doors outside {STORE_DOOR}, {len(long)} functions over "
+        f"function-level imports, {len(type_loops)} through TYPE_CHECKING imports, {len(doors)} store doors outside {STORE_DOOR}, {len(long)} functions over "
         f"{MAX_FUNCTION_LINES} lines, {len(unexplained)} unexplained function-level imports"
     )
-    return 1 if upward or loops or function_loops or doors or long or unexplained else 0
+    return 1 if upward or loops or function_loops or type_loops or doors or long or unexplained else 0
 
 
 if __name__ == "__main__":

@@ -288,7 +288,7 @@ def _bill(target: RunSpec, resume: bool) -> Bill | None:
     if table is not None:
         if resume or table.spec.search.epoch_seconds is not None:
             return table.bill()
-        return table.bill(calibrate_table(table))
+        return table.bill(calibrate_table(table.cells))
     if resume or spec.search.epoch_seconds is not None or spec.search.max_hours is None:
         return study_bill(spec, None)
     return study_bill(spec, calibrate({spec.family: spec}))
@@ -310,7 +310,7 @@ def _plan_line(target: RunSpec) -> str:
         except StudyError as e:
             lines.append(f"the run would be refused: {one_line(str(e))}")
         return "\n".join(lines)
-    measured = table.bill(calibrate_table(table))
+    measured = table.bill(calibrate_table(table.cells))
     lines = [table.size_line(measured)]
     if (assumed := table.bill()) is not None:
         hours = f"FIFO ≈ {table.estimated_hours(False, assumed):.1f} h"

@@ -10,8 +10,9 @@ epoch on all training classes, no start-up, so a search trial's epoch is ``searc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from study.plan import search_cost
 from study.search.calibration import ArmCalibration, Calibration, calibrate
@@ -19,9 +20,6 @@ from study.table.asha_cost import expected_share, halving_share
 from trainables.schema.errors import SpecError
 from trainables.schema.space import SchedulerSpec
 from trainables.schema.spec import StudySpec
-
-if TYPE_CHECKING:
-    from study.table.spec import Table
 
 __all__ = [
     "ArmPrice",
@@ -162,17 +160,28 @@ class Priced:
         )
 
 
-def arm_specs(table: Table) -> dict[str, StudySpec]:
-    """Each arm's first cell's spec: what a calibration measures of the arm."""
+class ArmCell(Protocol):
+    """What pricing reads of a table's cell (:class:`study.table.spec.TableCell`): its arm and its spec. A protocol, so
+    that this module does not import the table spec, which imports it."""
+
+    @property
+    def arm(self) -> str: ...
+
+    @property
+    def spec(self) -> StudySpec: ...
+
+
+def arm_specs(cells: Iterable[ArmCell]) -> dict[str, StudySpec]:
+    """Each arm's first cell's spec (a table's ``cells``): what a calibration measures of the arm."""
     first: dict[str, StudySpec] = {}
-    for cell in table.cells:
+    for cell in cells:
         first.setdefault(cell.arm, cell.spec)
     return first
 
 
-def calibrate_table(table: Table) -> Calibration:
-    """Measure each arm of ``table`` on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
-    return calibrate(arm_specs(table))
+def calibrate_table(cells: Iterable[ArmCell]) -> Calibration:
+    """Measure each arm of a table (its ``cells``) on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
+    return calibrate(arm_specs(cells))
 
 
 def study_priced(spec: StudySpec) -> Priced:

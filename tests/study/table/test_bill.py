@@ -45,7 +45,7 @@ CALIBRATION = Calibration({"ms": _arm("ms", 0.5), "spl": _arm("spl", 1.0)}, wall
 
 def test_calibration_measures_startup_batches_and_evaluation_apart_on_the_tiny_data():
     table = parse_table(tiny_table("t_cal", epochs=2, batches_per_epoch=4, num_trials=2, seeds=1))
-    cal = calibrate_table(table)
+    cal = calibrate_table(table.cells)
     assert set(cal.arms) == {"ms", "spl"} and cal.device == "cpu"
     for arm in cal.arms.values():
         parts = (arm.data_s, arm.build_s, arm.batch_s, arm.eval_s)
