@@ -25,7 +25,7 @@ from trainables.schema import record as R
 
 pytestmark = pytest.mark.e2e
 
-#: The last commit before issue 49's moves (harness/moves/issue49_one_path.sh).
+#: The last commit before issue 49's moves (harness/moves/issue49_one_path.sh, removed by issue 57: see the git log).
 BEFORE_THE_MOVE = "de50bb59"
 NAME, TRIALS, CELLS = "t_premove", 2, ("ms.p0.2", "spl.p0.2")
 
