@@ -56,7 +56,7 @@ def test_final_groups_show_the_parent_runs_stored_summary_else_compute_it(tmp_pa
     from dashboards.select import final_groups
     from study.final.intervals import t_interval
     from study.final.stage import FinalGroup, summary_csv
-    from tests.dashboards.test_compare import make_study
+    from tests.dashboards.compare.test_compare import make_study
 
     finals = {("ms", 0.2, "all"): {0: 0.60, 1: 0.58, 2: 0.53}}
     study_dir = make_study(tmp_path, "stored", finals)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from study import cli
-from tests.dashboards.test_compare import HONEST, make_study
+from tests.dashboards.compare.test_compare import HONEST, make_study
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """The thesis' 2-D experiment (§4.1): the flows2d paired dataset, the paired_mlp encoders, the kl_contrastive family,
-the paired metrics and the artifact the dashboard panel draws (tests/dashboards/test_paired_panel.py)."""
+the paired metrics and the artifact the dashboard panel draws (tests/dashboards/panels/test_paired_panel.py)."""
 
 from __future__ import annotations
 

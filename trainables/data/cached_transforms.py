@@ -5,7 +5,8 @@ Hand-written rather than torchvision's ``RandomCrop``/``RandomHorizontalFlip`` o
 writable tensor copy of the whole resized image per sample; numpy slicing of the read-only mapping copies only the crop.
 They draw from torch's global generator with exactly the calls torchvision makes (``torch.randint(0, h - crop + 1,
 size=())`` for the top, then the left, only when that side is larger than the crop; ``torch.rand(1) >= 0.5`` to skip
-the flip), so under the same seed a cached crop is the very crop of the PIL pipeline (tests/trainables/test_cache.py).
+the flip), so under the same seed a cached crop is the very crop of the PIL pipeline
+(tests/trainables/data/test_cache.py).
 The loader ships uint8 (a quarter of float32's bytes over the bus, pinned and non-blocking on CUDA).
 """
 

@@ -57,7 +57,7 @@ FAMILY_NAMES: tuple[str, ...] = tuple(_rules_by_name())
 
 def get_rules(name: str) -> type[FamilyRules]:
     """The torch-free rules of family ``name`` (its ``Params``, ``metric_names``, ``check_spec``, ...); ``KeyError``
-    if there is none. The family class subclasses them (``tests/trainables/test_family_contract.py``)."""
+    if there is none. The family class subclasses them (``tests/trainables/families/test_family_contract.py``)."""
     return _rules_by_name()[name]
 
 

@@ -7,7 +7,7 @@ negative, Eq. 8). A miner that prefers close negatives over-samples the corrupte
 labelled negative) by a skew η, and triplet loss stays tolerant only while ``p < 1 − sqrt(1 − 1/η)``
 (Eq. 27, ε(K) dropped). :class:`NoiseDiagnostics` measures all of this on the batches a trial trains on.
 
-Erratum, checked by brute force in ``tests/trainables/test_diagnostics.py``: Eq. 8 as printed has
+Erratum, checked by brute force in ``tests/trainables/loop/test_diagnostics.py``: Eq. 8 as printed has
 ``p²(1 − 2/(K−1))`` for "both samples change into different labels"; two labels flipped independently and
 uniformly among the K−1 other classes coincide with probability ``1/(K−1)``, so the exact term is
 ``p²(1 − 1/(K−1))``. :func:`q_pos` returns the exact rate (``paper=True`` gives the printed one).

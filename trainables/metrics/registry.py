@@ -4,7 +4,8 @@ without importing torch or faiss.
 
 As pytorch-metric-learning's ``AccuracyCalculator`` derives its metric list from its ``calculate_*`` methods, the
 names here are the ones the metric functions are registered under (:func:`computes`), so the list that
-validation accepts (``search.metric``) cannot drift from what is computed: ``tests/trainables/test_metric_registry.py``
+validation accepts (``search.metric``) cannot drift from what is computed:
+``tests/trainables/metrics/test_metric_registry.py``
 checks that every declared name has a function, that every metric function is registered, and that each returns
 exactly its names. What a name needs (a paired test split, ``train.linear_probe``) is declared beside it, as Roth
 et al.'s metrics declare ``requires``.

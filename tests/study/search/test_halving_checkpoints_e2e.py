@@ -1,7 +1,7 @@
 """Halving with ``train.checkpoint_every`` above 1 (issue 60, item 6): a kept trial resumes from the model that was
 ranked at its rung. Before, the rung epoch had no checkpoint, and Ray resumed the paused trial from its last one (here
 none): it trained epochs 1, 2, 1, 2, 3 to finish 3, and its bill counted 3. The rule itself (which epochs checkpoint)
-is tests/trainables/test_loop.py's unit test; this is the one real run that shows Ray resumes from it.
+is tests/trainables/loop/test_loop.py's unit test; this is the one real run that shows Ray resumes from it.
 
 Read from each trial's ``result.json`` (Ray's record of every report): the MLflow callback logs an epoch once, so its
 metric history hides a replay."""

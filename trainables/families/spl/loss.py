@@ -29,7 +29,7 @@ def spl_weights(loss: torch.Tensor, lam: float) -> torch.Tensor:
 
 
 # SPLParams is not an SPMSParams (it has no solver or balance fields, which SPL's own weight step never reads); it
-# carries every SPMS field the inherited steps read, which tests/trainables/test_spl.py exercises.
+# carries every SPMS field the inherited steps read, which tests/trainables/families/test_spl.py exercises.
 class SPLFamily(SPLRules, SelfPacedMSFamily[SPLParams]):  # type: ignore[type-var]
     """SPL: hard 0/1 weights from a threshold λ on ξ, λ growing each round; BSPML's θ-step."""
 

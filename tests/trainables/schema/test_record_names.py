@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trainables.schema import record as R
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("study", "trainables", "dashboards", "harness", "benchmarks")
 HOME = ROOT / "trainables" / "schema" / "record.py"
 

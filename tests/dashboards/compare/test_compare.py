@@ -20,7 +20,7 @@ from dashboards.load import DashboardData
 from dashboards.panels import NoteBlock, TableBlock, robustness
 from tests.dashboards.synthetic import _params, _run, _tags
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SPEC = REPO / "search_spaces" / "bspml_compare_glyphs_reduced.yaml"
 
 #: (family, p, subset) → final seed → test Recall@1 of the honest study.
