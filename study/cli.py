@@ -29,8 +29,16 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "dashboard": ("dashboards.build", (), "build the HTML dashboard of studies (spec files or study directories)"),
     "compare": ("dashboards.compare.cli", (), "family x noise comparison tables of studies' final stages"),
     "mlflow-server": ("study.mlflow_server", (), "serve a directory's MLflow store over HTTP"),
-    "slurm": ("study.deploy.slurm", (), "submit a study or table as a Slurm job that requeues itself at its limit"),
-    "kuberay": ("study.deploy.kuberay", (), "write a KubeRay RayJob manifest that runs the study on Kubernetes"),
+    "slurm": (
+        "study.deploy.slurm.__main__",
+        (),
+        "submit a study or table as a Slurm job that requeues itself at its limit",
+    ),
+    "kuberay": (
+        "study.deploy.kuberay.__main__",
+        (),
+        "write a KubeRay RayJob manifest that runs the study on Kubernetes",
+    ),
 }
 
 

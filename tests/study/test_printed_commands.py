@@ -20,7 +20,7 @@ from unittest import mock
 import pytest
 import yaml
 
-from study.deploy import kuberay
+from study.deploy.kuberay.__main__ import main
 from study.deploy.render import load_template
 from study.run import SLURM_JOB_RAY_DIR, _job_private_address, _parser, _Run
 from study.tracking import credentials
@@ -216,7 +216,7 @@ def test_kuberay_prints_commands_a_shell_reads_back(tmp_path, capsys, namespace)
         output = str(folder / "my job.yaml")
         bucket = _plain(rng, lead="b").replace("\n", "_").replace("\t", "_")
         argv = [str(_SPEC), "--image", "img:1", *_ON_CLUSTER, "--set", f"storage=s3://{bucket}", "-o", output]
-        assert kuberay.main([*argv, *(["--namespace", namespace] if namespace else [])]) == 0, capsys.readouterr()
+        assert main([*argv, *(["--namespace", namespace] if namespace else [])]) == 0, capsys.readouterr()
         header = Path(output).read_text().split("\n---\n")[0]
         assert _printed(header, "Run:") == ["kubectl", "apply", *ns, "-f", output]
         assert _printed(header, "Follow:") == ["kubectl", "logs", *ns, "-f", "job/bspml-cub"]
@@ -233,6 +233,6 @@ def test_kuberay_prints_commands_a_shell_reads_back(tmp_path, capsys, namespace)
 def test_kuberay_refuses_an_output_path_that_would_break_its_header(tmp_path, capsys):
     out = tmp_path / "a\nb.yaml"
     argv = [str(_SPEC), "--image", "img:1", *_ON_CLUSTER, "--set", "storage=s3://b/r", "-o", str(out)]
-    assert kuberay.main(argv) == 2 and not out.exists()
+    assert main(argv) == 2 and not out.exists()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: -o: holds the control character U+000A")

@@ -272,8 +272,9 @@ SLURM_LOG_FILE: Final = "slurm-%j.out"
 #: What the driver's last run did (study.runtime.run_progress): the epochs it checkpointed, its start-up and epoch
 #: seconds, the signal it stopped on and its exit code; a job script reads it to decide whether a requeue gains anything.
 RUN_PROGRESS_FILE: Final = "run_progress.json"
-#: ``dmlstudy slurm`` (study.deploy.job): one JSON line per run of the study's jobs, appended as the run ends (the job,
-#: the run, its RUN_PROGRESS_FILE record, how it ended), so a run that measured no epoch knows an earlier run's times.
+#: ``dmlstudy slurm`` (study.deploy.slurm.records): one JSON line per run of the study's jobs, appended as the run
+#: ends (the job, the run, its RUN_PROGRESS_FILE record, how it ended), so a run that measured no epoch knows an
+#: earlier run's times.
 SLURM_RUNS_FILE: Final = "slurm_runs.jsonl"
 #: Every driver run of a study (study.runtime.run_progress): one JSON line each, appended as it exits (its end, its
 #: wall seconds, whether it resumed, its exit code), so the report's whole-run slot use counts every driver's wall.

@@ -16,8 +16,10 @@ import pytest
 import yaml
 
 from harness.driver import tiny_spec
-from study.deploy import kuberay, slurm
+from study.deploy.kuberay.__main__ import main as kuberay_main
+from study.deploy.kuberay.manifest import MOUNT, START_SCRIPT
 from study.deploy.render import TemplateError, comment_text, fill, sbatch_quote
+from study.deploy.slurm.__main__ import main as slurm_main
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 
@@ -205,7 +207,7 @@ def test_hostile_values_render_a_script_that_runs_no_payload(tmp_path, monkeypat
         "--python", str(python), "--env-file", str(env_file), "--set", f"dataset.cache_dir=/c{h}",
         "--sbatch=--mem=1G", "--dry-run",
     ]  # fmt: skip
-    assert slurm.main(argv, prog="dmlstudy slurm") == 0, capsys.readouterr().err
+    assert slurm_main(argv, prog="dmlstudy slurm") == 0, capsys.readouterr().err
     script = capsys.readouterr().out
     _bash_n(script)
     (tmp_path / "job.sbatch").write_text(script)
@@ -260,7 +262,7 @@ def test_a_control_character_in_any_field_is_refused_and_nothing_is_written(tmp_
     monkeypatch.chdir(tmp_path)
     value = {"--set": f"dataset.cache_dir=/a{char}b", "--sbatch": f"--mem=1G{char}"}.get(field, f"a{char}b")
     argv = [str(spec_file), "--time", "10"] + ([] if field == "spec" else [f"{field}={value}"])
-    assert slurm.main(argv) == 2
+    assert slurm_main(argv) == 2
     err = capsys.readouterr().err
     assert "control character" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
@@ -275,7 +277,7 @@ def test_a_study_over_max_hours_on_its_assumed_bill_is_refused_before_a_script_i
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(spec))
     monkeypatch.chdir(tmp_path)
-    assert slurm.main([str(spec_file), "--time", "10"]) == 2
+    assert slurm_main([str(spec_file), "--time", "10"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "search.max_hours: the study needs ≈ 1.3 h" in err[0] and "FIFO ≈ 1.3 h" in err[0], err
     assert not (tmp_path / "runs").exists()
@@ -299,8 +301,8 @@ def test_a_hostile_storage_never_runs_in_start_sh(tmp_path, payload):
     spec = Path(__file__).resolve().parents[3] / "search_spaces" / "bspml_cub.yaml"
     out = tmp_path / "job.yaml"
     argv = [str(spec), "--image", "r/d:1", "--set", f"storage={storage}", *ON_CLUSTER, "-o", str(out)]
-    assert kuberay.main(argv) == 0
-    start = next(yaml.safe_load_all(out.read_text()))["data"][kuberay.START_SCRIPT]
+    assert kuberay_main(argv) == 0
+    start = next(yaml.safe_load_all(out.read_text()))["data"][START_SCRIPT]
     script = tmp_path / "start.sh"
     script.write_text(start)
     _bash_n(start)
@@ -318,7 +320,7 @@ def test_a_hostile_storage_never_runs_in_start_sh(tmp_path, payload):
     assert not p.exists(), "the payload ran"
     calls = [c.split("\0")[:-1] for c in (tmp_path / "argv").read_text().split("\n\n")[:-1]]
     assert calls[0][-1] == f"{storage}/bspml_cub/{R.SPEC_FILE}"  # the existence check got the URI as one word
-    assert calls[1] == ["-m", "study.run", f"{kuberay.MOUNT}/{R.SPEC_FILE}", "--max-failures", "3"]
+    assert calls[1] == ["-m", "study.run", f"{MOUNT}/{R.SPEC_FILE}", "--max-failures", "3"]
     assert "starting study bspml_cub" in done.stdout
 
 

@@ -34,7 +34,7 @@ import jsonschema
 import pytest
 import yaml
 
-from study.deploy import kuberay
+from study.deploy.kuberay.__main__ import main
 from study.loading import load_spec, parse_spec
 from trainables.schema import record as R
 
@@ -168,7 +168,7 @@ def schema_errors(doc: dict[str, Any]) -> list[str]:
 
 def render(tmp_path: Path, *args: str, spec: Path = SPEC) -> tuple[str, list[dict[str, Any]]]:
     out = tmp_path / "job.yaml"
-    assert kuberay.main([str(spec), *IMAGE, *ON_CLUSTER, *args, "-o", str(out)]) == 0
+    assert main([str(spec), *IMAGE, *ON_CLUSTER, *args, "-o", str(out)]) == 0
     text = out.read_text()
     return text, list(yaml.safe_load_all(text))
 
@@ -297,7 +297,7 @@ def test_secrets_come_from_secrets_and_no_value_reaches_the_output(tmp_path, mon
 )
 def test_a_password_written_into_a_url_is_refused_without_echoing_it(tmp_path, capsys, url):
     out = tmp_path / "job.yaml"
-    code = kuberay.main(
+    code = main(
         [
             str(SPEC),
             *IMAGE,
@@ -388,7 +388,7 @@ def test_the_configmap_carries_the_spec_the_driver_would_load(tmp_path):
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys, args, names):
     out = tmp_path / "job.yaml"
     try:
-        code = kuberay.main([str(SPEC), *IMAGE, *ON_CLUSTER, *args, "-o", str(out)])
+        code = main([str(SPEC), *IMAGE, *ON_CLUSTER, *args, "-o", str(out)])
     except SystemExit as stop:  # argparse's errors (study.arguments: one line, exit 2)
         code = stop.code
     err = capsys.readouterr().err

@@ -1,7 +1,8 @@
-"""The decisions a ``dmlstudy slurm`` job makes while it runs (:mod:`study.deploy.job`), without a Slurm: how each
-node's Ray is started (no fixed port), how the head's address is found and recognised as this job's, and what the
-script does after the driver exits (requeue, or one line saying why not). A fake ``scontrol`` on ``PATH`` stands in
-for Slurm where the command line is run whole. The real jobs run in test_slurm_faults.py and test_slurm.py."""
+"""The decisions a ``dmlstudy slurm`` job makes while it runs (the running side of :mod:`study.deploy.slurm`, called
+as ``python -m study.deploy.job``), without a Slurm: how each node's Ray is started (no fixed port), how the head's
+address is found and recognised as this job's, and what the script does after the driver exits (requeue, or one line
+saying why not). A fake ``scontrol`` on ``PATH`` stands in for Slurm where the command line is run whole, at the
+address the job script calls. The real jobs run in test_slurm_faults.py and test_slurm.py."""
 
 from __future__ import annotations
 
@@ -20,8 +21,18 @@ import pytest
 from harness.driver import REPO
 from harness.netns import NetNamespace, netns_unavailable_reason
 from harness.ray_nodes import kill_node
-from study.deploy import job as J
-from study.deploy.job import Ending, RunEnd, SlurmView, decide, finish
+from study.deploy.slurm import ending as E
+from study.deploy.slurm.ending import Ending, RunEnd, decide, finish, with_time
+from study.deploy.slurm.nodes import (
+    RAY_ADDRESS_FILE,
+    HeadWait,
+    RayNode,
+    head_first,
+    ray_start_argv,
+    read_head_address,
+    wait_head,
+)
+from study.deploy.slurm.scontrol import SlurmView, parse_job_fields, slurm_seconds
 from study.runtime.run_progress import RunProgress, write_run_progress
 from trainables.schema import record as R
 
@@ -52,16 +63,16 @@ def _end(**over: object) -> RunEnd:
 
 
 def test_the_head_is_the_node_running_the_script():
-    assert J.head_first(["n1", "n2", "n3"], "n2") == ["n2", "n1", "n3"]
-    assert J.head_first(["n1", "n2"], None) == ["n1", "n2"]
-    assert J.head_first(["n1", "n2"], "elsewhere") == ["n1", "n2"]
+    assert head_first(["n1", "n2", "n3"], "n2") == ["n2", "n1", "n3"]
+    assert head_first(["n1", "n2"], None) == ["n1", "n2"]
+    assert head_first(["n1", "n2"], "elsewhere") == ["n1", "n2"]
 
 
 def test_no_node_listens_on_a_fixed_port():
     """Ray's fixed defaults (GCS 6379, dashboard 8265, agent 52365, workers 10002-19999, client 10001) are each
     replaced by 0, the kernel's pick; nothing depends on the job id."""
-    head = J.ray_start_argv("ray", J.RayNode("10.0.0.1", 4, 1, "/t/dmlray-7"), address=None, ray_client=True)
-    worker = J.ray_start_argv("ray", J.RayNode("10.0.0.2", 4, 1, "/t/dmlray-7"), address="h:1", ray_client=True)
+    head = ray_start_argv("ray", RayNode("10.0.0.1", 4, 1, "/t/dmlray-7"), address=None, ray_client=True)
+    worker = ray_start_argv("ray", RayNode("10.0.0.2", 4, 1, "/t/dmlray-7"), address="h:1", ray_client=True)
     for argv in (head, worker):
         assert argv[:3] == ["ray", "start", "--block"] and "--temp-dir=/t/dmlray-7" in argv
         ports = [a for a in argv if "port" in a]
@@ -69,34 +80,34 @@ def test_no_node_listens_on_a_fixed_port():
         assert "--dashboard-agent-listen-port=0" in argv and "--min-worker-port=0" in argv
     assert {"--head", "--port=0", "--dashboard-port=0", "--ray-client-server-port=0"} <= set(head)
     assert "--include-dashboard=false" in head and "--head" not in worker and "--address=h:1" in worker
-    no_client = J.ray_start_argv("ray", J.RayNode("i", 1, 0, "/t"), address=None, ray_client=False)
+    no_client = ray_start_argv("ray", RayNode("i", 1, 0, "/t"), address=None, ray_client=False)
     assert not any("client" in a for a in no_client)  # Ray refuses the option without its client installed
 
 
 def test_the_head_address_is_this_runs(tmp_path):
-    assert J.read_head_address(tmp_path, since=0) is None
-    (tmp_path / J.RAY_ADDRESS_FILE).write_text("10.0.0.1:41234\n")
-    assert J.read_head_address(tmp_path, since=time.time() - 5) == "10.0.0.1:41234"
-    assert J.read_head_address(tmp_path, since=time.time() + 30) is None  # an earlier run's file
+    assert read_head_address(tmp_path, since=0) is None
+    (tmp_path / RAY_ADDRESS_FILE).write_text("10.0.0.1:41234\n")
+    assert read_head_address(tmp_path, since=time.time() - 5) == "10.0.0.1:41234"
+    assert read_head_address(tmp_path, since=time.time() + 30) is None  # an earlier run's file
 
 
 def test_wait_head_returns_only_an_address_the_check_accepts(tmp_path):
-    (tmp_path / J.RAY_ADDRESS_FILE).write_text("10.0.0.1:41234")
+    (tmp_path / RAY_ADDRESS_FILE).write_text("10.0.0.1:41234")
     seen: list[str] = []
 
     def check(address: str, tmpdir: object) -> tuple[bool, str]:
         seen.append(address)
         return len(seen) >= 3, "the Ray head at 10.0.0.1:41234 refuses this job's token: it is another job's"
 
-    assert J.wait_head(J.HeadWait(tmp_path, 0, 10), alive=lambda: True, check=check, poll_s=0.01) == (
+    assert wait_head(HeadWait(tmp_path, 0, 10), alive=lambda: True, check=check, poll_s=0.01) == (
         "10.0.0.1:41234",
         "",
     )
-    address, why = J.wait_head(
-        J.HeadWait(tmp_path, 0, 0.05), alive=lambda: True, check=lambda *_: (False, "no"), poll_s=0.01
+    address, why = wait_head(
+        HeadWait(tmp_path, 0, 0.05), alive=lambda: True, check=lambda *_: (False, "no"), poll_s=0.01
     )
     assert address is None and "not up within" in why and "(no)" in why
-    address, why = J.wait_head(J.HeadWait(tmp_path, time.time() + 60, 10), alive=lambda: False, poll_s=0.01)
+    address, why = wait_head(HeadWait(tmp_path, time.time() + 60, 10), alive=lambda: False, poll_s=0.01)
     assert address is None and "srun step ended" in why and "wrote no address" in why
 
 
@@ -108,27 +119,27 @@ def test_wait_head_returns_only_an_address_the_check_accepts(tmp_path):
     [("00:02:00", 120), ("1-00:00:05", 86405), ("02:30", 150), ("5", 300), ("00:00:00", 0), ("2-03:04", 183840)],
 )
 def test_slurm_durations(text, seconds):
-    assert J.slurm_seconds(text) == seconds
+    assert slurm_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["UNLIMITED", "Partition_Limit", "", "1:2:3:4", "x-01:00"])
 def test_no_duration(text):
-    assert J.slurm_seconds(text) is None
+    assert slurm_seconds(text) is None
 
 
 def test_scontrol_fields():
     line = "JobId=7 JobName=dml-s JobState=COMPLETING Reason=None Restarts=2 RunTime=00:01:10 TimeLimit=00:02:00"
-    assert J.parse_job_fields(line) == SlurmView("COMPLETING", 2, 70, 120)
-    assert J.parse_job_fields("slurm_load_jobs error: Invalid job id specified") is None
+    assert parse_job_fields(line) == SlurmView("COMPLETING", 2, 70, 120)
+    assert parse_job_fields("slurm_load_jobs error: Invalid job id specified") is None
 
 
 # ---------------------------------------------------------------------------------------------- after the driver
 
 
 def test_with_time_sets_the_limit():
-    assert J.with_time(CONTINUE, 9).endswith("--signal-lead 60 --time 9") and "--time 5" not in J.with_time(CONTINUE, 9)
-    assert J.with_time("dmlstudy slurm s.yaml --time=5", 7) == "dmlstudy slurm s.yaml --time 7"
-    assert J.with_time("dmlstudy slurm 'my spec.yaml'", 3) == "dmlstudy slurm 'my spec.yaml' --time 3"
+    assert with_time(CONTINUE, 9).endswith("--signal-lead 60 --time 9") and "--time 5" not in with_time(CONTINUE, 9)
+    assert with_time("dmlstudy slurm s.yaml --time=5", 7) == "dmlstudy slurm s.yaml --time 7"
+    assert with_time("dmlstudy slurm 'my spec.yaml'", 3) == "dmlstudy slurm 'my spec.yaml' --time 3"
 
 
 def test_finished_and_failed():
@@ -167,14 +178,14 @@ def test_a_run_that_checkpointed_nothing_is_not_requeued_and_says_which_time_wor
     assert line.startswith("not requeued: this run checkpointed no epoch in its 120 s (the driver ran 100 s, stopped")
     assert "A trial-epoch takes 45 s" in line and "start-up to the first epoch 50 s" in line and "earlier run" in line
     # 20 s of Ray + 50 s to the first checkpoint + 60 s lead + 30 s slack + 60 s margin = 220 s: 4 minutes.
-    assert "--time 4 (now 5)" in line and line.endswith(f"continue the study with: {J.with_time(CONTINUE, 4)}")
+    assert "--time 4 (now 5)" in line and line.endswith(f"continue the study with: {with_time(CONTINUE, 4)}")
 
 
 def test_a_run_in_which_no_epoch_ever_finished_gets_double_the_time():
     nothing = RunProgress(0, None, None, run_s=100.0, stopped_on="SIGUSR1", exit_code=3)
     line = decide(_end(progress=nothing)).line
     assert "No epoch finished within it" in line and "--time 10 (now 5)" in line
-    assert line.endswith(J.with_time(CONTINUE, 10))
+    assert line.endswith(with_time(CONTINUE, 10))
 
 
 def test_a_signal_before_the_driver_started_is_no_progress():
@@ -262,12 +273,12 @@ def test_a_requeue_refused_because_slurm_requeues_it_is_preemption():
 
 
 def _finish(end: RunEnd, rc: int, message: str, lines: list[str], after: SlurmView | None = None) -> Ending:
-    original = J.say
-    J.say = lambda line, err=False: lines.append(line)  # type: ignore[assignment]
+    original = E.say
+    E.say = lambda line, err=False: lines.append(line)  # type: ignore[assignment]
     try:
         return finish(end, "7", lambda: (rc, message), lambda: after or end.slurm)
     finally:
-        J.say = original  # type: ignore[assignment]
+        E.say = original  # type: ignore[assignment]
 
 
 # ------------------------------------------------------------------------------------- the command line, whole
@@ -428,12 +439,12 @@ def test_wait_head_knows_this_jobs_head_by_its_token_and_temp_dir():
             address = up.stdout.strip()
             assert address.startswith("127.0.0.1:"), address  # outside a namespace: the machine's own address
             assert address.rsplit(":", 1)[1] != "6379"
-            assert address == (Path(tmp) / J.RAY_ADDRESS_FILE).read_text().strip()
+            assert address == (Path(tmp) / RAY_ADDRESS_FILE).read_text().strip()
             foreign = job({**env, "RAY_AUTH_TOKEN": secrets.token_hex(16)}, *wait, "--timeout", "2")
             assert foreign.returncode == 1 and "refuses this job's token: it is another job's" in foreign.stderr
             other = Path(tmp) / "other"
             other.mkdir()
-            shutil.copy(Path(tmp) / J.RAY_ADDRESS_FILE, other / J.RAY_ADDRESS_FILE)
+            shutil.copy(Path(tmp) / RAY_ADDRESS_FILE, other / RAY_ADDRESS_FILE)
             elsewhere = job(
                 env, "wait-head", "--tmpdir", str(other), "--pid", str(head.pid), "--since", since, "--timeout", "2"
             )

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from harness.driver import tiny_spec
-from study.deploy.slurm import main, parse_time
+from study.deploy.slurm.__main__ import main
+from study.deploy.slurm.options import parse_time
 from study.runtime import slurm_status
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
