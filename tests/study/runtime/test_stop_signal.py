@@ -63,6 +63,18 @@ def _runs_left(study_dir: Path, name: str) -> dict:
     }
 
 
+def _continue(workdir: Path, env: dict[str, str], output: str) -> subprocess.CompletedProcess[str]:
+    """Run the command a stopped driver's last line printed (its ``--resume`` line), to the end."""
+    return subprocess.run(
+        [sys.executable, "-m", "study.run", *continue_args(output)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def _killed_not_done(left: dict) -> None:
     """A stopped study: its parent run KILLED and not "done", no run FAILED or left RUNNING."""
     assert left["parent"] == [("KILLED", R.STAGE_SEARCH)], left
@@ -171,14 +183,7 @@ def test_ctrl_c_then_a_preemption_of_every_process_exit_3_and_resume_finishes(tm
         progress = read_run_progress(study_dir)
         assert progress is not None and (progress.exit_code, progress.stopped_on) == (EXIT_STOPPED, "SIGTERM")
         print(f"signal to exit: Ctrl-C {first['stop_s']:.1f} s, SIGTERM to every process {second['stop_s']:.1f} s")
-        resumed = subprocess.run(
-            [sys.executable, "-m", "study.run", *continue_args(out)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        resumed = _continue(tmp_path, env, out)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     check_resumed({"resumed": resumed, "study_dir": study_dir, "name": name, "first_output": out})
@@ -214,14 +219,7 @@ def test_a_second_ctrl_c_stops_without_finishing_the_epoch_and_resume_finishes(t
         print(f"second Ctrl-C to exit {after_second:.1f} s; an epoch takes {progress.epoch_s:.1f} s")
         assert after_second < progress.epoch_s / 2, (after_second, progress.epoch_s)
         assert logged_epochs(study_dir, name) == 1  # the epoch in flight was not finished
-        resumed = subprocess.run(
-            [sys.executable, "-m", "study.run", *continue_args(out)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        resumed = _continue(tmp_path, env, out)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
