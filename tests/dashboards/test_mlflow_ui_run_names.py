@@ -73,6 +73,7 @@ def text_of(dom: str) -> str:
     return html.unescape(re.sub(r"\s+", " ", text))
 
 
+@pytest.mark.e2e
 def test_the_mlflow_ui_shows_readable_run_names_and_the_parents_links(tmp_path):
     experiment, parent, children = write_table_runs(tmp_path)
     with serve(tmp_path) as server:

@@ -66,6 +66,7 @@ def test_the_pooled_interval_is_the_seeds_alone_for_identical_replicates_and_wid
     assert replicated_mean([{0: 0.5}, {0: 0.6}]) is None  # one common seed: nothing to resample
 
 
+@pytest.mark.e2e
 def test_a_replicated_study_runs_each_replicate_and_reports_the_pooled_final_stage_and_its_bill(
     tmp_path, write_spec, run_cli
 ):
@@ -117,6 +118,7 @@ def test_a_study_over_max_hours_is_refused_before_anything_is_written(tmp_path, 
     assert not (tmp_path / "runs").exists() and not (tmp_path / "ray").exists()
 
 
+@pytest.mark.e2e
 def test_a_replicated_study_killed_while_one_replicate_retrains_resumes_every_trial_and_seed_once(tmp_path):
     """SIGKILL of the driver and its Ray once a final run of one replicate has finished (that replicate in its final
     stage, the other still searching or about to retrain), then ``--resume``: each replicate has exactly its budget of

@@ -28,6 +28,8 @@ from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, 
 from harness.slurm import SlurmCluster, slurm_unavailable_reason
 from trainables.schema import record as R
 
+pytestmark = pytest.mark.e2e  # real studies through a real Slurm: minutes, not the fast lane
+
 NAME = "t_slurm"
 OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation none)
 EPOCHS = 10
