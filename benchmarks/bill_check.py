@@ -30,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from study.search.calibration import ArmCalibration, Calibration, calibrate
-from study.table.bill import arm_specs, study_bill, study_size_line
-from study.table.spec import RunSpec, load_run
+from study.bill import bill_of, calibrate_plan, size_line
+from study.intake.load import load_plan
+from study.intake.plan import StudyPlan
+from study.search.calibration import ArmCalibration, Calibration
 from trainables.datasets import folder_of
 from trainables.schema.spec import StudySpec
 
@@ -91,19 +92,19 @@ def real_epoch_s(spec: StudySpec, epochs: int = 1) -> float:
     return (time.perf_counter() - start) / epochs
 
 
-def _first_specs(target: RunSpec) -> dict[str, StudySpec]:
-    """Each arm's first cell (a study: its one family)."""
-    return {target.base.family: target.base} if target.table is None else arm_specs(target.table.cells)
+def _first_specs(plan: StudyPlan) -> dict[str, StudySpec]:
+    """Each arm's first cell (a study: its one family), as :func:`study.bill.calibrate_plan` measures them."""
+    first: dict[str, StudySpec] = {}
+    for cell in plan.cells:
+        first.setdefault(cell.arm, cell.spec)
+    return first
 
 
-def _bill_lines(target: RunSpec, cal: Calibration) -> list[str]:
+def _bill_lines(plan: StudyPlan, cal: Calibration) -> list[str]:
     """The size line priced by ``cal`` (measured here), and the spec's assumed bill beside it."""
-    table = target.table
-    if table is None:
-        return [study_size_line(target.base, study_bill(target.base, cal)), _calibration_text(cal.arms, cal.wall_s)]
-    lines = [f"measured: {table.size_line(table.bill(cal))}"]
-    if (assumed := table.bill()) is not None:
-        lines.append(f"assumed:  {table.size_line(assumed)}")
+    lines = [f"measured: {size_line(plan, bill_of(plan, cal))}"]
+    if (assumed := bill_of(plan)) is not None:
+        lines.append(f"assumed:  {size_line(plan, assumed)}")
     return [*lines, _calibration_text(cal.arms, cal.wall_s)]
 
 
@@ -135,11 +136,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{time.perf_counter() - start:.0f} s",
                 flush=True,
             )
-        target = load_run(args.spec, overrides)
-        cal = calibrate(_first_specs(target))  # what --plan and a run's start measure (calibrate_table for a table)
-        for line in _bill_lines(target, cal):
+        plan = load_plan(args.spec, overrides)
+        cal = calibrate_plan(plan)  # what --plan and a run's start measure
+        for line in _bill_lines(plan, cal):
             print(line, flush=True)
-        for arm, spec in _first_specs(target).items():
+        for arm, spec in _first_specs(plan).items():
             real = real_epoch_s(spec, args.epochs)
             billed = cal.arms[arm].search_epoch_s
             print(

@@ -54,13 +54,13 @@ def _wrap(owner: Any, attr: str, name: str) -> None:
 def _child(argv: list[str], out: str) -> int:
     """The instrumented driver: wrap the phases, run ``study.run.main``, dump the events as JSON."""
     _mark("child:imports:begin")
-    import study.loading
+    import study.intake.loading
     import study.run as run_module
     import study.search.driver as tuner
     import study.tracking.callback as tracking
 
     _mark("child:imports:end")
-    _wrap(study.loading, "load_spec", "load_spec")
+    _wrap(study.intake.loading, "load_spec", "load_spec")
     _wrap(tuner, "run_study", "run_study")
     _wrap(tuner, "connect_ray", "ray_init")
     _wrap(tuner, "TrackingStore", "mlflow_store")

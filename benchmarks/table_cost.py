@@ -11,7 +11,7 @@ its own Ray, then reads every run back from its stores and prints
 - per cell (arm × condition), each replicate's chosen validation score under each scheduler;
 - per comparison (an arm against the reference on one condition), Δ and its significance (Holm-corrected within the
   replicate's table, as the report's) under each scheduler and replicate: replicate r of a table is one complete
-  table (``study.table.spec.replicate_seed``), so each is compared on its own;
+  table (``study.intake.plan.replicate_seed``), so each is compared on its own;
 - the agreement between conclusions: how often a scheduler's replicate draws FIFO's conclusion, next to how often
   two replicates of one scheduler agree (the search's own variance, the floor any scheduler is measured against).
   Two rules (:func:`agrees`): **match**, the same sign of Δ and significant under both or under neither; **no flip**,
@@ -23,7 +23,7 @@ The default table: the glyphs table (``search_spaces/table_glyphs.yaml``) reduce
 **bspml** at **20 % noise**, the one comparison that flipped under ASHA in issue 42's run and changed sign across
 search seeds under FIFO ("The search's own variance", docs/tables.md), with room for rungs: **20 epochs, 12 trials a
 cell** (the shipped 7 epochs leave no rung past the start). Halving: **first rung 3, η 3** (rungs at epochs 3 and 9 of
-20; exactly 34 % of FIFO's search model-epochs with 12 trials, ``study.table.asha_cost.halving_share``): epoch 3 is
+20; exactly 34 % of FIFO's search model-epochs with 12 trials, ``study.intake.asha_cost.halving_share``): epoch 3 is
 past the first epochs, whose rungs in issue 42's run judged how fast MS's α/β start rather than where they end, and
 it is the latest first rung that meets the 35 % goal at this size (first rung 4, η 3: 40 %; first rung 3, η 2:
 37 %). ASHA: grace 3, η 3, the same rungs, so the two differ by their rule only.
@@ -59,9 +59,11 @@ from typing import Any
 import yaml
 
 from dashboards.compare.cells import Row
-from study.loading import read_raw
-from study.table.spec import Table, parse_table
-from study.table.status import CellStatus, SlotUse, slot_use, table_status
+from study.bill import size_line
+from study.cell_status import CellStatus, SlotUse, cells_status, slot_use
+from study.intake.cells import parse_table
+from study.intake.loading import read_raw
+from study.intake.plan import StudyPlan
 
 __all__ = ["RunCost", "Conclusion", "agrees", "conclusions", "agreement", "main"]
 
@@ -144,7 +146,7 @@ class RunCost:
     per replicate, and the lines of its output that price it (the size line, the bill against the actual cost)."""
 
     mode: str
-    table: Table
+    table: StudyPlan
     cells: list[CellStatus]
     use: SlotUse | None
     #: The process's wall (Ray's start and the calibration included) and the driver's (search and final stage).
@@ -167,7 +169,7 @@ class RunCost:
         if self.final_trial_s is None:
             return None
         trial_s = sum(c.wall_s for c in self.cells) + self.final_trial_s
-        return SlotUse(self.driver_wall_s, trial_s, self.table.spec.search.max_concurrent, "whole-run")
+        return SlotUse(self.driver_wall_s, trial_s, self.table.base.search.max_concurrent, "whole-run")
 
     def conclusions(self) -> list[dict[Key, Conclusion]]:
         return [_conclusions_of(rows) for rows in self.rows]
@@ -194,9 +196,9 @@ def _line(text: str, prefix: str) -> str:
     return next((line for line in text.splitlines() if line.startswith(prefix)), "")
 
 
-def _write(raw: dict, workdir: Path, mode: str) -> tuple[Table, Path]:
+def _write(raw: dict, workdir: Path, mode: str) -> tuple[StudyPlan, Path]:
     table = parse_table(raw, mode)
-    path = workdir / f"{table.spec.name}.yaml"
+    path = workdir / f"{table.name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return table, path
 
@@ -221,16 +223,16 @@ def _run(raw: dict, workdir: Path, mode: str) -> RunCost:
     proc, wall = _study_run(path)
     if proc.returncode != 0:
         raise SystemExit(f"table_cost: the {mode} run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    size = _line(proc.stdout, f"Table {table.spec.name}:")
-    print(f"{mode}: {size or table.size_line()}", flush=True)
+    size = _line(proc.stdout, f"Table {table.name}:")
+    print(f"{mode}: {size or size_line(table)}", flush=True)
     done = re.search(r"^Table '[^']*': \d+ trials \(\d+ failed\) in (\d+) s$", proc.stdout, re.MULTILINE)
-    cells = table_status(table)
+    cells = cells_status(table)
     rows, final_s = _read_back(table, mode)
     return RunCost(
         mode,
         table,
         cells,
-        slot_use(cells, table.spec.search.max_concurrent, table.plan().final_with_search),
+        slot_use(cells, table.base.search.max_concurrent, table.final_with_search),
         wall,
         float(done[1]) if done else wall,
         final_s,
@@ -240,7 +242,7 @@ def _run(raw: dict, workdir: Path, mode: str) -> RunCost:
     )
 
 
-def _read_back(table: Table, mode: str) -> tuple[list[list[Row]], float | None]:
+def _read_back(table: StudyPlan, mode: str) -> tuple[list[list[Row]], float | None]:
     """Per replicate its table's comparison rows (Holm within the replicate), and the final runs' summed wall."""
     import polars as pl
 
@@ -248,7 +250,7 @@ def _read_back(table: Table, mode: str) -> tuple[list[list[Row]], float | None]:
     from dashboards.compare.rows import build_comparison
     from dashboards.load import DashboardError
     from dashboards.table_report import final_wall_s
-    from study.layout import StudyLayout
+    from study.intake.layout import StudyLayout
     from trainables.schema import record as R
     from trainables.schema.metric_names import final_metric
 
@@ -263,7 +265,7 @@ def _read_back(table: Table, mode: str) -> tuple[list[list[Row]], float | None]:
         runs = data.runs.filter(pl.col(R.GROUP).is_in(labels))
         metric = final_metric(table.base.search.metric)
         try:
-            out.append(build_comparison(runs, table.reference_family, metric, studies=[table.base.name]).rows)
+            out.append(build_comparison(runs, table.reference, metric, studies=[table.base.name]).rows)
         except DashboardError as e:
             print(f"{mode} r{r}: no comparison ({e})")
             out.append([])
@@ -279,7 +281,7 @@ def _print_cost(runs: dict[str, RunCost]) -> None:
     base = fifo.model_epochs if fifo else math.nan
     print("\nsearch model-epochs (all replicates), ratio to FIFO's (goal: halving ≤ 0.35):")
     for run in runs.values():
-        share = f"; expected {run.table.search_share():.0%}" if run.table.scheduled else ""
+        share = f"; expected {run.table.search_share:.0%}" if run.table.scheduled else ""
         print(f"  {run.mode:<8} {run.model_epochs:>8.0f}  ratio {_ratio(run.model_epochs, base)}{share}")
     print("\nwall and slot use (goal: whole run ≤ 1.1):")
     for run in runs.values():
@@ -348,7 +350,7 @@ def _print_conclusions(runs: dict[str, RunCost]) -> None:
     per = {m: run.conclusions() for m, run in runs.items()}
     keys = list(dict.fromkeys(k for cs in per.values() for c in cs for k in c))
     print(
-        f"\nper comparison against {first.table.reference_family}: Δ per scheduler and replicate (* significant, Holm)"
+        f"\nper comparison against {first.table.reference}: Δ per scheduler and replicate (* significant, Holm)"
     )
     heads = [f"{m} r{r}" for m in runs for r in range(len(per[m]))]
     print(f"  {'comparison':<30} " + " ".join(f"{h:>10}" for h in heads))
@@ -387,8 +389,8 @@ def report(runs: dict[str, RunCost]) -> None:
     t = first.table
     schedulers = ", ".join(f"{m}: {_scheduler_text(r.table)}" for m, r in runs.items())
     print(
-        f"\n== table_cost: {t.spec.name.removesuffix('_' + first.mode)}, {len(t.cells) // t.replicates} cells × "
-        f"{t.spec.search.num_trials} trials × {t.spec.train.epochs} epochs × {t.replicates} replicates; {schedulers}"
+        f"\n== table_cost: {t.name.removesuffix('_' + first.mode)}, {len(t.cells) // t.replicates} cells × "
+        f"{t.trials_per_cell} trials × {t.base.train.epochs} epochs × {t.replicates} replicates; {schedulers}"
     )
     _print_cost(runs)
     _print_bill(runs)
@@ -396,8 +398,8 @@ def report(runs: dict[str, RunCost]) -> None:
     _print_conclusions(runs)
 
 
-def _scheduler_text(table: Table) -> str:
-    sch = table.spec.search.scheduler
+def _scheduler_text(table: StudyPlan) -> str:
+    sch = table.base.search.scheduler
     if sch.type == "halving":
         return f"first rung {sch.first_rung}, η {sch.reduction_factor:g}, hedge {sch.hedge}"
     return f"grace {sch.grace_period}, η {sch.reduction_factor:g}" if sch.type == "asha" else "every trial to the end"

@@ -14,7 +14,7 @@ import statistics
 
 import torch
 
-from study.loading import load_spec
+from study.intake.loading import load_spec
 from trainables.loop import TrialRun
 
 CONDITIONS = {

@@ -91,7 +91,7 @@ def build_dashboard(
 
 def build_after_study(spec: StudySpec) -> Path | None:
     """Called by ``study.run`` at the end of a study: build its page, warn (never raise) if that fails."""
-    from study.layout import StudyLayout
+    from study.intake.layout import StudyLayout
 
     layout = StudyLayout.for_spec(spec)
     try:

@@ -2,8 +2,8 @@
 ``<study dir>/table.md`` and the parent run's artifacts): the comparison tables of :mod:`dashboards.compare.cli` over the
 table's final stage (the reference arm the spec names), then per cell the search: trials finished / budget, stopped
 early, failed (a lost trial is replaced, one whose loss was not finite counts as evaluated), what the cell cost
-(model-epochs, wall, GPU-hours on a GPU, the share early stopping saved: study.table.status), the best validation score and
-its parameters with a flag where one sits at an end of its searched range (:func:`study.table.status.edge_flag`), and
+(model-epochs, wall, GPU-hours on a GPU, the share early stopping saved: study.cell_status), the best validation score and
+its parameters with a flag where one sits at an end of its searched range (:func:`study.cell_status.edge_flag`), and
 the final seeds retrained. The study directory may be a local path or an object-store URI (``s3://…``).
 
 With ``search.replicates`` R > 1 the comparison tables are replicate 0's (the table as it would have run without
@@ -26,17 +26,16 @@ from dashboards.compare.replicates import render_replicates, replicate_rows, rep
 from dashboards.compare.rows import build_comparison
 from dashboards.load import METRIC, DashboardError
 from dashboards.select import final_runs
+from study.bill import Bill, Priced, priced, size_line
+from study.cell_status import CellStatus, SlotUse, cells_status, slot_use, winner_text
 from study.console import format_table
-from study.plan import StudyPlan, trial_model_epochs
+from study.intake.plan import StudyPlan
 from study.runtime.run_progress import RunWall
-from study.table.bill import Bill, Priced, study_priced
-from study.table.spec import Table
-from study.table.status import CellStatus, SlotUse, cells_status, slot_use, table_status, winner_text
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_WALL, final_metric
 
 if TYPE_CHECKING:
-    from study.layout import StudyLayout
+    from study.intake.layout import StudyLayout
 
 __all__ = [
     "table_report",
@@ -49,17 +48,17 @@ __all__ = [
 ]
 
 
-def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, RunWall] | None = None) -> str:
+def table_report(plan: StudyPlan, study_dir: str, bill: tuple[Bill | None, RunWall] | None = None) -> str:
     """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell; with
     ``bill`` (the bill priced before the run, the run's wall seconds), the bill against the actual cost."""
-    comparison, data = _comparison(table, study_dir)  # (data: also read by the bill against the actual cost)
-    parts = [f"# Table {table.spec.name}", "", table.size_line(None if bill is None else bill[0]), "", *comparison]
-    metric = table.base.search.metric
-    cells = table_status(table)
+    comparison, data = _comparison(plan, study_dir)  # (data: also read by the bill against the actual cost)
+    parts = [f"# Table {plan.name}", "", size_line(plan, None if bill is None else bill[0]), "", *comparison]
+    metric = plan.base.search.metric
+    cells = cells_status(plan)
     rows = [
         {
             "cell": c.cell.label,
-            "finished": f"{c.finished}/{table.spec.search.num_trials}",
+            "finished": f"{c.finished}/{plan.trials_per_cell}",
             "stopped early": c.pruned,
             "failed": c.failed_text(),
             **c.cost_columns(),
@@ -71,7 +70,7 @@ def table_report(table: Table, study_dir: str, bill: tuple[Bill | None, RunWall]
     ]
     parts += ["Search winners per cell (each cell's own Optuna study; best trial, ties to the earliest):", ""]
     parts += ["```", format_table(rows, list(rows[0])), "```", ""]
-    for line in cost_lines(table.priced(), cells, table.plan().final_with_search, (data, bill)):
+    for line in cost_lines(priced(plan), cells, plan.final_with_search, (data, bill)):
         parts += [line, ""]
     return "\n".join(parts)
 
@@ -95,28 +94,28 @@ def cost_lines(
 
 def study_cost_report(plan: StudyPlan, root: str, bill: tuple[Bill | None, RunWall]) -> list[str]:
     """A study's :func:`cost_lines` (its replicates are its cells): read from its stores after the run."""
-    cells = cells_status(plan.base, plan.cells, trial_model_epochs(plan.base))
+    cells = cells_status(plan)
     try:
         data = read_study(root)
     except DashboardError:  # no final stage (final.seeds: 0): the search's share alone
         data = None
-    return cost_lines(study_priced(plan.base), cells, plan.final_with_search, (data, bill))
+    return cost_lines(priced(plan), cells, plan.final_with_search, (data, bill))
 
 
-def _comparison(table: Table, study_dir: str) -> tuple[list[str], Any]:
+def _comparison(plan: StudyPlan, study_dir: str) -> tuple[list[str], Any]:
     """The comparison tables (replicate 0's when the table has replicates) and, with replicates, the search's own
     variance over all of them; one line instead when there is nothing to compare. With the study's data read
     (``None`` when it could not be)."""
     try:
         data = read_study(study_dir)
-        runs, metric = data.runs, final_metric(table.base.search.metric)
-        if table.replicates > 1:
-            runs = runs.filter(pl.col(R.GROUP).is_in([c.label for c in table.cells if c.replicate == 0]))
-        parts = [render_markdown(build_comparison(runs, table.reference_family, metric, studies=[table.base.name]))]
-        if table.replicates > 1:
-            values = replicate_values(data.runs, metric, {c.label: c.replicate for c in table.cells})
-            rows = replicate_rows(values, table.reference_family)
-            parts += render_replicates(rows, table.reference_family, metric, table.replicates)
+        runs, metric = data.runs, final_metric(plan.base.search.metric)
+        if plan.replicates > 1:
+            runs = runs.filter(pl.col(R.GROUP).is_in([c.label for c in plan.cells if c.replicate == 0]))
+        parts = [render_markdown(build_comparison(runs, plan.reference, metric, studies=[plan.name]))]
+        if plan.replicates > 1:
+            values = replicate_values(data.runs, metric, {c.label: c.replicate for c in plan.cells})
+            rows = replicate_rows(values, plan.reference)
+            parts += render_replicates(rows, plan.reference, metric, plan.replicates)
         return parts, data
     except DashboardError as e:
         return [f"(no comparison: {e})", ""], None
@@ -161,7 +160,7 @@ def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run
 
 
 def write_table_report(
-    table: Table, layout: StudyLayout, parent_run_id: str, bill: tuple[Bill | None, RunWall] | None = None
+    plan: StudyPlan, layout: StudyLayout, parent_run_id: str, bill: tuple[Bill | None, RunWall] | None = None
 ) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
     tag the run with the reference family (the dashboard built next compares with it); returns where it was written
@@ -171,7 +170,7 @@ def write_table_report(
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text = table_report(table, layout.root, bill)
+    text = table_report(plan, layout.root, bill)
     where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file
@@ -179,7 +178,7 @@ def write_table_report(
         path.write_text(text, encoding="utf-8")
         client = mlflow_client(layout.tracking_uri)
         client.log_artifact(parent_run_id, str(path))
-    client.set_tag(parent_run_id, R.REFERENCE, table.reference_family)  # the dashboard compares with it
-    if table.replicates > 1:  # the dashboard shows replicate 0's final runs (its cells' labels: R.replicate_of)
-        client.set_tag(parent_run_id, R.REPLICATES, str(table.replicates))
+    client.set_tag(parent_run_id, R.REFERENCE, plan.reference)  # the dashboard compares with it
+    if plan.replicates > 1:  # the dashboard shows replicate 0's final runs (its cells' labels: R.replicate_of)
+        client.set_tag(parent_run_id, R.REPLICATES, str(plan.replicates))
     return where, text

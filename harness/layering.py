@@ -13,15 +13,15 @@ Layers, lowest first (:data:`LAYERS`; modules of one rank may import each other)
      of ``study``), ``study.arguments`` (it masks passwords with ``study.tracking``), ``study.console`` (it writes
      through ``study.runtime`` and masks with ``study.tracking``), ``study.data`` (fetching datasets and weights; its
      command line uses ``study.arguments``);
-   - intake: ``study.layout``, ``study.loading``, ``study.validation``, ``study.plan`` (a spec read, checked, given its
-     directory and its plan: a study is a table of one cell);
+   - ``study.intake`` (a spec read, checked, given its directory and its plan: a study is a table of one arm);
    - ``study.search`` and ``study.progress`` (the engine and its live table);
-   - ``study.table`` (a paper table as one study of searches);
-   - ``study.deploy`` (Slurm and KubeRay launchers, which read tables);
+   - ``study.bill`` and ``study.cell_status`` (what a plan costs, where each of its cells stands: they read the
+     engine's calibration and its stores);
+   - ``study.deploy`` (Slurm and KubeRay launchers, which price plans);
 
 3. ``dashboards``;
-4. the command lines: ``study.status`` and ``study.mlflow_server``, then ``study.run`` (which composes a study and
-   its dashboard, and answers ``--status``), then ``study.cli`` (``dmlstudy``, which dispatches to every command
+4. the command lines: ``study.status`` and ``study.mlflow_server``, then ``study.run`` and ``study.invocation``
+   (which compose a run, its report and its dashboard, and answer ``--status``), then ``study.cli`` (``dmlstudy``, which dispatches to every command
    line).
 
 A module may import its own layer and the layers below it, never above — function-local and ``TYPE_CHECKING``
@@ -68,21 +68,22 @@ __all__ = [
 #: prefix: ``study.run`` over ``study``, ``trainables.schema`` over ``trainables``). Ranked from the import graph as it
 #: stands: ``study.tracking`` uses ``study.runtime``; ``study.arguments`` and ``study.console`` use ``study.tracking``;
 #: ``study.data``'s command line uses ``study.arguments``; intake uses all of those; ``study.search`` uses intake,
-#: ``study.table`` the engine, ``study.deploy`` the tables; ``dashboards`` read tables' status; ``study.run`` answers
-#: ``--status`` through ``study.status`` and builds the dashboard; ``study.cli`` dispatches to every command.
+#: ``study.bill`` the engine's calibration, ``study.deploy`` the bill; ``dashboards`` read the cells' status;
+#: ``study.run`` (with ``study.invocation``, its command line) answers ``--status`` through ``study.status`` and
+#: reports through ``dashboards``; ``study.cli`` dispatches to every command.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("trainables.schema",),
     ("trainables",),
     ("study", "study.runtime"),
     ("study.tracking",),
     ("study.final", "study.arguments", "study.console", "study.data"),
-    ("study.layout", "study.loading", "study.validation", "study.plan"),
+    ("study.intake",),
     ("study.search", "study.progress"),
-    ("study.table",),
+    ("study.bill", "study.cell_status"),
     ("study.deploy",),
     ("dashboards",),
     ("study.status", "study.mlflow_server"),
-    ("study.run",),
+    ("study.run", "study.invocation"),
     ("study.cli",),
 )
 _PREFIXES: dict[str, int] = {prefix: rank for rank, prefixes in enumerate(LAYERS) for prefix in prefixes}

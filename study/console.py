@@ -4,7 +4,7 @@ text tables the terminal shows (:func:`format_table`: the live views, ``--status
 Ray, MLflow and Optuna each put a handler on their own logger that writes to the terminal: Ray's token
 authentication WARNING, MLflow's "Creating initial MLflow database tables" INFO lines, Optuna's "A new study created
 in RDB", and Ray Tune's experiment box on stdout. While a study runs (:func:`library_log`), those loggers write to
-``storage/<name>/study.log`` instead (:attr:`~study.layout.StudyLayout.log_file`); what the terminal shows is the
+``storage/<name>/study.log`` instead (:attr:`~study.intake.layout.StudyLayout.log_file`); what the terminal shows is the
 study's own lines and its live table. A library's ERROR keeps one line of ours on stderr, naming the log for the
 details. Logging has no per-study redirection of its own, so the swap is written here, and undone on exit.
 

@@ -1,5 +1,5 @@
 """The live view of a run's search, printed by the driver: one row per trial (a study: :class:`ProgressTable`) or one
-row per cell (a table: :class:`CellProgress`), as the run's plan says (:mod:`study.plan`).
+row per cell (a table: :class:`CellProgress`), as the run's plan says (:mod:`study.intake.plan`).
 
 Ray's own reporter prints the full trial config (our whole spec); these show what a researcher scans for. Per trial:
 its status, epoch, sampled hyperparameters and objective, and the best trial so far. Per cell: trials finished /
@@ -8,7 +8,7 @@ study/search/cell_search.py), best validation score; in the header the trials fi
 in this driver, the estimated time left (search and final stage).
 
 The estimate is the rate at which this driver's trials have reported epochs, in model-epochs on all training classes
-(:meth:`study.plan.StudyPlan.search_cost`: k folds train k−1 such models' worth), applied to what is left: the search
+(:meth:`study.intake.plan.StudyPlan.search_cost`: k folds train k−1 such models' worth), applied to what is left: the search
 epochs not yet trained and every final run's. A resumed driver measures its own rate (a trial restored from its
 checkpoint does not count the epochs it already had). It is printed, never acted on.
 """
@@ -24,7 +24,7 @@ from ray.tune import Callback
 
 from study.console import format_table, format_value
 from study.final.best import pick_best
-from study.plan import StudyPlan
+from study.intake.plan import StudyPlan
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.trial import FINAL_KEY
@@ -137,7 +137,7 @@ class CellProgress(ThrottledTable):
         t, epochs = self.plan, self.plan.base.train.epochs
         trained = sum(min(int((x.last_result or {}).get(EPOCH, 0)), epochs) for x in search)
         per_epoch = (time.monotonic() - self._started) / (self._epochs_here * t.search_cost())
-        # Under early stopping the search is expected to train its share of every trial's epochs (study.table.asha_cost, the plan's search_share).
+        # Under early stopping the search is expected to train its share of every trial's epochs (study.intake.asha_cost, the plan's search_share).
         search_left = max(0.0, t.search_trials * epochs * t.search_share - trained)
         left = (search_left * t.search_cost() + (t.final_runs - finals_done) * epochs) * per_epoch
         return f"; ETA ≈ {eta_text(left)} (then {t.final_runs - finals_done} final runs)"

@@ -1,120 +1,115 @@
 """``python -m study.status SPEC.yaml|TABLE.yaml|STUDY_DIR [--set key=value ...]`` (``dmlstudy status``, and
-``python -m study.run ... --status``): where a study or a table stands, without starting it. One entry,
-:func:`print_run_status`, for what :func:`study.table.spec.load_run` read: a study's screen (its trials), or a table's
-(per cell: :mod:`study.table.status`).
+``python -m study.run ... --status``): where a run stands, without starting it. One screen for every plan
+(:func:`print_status`): a study is a run of one cell, a table one of many, and the data choose the lines: the trials
+over all cells and each failure, a row per cell when there is more than one (:mod:`study.cell_status`), the best so
+far with its parameters when there is one.
 
-Reads the study's Optuna storage (trial states, best value so far) and its MLflow parent run (whether a
-driver is running it); starts no Ray and writes nothing. Exit 0 when the study exists, 2 when it does not.
+Reads the run's Optuna storage (trial states, best value so far) and its MLflow parent run (whether a driver is
+running it); starts no Ray and writes nothing. Exit 0 when the run exists, 2 when it does not.
 """
 
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 
 from study.arguments import ArgumentParser, one_line
-from study.final.best import pick_best
-from study.layout import StudyLayout
-from study.plan import StudyPlan
+from study.bill import size_line
+from study.cell_status import CellStatus, cells_status, slot_use, winner_text
+from study.console import format_table
+from study.intake.layout import StudyLayout
+from study.intake.load import load_plan
+from study.intake.plan import StudyPlan
 from study.runtime.lock import driver_text
 from study.runtime.slurm_status import print_job_line, print_unstarted
-from study.runtime.storage import read_bytes
-from study.table.spec import RunSpec, load_run
-from study.table.status import print_table_status
 from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
-from study.tracking.stores import load_optuna_study, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
-from trainables.schema.spec import StudySpec
 
-__all__ = ["study_status", "print_status", "print_run_status", "main"]
-
-_STATES = ("COMPLETE", "PRUNED", "RUNNING", "FAIL", "WAITING")
+__all__ = ["print_status", "main"]
 
 
-def study_status(spec: StudySpec) -> dict:
-    """Counts of Optuna trial states, the best finished trial and the study's locations.
-
-    Raises :class:`StudyError` when the study has never been started.
-    """
-    layout = StudyLayout.for_spec(spec)
-    if read_bytes(layout.spec_file) is None:
-        raise StudyError(f"there is no study {spec.name!r} in {layout.root}")
-    # A replicated study's replicates are Optuna studies of their own (its plan's cells): counted together. Replicate 0,
-    # the study's own, is loaded always (its absence is the store's error to raise); a later one once it exists.
-    stored = set(optuna_study_names(layout.optuna_url, spec.name)) | {spec.name}
-    names = [c.study_name for c in StudyPlan.of_study(spec).cells if c.study_name in stored]
-    trials = [t for name in names for t in load_optuna_study(name, layout.optuna_url).get_trials(deepcopy=False)]
-    counts = Counter(t.state.name for t in trials)
-    # study.final.best's rule, as the final stage applies it: best value, ties to the earliest (smallest-numbered) trial.
-    finished = [t for t in trials if t.state.name == "COMPLETE"]
-    best = pick_best(finished, lambda t: t.value, lambda t: t.number, spec.search.mode)
-    driver = tracking_peek.parent_status(layout.tracking_uri, spec.name)
-    tags = tracking_peek.parent_tags(layout.tracking_uri, spec.name)
-    return {
-        "stage": tags.get(R.STAGE, R.STAGE_SEARCH),
-        R.FINAL_PLANNED: int(tags.get(R.FINAL_PLANNED, 0)),
-        "selection": tags.get(R.SELECTION, R.SELECTION_VALIDATION if spec.validation.enabled else R.SELECTION_TEST),
-        "name": spec.name,
-        "root": layout.root,
-        "tracking_uri": layout.tracking_uri,
-        "optuna_url": layout.optuna_url,
-        "num_trials": spec.search.num_trials * spec.search.replicates,
-        "counts": {state: counts.get(state, 0) for state in _STATES},
-        "best": None if best is None else {"number": best.number, "value": best.value, "params": best.params},
-        "parent_status": driver,
-        "failures": tracking_peek.failures(layout.tracking_uri, spec.name),
-    }
-
-
-def print_run_status(target: RunSpec) -> int:
-    """The run's screen, as its plan's view says: a table's per cell, a study's per trial; returns the exit code."""
-    if target.table is not None:
-        return print_table_status(target.table)
-    return print_status(target.base)
-
-
-def print_status(spec: StudySpec) -> int:
-    """Print :func:`study_status` for people; returns the exit code."""
+def print_status(plan: StudyPlan) -> int:
+    """Print where the run stands; returns the exit code (2: never started, or its storage did not answer)."""
+    layout = StudyLayout.for_spec(plan.base)
     try:
-        st = study_status(spec)
+        cells = cells_status(plan)
     except StudyError as e:
-        # Submitted by dmlstudy slurm, its job still pending: the study's spec file comes when the driver starts.
-        if (code := print_unstarted(StudyLayout.for_spec(spec).root)) is not None:
+        # Submitted by dmlstudy slurm, its job still pending: the run's spec file comes when the driver starts.
+        if (code := print_unstarted(layout.root, plan.noun)) is not None:
             return code
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
-    c = st["counts"]
-    done = c["COMPLETE"] + c["PRUNED"]
-    print(f"Study {st['name']!r} in {st['root']}")
-    print(
-        f"  trials: {done} done ({c['COMPLETE']} complete, {c['PRUNED']} pruned), {c['RUNNING']} running, "
-        f"{c['FAIL']} failed, of {st['num_trials']}"
-    )
-    for trial_id, stage_name, reason in st["failures"]:
-        print(f"    failed ({stage_name}): trial {trial_id}: {reason}")
-    stage = st["stage"]
+    except OSError as e:  # the storage (an object store) did not answer
+        print(
+            f"error: storage: cannot read the {plan.noun} at {plan.base.storage}: {one_line(str(e))[:300]}",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"{plan.noun.capitalize()} {plan.name!r} in {layout.root}")
+    print(size_line(plan))
+    _print_trials(plan, cells, layout)
+    tags = tracking_peek.parent_tags(layout.tracking_uri, plan.name)
+    stage = tags.get(R.STAGE, R.STAGE_SEARCH)
     if stage == R.STAGE_FINAL:
-        stage += f" (retraining the best configuration: {st[R.FINAL_PLANNED]} runs planned)"
-    print(f"  stage: {stage}; hyperparameters selected on the {st['selection']} classes")
-    if st["best"] is not None:
-        b = st["best"]
-        print(f"  best so far: Optuna trial {b['number']}: {spec.search.metric} = {b['value']:.4f}")
-        for name, value in b["params"].items():
+        stage += f" (retraining the best configurations: {int(tags.get(R.FINAL_PLANNED, 0))} runs planned)"
+    validated = R.SELECTION_VALIDATION if plan.base.validation.enabled else R.SELECTION_TEST
+    print(f"  stage: {stage}; hyperparameters selected on the {tags.get(R.SELECTION, validated)} classes")
+    if len(cells) == 1 and (best := cells[0]).best_value is not None:
+        print(f"  best so far: Optuna trial {best.best_number}: {plan.base.search.metric} = {best.best_value:.4f}")
+        for name, value in best.best_params.items():
             print(f"    {name} = {value}")
-    driver = driver_text(st["root"], st["parent_status"], complete=done + c["FAIL"] >= st["num_trials"])
-    if driver is not None:
+    parent = tracking_peek.parent_status(layout.tracking_uri, plan.name)
+    ended = all(c.finished + c.failed >= plan.trials_per_cell for c in cells)
+    finals = all(c.final_done >= plan.base.final.seeds for c in cells) if plan.groups_are_cells else ended
+    if (driver := driver_text(layout.root, parent, complete=ended and finals)) is not None:
         print(f"  driver: {driver}")
-    print_job_line(st["root"], indent="  ")  # launched by dmlstudy slurm: what Slurm says of its job
-    print(f"  tracking: {st['tracking_uri']}")
-    print(f"  optuna:   {st['optuna_url']}")
+    print_job_line(layout.root, indent="  ")  # launched by dmlstudy slurm: what Slurm says of its job
+    print(f"  tracking: {layout.tracking_uri}")
+    print(f"  optuna:   {layout.optuna_url} (optuna-dashboard {layout.optuna_url})")
     return 0
 
 
+def _print_trials(plan: StudyPlan, cells: list[CellStatus], layout: StudyLayout) -> None:
+    """The trials over every cell and each failed one; with more than one cell, a row per cell and the slot use."""
+    count = {k: sum(c.counts.get(k, 0) for c in cells) for k in ("COMPLETE", "PRUNED", "RUNNING", "FAIL")}
+    nonfinite = sum(c.nonfinite for c in cells)
+    print(
+        f"  trials: {count['COMPLETE'] + count['PRUNED']} done ({count['COMPLETE']} complete, {count['PRUNED']} "
+        f"pruned), {count['RUNNING']} running, {count['FAIL']} failed{f' ({nonfinite} nan)' if nonfinite else ''}, "
+        f"of {plan.search_trials}"
+    )
+    for trial_id, stage_name, reason in tracking_peek.failures(layout.tracking_uri, plan.name):
+        print(f"    failed ({stage_name}): trial {trial_id}: {reason}")
+    if len(cells) > 1:
+        rows = _rows(plan, cells)
+        print(format_table(rows, list(rows[0])))
+    if (use := slot_use(cells, plan.base.search.max_concurrent, plan.final_with_search)) is not None:
+        print(use.text())
+
+
+def _rows(plan: StudyPlan, cells: list[CellStatus]) -> list[dict[str, object]]:
+    metric = plan.base.search.metric
+    return [
+        {
+            "cell": c.cell.label,
+            "optuna study": c.cell.study_name,
+            "finished": f"{c.finished}/{plan.trials_per_cell}",
+            "stopped early": c.pruned,
+            "failed": c.failed_text(),
+            "running": c.counts.get("RUNNING", 0),
+            **c.cost_columns(),
+            f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
+            "final seeds": f"{c.final_done}/{plan.base.final.seeds}",
+            "best parameters": winner_text(c),
+        }
+        for c in cells
+    ]
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m study.status") -> int:
-    p = ArgumentParser(prog=prog, description="Show where a study stands.")
-    p.add_argument("study", help="YAML study spec, or the study's directory (storage/<name>/)")
+    p = ArgumentParser(prog=prog, description="Show where a study or a table stands.")
+    p.add_argument("study", help="YAML study or table spec, or the study's directory (storage/<name>/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     try:
@@ -123,11 +118,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m study.status") ->
         unstarted = folder.is_dir() and not (folder / R.SPEC_FILE).exists()
         if unstarted and (code := print_unstarted(str(folder))) is not None:
             return code
-        target = load_run(args.study, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
+        plan = load_plan(args.study, args.overrides, family_rules=False)  # reads the stores: no trainer (torch)
     except StudyError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
-    return print_run_status(target)
+    return print_status(plan)
 
 
 if __name__ == "__main__":

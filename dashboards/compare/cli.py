@@ -40,15 +40,15 @@ from study.arguments import ArgumentParser, one_line
 from trainables.schema import record as R
 
 if TYPE_CHECKING:
-    from study.layout import StudyLayout  # at run time imported where used, as the rest of study (after the spec)
+    from study.intake.layout import StudyLayout  # at run time imported where used (after the spec)
 
 __all__ = ["locate", "read_study", "main"]
 
 
 def _layout(study: str) -> tuple[StudyLayout, str]:
-    """The study's layout and name, of a spec file or a study directory (:func:`study.loading.load_study`)."""
-    from study.layout import StudyLayout
-    from study.loading import load_study
+    """The study's layout and name, of a spec file or a study directory (:func:`study.intake.loading.load_study`)."""
+    from study.intake.layout import StudyLayout
+    from study.intake.loading import load_study
     from trainables.schema.errors import StudyError
 
     try:
@@ -59,7 +59,7 @@ def _layout(study: str) -> tuple[StudyLayout, str]:
 
 
 def locate(study: str) -> tuple[str, str]:
-    """``(tracking URI, experiment name)`` of a spec file or a study directory (:func:`study.loading.load_study`)."""
+    """``(tracking URI, experiment name)`` of a spec file or a study directory (:func:`study.intake.loading.load_study`)."""
     layout, name = _layout(study)
     return layout.tracking_uri, name
 
@@ -67,18 +67,18 @@ def locate(study: str) -> tuple[str, str]:
 def first_replicates(study: str) -> tuple[list[str], int] | None:
     """A table's final groups of replicate 0 and its R, when STUDY was started as a table with ``search.replicates``
     R > 1 (its saved ``table.yaml``); ``None`` for a study or a table of one replicate."""
+    from study.intake.cells import parse_table
     from study.runtime.storage import read_bytes
-    from study.table.spec import parse_table
 
     layout, _ = _layout(study)
     saved = read_bytes(layout.table_file)
     if saved is None:
         return None
     # The saved spec holds every field, unset ones as null (search.metric: the cells' default): read as unset.
-    table = parse_table(_unset_nulls(yaml.safe_load(saved)), layout.table_file)
-    if table.replicates <= 1:
+    plan = parse_table(_unset_nulls(yaml.safe_load(saved)), layout.table_file)
+    if plan.replicates <= 1:
         return None
-    return [c.label for c in table.cells if c.replicate == 0], table.replicates
+    return [c.label for c in plan.cells if c.replicate == 0], plan.replicates
 
 
 def _unset_nulls(tree: Any) -> Any:

@@ -5,7 +5,7 @@ has its sign, and whether the conclusion holds in every replicate.
 
 A replicate is one of R independent searches of an arm × condition; its winner's final runs carry its cell's label
 as their ``group`` tag (``bspml.p0.2``, ``bspml.p0.2.r1``): the caller maps each label to its replicate index
-(:attr:`study.table.spec.TableCell.replicate`). The comparison tables above this section read replicate 0 only,
+(:attr:`study.intake.plan.PlanCell.replicate`). The comparison tables above this section read replicate 0 only,
 which is the table exactly as it would have run without replicates.
 """
 

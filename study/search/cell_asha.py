@@ -1,4 +1,4 @@
-"""Early stopping per cell: :class:`CellASHA`, one ASHA rung set per cell of the run's plan (:mod:`study.plan`: a
+"""Early stopping per cell: :class:`CellASHA`, one ASHA rung set per cell of the run's plan (:mod:`study.intake.plan`: a
 table's arm × condition cells, a study's one), so a trial is compared only with trials of its own cell (docs/tables.md,
 "Multi-fidelity per cell").
 
@@ -52,7 +52,7 @@ class Rungs:
 
 def cell_label_of(cells: list[tuple[str, dict[str, Any]]], config: dict[str, Any]) -> str | None:
     """The label of the trial's cell: the one its config is stamped with (:data:`~trainables.schema.trial.CELL_KEY`);
-    for a trial asked before cells were stamped, the cell whose fixed values it carries (:meth:`study.plan.StudyPlan.cell_of`'s
+    for a trial asked before cells were stamped, the cell whose fixed values it carries (:meth:`study.intake.plan.StudyPlan.cell_of`'s
     rule, on the ``(label, fixed)`` pairs this scheduler keeps: small to pickle at every decision). A final trial that
     runs in the search's experiment (:class:`~study.search.cell_search.CellSearch`) belongs to no cell: it runs to the end."""
     if FINAL_KEY in config:

@@ -1,5 +1,5 @@
 """The searcher of a run's one Ray Tune experiment: a small dispatcher over one
-:class:`~study.search.study_search.StudySearch` (Optuna behind Ray) per cell of its plan (:mod:`study.plan`: a table's
+:class:`~study.search.study_search.StudySearch` (Optuna behind Ray) per cell of its plan (:mod:`study.intake.plan`: a table's
 arm × condition cells, a study's one cell). It stamps each trial's cell into its config
 (:data:`~trainables.schema.trial.CELL_KEY`) when it asks for it, so nothing downstream matches configs to find it.
 
@@ -12,7 +12,7 @@ the MLflow callback and the progress table are the study's own. Each cell keeps 
 history, readable name in optuna-dashboard), and its own budget: a new Ray trial goes to the cell with the fewest
 trials asked so far (ties: table order) that may ask now, so the cells advance together and each sampler sees its
 earlier trials. With ``search.reproducible`` each cell's sampler is ordered (:mod:`study.search.ordered_sampler`, lag
-:attr:`~study.table.spec.Table.cell_lag`): what a cell samples depends on its own trials' outcomes, never on timing.
+:attr:`~study.intake.plan.StudyPlan.lag`): what a cell samples depends on its own trials' outcomes, never on timing.
 
 A cell's budget counts *evaluated* trials. A trial Ray reports as errored for a reason outside its configuration (its
 node was lost, its actor died, ``--max-failures`` restarts ran out) is replaced: its Optuna trial stays FAIL and the

@@ -1,6 +1,6 @@
 """The bundles the driver's core passes around: how a study is run (:class:`RunOptions`, the command line's run
 options, declared once), and the study as this driver runs it (:class:`StudyContext`: the spec, where its files live,
-the options, whether the search resumes, and its plan: :class:`~study.plan.StudyPlan`, a study's one cell or a
+the options, whether the search resumes, and its plan: :class:`~study.intake.plan.StudyPlan`, a study's one cell or a
 table's cells). Nothing here imports Ray or the stores: the command line builds a :class:`RunOptions` before it
 decides what to run."""
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from study.layout import StudyLayout
-    from study.plan import StudyPlan
+    from study.intake.layout import StudyLayout
+    from study.intake.plan import StudyPlan
     from trainables.schema.spec import StudySpec
 
 __all__ = ["RunOptions", "StudyContext"]

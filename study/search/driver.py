@@ -1,7 +1,7 @@
 """Ray Tune orchestration: one study = a search Tuner driven by OptunaSearch, then a final-stage Tuner that
 retrains the best configuration with several seeds (:mod:`study.final.stage`), both tracked in MLflow. The two
 Tuners are wired in :mod:`study.search.tuners`, Ray is connected by :mod:`study.runtime.cluster`, a resume is checked by
-:mod:`study.search.resume`; where the study's files live is :mod:`study.layout`.
+:mod:`study.search.resume`; where the study's files live is :mod:`study.intake.layout`.
 
 ``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
 (any pyarrow filesystem). A URI cannot hold the sqlite stores, so it requires ``tracking.uri`` and
@@ -35,20 +35,21 @@ from study.final.stage import (
     summarize_final,
     summary_csv,
 )
-from study.layout import StudyLayout
-from study.plan import StudyPlan
+from study.intake.layout import StudyLayout
+from study.intake.plan import StudyPlan
+from study.intake.validation import spec_from_tune_config, trial_params
 from study.runtime import stopping
 from study.runtime.cluster import check_storage_reachable, connect_ray
 from study.runtime.compat import snapshot_failed_trials
 from study.runtime.lock import study_lock
 from study.runtime.stop_callback import RayLossWatch, StageLedger, caused_by_stop
 from study.runtime.stopping import StudyStopped, check_stop, fit_window
-from study.runtime.storage import write_bytes
+from study.runtime.storage import read_bytes, write_bytes
 from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import PrivateRayWatch, check_cluster_resources, check_local_resources
 from study.search.context import RunOptions, StudyContext
 from study.search.environment import numerics_tags
-from study.search.resume import check_resume
+from study.search.resume import check_resume, written_text
 from study.search.tuners import final_tuner, search_tuner, stage_ledger
 from study.tracking.callback import MlflowTrialCallback, ParentRun, error_line
 from study.tracking.credentials import check_tracking_env, redacted_spec
@@ -56,7 +57,6 @@ from study.tracking.optuna_link import OptunaRunLink, trial_numbers
 from study.tracking.outage import set_budget, unwrapped
 from study.tracking.preflight import preflight_stores
 from study.tracking.store import TrackingStore, preload_in_background
-from study.validation import spec_from_tune_config, trial_params
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.metric_names import EPOCH
@@ -293,27 +293,26 @@ def failures_of(results: ResultGrid | list[Result]) -> list[tuple[str, str]]:
 
 
 def run_study(
-    spec: StudySpec,
+    run: StudyPlan | StudySpec,
     *,
     options: RunOptions | None = None,
     on_start: Callable[[], None] | None = None,
-    plan: StudyPlan | None = None,
 ) -> StudyOutcome:
-    """Run (or resume) the study ``spec`` to completion and return its outcome.
+    """Run (or resume) a plan (or a study spec: its plan) to completion and return its outcome.
 
     Args:
-        spec: the validated study.
+        run: what the search searches (:class:`~study.intake.plan.StudyPlan`: a table's cells, a study's one or its
+            replicates), or a validated study spec, run as :meth:`~study.intake.plan.StudyPlan.of_study`.
         options: how to run it (:class:`~study.search.context.RunOptions`: resume, Ray address, retries, ...;
             default its defaults).
         on_start: called once every input check passed, just before anything is written (the CLI warns there).
-        plan: what the search searches (:class:`~study.plan.StudyPlan`: a table's cells); default the study's own
-            one cell.
 
     Raises :class:`StudyError` subclasses for user errors before anything is written or started
     (:class:`StudyLockedError` when another driver runs the study).
     """
     options = RunOptions() if options is None else options
-    plan = StudyPlan.of_study(spec) if plan is None else plan
+    plan = run if isinstance(run, StudyPlan) else StudyPlan.of_study(run)
+    spec = plan.base
     layout = StudyLayout.for_spec(spec)
     check_tracking_env(spec)
     from trainables.checks import check_inputs
@@ -330,7 +329,7 @@ def run_study(
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     check_stop("before the study started")
     with study_lock(layout.root), library_log() as study_log:
-        context = StudyContext(spec, layout, options, check_resume(spec, layout, options.resume), plan)
+        context = StudyContext(spec, layout, options, check_resume(plan, layout, options.resume), plan)
         preload_in_background()
         started_ray = connect_ray(options.address)
         import ray
@@ -418,6 +417,8 @@ def _open_study(context: StudyContext, study_log: StudyLog) -> tuple[TrackingSto
     study_log.attach(layout.log_file)
     if not context.resuming:
         write_bytes(layout.spec_file, yaml.safe_dump(redacted_spec(spec), sort_keys=False).encode())
+    if context.plan.written and read_bytes(layout.table_file) is None:  # a table's spec as written, kept as started
+        write_bytes(layout.table_file, written_text(context.plan))
     store = TrackingStore(layout.tracking_uri, spec.name, layout.artifact_location)
     parent = store.start_parent(
         run_name=spec.name,

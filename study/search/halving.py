@@ -38,9 +38,9 @@ The rule, precisely:
   trial does not take the slot it will resume in. No deadlock: a rung waits only for trials that run, are pending,
   or are not asked yet, and a waiting trial holds neither a slot nor the limiter's count. (``search.reproducible``'s
   ordered asking would wait for earlier trials to *finish*, which under halving they do only after the cell's first
-  rung: its lag is therefore the cell's budget, :func:`study.plan.halving_lag`.)
+  rung: its lag is therefore the cell's budget, :func:`study.intake.plan.halving_lag`.)
 
-Like :class:`~study.table.scheduler.CellASHA` its state (every cell's rungs with every recorded value, its decisions,
+Like :class:`~study.search.cell_asha.CellASHA` its state (every cell's rungs with every recorded value, its decisions,
 each trial's cell and ask order) is written to the study directory's ``asha_state.pkl`` whenever it changes and read
 back the first time a restored driver calls it: Ray restores a scheduler from the pickle taken at the experiment's
 start. Ray restores every unfinished trial PENDING: one the state says waits at a rung stays PAUSED until its rung is
@@ -58,6 +58,7 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from study.intake.asha_cost import kept_count
 from study.runtime.compat import concurrency_limiter, hold_concurrency, keep_paused_on_add, release_concurrency
 from study.runtime.storage import write_bytes
 from study.search.cell_asha import cell_label_of
@@ -65,11 +66,6 @@ from study.search.persistent_asha import read_state_once
 from trainables.schema.space import halving_rungs
 
 __all__ = ["HalvingScheduler", "HalvingRule", "halving_rungs", "kept_count", "kept_at_rung"]
-
-
-def kept_count(n: int, eta: float, hedge: int = 0) -> int:
-    """How many of ``n`` trials at a rung go on: ``max(⌈n / η⌉, min(hedge, n))``."""
-    return max(math.ceil(round(n / eta, 9)), min(hedge, n)) if n > 0 else 0
 
 
 def _finite(value: Any) -> float | None:

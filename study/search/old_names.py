@@ -28,6 +28,16 @@ MOVED: dict[str, tuple[str, ...]] = {
     "study.table.search": ("study.search.cell_search",),
     "study.table.scheduler": ("study.search.cell_asha",),
     "study.table.progress": ("study.progress",),
+    # Issue 57: intake became a folder, and the table's own modules dissolved into the one plan.
+    "study.plan": ("study.intake.plan",),
+    "study.layout": ("study.intake.layout",),
+    "study.loading": ("study.intake.loading",),
+    "study.validation": ("study.intake.validation",),
+    "study.table.spec": ("study.intake.plan", "study.intake.cells", "study.intake.load"),
+    "study.table.asha_cost": ("study.intake.asha_cost",),
+    "study.table.bill": ("study.bill",),
+    "study.table.status": ("study.cell_status",),
+    "study.table.run": ("study.search.driver",),
 }
 
 

@@ -1,5 +1,5 @@
 """The Ray Tune ``Tuner`` of each stage of a run, wired once (:func:`stage_tuner`): the search (:func:`search_tuner`,
-built from the run's plan, :mod:`study.plan`: one dispatching searcher over the cells' Optuna studies, one scheduler
+built from the run's plan, :mod:`study.intake.plan`: one dispatching searcher over the cells' Optuna studies, one scheduler
 with rungs per cell, the plan's live view) and the final stage (:func:`final_tuner`: a grid over the best
 configurations' seeds). Both restore their experiment when a driver resumes."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from study.layout import StudyLayout
-from study.plan import VIEW_CELLS, StudyPlan
+from study.intake.layout import StudyLayout
+from study.intake.plan import VIEW_CELLS, StudyPlan
 from study.progress import CellProgress, ProgressTable, TrialColumns
 from study.runtime.checkpoint_repair import CheckpointRepair
 from study.runtime.compat import restored_run_config, restored_searcher
@@ -153,7 +153,7 @@ def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: i
 def cell_searcher(plan: StudyPlan, layout: StudyLayout) -> CellSearch:
     """The run's searcher: one study searcher per cell (:func:`study_searcher`, the plan's lag), ``trials_per_cell``
     each, lost trials replaced when the plan says so, each cell's final seeds asked as its search ends when the plan
-    says so (:attr:`~study.plan.StudyPlan.final_with_search`)."""
+    says so (:attr:`~study.intake.plan.StudyPlan.final_with_search`)."""
     s = plan.base.search
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, plan.lag)) for c in plan.cells]
     final = plan.base.final if plan.final_with_search else None

@@ -1,10 +1,14 @@
-"""A table started by the code before issue 49 moved the engine (a study became a table of one cell; the table's
-searcher, scheduler and live view moved into the search wing) resumes with today's code: the old driver is stopped
-mid-search with SIGUSR1, and the new one continues it with ``--resume`` from the pickles the old one wrote (Ray's
-``tuner.pkl`` names ``study.table.search.TableSearch`` and ``study.table.progress.TableProgress``:
-:mod:`study.search.old_names`). Read back from Optuna and MLflow: every cell has exactly its budget, nothing twice.
+"""A run started by the code before a move resumes with today's code: the old driver is stopped mid-search with
+SIGUSR1, and the new one continues it with ``--resume`` from the pickles the old one wrote
+(:mod:`study.search.old_names`). Read back from Optuna and MLflow: every cell has exactly its budget, nothing twice.
 
-The old code is the commit before the moves, taken from this clone's history (``git archive``); a clone without that
+- Issue 49 moved the engine (a study became a table of one cell; the table's searcher, scheduler and live view moved
+  into the search wing): a table started before names ``study.table.search.TableSearch`` and
+  ``study.table.progress.TableProgress`` in Ray's ``tuner.pkl``.
+- Issue 57 made intake a folder and dissolved ``study.table`` into the one plan: a table and a (replicated) study
+  started before name ``study.plan.StudyPlan`` and ``study.plan.PlanCell`` (the live view holds the plan).
+
+The old code is the commit before each move, taken from this clone's history (``git archive``); a clone without that
 history skips, saying so."""
 
 from __future__ import annotations
@@ -19,23 +23,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.driver import REPO, driver_env, mlflow_children, optuna_states, tiny_table
+from harness.driver import REPO, driver_env, mlflow_children, optuna_states, tiny_spec, tiny_table
 from harness.kill_resume import continue_args, run_and_stop, signal_driver
 from trainables.schema import record as R
 
 pytestmark = pytest.mark.e2e
 
 #: The last commit before issue 49's moves (harness/moves/issue49_one_path.sh, removed by issue 57: see the git log).
-BEFORE_THE_MOVE = "de50bb59"
+BEFORE_ISSUE_49 = "de50bb59"
+#: The last commit before issue 57's intake folder and one plan.
+BEFORE_ISSUE_57 = "ee99c4b"
 NAME, TRIALS, CELLS = "t_premove", 2, ("ms.p0.2", "spl.p0.2")
 
 
-def _old_code(into: Path) -> Path:
-    """The packages as they were before the move, unpacked under ``into``."""
-    if subprocess.run(["git", "cat-file", "-e", f"{BEFORE_THE_MOVE}^{{commit}}"], cwd=REPO).returncode != 0:
-        pytest.skip(f"commit {BEFORE_THE_MOVE} (before issue 49's moves) is not in this clone's history")
+def _old_code(into: Path, commit: str) -> Path:
+    """The packages as they were at ``commit``, unpacked under ``into``."""
+    if subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=REPO).returncode != 0:
+        pytest.skip(f"commit {commit} (before a move) is not in this clone's history")
     archive = subprocess.run(
-        ["git", "archive", BEFORE_THE_MOVE, "study", "trainables", "dashboards", "harness"],
+        ["git", "archive", commit, "study", "trainables", "dashboards", "harness"],
         cwd=REPO,
         capture_output=True,
         check=True,
@@ -53,24 +59,46 @@ def _old_env(ray_tmp: str, old: Path) -> dict[str, str]:
     return {**env, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(old)}
 
 
-def _states(study_dir: Path) -> dict[str, list[str]]:
-    """Per cell, its Optuna trials' states, read read-only (:func:`harness.driver.optuna_states`: a poll through
-    Optuna could race the driver creating the store's tables)."""
+def _states(study_dir: Path, studies: tuple[str, ...]) -> dict[str, list[str]]:
+    """Per cell (its Optuna study), its Optuna trials' states, read read-only (:func:`harness.driver.optuna_states`:
+    a poll through Optuna could race the driver creating the store's tables)."""
     states = optuna_states(study_dir)
-    return {c: states[f"{NAME}.{c}"] for c in CELLS if f"{NAME}.{c}" in states}
+    return {c: states[c] for c in studies if c in states}
 
 
-def _two_ended(study_dir: Path) -> bool:
-    try:
-        return sum(s.count("COMPLETE") for s in _states(study_dir).values()) >= 2
-    except Exception:  # the store is being created or written
-        return False
+def _two_ended(studies: tuple[str, ...]):
+    def ended(study_dir: Path) -> bool:
+        try:
+            return sum(s.count("COMPLETE") for s in _states(study_dir, studies).values()) >= 2
+        except Exception:  # the store is being created or written
+            return False
+
+    return ended
 
 
-def test_a_table_started_before_the_move_resumes_after_it(tmp_path):
-    old = _old_code(tmp_path / "before")
+def _replicated_study() -> dict:
+    """A study of two replicates (two cells: its own and ``.r1``), as slow per epoch as the table, one final seed."""
+    spec = tiny_spec(NAME, 3, TRIALS, replicates=2, max_concurrent=2)
+    spec["train"]["batches_per_epoch"] = 120
+    spec["final"] = {"seeds": 1}
+    return spec
+
+
+#: (the commit before the move, what it starts, its Optuna studies and final groups, what its report names it)
+CASES = {
+    "table before issue 49": (BEFORE_ISSUE_49, tiny_table(NAME, 3, 120, TRIALS, 1), CELLS, "Table"),
+    "table before issue 57": (BEFORE_ISSUE_57, tiny_table(NAME, 3, 120, TRIALS, 1), CELLS, "Table"),
+    "replicated study before issue 57": (BEFORE_ISSUE_57, _replicated_study(), (NAME, f"{NAME}.r1"), "Study"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_run_started_before_a_move_resumes_after_it(tmp_path, case):
+    commit, written, labels, noun = CASES[case]
+    studies = tuple(label if label.startswith(NAME) else f"{NAME}.{label}" for label in labels)
+    old = _old_code(tmp_path / "before", commit)
     spec = tmp_path / R.SPEC_FILE
-    spec.write_text(yaml.safe_dump(tiny_table(NAME, 3, 120, TRIALS, 1)))
+    spec.write_text(yaml.safe_dump(written))
     study_dir = tmp_path / R.DEFAULT_STORAGE / NAME
     ray_tmp = tempfile.mkdtemp(prefix="rm", dir="/tmp")
     first = run_and_stop(
@@ -78,21 +106,21 @@ def test_a_table_started_before_the_move_resumes_after_it(tmp_path):
         _old_env(ray_tmp, old),
         [str(spec), "--no-dashboard"],
         study_dir,
-        _two_ended,
+        _two_ended(studies),
         signal_driver(signal.SIGUSR1),
         timeout=300,
     )
-    at_stop = _states(study_dir)
+    at_stop = _states(study_dir, studies)
     # The old code ran: its Ray experiment (the pickles the new code must read) and its Optuna trials are there.
     assert (study_dir / R.SEARCH_EXPERIMENT / "tuner.pkl").exists(), first["output"][-3000:]
     assert sum(s.count("COMPLETE") for s in at_stop.values()) >= 2, (at_stop, first["output"][-3000:])
     if first["finished_before_kill"]:
         # It ended between two looks (a fast machine): its experiment is still the old code's to restore.
-        assert first["code"] is None and "Table 't_premove'" in first["output"], first["output"][-3000:]
+        assert first["code"] is None and f"{noun} 't_premove'" in first["output"], first["output"][-3000:]
         args = [str(spec), "--no-dashboard", "--resume"]
     else:
         assert first["code"] == 3, first["output"][-2000:]
-        assert sum(s.count("COMPLETE") for s in at_stop.values()) < len(CELLS) * TRIALS, at_stop
+        assert sum(s.count("COMPLETE") for s in at_stop.values()) < len(studies) * TRIALS, at_stop
         args = continue_args(first["output"])
 
     resumed = subprocess.run(
@@ -104,10 +132,10 @@ def test_a_table_started_before_the_move_resumes_after_it(tmp_path):
         timeout=300,
     )
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    assert _states(study_dir) == {c: ["COMPLETE"] * TRIALS for c in CELLS}
+    assert _states(study_dir, studies) == {c: ["COMPLETE"] * TRIALS for c in studies}
     _, parents, children = mlflow_children(study_dir, NAME)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     search = [r for r in children if r.data.tags[R.STAGE] == R.STAGE_SEARCH]
-    assert len({r.data.tags[R.TRIAL_ID] for r in search}) == len(search) == len(CELLS) * TRIALS
-    assert sorted(r.data.tags[R.GROUP] for r in children if r.data.tags[R.STAGE] == R.STAGE_FINAL) == list(CELLS)
-    assert (study_dir / R.TABLE_REPORT_FILE).exists()
+    assert len({r.data.tags[R.TRIAL_ID] for r in search}) == len(search) == len(studies) * TRIALS
+    assert sorted(r.data.tags[R.GROUP] for r in children if r.data.tags[R.STAGE] == R.STAGE_FINAL) == list(labels)
+    assert (study_dir / R.TABLE_REPORT_FILE).exists() == (noun == "Table")

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from study.deploy.checks import ENV_VAR, refuse_written_passwords, tracking_urls
-from study.loading import read_raw
-from study.table.spec import load_run
+from study.intake.load import load_plan
+from study.intake.loading import read_raw
 from trainables.schema.errors import SpecError
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class Deployment:
     backoff_limit: int
     ttl_seconds: int
     ray_version: str
-    #: The study's directory in the bucket (:class:`study.layout.StudyLayout`'s root).
+    #: The study's directory in the bucket (:class:`study.intake.layout.StudyLayout`'s root).
     study_root: str
 
     @property
@@ -174,10 +174,10 @@ def _volume(text: str) -> tuple[str, str]:
 
 def deployment(args: argparse.Namespace) -> Deployment:
     """The checked deployment of the command line ``args``; :class:`SpecError` (one line) on bad input."""
-    from study.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
+    from study.intake.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
 
     raw = read_raw(args.spec, args.overrides)  # what the RayJob carries: the spec as written, --set applied
-    spec = load_run(args.spec, args.overrides).base
+    spec = load_plan(args.spec, args.overrides).base
     secret = _check_name(args.secret, "--secret", _DNS1123_SUBDOMAIN, 253, "Secret name")
     token, s3, db = (
         _check_name(value or secret, option, _DNS1123_SUBDOMAIN, 253, "Secret name")

@@ -12,11 +12,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from study.bill import check_budget
 from study.deploy.checks import refuse_written_passwords
 from study.deploy.render import fill, load_template
 from study.deploy.slurm.options import check_options, extra_line
-from study.table.bill import study_bill, study_priced
-from study.table.spec import load_run
+from study.intake.load import load_plan
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 
@@ -100,17 +100,14 @@ def render_script(job: SlurmJob) -> str:
 
 def _specs(args: argparse.Namespace) -> tuple[StudySpec, list[StudySpec]]:
     """The spec the job runs (a table's base) and every spec it holds (a table's cells too), validated."""
-    target = load_run(args.spec, args.overrides)
-    if target.table is not None:
-        target.table.check_budget()
-    else:  # a study over search.max_hours on its assumed bill (the job measures a measured one where it runs)
-        study_priced(target.base).check(study_bill(target.base, None), target.base.search.max_hours, "study")
-    return target.base, target.specs
+    plan = load_plan(args.spec, args.overrides)
+    check_budget(plan)  # on its assumed bill (the job measures a measured one where it runs)
+    return plan.base, plan.specs
 
 
 def _study_dir(spec: StudySpec) -> Path:
     """The study's directory, which the script and its log live in: a shared path Slurm can name in ``--output``."""
-    from study.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
+    from study.intake.layout import StudyLayout  # defers Optuna (study.tracking.credentials imports its storages)
 
     layout = StudyLayout.for_spec(spec)
     if layout.remote:

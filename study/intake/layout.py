@@ -4,7 +4,7 @@
 Layout::
 
     spec.yaml          the validated spec the study was started with (resume refuses a different one)
-    table.yaml         a table study's table spec, as it was started (study.table.run)
+    table.yaml         a table study's table spec, as it was started (study.search.driver)
     table.md           a table study's report (dashboards.table_report)
     optuna.db          Optuna RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names one
     mlflow.db          MLflow sqlite store, unless ``tracking.uri`` names a server

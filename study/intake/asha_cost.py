@@ -15,8 +15,22 @@ from __future__ import annotations
 import math
 import random
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-__all__ = ["milestones", "asymptotic_share", "expected_share", "halving_share", "halving_rule_rungs"]
+from trainables.schema.space import halving_rungs
+
+if TYPE_CHECKING:
+    from trainables.schema.space import SchedulerSpec
+
+__all__ = [
+    "milestones",
+    "asymptotic_share",
+    "expected_share",
+    "halving_share",
+    "halving_rule_rungs",
+    "scheduler_share",
+    "kept_count",
+]
 
 #: Simulated cells behind :func:`expected_share` (its standard error is below half a percentage point).
 _REPEATS = 400
@@ -78,9 +92,6 @@ def halving_share(epochs: int, first_rung: int, eta: float, n: int, hedge: int =
     model-epochs (``n · epochs``) its trials train, exactly: every rung keeps the same number of trials whatever the
     scores, so no expectation is needed. ``halving_share(60, 8, 2, 16)``: rungs at 8, 16, 32, 16 → 8 → 4 → 2
     trials, (8·8 + 4·16 + 2·32 + 2·60) / (16·60) = 32.5 %. Trials lost to errors are not counted."""
-    # study.search.halving imports Ray (heavy): only a halving table's size line needs its rule.
-    from study.search.halving import halving_rungs, kept_count
-
     reach, trained = n, 0
     for rung in halving_rungs(epochs, first_rung, eta):
         kept = kept_count(reach, eta, hedge)
@@ -90,8 +101,20 @@ def halving_share(epochs: int, first_rung: int, eta: float, n: int, hedge: int =
 
 
 def halving_rule_rungs(epochs: int, first_rung: int, eta: float) -> list[int]:
-    """Halving's rungs (:func:`study.search.halving.halving_rungs`), for the size line."""
-    # study.search.halving imports Ray (heavy): only a halving table's size line needs its rule.
-    from study.search.halving import halving_rungs
-
+    """Halving's rungs (:func:`trainables.schema.space.halving_rungs`), for the size line."""
     return halving_rungs(epochs, first_rung, eta)
+
+
+def kept_count(n: int, eta: float, hedge: int = 0) -> int:
+    """How many of ``n`` trials at a rung of synchronous halving go on: ``max(⌈n / η⌉, min(hedge, n))``."""
+    return max(math.ceil(round(n / eta, 9)), min(hedge, n)) if n > 0 else 0
+
+
+def scheduler_share(scheduler: SchedulerSpec, epochs: int, trials: int) -> float:
+    """The expected share of a cell's search model-epochs its trials train under ``scheduler`` (``trials`` a cell):
+    1 for FIFO, ASHA's simulated expectation (:func:`expected_share`), halving's exact share (:func:`halving_share`)."""
+    if scheduler.type == "asha":
+        return expected_share(epochs, scheduler.grace_period, scheduler.reduction_factor, trials)
+    if scheduler.type == "halving":
+        return halving_share(epochs, scheduler.first_rung, scheduler.reduction_factor, trials, scheduler.hedge)
+    return 1.0

@@ -1,7 +1,7 @@
 """The plan of a run: what the one driver (:func:`study.search.driver.run_study`) searches, decided once at intake.
 
 A study is a table of one cell. A study spec becomes :meth:`StudyPlan.of_study`, the one-arm, one-cell case; a table
-spec becomes its own plan (:meth:`study.table.spec.Table.plan`, one cell per arm × condition). From the plan the driver
+spec becomes its own plan (:func:`study.intake.cells.parse_table`, one cell per arm × condition). From the plan the driver
 builds one search Tuner: one dispatching searcher over the cells' Optuna studies
 (:class:`~study.search.cell_search.CellSearch`), one scheduler with rungs per cell
 (:class:`~study.search.cell_asha.CellASHA`), one progress view, and the final stage's grouping. Nothing downstream asks
@@ -18,9 +18,10 @@ Pure data over validated specs: no Ray, no stores (the command line builds a pla
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from study.intake.asha_cost import scheduler_share
 from trainables.schema import record as R
 from trainables.schema.space import SchedulerSpec
 from trainables.schema.spec import StudySpec, ValidationSpec
@@ -51,7 +52,7 @@ def replicate_seed(seed: int, replicate: int) -> int:
     """Replicate ``replicate``'s sampler seed from its arm's ``seed``: ``(seed + replicate × REPLICATE_SEED_STEP) mod
     2³²``; replicate 0 keeps ``seed`` exactly (an existing table or study resumes and reruns unchanged). A study's
     replicate r is the study at ``search.sampler.seed`` + r. Since the arm's seed is
-    the table's + CRC-32 of its name (:func:`study.table.spec.arm_sampler`), replicate r of every arm is the table as it would run with
+    the table's + CRC-32 of its name (:func:`study.intake.cells.arm_sampler`), replicate r of every arm is the table as it would run with
     ``search.sampler.seed`` + r: replicate r of the whole table is one complete table, the one at that seed."""
     return (seed + replicate * REPLICATE_SEED_STEP) % 2**32
 
@@ -89,12 +90,27 @@ def trial_model_epochs(spec: StudySpec) -> float:
 @dataclass(frozen=True)
 class PlanCell:
     """One cell: searched by its own Optuna study (``spec.name``); ``fixed`` is what each of its trials sets over the
-    run's base spec besides the sampled values (a table's family, condition and arm params; nothing for a study)."""
+    run's base spec besides the sampled values (a table's family, condition and arm params; nothing for a study).
+
+    A table's cell is one arm on one condition, replicate ``replicate`` of its search; a study's cell is its one arm
+    (its family) on its one condition (none), replicate ``replicate``. The fields after ``spec`` have defaults so that
+    a plan pickled before they existed (Ray's ``tuner.pkl`` holds the live view, which holds the plan) still reads."""
 
     label: str
     fixed: dict[str, Any]
     #: The cell as a study: its search space, sampler and budget, validated like any spec.
     spec: StudySpec
+    #: The arm the cell searches: a table's arm name; a study's family.
+    arm: str = ""
+    #: The arm × condition, the same for all its replicates (``bspml.p0.2``; a study's name): :attr:`label` is this,
+    #: ``.r<r>`` for replicate r ≥ 1.
+    key: str = ""
+    #: The values the condition sets at their dotted paths (every key any cell of the table sets; none for a study).
+    condition: dict[str, Any] = field(default_factory=dict)
+    #: The condition keys this cell sets itself (the others are at the shared value): its label shows these.
+    named: tuple[str, ...] = ()
+    #: Which of ``search.replicates`` independent searches of this arm × condition (0: the spec's own).
+    replicate: int = 0
 
     @property
     def study_name(self) -> str:
@@ -119,6 +135,16 @@ class StudyPlan:
         search_share: the share of the search's model-epochs its trials are expected to train (early stopping), for
             the live view's ETA.
         title: how the run names itself in the live view (``table NAME``).
+        noun: what the run calls itself in its lines (``study``, ``table``).
+        reference: the family the comparison is against (a table's reference arm's; a study's own).
+        replicates: ``search.replicates``, the searches per arm × condition (every one is a cell).
+        grid: the conditions of the grid every arm runs (a table's extra cells are the keys beyond arms × grid).
+        max_hours: ``search.max_hours``, the run's bound on its bill (:mod:`study.bill`).
+        epoch_seconds: ``search.epoch_seconds``, the bill the spec assumes.
+        written: the spec as written, where it is not the base (a table's, kept as ``table.yaml`` and held to on
+            ``--resume``); empty for a study, whose ``spec.yaml`` is the base.
+
+    The fields after ``groups_are_cells`` have defaults so that a plan pickled before they existed still reads.
     """
 
     base: StudySpec
@@ -130,6 +156,13 @@ class StudyPlan:
     view: str = VIEW_TRIALS
     search_share: float = 1.0
     title: str = ""
+    noun: str = "study"
+    reference: str = ""
+    replicates: int = 1
+    grid: int = 1
+    max_hours: float | None = None
+    epoch_seconds: float | None = None
+    written: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of_study(cls, spec: StudySpec) -> StudyPlan:
@@ -143,11 +176,9 @@ class StudyPlan:
         (its directory's ``spec.yaml``, which ``--resume`` reads back): :attr:`search_trials` counts all R."""
         s = spec.search
         replicates = s.replicates
-        cells = (
-            tuple(PlanCell(r.name, {}, r) for r in (replicate_spec(spec, i) for i in range(replicates)))
-            if replicates > 1
-            else (PlanCell(spec.name, {}, spec),)  # the spec itself: RunSpec.specs tells the base by identity
-        )
+        # One replicate: the spec itself, so :attr:`specs` tells the base by identity.
+        specs = [replicate_spec(spec, i) for i in range(replicates)] if replicates > 1 else [spec]
+        cells = tuple(PlanCell(c.name, {}, c, arm=spec.family, key=spec.name, replicate=i) for i, c in enumerate(specs))
         return cls(
             base=spec,
             cells=cells,
@@ -157,7 +188,41 @@ class StudyPlan:
             groups_are_cells=replicates > 1,
             view=VIEW_CELLS if replicates > 1 else VIEW_TRIALS,
             title=f"study {spec.name}" + (f" × {replicates} replicates" if replicates > 1 else ""),
+            search_share=scheduler_share(s.scheduler, spec.train.epochs, s.num_trials),
+            reference=spec.family,
+            replicates=replicates,
+            max_hours=s.max_hours,
+            epoch_seconds=s.epoch_seconds,
         )
+
+    @property
+    def specs(self) -> list[StudySpec]:
+        """Every spec the run holds: the base, then each cell's."""
+        return [self.base, *(c.spec for c in self.cells if c.spec is not self.base)]
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        """The arms, in the cells' order: a table's arm names; a study's family."""
+        return tuple(dict.fromkeys(c.arm for c in self.cells))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The arm × condition searches, each once however many replicates it has."""
+        return tuple(dict.fromkeys(c.key for c in self.cells))
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether the search stops trials early (``search.scheduler.type``: ``asha`` or ``halving``, per cell)."""
+        return self.base.search.scheduler.type != "fifo"
+
+    @property
+    def trial_model_epochs(self) -> float:
+        """One search trial run to the end, in models × epochs as a trial records its cost (k folds: k models)."""
+        return trial_model_epochs(self.base)
 
     @property
     def search_trials(self) -> int:

@@ -1,4 +1,4 @@
-"""The bill of a table or a study before it starts: hours on its ``max_concurrent`` slots, per arm from a measured
+"""The bill of a run (a table, or a study: a table of one arm) before it starts: hours on its ``max_concurrent`` slots, per arm from a measured
 :class:`~study.search.calibration.Calibration` (or from the spec's assumed ``search.epoch_seconds``), for FIFO and for
 its scheduler; after the run, the same bill beside what the trials actually cost (docs/tables.md, "The measured bill").
 
@@ -10,29 +10,33 @@ epoch on all training classes, no start-up, so a search trial's epoch is ``searc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
-from study.plan import search_cost
+from study.intake.asha_cost import (
+    asymptotic_share,
+    halving_rule_rungs,
+    halving_share,
+    milestones,
+    scheduler_share,
+)
+from study.intake.plan import StudyPlan
 from study.search.calibration import ArmCalibration, Calibration, calibrate
-from study.table.asha_cost import expected_share, halving_share
 from trainables.schema.errors import SpecError
 from trainables.schema.space import SchedulerSpec
-from trainables.schema.spec import StudySpec
 
 __all__ = [
     "ArmPrice",
     "Bill",
     "Priced",
-    "study_priced",
-    "study_bill",
     "measured_bill",
     "assumed_bill",
-    "scheduler_share",
-    "arm_specs",
-    "calibrate_table",
-    "study_size_line",
+    "priced",
+    "bill_of",
+    "calibrate_plan",
+    "model_epochs",
+    "estimated_hours",
+    "size_line",
+    "check_budget",
 ]
 
 
@@ -85,16 +89,6 @@ def assumed_bill(arms: list[str], epoch_seconds: float, search_cost: float) -> B
     """The spec's constant: a model-epoch on all training classes costs ``epoch_seconds``, a trial starts for free."""
     price = ArmPrice(0.0, search_cost * epoch_seconds, epoch_seconds)
     return Bill(dict.fromkeys(arms, price), False, epoch_seconds=epoch_seconds, search_cost=search_cost)
-
-
-def scheduler_share(scheduler: SchedulerSpec, epochs: int, trials: int) -> float:
-    """The expected share of a cell's search model-epochs its trials train under ``scheduler`` (``trials`` a cell):
-    1 for FIFO, ASHA's simulated expectation, halving's exact share."""
-    if scheduler.type == "asha":
-        return expected_share(epochs, scheduler.grace_period, scheduler.reduction_factor, trials)
-    if scheduler.type == "halving":
-        return halving_share(epochs, scheduler.first_rung, scheduler.reduction_factor, trials, scheduler.hedge)
-    return 1.0
 
 
 @dataclass(frozen=True)
@@ -160,67 +154,116 @@ class Priced:
         )
 
 
-class ArmCell(Protocol):
-    """What pricing reads of a table's cell (:class:`study.table.spec.TableCell`): its arm and its spec. A protocol, so
-    that this module does not import the table spec, which imports it."""
-
-    @property
-    def arm(self) -> str: ...
-
-    @property
-    def spec(self) -> StudySpec: ...
-
-
-def arm_specs(cells: Iterable[ArmCell]) -> dict[str, StudySpec]:
-    """Each arm's first cell's spec (a table's ``cells``): what a calibration measures of the arm."""
-    first: dict[str, StudySpec] = {}
-    for cell in cells:
-        first.setdefault(cell.arm, cell.spec)
-    return first
-
-
-def calibrate_table(cells: Iterable[ArmCell]) -> Calibration:
-    """Measure each arm of a table (its ``cells``) on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
-    return calibrate(arm_specs(cells))
-
-
-def study_priced(spec: StudySpec) -> Priced:
-    """A study's bill's multipliers: a table of one arm (its family), one cell per ``search.replicates``."""
-    s = spec.search
+def priced(plan: StudyPlan) -> Priced:
+    """What a run's bill multiplies: its cells' arms, ``num_trials`` and ``final.seeds`` each."""
+    b = plan.base
     return Priced(
-        (spec.family,) * s.replicates, s.num_trials, spec.final.seeds, spec.train.epochs, s.max_concurrent, s.scheduler
+        tuple(c.arm for c in plan.cells),
+        plan.trials_per_cell,
+        b.final.seeds,
+        b.train.epochs,
+        b.search.max_concurrent,
+        b.search.scheduler,
     )
 
 
-def study_bill(spec: StudySpec, calibration: Calibration | None) -> Bill | None:
-    """A study's bill: measured (``calibration`` of its family), else the spec's assumed ``search.epoch_seconds``, else
+def bill_of(plan: StudyPlan, calibration: Calibration | None = None) -> Bill | None:
+    """The run's price per arm: measured (``calibration``), else the spec's assumed ``search.epoch_seconds``, else
     none."""
-    cost = search_cost(spec.validation)
     if calibration is not None:
-        return measured_bill(calibration, cost)
-    seconds = spec.search.epoch_seconds
-    return None if seconds is None else assumed_bill([spec.family], seconds, cost)
+        return measured_bill(calibration, plan.search_cost())
+    if plan.epoch_seconds is not None:
+        return assumed_bill(list(plan.arms), plan.epoch_seconds, plan.search_cost())
+    return None
 
 
-def study_size_line(spec: StudySpec, bill: Bill | None = None) -> str:
-    """A study's size and bill in one line (before it starts, and ``--plan``): its trials (× its replicates), FIFO's
-    hours and its scheduler's under ``bill``, or unpriced."""
-    s, v, epochs, priced = spec.search, spec.validation, spec.train.epochs, study_priced(spec)
-    folds = v.folds if v.kind == "kfold" else 1
-    models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
-    replicated = f" × {s.replicates} replicates" if s.replicates > 1 else ""
-    seeds = f"{s.replicates} × {spec.final.seeds}" if s.replicates > 1 else f"{spec.final.seeds}"
-    line = (
-        f"Study {spec.name}: {s.num_trials} trials{replicated} × {epochs} epochs ({models}), then {seeds} final seeds; "
-        f"{s.max_concurrent} at a time; every trial to the end (FIFO): "
-        f"{s.replicates * s.num_trials * folds * epochs} fold-model-epochs"
+def calibrate_plan(plan: StudyPlan) -> Calibration:
+    """Measure each arm of a run on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
+    first: dict[str, object] = {}
+    for cell in plan.cells:
+        first.setdefault(cell.arm, cell.spec)
+    return calibrate(first)  # type: ignore[arg-type]
+
+
+def model_epochs(plan: StudyPlan, scheduled: bool | None = None) -> float:
+    """The run's whole training, in model-epochs on all training classes; ``scheduled`` (default: whether the run has
+    a scheduler) counts the search at its expected share under early stopping."""
+    share = priced(plan).share() if (plan.scheduled if scheduled is None else scheduled) else 1.0
+    return (plan.search_trials * plan.search_cost() * share + plan.final_runs) * plan.base.train.epochs
+
+
+def estimated_hours(plan: StudyPlan, scheduled: bool | None = None, bill: Bill | None = None) -> float | None:
+    """The whole run's hours on its slots under ``bill`` (default: the spec's assumed one; ``None``: no bill)."""
+    bill = bill or bill_of(plan)
+    return None if bill is None else priced(plan).hours(bill, scheduled)
+
+
+def _scheduler_text(plan: StudyPlan, bill: Bill | None) -> str:
+    """``; with asha per cell (…): the search ≈ 45 % of its model-epochs …, 1 234 model-epochs in all, ≈ 5.1 h``;
+    halving's share is exact (every rung keeps a fixed number of trials)."""
+    sch, epochs, trials = plan.base.search.scheduler, plan.base.train.epochs, plan.trials_per_cell
+    share = scheduler_share(sch, epochs, trials)
+    if sch.type == "halving":
+        rungs = ", ".join(str(r) for r in halving_rule_rungs(epochs, sch.first_rung, sch.reduction_factor))
+        text = (
+            f"; with halving per cell (first rung {sch.first_rung}, η {sch.reduction_factor:g}, hedge {sch.hedge}, "
+            f"rungs at epoch {rungs} of {epochs}): the search = {share:.0%} of its "
+            f"model-epochs (exact for {trials} trials a cell), "
+        )
+    else:
+        rungs = ", ".join(f"{m:g}" for m in milestones(epochs, sch.grace_period, sch.reduction_factor))
+        asymptote = asymptotic_share(epochs, sch.grace_period, sch.reduction_factor)
+        text = (
+            f"; with asha per cell (grace {sch.grace_period}, η {sch.reduction_factor:g}, rungs at epoch {rungs} of "
+            f"{epochs}): the search ≈ {share:.0%} of its model-epochs "
+            f"(expected for {trials} trials a cell; {asymptote:.0%} for many), "
+        )
+    hours = estimated_hours(plan, True, bill)
+    return (
+        text + f"{model_epochs(plan, True):.0f} model-epochs in all" + ("" if hours is None else f", ≈ {hours:.1f} h")
     )
-    if bill is None:
-        return line
-    line += f", ≈ {priced.hours(bill, False):.2f} h on {s.max_concurrent} slots {bill.unit_text()}"
-    if priced.scheduled:
+
+
+def _shape(plan: StudyPlan) -> str:
+    """``2 arms × 4 cells + 1 extra × 3 replicates × 8 trials``: what the run searches (a study: its trials, and its
+    replicates)."""
+    arms, keys = len(plan.arms), len(plan.keys)
+    shape = "" if keys == 1 else f"{arms} arms × {plan.grid} cells"
+    if (extra := keys - arms * plan.grid) > 0 and keys > 1:
+        shape += f" + {extra} extra"
+    if plan.replicates > 1:
+        shape += f" × {plan.replicates} replicates"
+    return (shape + " × " if shape else "") + f"{plan.trials_per_cell} trials"
+
+
+def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
+    """The run's size in one line, priced by ``bill`` (default: the spec's assumed ``epoch_seconds``, if any): FIFO's
+    hours, then the scheduler's; and a note when every trial of a cell is its sampler's random start-up."""
+    b = plan.base
+    v, slots, epochs = b.validation, b.search.max_concurrent, b.train.epochs
+    bill = bill or bill_of(plan)
+    models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
+    line = (
+        f"{plan.noun.capitalize()} {plan.name}: {_shape(plan)} × {epochs} epochs = {plan.search_trials} search trials "
+        f"({models}), then {len(plan.cells)} × {b.final.seeds} final seeds = {plan.final_runs} final runs; "
+        f"{slots} at a time; every trial to the end (FIFO): {model_epochs(plan, False):.0f} model-epochs"
+    )
+    if bill is not None:
+        line += f", ≈ {estimated_hours(plan, False, bill):.1f} h on {slots} slots {bill.unit_text()}"
+    if plan.scheduled:
+        line += _scheduler_text(plan, bill)
+    sampler = plan.cells[0].spec.search.sampler
+    searched = any(c.spec.search.space for c in plan.cells)
+    if searched and sampler.type in ("tpe", "gp") and plan.trials_per_cell <= sampler.n_startup_trials:
         line += (
-            f"; with {s.scheduler.type}: the search ≈ {priced.share():.0%} of its epochs, "
-            f"≈ {priced.hours(bill, True):.2f} h"
+            f"; every trial of a cell is the {sampler.type} sampler's random start-up "
+            f"(search.sampler.n_startup_trials {sampler.n_startup_trials} ≥ {plan.trials_per_cell}): a random search"
         )
     return line
+
+
+def check_budget(plan: StudyPlan, bill: Bill | None = None) -> None:
+    """Refuse, before anything starts, a run whose bill (measured, else assumed) exceeds ``search.max_hours``; the
+    refusal names FIFO's bill and the cheaper scheduled one (the run's scheduler, else halving). The one check of the
+    budget: every command that starts a run calls it."""
+    priced(plan).check(bill or bill_of(plan), plan.max_hours, plan.noun)

@@ -1,5 +1,5 @@
-"""Where a table stands, per cell, read from its stores without starting anything (``python -m study.run TABLE.yaml
---status``): from each cell's Optuna study the trials finished (COMPLETE or PRUNED) / budget, stopped early (PRUNED:
+"""Where a run stands, per cell, read from its stores without starting anything (``python -m study.status``, printed
+by :mod:`study.status`): from each cell's Optuna study the trials finished (COMPLETE or PRUNED) / budget, stopped early (PRUNED:
 a table's scheduler stopped them) and failed (a lost
 trial is replaced, one whose loss was not finite counts as evaluated: study/search/cell_search.py), the best validation score
 and its parameters (with a flag where the winner sits at an end of its searched range); what the cell cost (model-epochs,
@@ -12,39 +12,23 @@ The best trial is :func:`study.final.best.pick_best`'s on the cell's Optuna tria
 from __future__ import annotations
 
 import math
-import sys
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from study.arguments import one_line
-from study.console import format_table
 from study.final.best import pick_best
-from study.layout import StudyLayout
-from study.runtime.lock import driver_text
-from study.runtime.slurm_status import print_job_line, print_unstarted
+from study.intake.layout import StudyLayout
+from study.intake.plan import StudyPlan
 from study.runtime.storage import read_bytes
-from study.table.spec import Table
 from study.tracking import peek as tracking_peek
 from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL
 from trainables.schema.space import CategoricalParam, ParamSpec
-from trainables.schema.spec import StudySpec
 
-__all__ = [
-    "CellStatus",
-    "SlotUse",
-    "table_status",
-    "cells_status",
-    "print_table_status",
-    "slot_use",
-    "edge_flag",
-    "EDGE_SHARE",
-]
+__all__ = ["CellStatus", "SlotUse", "cells_status", "slot_use", "edge_flag", "winner_text", "EDGE_SHARE"]
 
 #: A winner within this share of its range (log scale for ``log: true``) from an end is flagged.
 EDGE_SHARE = 0.05
@@ -52,7 +36,7 @@ EDGE_SHARE = 0.05
 
 @dataclass(frozen=True)
 class CellStatus:
-    #: A table's :class:`TableCell`, or a study's :class:`~study.plan.PlanCell` (a replicate).
+    #: A table's :class:`TableCell`, or a study's :class:`~study.intake.plan.PlanCell` (a replicate).
     cell: Any
     #: The cell's Optuna trials per state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ``RUNNING``).
     counts: dict[str, int]
@@ -70,6 +54,8 @@ class CellStatus:
     full_model_epochs: float = 0.0
     #: When the cell's first trial was asked and its last one ended (Optuna's times; ``None`` before any).
     span: tuple[datetime, datetime] | None = None
+    #: The best trial's Optuna number (``None`` before one completed).
+    best_number: int | None = None
 
     @property
     def finished(self) -> int:
@@ -161,7 +147,7 @@ FINALS_IN_SEARCH_NOTE = (
 
 def slot_use(cells: list[CellStatus], slots: int, finals_in_search: bool = False) -> SlotUse | None:
     """:class:`SlotUse` of the cells' ended trials; ``None`` before any ended. ``finals_in_search``: the table's cells
-    start their final seeds as their search ends (:attr:`study.plan.StudyPlan.final_with_search`): said under it."""
+    start their final seeds as their search ends (:attr:`study.intake.plan.StudyPlan.final_with_search`): said under it."""
     spans = [c.span for c in cells if c.span is not None]
     if not spans:
         return None
@@ -190,23 +176,18 @@ def _final_done(layout_uri: str, name: str) -> Counter[str]:
     return Counter(r.data.tags.get(R.GROUP, "") for r in runs or [])
 
 
-def table_status(table: Table) -> list[CellStatus]:
-    """Per cell: Optuna trial states, the best trial, final seeds done. Raises :class:`StudyError` when the table
-    has never been started."""
-    return cells_status(table.base, table.cells, table.trial_model_epochs, "table")
-
-
-def cells_status(base: StudySpec, cells: Sequence[Any], per_trial: float, what: str = "study") -> list[CellStatus]:
-    """:func:`table_status` of any run's cells (a table's :class:`TableCell`, a study's replicates: each has its
-    ``label``, ``study_name`` and ``spec``); ``per_trial``: one trial's model-epochs run to the end."""
+def cells_status(plan: StudyPlan) -> list[CellStatus]:
+    """Per cell of the run: Optuna trial states, the best trial, final seeds done, what it cost. Raises
+    :class:`StudyError` when the run has never been started."""
+    base, per_trial = plan.base, plan.trial_model_epochs
     layout = StudyLayout.for_spec(base)
     if read_bytes(layout.spec_file) is None:
-        raise StudyError(f"there is no {what} {base.name!r} in {layout.root}")
+        raise StudyError(f"there is no {plan.noun} {base.name!r} in {layout.root}")
     storage = optuna_storage(layout.optuna_url)
     names = set(optuna_study_names(storage, base.name))
     finals = _final_done(layout.tracking_uri, base.name)
     out = []
-    for cell in cells:
+    for cell in plan.cells:
         trials = []
         if cell.study_name in names:
             trials = load_optuna_study(cell.study_name, storage).get_trials(deepcopy=False)
@@ -222,6 +203,7 @@ def cells_status(base: StudySpec, cells: Sequence[Any], per_trial: float, what: 
                 sum(t.user_attrs.get(R.OPTUNA_FAILURE) == R.FAILURE_NONFINITE for t in trials),
                 **_cost(trials, per_trial),
                 span=_span(trials),
+                best_number=None if best is None else best.number,
             )
         )
     return out
@@ -236,48 +218,3 @@ def winner_text(status: CellStatus) -> str:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         parts.append(f"{name}={shown}" + (f" ({flag})" if flag else ""))
     return ", ".join(parts)
-
-
-def print_table_status(table: Table) -> int:
-    try:
-        cells = table_status(table)
-    except StudyError as e:
-        # Submitted by dmlstudy slurm, its job still pending: the table's spec file comes when the driver starts.
-        if (code := print_unstarted(StudyLayout.for_spec(table.base).root, "table")) is not None:
-            return code
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:  # the storage (an object store) did not answer
-        print(
-            f"error: storage: cannot read the table at {table.base.storage}: {one_line(str(e))[:300]}", file=sys.stderr
-        )
-        return 2
-    s = table.spec
-    metric = table.base.search.metric
-    rows = [
-        {
-            "cell": c.cell.label,
-            "optuna study": c.cell.study_name,
-            "finished": f"{c.finished}/{s.search.num_trials}",
-            "stopped early": c.pruned,
-            "failed": c.failed_text(),
-            "running": c.counts.get("RUNNING", 0),
-            **c.cost_columns(),
-            f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
-            "final seeds": f"{c.final_done}/{s.final.seeds}",
-            "best parameters": winner_text(c),
-        }
-        for c in cells
-    ]
-    layout = StudyLayout.for_spec(table.base)
-    print(table.size_line())
-    print(format_table(rows, list(rows[0])))
-    if (use := slot_use(cells, s.search.max_concurrent, table.plan().final_with_search)) is not None:
-        print(use.text())
-    stage = tracking_peek.parent_tags(layout.tracking_uri, table.base.name).get(R.STAGE, R.STAGE_SEARCH)
-    parent = tracking_peek.parent_status(layout.tracking_uri, table.base.name)
-    driver = driver_text(layout.root, parent, complete=all(c.final_done >= s.final.seeds for c in cells))
-    print(f"stage: {stage}" + ("" if driver is None else f"; driver: {driver}"))
-    print(f"optuna-dashboard {layout.optuna_url}")
-    print_job_line(layout.root)  # dmlstudy slurm's job (study.deploy.slurm), if it launched the table
-    return 0

@@ -1,5 +1,5 @@
 """YAML and ``--set`` overrides → a validated :class:`~trainables.schema.spec.StudySpec`: the schema's own rules first,
-then :mod:`study.validation`'s registry-backed ones. Every error is one line naming its source and key."""
+then :mod:`study.intake.validation`'s registry-backed ones. Every error is one line naming its source and key."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from study.intake.validation import validate_spec
 from study.runtime.storage import read_bytes
-from study.validation import validate_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.plain_text import control_character
@@ -142,7 +142,7 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
 def parse_spec(raw: Any, source: str = "spec", *, family_rules: bool = True) -> StudySpec:
     """Validate a raw mapping; raise :class:`SpecError` with one line naming ``source`` and the first bad key.
 
-    ``family_rules=False`` skips the family's own rules (see :func:`~study.validation.validate_spec`)."""
+    ``family_rules=False`` skips the family's own rules (see :func:`~study.intake.validation.validate_spec`)."""
     if not isinstance(raw, dict):
         raise SpecError(f"the spec must be a YAML mapping, got {type(raw).__name__}", source=source)
     try:

@@ -1,0 +1,124 @@
+"""What a finished run found, printed after it (``python -m study.run`` ends with it): one entry,
+:func:`report`, for every plan. The data choose the sections:
+
+- one arm × condition (a study, with or without replicates): the best trial of each replicate (the one the final
+  stage retrains) and the final stage per group, mean ± std [95 % CI] over the seeds; with replicates, the test
+  metrics over replicates × seeds;
+- more than one (a table): the comparison, written to ``<study dir>/table.md`` and the parent run's artifacts
+  (:mod:`dashboards.table_report`: the paired differences against the reference arm, the winners per cell, and with
+  replicates the search's own variance);
+- the cost when the run was priced or holds more than one cell: slot use, and the bill against the actual cost.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from dashboards.table_report import study_cost_report, write_table_report
+from study.arguments import one_line
+from study.final.intervals import replicated_mean, t_interval
+from trainables.schema import record as R
+from trainables.schema.metric_names import bounds_of
+
+if TYPE_CHECKING:
+    from study.bill import Bill
+    from study.final.stage import FinalGroup
+    from study.intake.layout import StudyLayout
+    from study.intake.plan import StudyPlan
+    from study.runtime.run_progress import RunWall
+    from study.search.driver import StudyOutcome
+
+__all__ = ["report", "print_final"]
+
+#: The test metrics a report prints (each with its interval): the others are in MLflow and the dashboard.
+_PRINTED = ("recall_at_1", "map_at_r", "nmi")
+
+
+def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tuple[Bill | None, RunWall]) -> None:
+    """Print what the run found, as its data choose (the module's docstring). Raises what writing the comparison
+    raised (the runs are stored: the caller says how to write it again)."""
+    if len(plan.keys) > 1:
+        if outcome.final:
+            where, text = write_table_report(plan, layout, outcome.parent_run_id, bill=bill)
+            print()
+            print(text)
+            print(f"Written to {where}")
+        return
+    _print_best(plan, outcome)
+    if outcome.final:
+        print_final(outcome.final)
+        if len(outcome.final) > 1 and plan.replicates > 1:
+            _print_replicated(outcome.final)
+    if bill[0] is not None or len(plan.cells) > 1:
+        _print_costs(plan, layout, bill)
+
+
+def _print_best(plan: StudyPlan, outcome: StudyOutcome) -> None:
+    """The best search trial (the final stage's pick: never one a scheduler stopped early); with replicates, each
+    replicate's winner, the first being replicate 0's."""
+    if outcome.best_value is None:
+        return
+    metric = plan.base.search.metric
+    of = " (replicate 0)" if len(outcome.cell_bests) > 1 else ""
+    print(f"Best trial{of} {outcome.best_trial_id}: {metric} = {outcome.best_value:.4f}")
+    for name, value in outcome.best_params.items():
+        print(f"  {name} = {value}")
+    for label, (trial_id, value) in sorted(outcome.cell_bests.items(), key=lambda c: R.replicate_of(c[0])):
+        if label != plan.name:
+            print(f"Best trial (replicate {R.replicate_of(label)}) {trial_id}: {metric} = {value:.4f}")
+
+
+def _print_replicated(groups: list[FinalGroup]) -> None:
+    """The final stage over all replicates: each test metric's mean over replicates × seeds with its crossed
+    replicates × seeds t-interval (:func:`study.final.intervals.replicated_mean`), and the replicates' spread."""
+    print(
+        f"Over the {len(groups)} replicates (each search's winner on the same seeds; 95 % interval: Student's t over "
+        "replicates and seeds, at the smaller one's degrees of freedom):"
+    )
+    for name in sorted(groups[0].by_seed):
+        if not name.removeprefix("test/").startswith(_PRINTED):
+            continue
+        pooled = replicated_mean([g.by_seed.get(name, {}) for g in groups], bounds_of(name))
+        if pooled is None:
+            continue
+        mean, low, high, seeds = pooled
+        means = [sum(g.by_seed[name].values()) / len(g.by_seed[name]) for g in groups if g.by_seed.get(name)]
+        print(
+            f"    {name} = {mean:.4f} [{low:.4f}, {high:.4f}] over {len(groups)} replicates × {seeds} seeds; "
+            f"replicates' means {min(means):.4f} to {max(means):.4f} (the search's own spread {max(means) - min(means):.4f})"
+        )
+
+
+def print_final(groups: list[FinalGroup]) -> None:
+    """The final test stage: per group, each test metric's mean ± std [95 % CI] over the seeds."""
+    print("Final test stage (best configuration retrained on all training classes, evaluated on the test classes):")
+    for g in groups:
+        print(f"  {g.label} (from trial {g.source_trial}, {g.num_seeds} seeds)")
+        for name in sorted(g.values):
+            if name.removeprefix("test/").startswith(_PRINTED):
+                s = g.summary()
+                print(
+                    f"    {name} = {s[name + '_mean']:.4f} ± {s[name + '_std']:.4f} "
+                    f"[{s[name + '_ci95_low']:.4f}, {s[name + '_ci95_high']:.4f}]"
+                )
+        for name, value in sorted(g.fold_ensemble.items()):
+            if name.removeprefix("test/").startswith("recall_at_1"):
+                print(f"    fold ensemble {name} = {value:.4f}")
+        if rows := g.per_category():
+            print("    per category (mean ± std [95 % CI] over the seeds):")
+            for category, metric, vals in rows:
+                mean, std, low, high = t_interval(vals, bounds_of(metric))
+                print(f"      {category:<16} {metric:<12} {mean:.4f} ± {std:.4f} [{low:.4f}, {high:.4f}]")
+
+
+def _print_costs(plan: StudyPlan, layout: StudyLayout, bill: tuple[Bill | None, RunWall]) -> None:
+    """Slot use and the bill against the actual cost (:func:`dashboards.table_report.study_cost_report`)."""
+    try:
+        lines = study_cost_report(plan, layout.root, bill)
+    except Exception as e:  # the run is done and stored: lines about its cost must not fail it
+        print(f"warning: the {plan.noun}'s cost was not read back: {type(e).__name__}: {one_line(str(e))[:300]}",
+              file=sys.stderr)  # fmt: skip
+        return
+    for line in lines:
+        print(line)
