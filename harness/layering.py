@@ -134,33 +134,12 @@ def _typing_only(tree: ast.Module) -> set[int]:
     return out
 
 
-def faces(root: Path = _ROOT) -> dict[str, dict[str, str]]:
-    """Each wing's face (:mod:`study.runtime.face`): package → {public name: the module that holds it}, read from the
-    ``FACE`` table its ``__init__.py`` declares, so ``from study.search import run_study`` is checked as the import of
-    ``study.search.driver`` it is."""
-    out: dict[str, dict[str, str]] = {}
-    for package in _packages():
-        for path in sorted((root / package).rglob("__init__.py")):
-            for node in ast.parse(path.read_text(), str(path)).body:
-                target: ast.expr
-                if isinstance(node, ast.AnnAssign):
-                    target, value = node.target, node.value
-                elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-                    target, value = node.targets[0], node.value
-                else:
-                    continue
-                if isinstance(target, ast.Name) and target.id == "FACE" and value is not None:
-                    out[_module_name(path, root)] = ast.literal_eval(value)
-    return out
-
-
-def _imported(node: ast.Import | ast.ImportFrom, root: Path, face: dict[str, dict[str, str]]) -> list[str]:
-    """The modules an import statement imports (a face's name: the module that holds it)."""
+def _imported(node: ast.Import | ast.ImportFrom, root: Path) -> list[str]:
+    """The modules an import statement imports."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     assert node.module is not None
-    held = face.get(node.module, {})
-    inner = [held.get(a.name) or f"{node.module}.{a.name}" for a in node.names]
+    inner = [f"{node.module}.{a.name}" for a in node.names]
     # ``from P import M`` of modules only is ``import P.M``: no edge to P's __init__ of its own
     whole = any(not _is_module(name, root) for name in inner)
     return [node.module, *inner] if whole else inner
@@ -168,10 +147,8 @@ def _imported(node: ast.Import | ast.ImportFrom, root: Path, face: dict[str, dic
 
 def import_graph(root: Path = _ROOT) -> dict[str, list[tuple[str, str]]]:
     """``module → [(imported module, where)]`` for every module of the layered packages; ``where`` is :data:`MODULE`,
-    :data:`FUNCTION` or :data:`TYPING`. An import through a wing's face counts as the import of the module that holds
-    the name (:func:`faces`)."""
+    :data:`FUNCTION` or :data:`TYPING`."""
     graph: dict[str, list[tuple[str, str]]] = {}
-    face = faces(root)
     for package in _packages():
         for path in sorted((root / package).rglob("*.py")):
             module = _module_name(path, root)
@@ -185,7 +162,7 @@ def import_graph(root: Path = _ROOT) -> dict[str, list[tuple[str, str]]]:
                     or (isinstance(node, ast.ImportFrom) and node.module and node.level == 0)
                 ):
                     continue
-                names = _imported(node, root, face)
+                names = _imported(node, root)
                 where = MODULE if id(node) in top_level else TYPING if id(node) in typing_only else FUNCTION
                 for name in names:
                     if _layer(name) is not None and (name in graph or _is_module(name, root)):

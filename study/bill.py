@@ -37,6 +37,7 @@ __all__ = [
     "estimated_hours",
     "size_line",
     "check_budget",
+    "run_bill",
 ]
 
 
@@ -264,6 +265,15 @@ def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
 
 def check_budget(plan: StudyPlan, bill: Bill | None = None) -> None:
     """Refuse, before anything starts, a run whose bill (measured, else assumed) exceeds ``search.max_hours``; the
-    refusal names FIFO's bill and the cheaper scheduled one (the run's scheduler, else halving). The one check of the
-    budget: every command that starts a run calls it."""
+    refusal names FIFO's bill and the cheaper scheduled one (the run's scheduler, else halving)."""
     priced(plan).check(bill or bill_of(plan), plan.max_hours, plan.noun)
+
+
+def run_bill(plan: StudyPlan, calibration: Calibration | None) -> Bill | None:
+    """The bill a run is held to, checked against ``search.max_hours`` (:func:`check_budget`): the spec's assumed
+    ``epoch_seconds`` where it sets one, else ``calibration`` (measured here; ``None``: unpriced). The one place the
+    budget is checked: ``study.run`` before it starts (and ``--plan``, saying what it would refuse), ``dmlstudy slurm``
+    before it submits (on the assumed bill: the job measures where it runs)."""
+    bill = bill_of(plan, None if plan.epoch_seconds is not None else calibration)
+    check_budget(plan, bill)
+    return bill

@@ -26,7 +26,7 @@ from study.tracking.credentials import shell_command
 from trainables.schema import record as R
 
 if TYPE_CHECKING:
-    from study.search.driver import StudyOutcome
+    from study.search.outcome import StudyOutcome
 
 __all__ = ["parser", "Invocation", "SLURM_JOB_RAY_DIR", "job_private_address", "run_options", "interrupted"]
 

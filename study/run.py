@@ -39,7 +39,7 @@ import time
 from typing import TYPE_CHECKING, NoReturn
 
 from study.arguments import one_line
-from study.bill import Bill, bill_of, calibrate_plan, check_budget, size_line
+from study.bill import Bill, bill_of, calibrate_plan, run_bill, size_line
 from study.final.intervals import few_seeds_warning
 from study.intake.layout import StudyLayout
 from study.intake.load import load_plan
@@ -53,7 +53,7 @@ from trainables.schema.errors import StudyError, StudyStalledError
 
 if TYPE_CHECKING:
     from study.intake.plan import StudyPlan
-    from study.search.driver import StudyOutcome
+    from study.search.outcome import StudyOutcome
     from trainables.schema.spec import StudySpec
 
 __all__ = ["main"]
@@ -88,8 +88,7 @@ def _main(args: argparse.Namespace, run: Invocation) -> int:
         if args.plan:
             print(_plan_lines(plan), flush=True)
             return 0
-        bill = _bill(plan, args.resume)
-        check_budget(plan, bill)  # before anything starts, a run over search.max_hours is one line
+        bill = _bill(plan, args.resume)  # before anything starts, a run over search.max_hours is one line
         if bill is not None or len(plan.cells) > 1:
             print(size_line(plan, bill), flush=True)
         from study.search.driver import run_study  # defers Ray and torch: bad input is answered without them
@@ -119,25 +118,25 @@ def _main(args: argparse.Namespace, run: Invocation) -> int:
 
 
 def _bill(plan: StudyPlan, resume: bool) -> Bill | None:
-    """The bill before the run starts: measured here (seconds; a ResNet-50 on CUB: a minute or two), or the spec's
-    assumed ``epoch_seconds``. Measured when the run has more than one cell or sets ``search.max_hours`` (what it is
-    bounded by: a plain study starts at once, and ``--plan`` prices it); a resumed run is not measured again (it is
-    under way: its report then has no bill unless assumed)."""
-    if resume or plan.epoch_seconds is not None or (plan.max_hours is None and len(plan.cells) == 1):
-        return bill_of(plan)
-    return bill_of(plan, calibrate_plan(plan))
+    """The bill before the run starts, checked against ``search.max_hours`` (:func:`study.bill.run_bill`): measured
+    here (seconds; a ResNet-50 on CUB: a minute or two), or the spec's assumed ``epoch_seconds``. Measured when the
+    run has more than one cell or sets ``search.max_hours`` (what it is bounded by: a plain study starts at once, and
+    ``--plan`` prices it); a resumed run is not measured again (it is under way: its report then has no bill unless
+    assumed)."""
+    measure = not resume and plan.epoch_seconds is None and (plan.max_hours is not None or len(plan.cells) > 1)
+    return run_bill(plan, calibrate_plan(plan) if measure else None)
 
 
 def _plan_lines(plan: StudyPlan) -> str:
     """``--plan``: the size line priced from a calibration on this machine; where the spec assumes
     ``search.epoch_seconds`` (what its run is priced by), that bill too, and the refusal a run would meet over
     ``search.max_hours``."""
-    measured = bill_of(plan, calibrate_plan(plan))
-    lines = [size_line(plan, measured)]
+    calibration = calibrate_plan(plan)
+    lines = [size_line(plan, bill_of(plan, calibration))]
     if (assumed := bill_of(plan)) is not None:
         lines.append(f"the spec's assumed bill, which its run uses: {size_line(plan, assumed)}")
     try:
-        check_budget(plan, assumed or measured)
+        run_bill(plan, calibration)
     except StudyError as e:
         lines.append(f"the run would be refused: {one_line(str(e))}")
     return "\n".join(lines)

@@ -1,92 +1,16 @@
-"""Runtime infrastructure of the driver: the Ray connection, the study lock, the watchdog, storage URIs, store failures and the private Ray/Optuna internals."""
+"""Runtime infrastructure of the driver, one concern per module:
 
-from __future__ import annotations
+- :mod:`study.runtime.cluster`: the Ray connection (a private local instance, or a cluster's address);
+- :mod:`study.runtime.lock`: the study lock (one driver per study) and what ``--status`` says of the driver;
+- :mod:`study.runtime.watchdog`: resources no node has, and the study's own Ray dying under it;
+- :mod:`study.runtime.stopping`, :mod:`study.runtime.stop_callback`: stop signals, the drain, exit 3;
+- :mod:`study.runtime.storage`, :mod:`study.runtime.store_errors`: storage URIs (local or an object store) and the
+  one line a full or read-only store gives;
+- :mod:`study.runtime.run_progress`, :mod:`study.runtime.slurm_status`: what a run achieved, what Slurm says of its
+  job;
+- :mod:`study.runtime.compat`: the private Ray Tune, Optuna and Python internals the search relies on;
+  :mod:`study.runtime.ray_node`: the private Ray internals of the node under it (GCS, loopback, sessions).
 
-from study.runtime.face import face_of
-
-#: The wing's face: each public name → the module that holds it, resolved when first asked for
-#: (:mod:`study.runtime.face`: importing the wing imports none of them; harness/layering.py draws the real import).
-FACE: dict[str, str] = {
-    "ENDED": "study.runtime.stop_callback",
-    "EXIT_STOPPED": "study.runtime.stopping",
-    "GcsNode": "study.runtime.compat",
-    "PendingTimeout": "study.runtime.watchdog",
-    "RDB_PRIVATE_CALLS": "study.runtime.compat",
-    "RayLossWatch": "study.runtime.stop_callback",
-    "RunMeter": "study.runtime.run_progress",
-    "RunProgress": "study.runtime.run_progress",
-    "SIGNALS": "study.runtime.stopping",
-    "StageLedger": "study.runtime.stop_callback",
-    "StopOnSignal": "study.runtime.stop_callback",
-    "StudyStopped": "study.runtime.stopping",
-    "URGENT_DRAIN_S": "study.runtime.stopping",
-    "asha_rungs": "study.runtime.compat",
-    "asha_trial_info": "study.runtime.compat",
-    "auth_hint": "study.runtime.cluster",
-    "caused_by_stop": "study.runtime.stop_callback",
-    "chain": "study.runtime.store_errors",
-    "check_cluster_resources": "study.runtime.watchdog",
-    "check_local_resources": "study.runtime.watchdog",
-    "check_stop": "study.runtime.stopping",
-    "check_storage_reachable": "study.runtime.cluster",
-    "cluster_nodes": "study.runtime.compat",
-    "completed_trials_of": "study.runtime.compat",
-    "concurrency_limiter": "study.runtime.compat",
-    "connect_error": "study.runtime.cluster",
-    "connect_ray": "study.runtime.cluster",
-    "drain_bound": "study.runtime.stopping",
-    "driver_text": "study.runtime.lock",
-    "exit_now": "study.runtime.stopping",
-    "face_of": "study.runtime.face",
-    "finish_threads": "study.runtime.compat",
-    "fit_window": "study.runtime.stopping",
-    "gcs_client": "study.runtime.compat",
-    "hold_concurrency": "study.runtime.compat",
-    "hurried": "study.runtime.stopping",
-    "install": "study.runtime.stopping",
-    "is_installed": "study.runtime.stopping",
-    "is_shared_path": "study.runtime.storage",
-    "job_line": "study.runtime.slurm_status",
-    "job_state": "study.runtime.slurm_status",
-    "keep_paused_on_add": "study.runtime.compat",
-    "live_job": "study.runtime.slurm_status",
-    "lock_holder": "study.runtime.lock",
-    "loopback_local_instance": "study.runtime.compat",
-    "make_dirs": "study.runtime.storage",
-    "on_stop": "study.runtime.stopping",
-    "optuna_study_of": "study.runtime.compat",
-    "optuna_trials_of": "study.runtime.compat",
-    "os_cause": "study.runtime.store_errors",
-    "own_session_local_instance": "study.runtime.compat",
-    "print_job_line": "study.runtime.slurm_status",
-    "print_unstarted": "study.runtime.slurm_status",
-    "private_instance_token": "study.runtime.cluster",
-    "probe_cluster": "study.runtime.cluster",
-    "quiet_fd2": "study.runtime.cluster",
-    "quiet_store_failures": "study.runtime.store_errors",
-    "ray_client_installed": "study.runtime.compat",
-    "read_bytes": "study.runtime.storage",
-    "read_run_progress": "study.runtime.run_progress",
-    "received": "study.runtime.stopping",
-    "record": "study.runtime.stopping",
-    "release_concurrency": "study.runtime.compat",
-    "restored_run_config": "study.runtime.compat",
-    "run_meter": "study.runtime.run_progress",
-    "spare_failure": "study.runtime.compat",
-    "start_run_meter": "study.runtime.run_progress",
-    "stopping": "study.runtime.stopping",
-    "storage_trial_id": "study.runtime.compat",
-    "store_failure": "study.runtime.store_errors",
-    "study_lock": "study.runtime.lock",
-    "study_storage": "study.runtime.compat",
-    "study_trials": "study.runtime.compat",
-    "study_with_trials": "study.runtime.compat",
-    "trial_failures": "study.runtime.compat",
-    "tune_asks_without_waiting_while": "study.runtime.compat",
-    "tune_interrupted": "study.runtime.compat",
-    "wait_for_stop": "study.runtime.stopping",
-    "write_bytes": "study.runtime.storage",
-    "write_run_progress": "study.runtime.run_progress",
-}
-__getattr__, __dir__ = face_of(__name__, FACE)
-__all__ = sorted(FACE)
+A map, not a face: callers import the module that holds a name (``from study.runtime.stopping import install``);
+the wing's ``__init__`` imports nothing, so importing one light module of the wing never imports its heavy ones.
+"""

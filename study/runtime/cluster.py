@@ -25,7 +25,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from study.runtime.compat import gcs_client, loopback_local_instance, own_session_local_instance
+from study.runtime.ray_node import gcs_client, loopback_local_instance, own_session_local_instance
 from study.runtime.storage import is_shared_path
 from trainables.schema.errors import SpecError, StudyError
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
-from study.runtime.compat import before_trial_failure, private_node_processes
+from study.runtime.compat import before_trial_failure
+from study.runtime.ray_node import private_node_processes
 from trainables.schema.errors import SpecError, StudyStalledError
 
 if TYPE_CHECKING:

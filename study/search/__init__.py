@@ -2,7 +2,8 @@
 
 After Ray Tune's ``search/`` and ``schedulers/``, one role per module:
 
-- :mod:`study.search.driver`: ``run_study``, a study run (or resumed) to completion;
+- :mod:`study.search.driver`: ``run_study``, a plan run (or resumed) to completion;
+- :mod:`study.search.outcome`: ``StudyOutcome``, what a run produced (and where a stage that did not finish stands);
 - :mod:`study.search.resume`: a new study or a resumed one, decided before anything is written;
 - :mod:`study.search.context`: ``RunOptions`` (how to run a study) and ``StudyContext`` (the study as it runs);
 - :mod:`study.search.tuners`: the Ray Tune ``Tuner`` of each stage, wired once;
@@ -14,57 +15,7 @@ After Ray Tune's ``search/`` and ``schedulers/``, one role per module:
 - :mod:`study.search.old_names`: the modules an older study's pickles name, resolved where their contents live now.
 
 What the final stage computes from the results is :mod:`study.final`; the stores are :mod:`study.tracking`.
+
+A map, not a face: callers import the module that holds a name (``from study.search.driver import run_study``);
+the wing's ``__init__`` imports nothing, so importing one light module of the wing never imports its heavy ones.
 """
-
-from __future__ import annotations
-
-from study.runtime.face import face_of
-
-#: The wing's face: each public name → the module that holds it, resolved when first asked for
-#: (:mod:`study.runtime.face`: importing the wing imports none of them; harness/layering.py draws the real import).
-FACE: dict[str, str] = {
-    "CellASHA": "study.search.cell_asha",
-    "CellBudget": "study.search.cell_search",
-    "CellSearch": "study.search.cell_search",
-    "ConditionalGridSampler": "study.search.space",
-    "DefineByRun": "study.search.space",
-    "HalvingRule": "study.search.halving",
-    "HalvingScheduler": "study.search.halving",
-    "MOVED": "study.search.old_names",
-    "OPERATIONAL_KEYS": "study.search.resume",
-    "OrderedSampler": "study.search.ordered_sampler",
-    "PersistentASHA": "study.search.persistent_asha",
-    "RunOptions": "study.search.context",
-    "Rungs": "study.search.cell_asha",
-    "StageProgress": "study.search.driver",
-    "StudyContext": "study.search.context",
-    "StudyOutcome": "study.search.driver",
-    "StudySearch": "study.search.study_search",
-    "accept_old_names": "study.search.old_names",
-    "browse_commands": "study.search.driver",
-    "cell_label_of": "study.search.cell_asha",
-    "cell_scheduler": "study.search.tuners",
-    "cell_searcher": "study.search.tuners",
-    "check_resume": "study.search.resume",
-    "cpu_flags": "study.search.environment",
-    "cpu_model": "study.search.environment",
-    "describe_trial": "study.search.driver",
-    "final_tuner": "study.search.tuners",
-    "halving_rungs": "study.search.halving",
-    "kept_at_rung": "study.search.halving",
-    "kept_count": "study.search.halving",
-    "make_sampler": "study.search.space",
-    "may_ask": "study.search.ordered_sampler",
-    "numerics_tags": "study.search.environment",
-    "read_state_once": "study.search.persistent_asha",
-    "run_study": "study.search.driver",
-    "rung_values": "study.search.cell_asha",
-    "search_tuner": "study.search.tuners",
-    "stage_ledger": "study.search.tuners",
-    "stage_tuner": "study.search.tuners",
-    "study_searcher": "study.search.tuners",
-    "to_optuna": "study.search.space",
-    "trials_seen_by": "study.search.ordered_sampler",
-}
-__getattr__, __dir__ = face_of(__name__, FACE)
-__all__ = sorted(FACE)

@@ -16,7 +16,6 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -25,12 +24,10 @@ from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
 from study.final.stage import (
     FinalGroup,
-    best_per_cell,
     best_per_group,
     category_csv,
     final_points,
     point_key,
-    result_trial_id,
     results_of,
     summarize_final,
     summary_csv,
@@ -42,16 +39,17 @@ from study.runtime import stopping
 from study.runtime.cluster import check_storage_reachable, connect_ray
 from study.runtime.compat import snapshot_failed_trials
 from study.runtime.lock import study_lock
-from study.runtime.stop_callback import RayLossWatch, StageLedger, caused_by_stop
+from study.runtime.stop_callback import RayLossWatch, caused_by_stop
 from study.runtime.stopping import StudyStopped, check_stop, fit_window
 from study.runtime.storage import read_bytes, write_bytes
 from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import PrivateRayWatch, check_cluster_resources, check_local_resources
 from study.search.context import RunOptions, StudyContext
 from study.search.environment import numerics_tags
+from study.search.outcome import SearchResults, StageProgress, StudyOutcome, config_of, failures_of, summarize
 from study.search.resume import check_resume, written_text
 from study.search.tuners import final_tuner, search_tuner, stage_ledger
-from study.tracking.callback import MlflowTrialCallback, ParentRun, error_line
+from study.tracking.callback import MlflowTrialCallback, ParentRun
 from study.tracking.credentials import check_tracking_env, redacted_spec
 from study.tracking.optuna_link import OptunaRunLink, trial_numbers
 from study.tracking.outage import set_budget, unwrapped
@@ -61,71 +59,16 @@ from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.spec import StudySpec
-from trainables.schema.trial import FINAL_KEY, SPEC_KEY, flatten, sampled_values, trial_stage
+from trainables.schema.trial import FINAL_KEY, SPEC_KEY, flatten, trial_stage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ray.tune import Result, ResultGrid
+    from ray.tune import Result
 
 __all__ = ["StageProgress", "StudyOutcome", "run_study", "describe_trial", "browse_commands"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StageProgress:
-    """Where a stage that did not finish stands (Tune's statuses when its loop ended: :class:`StageLedger`).
-
-    Args:
-        stage: ``search`` or ``final``.
-        planned: the trials the stage is to run.
-        trials: the trials that exist.
-        failed: those that ended in ERROR.
-        unfinished: those a stop left RUNNING, PENDING or PAUSED (``--resume`` continues them).
-    """
-
-    stage: str
-    planned: int
-    trials: int
-    failed: int
-    unfinished: int
-
-    @classmethod
-    def of(cls, ledger: StageLedger, stage: str, planned: int) -> StageProgress:
-        failed = sum(status == "ERROR" for status in ledger.statuses.values())
-        return cls(stage, planned, len(ledger.statuses), failed, ledger.unfinished())
-
-
-@dataclass(frozen=True)
-class StudyOutcome:
-    """What a finished (or interrupted) study produced."""
-
-    num_trials: int
-    num_failed: int
-    best_trial_id: str | None
-    best_value: float | None
-    best_params: dict[str, Any]
-    parent_run_id: str
-    #: The stage did not finish: a trial had not ended (RUNNING, PENDING, PAUSED: a stop signal ended Tune's loop),
-    #: or fewer trials than planned exist. ``--resume`` continues it.
-    interrupted: bool
-    wall_time_s: float
-    #: The final test stage's groups (empty when it was skipped or did not run).
-    final: list[FinalGroup] = field(default_factory=list)
-    #: The study's MLflow experiment.
-    experiment_id: str = ""
-    #: ``(trial_id, the line naming its exception)`` of every failed trial, search and final stage.
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    #: Where the stage that did not finish stands (``None`` when none was interrupted).
-    progress: StageProgress | None = None
-    #: Each search cell's winner, ``(trial id, value)`` by cell label (:func:`study.final.stage.best_per_cell`): a
-    #: replicated study's replicates, a table's cells; ``best_trial_id`` is the study's own cell's (replicate 0's).
-    cell_bests: dict[str, tuple[str, float]] = field(default_factory=dict)
-
-    @property
-    def succeeded(self) -> bool:
-        return self.num_trials - self.num_failed > 0 and not self.interrupted
 
 
 def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -194,7 +137,7 @@ def _run_final_stage(
     if not points:
         return [], None
     store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
-    ran = {point_key(_config_of(r)[FINAL_KEY]): r for r in search.finals}
+    ran = {point_key(config_of(r)[FINAL_KEY]): r for r in search.finals}
     done = [ran[key] for key in map(point_key, points) if key in ran]
     rest = [p for p in points if point_key(p) not in ran]
     failures.extend(failures_of(done))
@@ -240,56 +183,6 @@ def _final_tuner_stage(
     if not ledger.finished(len(points)):
         return [], StageProgress.of(ledger, R.STAGE_FINAL, len(points))
     return results_of(grid), None
-
-
-@dataclass(frozen=True)
-class SearchResults:
-    """The search experiment's results, its search trials apart from the final trials a table's cells started in it
-    (:class:`~study.search.cell_search.CellSearch`)."""
-
-    trials: list[Result]
-    finals: list[Result]
-
-    @classmethod
-    def of(cls, grid: ResultGrid) -> SearchResults:
-        every = results_of(grid)
-        return cls(
-            [r for r in every if FINAL_KEY not in _config_of(r)], [r for r in every if FINAL_KEY in _config_of(r)]
-        )
-
-
-def _config_of(result: Result) -> dict[str, Any]:
-    return result.config or {}
-
-
-def _summarize(
-    spec: StudySpec, results: list[Result], order: dict[str, int], progress: StageProgress | None
-) -> StudyOutcome:
-    """The search stage's outcome (the parent run, wall time and experiment are the caller's to fill in);
-    ``progress``: where it stands, ``None`` when it finished."""
-    s = spec.search
-    # The final stage's rule, per cell: trials that trained every epoch, best last value, ties to the earliest trial.
-    cells = best_per_cell(spec, results, order)
-    best = cells.get(spec.name)
-    sampled = sampled_values(best.config or {}) if best is not None else {}
-    return StudyOutcome(
-        num_trials=len(results),
-        num_failed=sum(r.error is not None for r in results),
-        best_trial_id=result_trial_id(best) if best is not None else None,
-        best_value=float((best.metrics or {})[s.metric]) if best is not None else None,
-        best_params=sampled,
-        parent_run_id="",
-        interrupted=progress is not None,
-        wall_time_s=0.0,
-        failures=failures_of(results),
-        progress=progress,
-        cell_bests={label: (result_trial_id(r), float((r.metrics or {})[s.metric])) for label, r in cells.items()},
-    )
-
-
-def failures_of(results: ResultGrid | list[Result]) -> list[tuple[str, str]]:
-    """``(trial_id, reason)`` of each failed trial: the line of its traceback naming the exception."""
-    return [(result_trial_id(r), error_line(str(r.error))) for r in results_of(results) if r.error is not None]
 
 
 def run_study(
@@ -460,7 +353,7 @@ def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> Stu
     progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, planned)
     order = trial_numbers(layout.optuna_url, spec.name)
     outcome = dataclasses.replace(
-        _summarize(spec, results.trials, order, progress),
+        summarize(spec, results.trials, order, progress),
         parent_run_id=parent,
         wall_time_s=time.perf_counter() - started,
         experiment_id=store.experiment_id,

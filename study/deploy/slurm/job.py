@@ -50,7 +50,7 @@ from study.deploy.slurm.nodes import (
 from study.deploy.slurm.records import append_record, earlier_runs, this_runs_progress
 from study.deploy.slurm.scontrol import run_scontrol, show_job
 from study.runtime.cluster import quiet_fd2
-from study.runtime.compat import cluster_nodes, ray_client_installed
+from study.runtime.ray_node import cluster_nodes, ray_client_installed
 
 __all__ = ["main"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from study.arguments import one_line
 from study.runtime.cluster import quiet_fd2
-from study.runtime.compat import cluster_nodes
+from study.runtime.ray_node import cluster_nodes
 
 __all__ = [
     "head_first",

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from study.bill import check_budget
+from study.bill import run_bill
 from study.deploy.checks import refuse_written_passwords
 from study.deploy.render import fill, load_template
 from study.deploy.slurm.options import check_options, extra_line
@@ -101,7 +101,7 @@ def render_script(job: SlurmJob) -> str:
 def _specs(args: argparse.Namespace) -> tuple[StudySpec, list[StudySpec]]:
     """The spec the job runs (a table's base) and every spec it holds (a table's cells too), validated."""
     plan = load_plan(args.spec, args.overrides)
-    check_budget(plan)  # on its assumed bill (the job measures a measured one where it runs)
+    run_bill(plan, None)  # on its assumed bill (the job measures a measured one where it runs)
     return plan.base, plan.specs
 
 
