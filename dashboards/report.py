@@ -7,6 +7,8 @@
 - more than one (a table): the comparison, written to ``<study dir>/table.md`` and the parent run's artifacts
   (:mod:`dashboards.table_report`: the paired differences against the reference arm, the winners per cell, and with
   replicates the search's own variance);
+- how reliable each cell's choice is (:mod:`study.final.reliability`: its validation classes resampled, the test
+  classes never read), printed and logged as metrics of the parent run (``selection/<cell>/p_best`` …);
 - the cost when the run was priced or holds more than one cell: slot use, and the bill against the actual cost.
 """
 
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from dashboards.table_report import study_cost_report, write_table_report
 from study.arguments import one_line
+from study.cell_status import CellStatus, cells_status
 from study.final.intervals import replicated_mean, t_interval
 from trainables.schema import record as R
 from trainables.schema.metric_names import bounds_of
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
     from study.intake.layout import StudyLayout
     from study.intake.plan import StudyPlan
     from study.runtime.run_progress import RunWall
-    from study.search.driver import StudyOutcome
+    from study.search.outcome import StudyOutcome
 
 __all__ = ["report", "print_final"]
 
@@ -38,6 +41,8 @@ _PRINTED = ("recall_at_1", "map_at_r", "nmi")
 def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tuple[Bill | None, RunWall]) -> None:
     """Print what the run found, as its data choose (the module's docstring). Raises what writing the comparison
     raised (the runs are stored: the caller says how to write it again)."""
+    cells = cells_status(plan)
+    _log_selection(layout, outcome.parent_run_id, cells)
     if len(plan.keys) > 1:
         if outcome.final:
             where, text = write_table_report(plan, layout, outcome.parent_run_id, bill=bill)
@@ -46,12 +51,32 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
             print(f"Written to {where}")
         return
     _print_best(plan, outcome)
+    for line in selection_lines(cells):
+        print(f"  {line}")
     if outcome.final:
         print_final(outcome.final)
         if len(outcome.final) > 1 and plan.replicates > 1:
             _print_replicated(outcome.final)
     if bill[0] is not None or len(plan.cells) > 1:
         _print_costs(plan, layout, bill)
+
+
+def selection_lines(cells: list[CellStatus]) -> list[str]:
+    """``selection: ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.13)``: one line
+    per cell whose choice could be bootstrapped."""
+    return [f"selection: {c.reliability.line(c.cell.label)}" for c in cells if c.reliability is not None]
+
+
+def _log_selection(layout: StudyLayout, parent_run_id: str, cells: list[CellStatus]) -> None:
+    """Each cell's reliability as metrics of the parent run (what the dashboard's table page reads)."""
+    metrics = {k: v for c in cells if c.reliability is not None for k, v in c.reliability.metrics(c.cell.label).items()}
+    if not metrics or not parent_run_id:
+        return
+    from study.tracking.stores import mlflow_client  # the one door to MLflow (deferred: after the run only)
+
+    client = mlflow_client(layout.tracking_uri)
+    for key, value in metrics.items():
+        client.log_metric(parent_run_id, key, value)
 
 
 def _print_best(plan: StudyPlan, outcome: StudyOutcome) -> None:

@@ -70,6 +70,15 @@ def table_report(plan: StudyPlan, study_dir: str, bill: tuple[Bill | None, RunWa
     ]
     parts += ["Search winners per cell (each cell's own Optuna study; best trial, ties to the earliest):", ""]
     parts += ["```", format_table(rows, list(rows[0])), "```", ""]
+    if reliable := [f"- {c.reliability.line(c.cell.label)}" for c in cells if c.reliability is not None]:
+        parts += [
+            "How reliable each cell's choice is (its validation classes resampled 1000 times, every candidate on the "
+            "same resample; the test classes are never read): P(best), the candidates the bootstrap cannot tell from "
+            "the winner, and the rank correlation of the candidates' scores at the last two epochs.",
+            "",
+            *reliable,
+            "",
+        ]
     for line in cost_lines(priced(plan), cells, plan.final_with_search, (data, bill)):
         parts += [line, ""]
     return "\n".join(parts)

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from study.final.best import pick_best
+from study.final.reliability import Reliability, of_trials
 from study.intake.layout import StudyLayout
 from study.intake.plan import StudyPlan
 from study.runtime.storage import read_bytes
@@ -56,6 +57,9 @@ class CellStatus:
     span: tuple[datetime, datetime] | None = None
     #: The best trial's Optuna number (``None`` before one completed).
     best_number: int | None = None
+    #: How reliable the cell's choice is on its validation classes (:mod:`study.final.reliability`; ``None`` before
+    #: two candidates completed, or without per-class validation results).
+    reliability: Reliability | None = None
 
     @property
     def finished(self) -> int:
@@ -204,6 +208,7 @@ def cells_status(plan: StudyPlan) -> list[CellStatus]:
                 **_cost(trials, per_trial),
                 span=_span(trials),
                 best_number=None if best is None else best.number,
+                reliability=of_trials(complete, base.search.mode),
             )
         )
     return out

@@ -26,12 +26,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
-from trainables.metrics.per_class import PerClass
+from study.final.best import pick_best
+from trainables.metrics.per_class import PerClass, from_record
+from trainables.schema import record as R
 
-__all__ = ["Reliability", "reliability", "scores", "spearman", "DEFAULT_RESAMPLES", "DEFAULT_ALPHA"]
+__all__ = [
+    "Reliability",
+    "reliability",
+    "of_trials",
+    "scores",
+    "spearman",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_ALPHA",
+]
 
 #: Bootstrap resamples and the tie set's level (the brief of issue 59).
 DEFAULT_RESAMPLES = 1000
@@ -62,6 +73,18 @@ class Reliability:
     tie_set: tuple[int, ...]
     stability: float | None
     resamples: int
+
+    def metrics(self, label: str) -> dict[str, float]:
+        """As metrics of the run's parent MLflow run (:func:`trainables.schema.record.selection_metric`)."""
+        out = {
+            "p_best": self.p_best,
+            "chance": 1.0 / self.n,
+            "candidates": float(self.n),
+            "tie_set": float(len(self.tie_set)),
+        }
+        if self.stability is not None:
+            out["stability"] = self.stability
+        return {R.selection_metric(label, k): v for k, v in out.items()}
 
     def line(self, label: str) -> str:
         """One plain line, e.g. ``ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n
@@ -231,3 +254,41 @@ def reliability(  # noqa: PLR0913 - the bootstrap's settings (resamples, alpha, 
         stability=stability,
         resamples=resamples,
     )
+
+
+class _Trial(Protocol):
+    """What :func:`of_trials` reads of a cell's trial (an Optuna ``FrozenTrial``)."""
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def value(self) -> float | None: ...
+
+    @property
+    def user_attrs(self) -> dict[str, Any]: ...
+
+
+def of_trials(trials: Sequence[_Trial], mode: str = "max", seed: int = 0) -> Reliability | None:
+    """The reliability of a cell's choice among its candidates, ``trials`` (its COMPLETE Optuna trials): each
+    carries its search metric per validation class (:data:`~trainables.schema.record.VAL_PER_CLASS`, stored by the
+    searcher as the trial ended) and at its last two epochs (:data:`~trainables.schema.record.OPTUNA_LAST_TWO`); the
+    winner is the final stage's (:func:`study.final.best.pick_best`: the best value, ties to the earliest trial).
+    ``None`` when the choice cannot be bootstrapped: fewer than 2 candidates, or one without its classes (a trial
+    that selected on the test classes, one of a run started before they were kept, a metric that is no mean over
+    queries)."""
+    ordered = sorted((t for t in trials if t.value is not None), key=lambda t: t.number)
+    records = [t.user_attrs.get(R.VAL_PER_CLASS) for t in ordered]
+    if len(ordered) < 2 or any(not isinstance(r, dict) or not r.get("folds") for r in records):
+        return None
+    best = pick_best(ordered, lambda t: t.value, lambda t: t.number, mode)
+    if best is None:
+        return None
+    candidates = [[from_record(fold) for fold in r["folds"]] for r in records if isinstance(r, dict)]
+    pairs = [t.user_attrs.get(R.OPTUNA_LAST_TWO) for t in ordered]
+    known = all(isinstance(p, list) and len(p) == 2 and None not in p for p in pairs)
+    last_two = [(float(p[0]), float(p[1])) for p in pairs] if known else None  # type: ignore[index]
+    try:
+        return reliability(candidates, mode, ordered.index(best), last_two, seed=seed)
+    except ValueError:  # candidates whose folds hold other classes (a spec changed under --resume): nothing to say
+        return None

@@ -35,6 +35,7 @@ retrains after the search only what the search did not (a run resumed from befor
 
 from __future__ import annotations
 
+import json
 import pickle
 from dataclasses import dataclass
 from typing import Any
@@ -200,6 +201,7 @@ class CellSearch(Searcher):
             # with no result, so its cost so far is kept from its last one.
             costs = {k: float(v) for k in COST_METRICS if isinstance(v := result.get(k), (int, float))}
             self.__dict__.setdefault("last_cost", {})[trial_id] = costs  # (a dispatcher pickled before it had one)
+            self._keep_selection(trial_id, result)
             self.last_value[trial_id] = {k: result[k] for k in (self.metric, EPOCH) if k in result}
             searcher.on_trial_result(trial_id, result)
 
@@ -218,7 +220,7 @@ class CellSearch(Searcher):
                 self.replaced[index] += 1  # lost, not evaluated: the cell asks another
         self.ended.add(trial_id)
         last = self.__dict__.setdefault("last_cost", {}).pop(trial_id, {})
-        self._record_cost(searcher, trial_id, {**last, **(result or {})})
+        self._record_cost(searcher, trial_id, {**last, **(result or {}), **self._selection_attrs(trial_id)})
         final = {**self.last_value.pop(trial_id, {}), **(result or {})}
         if not error and final:
             trial = optuna_trials_of(searcher).get(trial_id)
@@ -248,11 +250,30 @@ class CellSearch(Searcher):
                 seed_points(self.final, self.cells[index][0], self.sampled[best.trial_id], best.trial_id)
             )
 
+    def _keep_selection(self, trial_id: str, result: dict) -> None:
+        """What the cell's selection reliability reads of a trial (:mod:`study.final.reliability`): its last result's
+        search metric per validation class, and its search metric at its last two epochs (the one before is the
+        last value kept so far). In the dispatcher's own dict, so a dispatcher pickled before it had them reads."""
+        kept = self.__dict__.setdefault("selection", {}).setdefault(trial_id, {})
+        if isinstance(record := result.get(R.VAL_PER_CLASS), str):
+            kept[R.VAL_PER_CLASS] = record
+        if isinstance(value := result.get(self.metric), (int, float)):
+            before = self.last_value.get(trial_id, {}).get(self.metric)
+            kept[R.OPTUNA_LAST_TWO] = [float(before) if isinstance(before, (int, float)) else None, float(value)]
+
+    def _selection_attrs(self, trial_id: str) -> dict[str, Any]:
+        """:meth:`_keep_selection`'s values of an ending trial, as its Optuna trial's user attributes (JSON)."""
+        kept = self.__dict__.setdefault("selection", {}).pop(trial_id, {})
+        if isinstance(record := kept.get(R.VAL_PER_CLASS), str):
+            kept[R.VAL_PER_CLASS] = json.loads(record)
+        return kept
+
     @staticmethod
     def _record_cost(searcher: StudySearch, trial_id: str, result: dict | None) -> None:
-        """The trial's cost (:data:`~trainables.schema.metric_names.COST_METRICS`, from its last result) as user
-        attributes of its Optuna trial, before it is told (a finished trial takes none): ``--status`` and the report
-        sum them per cell from Optuna, without reading every MLflow run."""
+        """The trial's cost (:data:`~trainables.schema.metric_names.COST_METRICS`, from its last result) and what its
+        cell's selection reliability reads (:meth:`_selection_attrs`) as user attributes of its Optuna trial, before it
+        is told (a finished trial takes none): ``--status`` and the report read them per cell from Optuna, without
+        reading every MLflow run."""
         from optuna.exceptions import UpdateFinishedTrialError
 
         trial = optuna_trials_of(searcher).get(trial_id)
@@ -262,6 +283,9 @@ class CellSearch(Searcher):
             for name in COST_METRICS:
                 if isinstance(value := (result or {}).get(name), (int, float)):
                     trial.set_user_attr(name, float(value))
+            for name in (R.VAL_PER_CLASS, R.OPTUNA_LAST_TWO):
+                if isinstance(value := (result or {}).get(name), (dict, list)):
+                    trial.set_user_attr(name, value)
         except UpdateFinishedTrialError:
             return  # told before a driver restart (the snapshot held it RUNNING): it has its costs already
 

@@ -29,6 +29,7 @@ from trainables.loop.optim import build_lr_schedule, build_optimizer
 from trainables.loop.rng import rng_state, seed_everything, set_rng_state
 from trainables.metrics.categories import per_category_metrics
 from trainables.metrics.contrastive import linear_probe_accuracy, paired_metrics
+from trainables.metrics.per_class import PerClass, per_class_scores
 from trainables.metrics.retrieval import retrieval_metrics
 from trainables.models import EmbeddingNet, build_model
 from trainables.schema.metric_names import EPOCH_TIME, LR, TRAIN_LOSS, TRAIN_LOSS_PREFIX
@@ -59,6 +60,10 @@ class Member:
     scores: SampleScoreTrace | None = None
     detectors: NoiseDetectorTrace | None = None
     epoch: int = 0
+    #: Keep, at each evaluation, the decomposable metrics per class (a validation fold's: what the class bootstrap of
+    #: study.final.reliability resamples); :attr:`class_scores` holds the last evaluation's.
+    keep_class_scores: bool = False
+    class_scores: dict[str, PerClass] = field(default_factory=dict, repr=False)
     _loaders: dict[object, DataLoader] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -278,6 +283,8 @@ class Member:
         metrics = retrieval_metrics(
             emb, self.data.test.labels, self.spec.recall_ks, seed=self.spec.seed, gallery=gallery
         )
+        if self.keep_class_scores:  # a second kNN search, on the validation fold only (small beside training)
+            self.class_scores = per_class_scores(emb, self.data.test.labels, self.spec.recall_ks, gallery=gallery)
         if self.data.test.categories is not None and self.epoch == self.spec.train.epochs:
             metrics.update(per_category_metrics(emb, self.data.test.labels, self.data.test.categories, gallery))
         if self.data.test.paired:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from trainables.data import DatasetSplits
 from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.loop.dataset_cache import cached_dataset
 from trainables.loop.member import Member
+from trainables.metrics.per_class import to_record
 from trainables.metrics.retrieval import retrieval_metrics
 from trainables.models import input_dataset
 from trainables.schema.metric_names import (
@@ -27,7 +29,7 @@ from trainables.schema.metric_names import (
     on_fold,
     on_test,
 )
-from trainables.schema.record import ARTIFACTS_DIR
+from trainables.schema.record import ARTIFACTS_DIR, VAL_PER_CLASS
 from trainables.schema.spec import StudySpec
 
 __all__ = ["TrialRun", "CHECKPOINT_FILE"]
@@ -75,6 +77,8 @@ class TrialRun:
             return cls.single(spec, full)
         check_validation(full.train.num_classes, v, spec.train.classes_per_batch, spec.dataset.name)
         members = [Member.build(spec, fold_splits(full, g, v.labels)) for g in validation_groups(full.train.labels, v)]
+        for member in members:
+            member.keep_class_scores = True
         return cls(spec=spec, members=members, full=full, on_validation=True)
 
     @classmethod
@@ -110,6 +114,17 @@ class TrialRun:
         metrics[EVAL_TIME] = time.perf_counter() - start
         metrics[EPOCH] = self.epoch
         return metrics
+
+    def class_record(self) -> dict[str, str]:
+        """The search metric per validation class of each fold at this epoch (:data:`~trainables.schema.record.VAL_PER_CLASS`,
+        JSON: ``{"metric": …, "folds": [per-class record, …]}``), which Ray keeps in the trial's results per epoch and the
+        searcher stores on the Optuna trial when it ends (study.final.reliability bootstraps it); empty when the trial
+        evaluates no validation fold or its search metric is not a mean over queries (NMI)."""
+        name = self.spec.search.metric.removeprefix(VAL_PREFIX)
+        if not self.on_validation or any(name not in m.class_scores for m in self.members):
+            return {}
+        folds = [to_record(m.class_scores[name]) for m in self.members]
+        return {VAL_PER_CLASS: json.dumps({"metric": name, "folds": folds}, separators=(",", ":"))}
 
     def cost(self) -> dict[str, float]:
         """What the trial has cost so far: models × epochs trained, wall seconds, GPU-seconds (on a GPU: wall × the

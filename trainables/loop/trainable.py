@@ -145,10 +145,11 @@ def train_fn(config: dict[str, Any]) -> None:
             raise
         trial.spent_s = spent_before + time.perf_counter() - clock
         metrics.update(trial.cost())
+        report: dict[str, Any] = {**metrics, **trial.class_record()}
         if trial.epoch not in due:
-            tune.report(metrics)
+            tune.report(report)
             continue
         with tempfile.TemporaryDirectory() as directory:
             trial.save(Path(directory))
             (Path(directory) / R.CHECKPOINT_EPOCH_FILE).write_text(json.dumps({"training_iteration": trial.epoch}))
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
+            tune.report(report, checkpoint=tune.Checkpoint.from_directory(directory))

@@ -1,6 +1,6 @@
 """The points of a grid search: every combination of a categorical search space's choices, ``when:`` honoured.
 
-Pure (no Optuna): the spec check counts the grid (:mod:`study.validation`) and the grid sampler visits it
+Pure (no Optuna): the spec check counts the grid (:mod:`study.intake.validation`) and the grid sampler visits it
 (:class:`study.search.space.ConditionalGridSampler`).
 """
 

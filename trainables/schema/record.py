@@ -112,6 +112,9 @@ __all__ = [
     "OPTUNA_MLFLOW_RUN_ID",
     "OPTUNA_TRIAL_NUMBER",
     "OPTUNA_FAILURE",
+    "VAL_PER_CLASS",
+    "OPTUNA_LAST_TWO",
+    "selection_metric",
     "FAILURE_NONFINITE",
     "ENV_PREFIX",
     "ENV_TAGS",
@@ -256,7 +259,7 @@ def best_metric(metric: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- study directory
-# ``storage/<name>/``: :class:`study.layout.StudyLayout` builds every path from these; readers use it or these names.
+# ``storage/<name>/``: :class:`study.intake.layout.StudyLayout` builds every path from these; readers use it or these names.
 
 #: Where studies live when the spec names no ``storage``.
 DEFAULT_STORAGE: Final = "runs"
@@ -406,3 +409,17 @@ OPTUNA_TRIAL_NUMBER: Final = "optuna_trial_number"
 #: trial's loss was not finite (its configuration failed). A FAIL trial without it was lost and replaced.
 OPTUNA_FAILURE: Final = "failure"
 FAILURE_NONFINITE: Final = "nonfinite"
+#: A search trial's result key and Optuna user attribute: its search metric per validation class of each fold, at each
+#: epoch in Ray's results (``result.json``), at its last epoch on its Optuna trial (trainables.loop.run.TrialRun
+#: .class_record; study.final.reliability bootstraps the classes). Not a metric: MLflow logs numbers only.
+VAL_PER_CLASS: Final = "val_per_class"
+#: User attribute of a search trial's Optuna trial: its search metric at its last two reported epochs (the cell's rank
+#: stability, study.final.reliability).
+OPTUNA_LAST_TWO: Final = "val_last_two"
+
+
+def selection_metric(cell: str, what: str) -> str:
+    """A metric of the run's parent MLflow run saying how reliable cell ``cell``'s choice is (study.final.reliability):
+    ``what`` is ``p_best``, ``chance`` (1/n), ``candidates``, ``tie_set`` or ``stability``; e.g.
+    ``selection/ms.p0.2/p_best``."""
+    return f"selection/{cell}/{what}"

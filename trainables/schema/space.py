@@ -189,7 +189,7 @@ class SearchSpec(_Strict):
     reproducible: bool = True
     #: The search's own variance, as a table's (docs/tables.md): the study is searched ``replicates`` times, each with
     #: the full ``num_trials`` and its own sampler seed (``seed`` + r; replicate 0 is the study as it runs without), and
-    #: each replicate's winner is retrained on the same final seeds (:meth:`study.plan.StudyPlan.of_study`).
+    #: each replicate's winner is retrained on the same final seeds (:meth:`study.intake.plan.StudyPlan.of_study`).
     replicates: int = Field(1, ge=1)
     #: Refuse a study whose bill exceeds this many hours on its ``max_concurrent`` slots: measured on this machine
     #: before it starts (study/search/calibration.py), or priced from ``epoch_seconds`` when set.
