@@ -103,6 +103,9 @@ class StudyInfo:
     reference: str | None = None
     #: ``search.replicates``: independent searches per cell (a study: per study), each retrained on the final seeds.
     replicates: int = 1
+    #: How reliable each cell's choice is: the parent's ``selection/<cell>/<what>`` metrics
+    #: (:func:`trainables.schema.record.selection_metric`), by cell, then by what.
+    reliability: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def optuna_db(self) -> Path | None:
@@ -293,7 +296,18 @@ def _study_info(client: MlflowClient, experiment: Any, parent: Run | None, trial
         stage=tags.get(R.STAGE) or None,
         reference=tags.get(R.REFERENCE) or None,
         replicates=int(tags.get(R.REPLICATES) or params.get(R.PARAM_SEARCH_REPLICATES) or 1),
+        reliability=_reliability(parent.data.metrics if parent else {}),
     )
+
+
+def _reliability(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
+    """The parent's ``selection/<cell>/<what>`` metrics by cell (a cell's label may hold dots, never a slash)."""
+    out: dict[str, dict[str, float]] = {}
+    for key, value in metrics.items():
+        head, _, what = key.rpartition("/")
+        if head.startswith(R.SELECTION_PREFIX):
+            out.setdefault(head.removeprefix(R.SELECTION_PREFIX), {})[what] = value
+    return out
 
 
 def _config_key(params: dict[str, str]) -> str:

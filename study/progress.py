@@ -15,6 +15,7 @@ checkpoint does not count the epochs it already had). It is printed, never acted
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ray.tune import Callback
 
 from study.console import format_table, format_value
-from study.final.best import pick_best
+from study.final.best import best_full_trial, pick_best
+from study.final.reliability import reliability
 from study.intake.plan import StudyPlan
+from trainables.metrics.per_class import from_record
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.trial import FINAL_KEY
@@ -106,12 +109,19 @@ class ProgressTable(ThrottledTable):
                     self.metric: result.get(self.metric, ""),
                 }
             )
-        best = pick_best(rows, lambda r: r[self.metric], lambda r: r["trial"], self.mode)
+        # The final stage's rule: among trials that trained every epoch where any did (study.final.best).
+        full = {t.trial_id for t in trials if int((t.last_result or {}).get(EPOCH, 0)) >= self.total_epochs}
+        best = best_full_trial(
+            rows, lambda r: r[self.metric], lambda r: r["trial"] in full, lambda r: r["trial"], self.mode
+        )
         done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
         header = f"== trials {done}/{self.total_trials} done"
         if best is not None:
             header += f"; best {best['trial']} {self.metric}={format_value(best[self.metric])}"
-        return f"{header}\n{format_table(rows, ['trial', 'status', 'epoch', *self.param_names, self.metric])}"
+        table = format_table(rows, ["trial", "status", "epoch", *self.param_names, self.metric])
+        ended = done >= self.total_trials
+        line = selection_line("this study", trials, (self.metric, self.mode), self.total_epochs) if ended else None
+        return f"{header}\n{table}" + ("" if line is None else f"\n{line}")
 
 
 def eta_text(seconds: float) -> str:
@@ -154,9 +164,20 @@ class CellProgress(ThrottledTable):
             elif (cell := plan.cell_of(trial.config)) is not None:
                 per_cell[cell.label].append(trial)
         rows = []
+        lines = []
         for label, members in per_cell.items():
             scored = [(t, (t.last_result or {}).get(metric)) for t in members if t.status == "TERMINATED"]
-            best = pick_best(scored, lambda x: x[1], lambda x: x[0].trial_id, mode)
+            # The final stage's rule: among trials that trained every epoch where any did (study.final.best).
+            best = best_full_trial(
+                scored,
+                lambda x: x[1],
+                lambda x: int((x[0].last_result or {}).get(EPOCH, 0)) >= epochs,
+                lambda x: x[0].trial_id,
+                mode,
+            )
+            ended = sum(t.status in ("TERMINATED", "ERROR") for t in members) >= plan.trials_per_cell
+            if ended and (line := selection_line(label, members, (metric, mode), epochs)) is not None:
+                lines.append(line)
             rows.append(
                 {
                     "cell": label,
@@ -178,7 +199,7 @@ class CellProgress(ThrottledTable):
         if plan.final_with_search:
             header += f"; final runs {finals_done}/{plan.final_runs}"
             columns.append("final")
-        return f"{header}\n{format_table(rows, columns)}"
+        return "\n".join([header, format_table(rows, columns), *lines])
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         if self._started is None:
@@ -187,6 +208,26 @@ class CellProgress(ThrottledTable):
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         self._epochs_here += 1
         super().on_trial_result(iteration, trials, trial, result, **info)
+
+
+def selection_line(label: str, trials: list[Trial], search: tuple[str, str], epochs: int) -> str | None:
+    """``selection: ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.13)``, once a
+    cell's search has ended: its trials that trained every epoch, bootstrapped on the per-class validation results
+    their last epoch reported (:mod:`study.final.reliability`; the rank stability is ``--status``'s and the report's,
+    which read the last two epochs from Optuna). ``search``: the search metric and mode; the winner is the best of
+    them (ties to the first trial). ``None`` when the choice cannot be bootstrapped."""
+    metric, mode = search
+    full = [t for t in trials if t.status == "TERMINATED" and int((t.last_result or {}).get(EPOCH, 0)) >= epochs]
+    records = [(t.last_result or {}).get(R.VAL_PER_CLASS) for t in full]
+    if len(full) < 2 or not all(isinstance(r, str) for r in records):
+        return None
+    candidates = [[from_record(f) for f in json.loads(r)["folds"]] for r in records if isinstance(r, str)]
+    best = pick_best(range(len(full)), lambda i: (full[i].last_result or {}).get(metric), lambda i: i, mode)
+    try:
+        found = reliability(candidates, mode, best)
+    except ValueError:
+        return None
+    return f"selection: {found.line(label)}"
 
 
 #: The class's name before issue 49 (a table's pickled run config names it so: study.search.old_names).

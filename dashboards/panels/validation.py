@@ -89,6 +89,33 @@ def _scatter(panel: Panel, found: pl.DataFrame, base: str, sources: set[str]) ->
     return rho, p
 
 
+def _reliability_table(panel: Panel, data: DashboardData) -> None:
+    """How reliable each cell's choice is (the parent runs' ``selection/<cell>/…`` metrics, study.final.reliability):
+    P(best) beside 1/n, the tie set, the rank stability over the last two epochs."""
+    rows = [
+        {
+            "study": s.experiment,
+            "cell": cell,
+            "candidates": f"{m.get('candidates', math.nan):.0f}",
+            "P(best)": f"{m.get('p_best', math.nan):.2f}",
+            "1/n": f"{m.get('chance', math.nan):.2f}",
+            "tie set": f"{m.get('tie_set', math.nan):.0f}",
+            "stability ρ": "" if "stability" not in m else f"{m['stability']:.2f}",
+        }
+        for s in data.studies
+        for cell, m in sorted(s.reliability.items())
+    ]
+    if rows:
+        panel.table(
+            "reliability",
+            "How reliable each cell's choice is on its validation classes (resampled 1000 times, every candidate on "
+            "the same resample; the test classes are never read): P(best) beside 1/n for n candidates, the tie set "
+            "(the candidates the bootstrap cannot tell from the winner), and the rank correlation of the candidates' "
+            "scores at the last two epochs",
+            pl.DataFrame(rows),
+        )
+
+
 def build(data: DashboardData) -> Panel:
     panel = Panel(
         "validation",
@@ -116,7 +143,10 @@ def build(data: DashboardData) -> Panel:
                 "p-value": _number(p, ".3g"),
             }
         )
+    _reliability_table(panel, data)
     if not rows:
+        if panel.blocks:
+            return panel
         panel.skipped = (
             f"fewer than {MIN_TRIALS} search trials have both {VAL_PREFIX}{primary} and "
             f"{TEST_PREFIX}{primary} ({counts[primary]}); a study with validation.kind: none has no "

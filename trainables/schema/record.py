@@ -115,6 +115,7 @@ __all__ = [
     "VAL_PER_CLASS",
     "OPTUNA_LAST_TWO",
     "selection_metric",
+    "SELECTION_PREFIX",
     "FAILURE_NONFINITE",
     "ENV_PREFIX",
     "ENV_TAGS",
@@ -418,8 +419,12 @@ VAL_PER_CLASS: Final = "val_per_class"
 OPTUNA_LAST_TWO: Final = "val_last_two"
 
 
+#: The prefix of :func:`selection_metric`'s names.
+SELECTION_PREFIX: Final = "selection/"
+
+
 def selection_metric(cell: str, what: str) -> str:
     """A metric of the run's parent MLflow run saying how reliable cell ``cell``'s choice is (study.final.reliability):
     ``what`` is ``p_best``, ``chance`` (1/n), ``candidates``, ``tie_set`` or ``stability``; e.g.
     ``selection/ms.p0.2/p_best``."""
-    return f"selection/{cell}/{what}"
+    return f"{SELECTION_PREFIX}{cell}/{what}"
