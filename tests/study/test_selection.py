@@ -24,10 +24,11 @@ from harness.driver import (
 )
 from harness.kill_resume import kill_then_resume
 from study.final.stage import t_interval
-from study.loading import parse_spec
+from study.intake.loading import parse_spec
 from trainables.data import load_dataset
 from trainables.data.folds import check_validation, fold_splits, validation_groups
 from trainables.loop import TrialRun
+from trainables.schema import record as R
 from trainables.schema.errors import DataError, SpecError
 from trainables.schema.spec import ValidationSpec
 
@@ -163,8 +164,19 @@ def _check_honest_study(study_dir: Path, name: str, seeds: int) -> None:
     assert parent.info.status == "FINISHED" and parent.data.tags["stage"] == "done"
     assert parent.data.tags["selection"] == "validation" and parent.data.tags["validation"] == "kfold"
     # The searcher saw validation values only: each Optuna value is its run's last val/recall_at_1.
-    values = sorted(t.value for t in optuna_trials(study_dir, name) if t.state.name == "COMPLETE")
+    complete = [t for t in optuna_trials(study_dir, name) if t.state.name == "COMPLETE"]
+    values = sorted(t.value for t in complete)
     assert values == pytest.approx(sorted(r.data.metrics["val/recall_at_1"] for r in search))
+    # Each candidate keeps its search metric per validation class of each fold (what the class bootstrap resamples):
+    # recomputed from them, its value is its Optuna value; its last two epochs' values end in it.
+    for t in complete:
+        folds = t.user_attrs[R.VAL_PER_CLASS]["folds"]
+        per_fold = [sum(f["sums"]) / sum(f["counts"]) for f in folds]
+        assert len(folds) == 2 and sum(per_fold) / len(folds) == pytest.approx(t.value, abs=1e-5)
+        assert t.user_attrs[R.OPTUNA_LAST_TWO][1] == pytest.approx(t.value)
+    chosen = parents[0].data.metrics
+    assert chosen[R.selection_metric(name, "candidates")] == len(complete)
+    assert 0.0 < chosen[R.selection_metric(name, "p_best")] <= 1.0
     for run in search:
         assert run.data.tags["val_labels"] == "noisy"
         val_steps = [m.step for m in client.get_metric_history(run.info.run_id, "val/recall_at_1")]
@@ -209,6 +221,7 @@ def test_honest_study_selects_on_validation_and_resumes_inside_the_final_stage(t
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert not out["finished_before_kill"], "the study finished before the kill; nothing was resumed mid-final"
     assert "stage: final" in out["status"].stdout, out["status"].stdout
+    assert f"selection: {spec['name']}: the winner is" in out["status"].stdout, out["status"].stdout
     assert "Final test stage" in resumed.stdout and "test/recall_at_1 =" in resumed.stdout
     _check_honest_study(study_dir, spec["name"], seeds)
     _, _, children = mlflow_children(study_dir, spec["name"])
@@ -220,7 +233,7 @@ def test_final_points_retrain_each_group_best_with_every_seed(reseed, tmp_path):
     from types import SimpleNamespace
 
     from study.final.stage import best_per_group, final_points
-    from study.validation import resolve_trial
+    from study.intake.validation import resolve_trial
 
     raw = honest_spec(final={"seeds": 3, "group_by": ["family"], "reseed_noise": reseed})
     raw["search"]["space"]["family"] = {"type": "categorical", "choices": ["ms", "spms"]}
