@@ -229,12 +229,13 @@ def _shape(plan: StudyPlan) -> str:
     """``2 arms × 4 cells + 1 extra × 3 replicates × 8 trials``: what the run searches (a study: its trials, and its
     replicates)."""
     arms, keys = len(plan.arms), len(plan.keys)
-    shape = "" if keys == 1 else f"{arms} arms × {plan.grid} cells"
-    if (extra := keys - arms * plan.grid) > 0 and keys > 1:
-        shape += f" + {extra} extra"
+    parts = []
+    if keys > 1:
+        extra = keys - arms * plan.grid
+        parts.append(f"{arms} arms × {plan.grid} cells" + (f" + {extra} extra" if extra > 0 else ""))
     if plan.replicates > 1:
-        shape += f" × {plan.replicates} replicates"
-    return (shape + " × " if shape else "") + f"{plan.trials_per_cell} trials"
+        parts.append(f"{plan.replicates} replicates")
+    return " × ".join([*parts, f"{plan.trials_per_cell} trials"])
 
 
 def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:

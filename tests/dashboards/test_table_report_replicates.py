@@ -13,8 +13,8 @@ from dashboards import stats
 from dashboards.compare.cells import Cell
 from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
 from dashboards.load import METRIC, DashboardData
-from study.layout import StudyLayout
-from study.table.spec import parse_table
+from study.intake.cells import parse_table
+from study.intake.layout import StudyLayout
 from trainables.schema import record as R
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
@@ -66,7 +66,7 @@ def _saved_table(tmp_path: Path, replicates: int) -> str:
     layout = StudyLayout.for_spec(table.base)
     layout.mkdir()
     Path(layout.spec_file).write_text(yaml.safe_dump(table.base.model_dump(mode="json")))
-    Path(layout.table_file).write_text(yaml.safe_dump(table.spec.model_dump(mode="json")))
+    Path(layout.table_file).write_text(yaml.safe_dump(table.written))
     return layout.root
 
 

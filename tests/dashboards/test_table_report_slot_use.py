@@ -9,9 +9,9 @@ import pytest
 from dashboards.load import METRIC, DashboardData
 from dashboards.table_report import final_wall_s, whole_run_use
 from harness.driver import tiny_table
+from study.cell_status import CellStatus
+from study.intake.cells import parse_table
 from study.runtime.run_progress import RunProgress, RunWall, append_driver_wall, run_wall
-from study.table.spec import parse_table
-from study.table.status import CellStatus
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_WALL
 

@@ -53,16 +53,16 @@ def test_a_function_level_import_of_study_says_why(tmp_path):
                 "if TYPE_CHECKING:\n    from study.run import Run\n"
                 "def entry():\n"
                 "    from study.run import _exit\n"  # unexplained
-                "    from study.layout import L  # defers Optuna\n"
+                "    from study.intake.layout import L  # defers Optuna\n"
                 "    # defers Ray: --status must not import it\n"
                 "    from study.search.driver import run_study\n"
                 "    from trainables.loop import train\n"  # another package's: its name says what it defers
                 "    import json\n"
             ),
-            "study/status.py": "def main():\n    from study.table.status import show\n",
+            "study/status.py": "def main():\n    from study.cell_status import show\n",
         },
     )
     assert unexplained_imports(tmp_path) == [
         "study/cli.py:5 imports study.run inside a function without a comment saying why",
-        "study/status.py:2 imports study.table.status inside a function without a comment saying why",
+        "study/status.py:2 imports study.cell_status inside a function without a comment saying why",
     ]

@@ -51,7 +51,7 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
 
 
 def test_the_checker_sees_an_upward_import_between_study_sub_layers(tmp_path):
-    """Inside ``study``: intake (``study.validation``) below the engine (``study.search``), the tables below the
+    """Inside ``study``: intake (``study.intake``) below the engine (``study.search``), the cells' status below the
     launchers (``study.deploy``), ``study.runtime`` below everything; a function-level or ``TYPE_CHECKING`` import is no
     exception. A module of one rank may import another of the same rank, and anything lower."""
     _plant(
@@ -60,25 +60,27 @@ def test_the_checker_sees_an_upward_import_between_study_sub_layers(tmp_path):
             "trainables": {},
             "trainables/schema": {},
             "study": {
-                "validation.py": "def check():\n    from study.search.space import grid_points\n",
-                "loading.py": "from study.validation import check\nfrom study.runtime.storage import read\n",
                 "status.py": "from study.deploy.slurm import line\n",
+                "cell_status.py": "from study.deploy.slurm import line\nfrom study.search import space\n",
+            },
+            "study/intake": {
+                "validation.py": "def check():\n    from study.search.space import grid_points\n",
+                "loading.py": "from study.intake.validation import check\nfrom study.runtime.storage import read\n",
             },
             "study/runtime": {
                 "storage.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from study.tracking.x import X\n"
             },
             "study/tracking": {"x.py": "from study.runtime.storage import read\n"},
-            "study/search": {"space.py": "from study.validation import check\nfrom study.progress import bar\n"},
-            "study/table": {"status.py": "from study.deploy.slurm import line\nfrom study.search import space\n"},
-            "study/deploy": {"slurm.py": "from study.table.status import show\n"},
+            "study/search": {"space.py": "from study.intake.validation import check\nfrom study.progress import bar\n"},
+            "study/deploy": {"slurm.py": "from study.cell_status import show\n"},
             "dashboards": {},
         },
     )
     (tmp_path / "study" / "progress.py").write_text("")
     assert upward_imports(import_graph(tmp_path)) == [
+        "study.cell_status (study.cell_status) imports study.deploy.slurm (study.deploy)",
+        "study.intake.validation (study.intake) imports study.search.space (study.search)",
         "study.runtime.storage (study.runtime) imports study.tracking.x (study.tracking)",
-        "study.table.status (study.table) imports study.deploy.slurm (study.deploy)",
-        "study.validation (study.validation) imports study.search.space (study.search)",
     ]
 
 
@@ -91,7 +93,7 @@ def test_every_study_module_has_a_declared_sub_layer():
 
 
 def test_the_checker_sees_a_cycle_through_a_function_level_import(tmp_path):
-    """The circle study.status ↔ study.table.status was of this kind: each side imported the other inside a function,
+    """The circle study.status ↔ study.table.status (now study.cell_status) was of this kind: each side imported the other inside a function,
     so the module-level check missed it. A ``TYPE_CHECKING`` import (never run) closes no cycle, and neither does a
     lazy face (``dashboards/__init__.py``) reached by ``from dashboards import stats``, which imports the module alone."""
     _plant(
@@ -100,12 +102,10 @@ def test_the_checker_sees_a_cycle_through_a_function_level_import(tmp_path):
             "trainables": {},
             "trainables/schema": {},
             "study": {
-                "status.py": "def main():\n    from study.table.status import print_table_status\n",
-                "spec.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from study.table.run import Table\n",
-            },
-            "study/table": {
-                "status.py": "from study import spec\n\ndef print_table_status():\n    from study.status import driver_text\n",
-                "run.py": "from study.spec import S\n",
+                "status.py": "def main():\n    from study.cell_status import cells_status\n",
+                "spec.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from study.bill import Bill\n",
+                "cell_status.py": "from study import spec\n\ndef cells_status():\n    from study.status import driver_text\n",
+                "bill.py": "from study.spec import S\n",
             },
             "dashboards": {
                 "__init__.py": "def __getattr__(name):\n    from dashboards.build import build\n    return build\n",
@@ -117,11 +117,11 @@ def test_the_checker_sees_a_cycle_through_a_function_level_import(tmp_path):
     graph = import_graph(tmp_path)
     assert cycles(graph) == []
     assert function_cycles(graph) == [
-        "study.status -> study.table.status: study.status -> study.table.status (function); "
-        "study.table.status -> study.status (function)"
+        "study.cell_status -> study.status: study.cell_status -> study.status (function); "
+        "study.status -> study.cell_status (function)"
     ]
     assert type_cycles(graph) == [  # never run, still one room split in two
-        "study.spec -> study.table.run: study.spec -> study.table.run (typing); study.table.run -> study.spec (module)"
+        "study.bill -> study.spec: study.bill -> study.spec (module); study.spec -> study.bill (typing)"
     ]
 
 
@@ -153,23 +153,20 @@ def test_the_checker_sees_a_new_door_to_the_stores(tmp_path):
     ]
 
 
-def test_an_import_through_a_face_is_the_import_of_the_module_that_holds_the_name(tmp_path):
-    """``from study.search import run_study`` (study.runtime.face) is checked as an import of ``study.search.driver``:
-    an upward one is seen through the face."""
+def test_an_import_of_a_name_from_a_wing_is_an_import_of_the_wing(tmp_path):
+    """``from study.search import run_study`` (the wings declare no faces: their ``__init__`` is a map) is an import
+    of ``study.search`` itself: an upward one is seen."""
     _plant(
         tmp_path,
         {
             "trainables": {},
             "trainables/schema": {},
-            "study": {"validation.py": "from study.search import run_study\n"},
+            "study": {"bill.py": "from study.search import run_study\n"},
+            "study/intake": {"validation.py": "from study.search import run_study\n"},
             "study/search": {"driver.py": "def run_study():\n    pass\n"},
-            "study/table": {"spec.py": "from study.search import run_study\n"},
             "dashboards": {},
         },
     )
-    (tmp_path / "study" / "search" / "__init__.py").write_text(
-        'FACE: dict[str, str] = {"run_study": "study.search.driver"}\n'
-    )
     graph = import_graph(tmp_path)
-    assert ("study.search.driver", "module") in graph["study.table.spec"]
-    assert upward_imports(graph) == ["study.validation (study.validation) imports study.search.driver (study.search)"]
+    assert ("study.search", "module") in graph["study.bill"]
+    assert upward_imports(graph) == ["study.intake.validation (study.intake) imports study.search (study.search)"]

@@ -133,10 +133,9 @@ def test_every_shipped_spec_validates_without_torch_ray_or_mlflow(tmp_path):
 
     script = (
         "import sys, pathlib\n"
-        "from study.loading import load_spec, read_raw\n"
-        "from study.table.spec import is_table, load_table\n"
+        "from study.intake.load import load_plan\n"
         f"paths = sorted(pathlib.Path({str(REPO / 'search_spaces')!r}).rglob('*.yaml'))\n"
-        "for p in paths: load_table(p) if is_table(read_raw(p)) else load_spec(p)\n"
+        "for p in paths: load_plan(p)\n"
         "print(len(paths), sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray', 'mlflow'}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)

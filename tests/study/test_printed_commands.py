@@ -22,7 +22,7 @@ import yaml
 
 from study.deploy.kuberay.__main__ import main
 from study.deploy.render import load_template
-from study.run import SLURM_JOB_RAY_DIR, _job_private_address, _parser, _Run
+from study.invocation import SLURM_JOB_RAY_DIR, Invocation, job_private_address, parser
 from study.tracking import credentials
 from study.tracking.credentials import MASK, mask_argument, shell_command
 
@@ -155,7 +155,7 @@ def test_the_continue_line_round_trips_with_every_secret_masked(seed, monkeypatc
         overrides = [_override(rng) for _ in range(rng.randint(0, 3))]
         address = _address(rng)
         argv = [spec.written, *(w for o in overrides for w in ("--set", o.written)), "--address", address.written]
-        run = _Run("dmlstudy run", _parser("dmlstudy run").parse_args([*argv, "--drain-timeout", "20"]))
+        run = Invocation("dmlstudy run", parser("dmlstudy run").parse_args([*argv, "--drain-timeout", "20"]))
         expected = [spec.masked, *(w for o in overrides for w in ("--set", o.masked)), "--address", address.masked]
         line = run.command(resume=True)
         assert shlex.split(line) == ["dmlstudy", "run", *expected, "--drain-timeout", "20", "--resume"], line
@@ -165,7 +165,7 @@ def test_the_continue_line_round_trips_with_every_secret_masked(seed, monkeypatc
 def test_the_continue_line_inside_a_slurm_job_names_no_private_ray_address(monkeypatch):
     """Issue 60: inside a ``dmlstudy slurm`` job the driver runs on the job's own Ray (dead once the run ends), so its
     continue line names no ``--address`` (the job's own line follows it); anywhere else ``--address`` is kept."""
-    run = _Run("python -m study.run", _parser().parse_args(["spec.yaml", "--address", "127.0.0.1:37003"]))
+    run = Invocation("python -m study.run", parser().parse_args(["spec.yaml", "--address", "127.0.0.1:37003"]))
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:37003")
     monkeypatch.setenv("RAY_TMPDIR", "/scratch/tmp/dmlray-4242")
@@ -175,16 +175,16 @@ def test_the_continue_line_inside_a_slurm_job_names_no_private_ray_address(monke
 
 
 def test_the_job_scripts_ray_dir_is_the_one_the_driver_recognises():
-    """The job script's ``RAY_TMPDIR`` and :data:`study.run.SLURM_JOB_RAY_DIR` name the same directory, and the
+    """The job script's ``RAY_TMPDIR`` and :data:`study.invocation.SLURM_JOB_RAY_DIR` name the same directory, and the
     script gives the driver the address it exports."""
     script = load_template("slurm.sbatch.sh")
     assert f'export RAY_TMPDIR="${{TMPDIR:-/tmp}}/{SLURM_JOB_RAY_DIR.format(job_id="$SLURM_JOB_ID")}"' in script
     assert '--address "$RAY_ADDRESS"' in script
     env = {"SLURM_JOB_ID": "9", "RAY_ADDRESS": "10.1.2.3:40001", "RAY_TMPDIR": "/tmp/dmlray-9"}
-    assert _job_private_address("10.1.2.3:40001", env)
-    assert not _job_private_address("10.1.2.3:40001", {**env, "RAY_TMPDIR": "/tmp/dmlray-10"})  # another job's
-    assert not _job_private_address("10.1.2.3:40001", {**env, "RAY_ADDRESS": "10.1.2.3:6379"})  # another Ray
-    assert not _job_private_address("10.1.2.3:40001", {k: v for k, v in env.items() if k != "SLURM_JOB_ID"})
+    assert job_private_address("10.1.2.3:40001", env)
+    assert not job_private_address("10.1.2.3:40001", {**env, "RAY_TMPDIR": "/tmp/dmlray-10"})  # another job's
+    assert not job_private_address("10.1.2.3:40001", {**env, "RAY_ADDRESS": "10.1.2.3:6379"})  # another Ray
+    assert not job_private_address("10.1.2.3:40001", {k: v for k, v in env.items() if k != "SLURM_JOB_ID"})
 
 
 # --- dmlstudy kuberay --------------------------------------------------------------------------------------------------

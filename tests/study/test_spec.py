@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from study.loading import apply_overrides, load_spec, parse_spec
-from study.validation import family_params, trial_params
-from study.validation import resolve_trial as resolve_trial_spec
+from study.intake.loading import apply_overrides, load_spec, parse_spec
+from study.intake.validation import family_params, trial_params
+from study.intake.validation import resolve_trial as resolve_trial_spec
 from trainables.schema.errors import SpecError
 from trainables.schema.trial import param_path
 
@@ -185,8 +185,7 @@ SHIPPED = sorted(SPACES.rglob("*.yaml"))
 def test_every_shipped_spec_validates(path):
     """Paper specs name datasets that are absent here; validation never touches the data. A study in a folder of
     studies read together (``noise_grid_glyphs/ms.yaml``) is named ``<folder>_<file>``."""
-    from study.loading import read_raw
-    from study.table.spec import is_table, load_table
+    from study.intake.load import load_plan
 
-    spec = load_table(path).spec if is_table(read_raw(path)) else load_spec(path)  # a table: every cell's spec
-    assert spec.name == (path.stem if path.parent == SPACES else f"{path.parent.name}_{path.stem}")
+    plan = load_plan(path)  # a table: every cell's spec
+    assert plan.name == (path.stem if path.parent == SPACES else f"{path.parent.name}_{path.stem}")

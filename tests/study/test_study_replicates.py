@@ -18,8 +18,8 @@ from dashboards.load import load
 from harness.driver import final_runs_finished, honest_spec, mlflow_children, optuna_trials
 from harness.kill_resume import kill_then_resume
 from study.final.intervals import replicated_mean
-from study.loading import parse_spec
-from study.plan import VIEW_CELLS, StudyPlan
+from study.intake.loading import parse_spec
+from study.intake.plan import VIEW_CELLS, StudyPlan
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 
@@ -75,7 +75,7 @@ def test_a_replicated_study_runs_each_replicate_and_reports_the_pooled_final_sta
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     size = out.splitlines()[0]
-    assert size.startswith("Study t_rep: 2 trials × 2 replicates × 2 epochs") and "measured on cpu: ms " in size
+    assert size.startswith("Study t_rep: 2 replicates × 2 trials × 2 epochs") and "measured on cpu: ms " in size
     study_dir = tmp_path / "runs" / "t_rep"
     r0, r1 = optuna_trials(study_dir, "t_rep"), optuna_trials(study_dir, "t_rep.r1")
     assert [t.state.name for t in r0] == [t.state.name for t in r1] == ["COMPLETE", "COMPLETE"]

@@ -344,7 +344,7 @@ _INTAKE_KEYS = [
 @pytest.mark.parametrize("char", ["\n", "\x00", "\x85", "\u2028"])
 @pytest.mark.parametrize(("key", "value"), _INTAKE_KEYS)
 def test_the_spec_intake_refuses_a_control_character_naming_the_key(key, value, char):
-    from study.loading import parse_spec
+    from study.intake.loading import parse_spec
     from trainables.schema.trial import set_path
 
     raw = tiny_spec("t_intake", epochs=2)
@@ -356,8 +356,8 @@ def test_the_spec_intake_refuses_a_control_character_naming_the_key(key, value, 
 
 def test_a_yaml_escape_is_refused_in_a_file_and_in_a_set_value(tmp_path):
     from harness.driver import tiny_table
-    from study.loading import load_spec
-    from study.table.spec import load_table
+    from study.intake.load import load_plan
+    from study.intake.loading import load_spec
 
     spec = tiny_spec("t_intake", epochs=2)
     path = tmp_path / "spec.yaml"
@@ -370,4 +370,4 @@ def test_a_yaml_escape_is_refused_in_a_file_and_in_a_set_value(tmp_path):
     table = tiny_table("t_table", epochs=2, batches_per_epoch=2, num_trials=1, seeds=1)
     path.write_text(yaml.safe_dump({**table, "storage": "/runs\u2028x"}))  # written as a YAML escape
     with pytest.raises(SpecError, match="storage: holds the control character U\\+2028"):
-        load_table(path)
+        load_plan(path)

@@ -69,7 +69,7 @@ def test_final_stage_status_and_dashboards_pick_the_same_trial_on_a_tie(tmp_path
     from dashboards.select import best_configs
     from harness.driver import honest_spec
     from study.final.stage import best_result
-    from study.loading import parse_spec
+    from study.intake.loading import parse_spec
 
     spec = parse_spec(honest_spec())
     trials = [("abc_00002", 0.7, 2.0), ("abc_00001", 0.7, 1.0), ("abc_00000", 0.5, 3.0)]
@@ -126,8 +126,9 @@ def test_status_names_the_earliest_of_tied_trials(tmp_path, spec_dict, write_spe
     import optuna
     import yaml
 
-    from study.loading import load_spec
-    from study.status import study_status
+    from study.cell_status import cells_status
+    from study.intake.loading import load_spec
+    from study.intake.plan import StudyPlan
 
     spec_dict["storage"] = str(tmp_path / "runs")
     spec_path = write_spec(spec_dict)
@@ -138,9 +139,9 @@ def test_status_names_the_earliest_of_tied_trials(tmp_path, spec_dict, write_spe
     for value in (0.5, 0.75, 0.75, 0.25):
         study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=value))
     spec = load_spec(str(spec_path), [], family_rules=False)
-    best = study_status(spec)["best"]
+    (best,) = cells_status(StudyPlan.of_study(spec))  # a study's one cell
     expected = 1 if spec.search.mode == "max" else 3
-    assert best["number"] == expected
+    assert best.best_number == expected
 
 
 def test_the_printed_best_is_the_final_stages_pick_per_replicate(tmp_path):
@@ -149,7 +150,7 @@ def test_the_printed_best_is_the_final_stages_pick_per_replicate(tmp_path):
     better winner is that replicate's, not the study's."""
     from harness.driver import honest_spec
     from study.final.stage import best_per_cell, best_per_group, best_result
-    from study.loading import parse_spec
+    from study.intake.loading import parse_spec
     from trainables.schema.metric_names import EPOCH
     from trainables.schema.trial import CELL_KEY
 
@@ -185,7 +186,7 @@ def test_an_interval_on_a_bounded_metric_stays_in_its_bounds(capsys):
     or 2 seeds is said to give no interval or one that says nothing."""
     from harness.driver import honest_spec
     from study.final.intervals import few_seeds_warning, replicated_mean, t_interval
-    from study.loading import parse_spec
+    from study.intake.loading import parse_spec
     from study.run import _warn_selection
     from trainables.schema.metric_names import bounds_of
 

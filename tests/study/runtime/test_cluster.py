@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from harness.driver import driver_env, mlflow_children, optuna_trials, start_driver, tiny_spec
-from study.runtime.compat import loopback_local_instance
+from study.runtime.ray_node import loopback_local_instance
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,7 @@ def cluster(monkeypatch):
 
     Every node takes 127.0.0.1 and listens on loopback only: the nodes start inside this (pytest's) process, which a
     private network namespace would have to move as a whole, so Ray's local-only switch stays on for the cluster's
-    life instead (``study.runtime.compat.loopback_local_instance``; the drivers inherit its environment variable, so Ray does
+    life instead (``study.runtime.ray_node.loopback_local_instance``; the drivers inherit its environment variable, so Ray does
     not rewrite their ``127.0.0.1:port`` to the machine's address either). ``test_ray_cli_cluster.py`` runs
     ``ray start`` nodes, which refuse that switch, in a namespace."""
     import ray

@@ -11,7 +11,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from study.runtime import compat
+from study.runtime import compat, ray_node
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_asha_rungs_are_its_first_brackets_milestones():
 
 
 def test_gcs_client_class_is_where_compat_reads_it():
-    """compat.gcs_client builds ``ray._raylet.GcsClient(address=...)``; tests/study/runtime/test_ray_cli_cluster.py drives it
+    """ray_node.gcs_client builds ``ray._raylet.GcsClient(address=...)``; tests/study/runtime/test_ray_cli_cluster.py drives it
     against a real token-authenticated head (the driver without the token gets one line, exit 2)."""
     import ray._raylet
 
@@ -81,13 +81,13 @@ def test_a_local_instance_takes_loopback_inside_the_block_only(monkeypatch):
     import ray
     from ray._private import ray_constants, services
 
-    monkeypatch.delenv(compat.LOCAL_ONLY_ENV, raising=False)
+    monkeypatch.delenv(ray_node.LOCAL_ONLY_ENV, raising=False)
     before = ray_constants.ENABLE_RAY_CLUSTER
-    with compat.loopback_local_instance():
-        assert ray_constants.ENABLE_RAY_CLUSTER is False and os.environ[compat.LOCAL_ONLY_ENV] == "0"
+    with ray_node.loopback_local_instance():
+        assert ray_constants.ENABLE_RAY_CLUSTER is False and os.environ[ray_node.LOCAL_ONLY_ENV] == "0"
         if not ray.is_initialized():  # with a node, Ray answers that node's address instead
             assert services.get_node_ip_address() == "127.0.0.1"
-    assert ray_constants.ENABLE_RAY_CLUSTER is before and compat.LOCAL_ONLY_ENV not in os.environ
+    assert ray_constants.ENABLE_RAY_CLUSTER is before and ray_node.LOCAL_ONLY_ENV not in os.environ
 
 
 def test_finish_threads_stops_idle_executor_workers_and_joins_the_rest():
@@ -142,7 +142,7 @@ def test_the_guard_wraps_every_private_storage_call_optunas_cache_makes():
 
 
 def test_gcs_node_info_is_where_compat_reads_it():
-    """compat.cluster_nodes calls ``get_all_node_info`` (``GcsClient`` hands it to ``InnerGcsClient``) and reads
+    """ray_node.cluster_nodes calls ``get_all_node_info`` (``GcsClient`` hands it to ``InnerGcsClient``) and reads
     ``is_head_node``, ``state`` and ``temp_dir`` of each ``GcsNodeInfo``; tests/study/deploy/test_slurm_job.py drives it
     against a real token-authenticated head."""
     import ray._raylet
@@ -150,7 +150,7 @@ def test_gcs_node_info_is_where_compat_reads_it():
 
     assert callable(ray._raylet.InnerGcsClient.get_all_node_info)
     info = GcsNodeInfo(is_head_node=True, temp_dir="/tmp/dmlray-7", state=GcsNodeInfo.ALIVE)
-    assert compat.GcsNode(info.is_head_node, info.state == GcsNodeInfo.ALIVE, info.temp_dir) == (
+    assert ray_node.GcsNode(info.is_head_node, info.state == GcsNodeInfo.ALIVE, info.temp_dir) == (
         True,
         True,
         "/tmp/dmlray-7",
@@ -159,7 +159,7 @@ def test_gcs_node_info_is_where_compat_reads_it():
 
 def test_ray_client_check_is_where_compat_reads_it():
     """``ray start --head`` starts a Ray Client server (port 10001) exactly when this is true (ray/scripts)."""
-    assert isinstance(compat.ray_client_installed(), bool)
+    assert isinstance(ray_node.ray_client_installed(), bool)
 
 
 def test_a_concurrency_limiter_counts_live_trials_where_compat_reads_them():

@@ -1,6 +1,6 @@
 """A local study (no ``--address``) opens nothing to the network: while it runs, every socket of the driver's
 process tree (the driver, Ray's GCS, raylet, agents, trial workers) listens on and talks over loopback only, and Ray
-took 127.0.0.1 as the node's address. Before ``study.runtime.compat.loopback_local_instance``, Ray's servers listened on
+took 127.0.0.1 as the node's address. Before ``study.runtime.ray_node.loopback_local_instance``, Ray's servers listened on
 ``*:port`` and every connection went over the machine's network address."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from study.runtime import compat
+from study.runtime import compat, ray_node
 from study.runtime.watchdog import PrivateRayWatch, exit_phrase
 
 
@@ -106,9 +106,9 @@ def test_private_node_processes_are_where_compat_reads_them(monkeypatch, raylet)
     )
     node = types.SimpleNamespace(all_processes={ray_constants.PROCESS_TYPE_RAYLET: [info]})
     monkeypatch.setattr(worker, "_global_node", node)
-    assert compat.private_node_processes() == {"raylet": raylet}
+    assert ray_node.private_node_processes() == {"raylet": raylet}
     monkeypatch.setattr(worker, "_global_node", None)
-    assert compat.private_node_processes() == {}
+    assert ray_node.private_node_processes() == {}
 
 
 def test_exit_phrases():

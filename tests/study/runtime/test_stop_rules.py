@@ -134,7 +134,7 @@ def test_a_second_signal_of_another_kind_is_named_as_it_came(stopped, capsys):
 
 
 def test_the_continue_command_carries_every_option_quoted_and_no_password():
-    from study.run import _parser, _Run
+    from study.invocation import Invocation, parser
 
     argv = [
         "my spec.yaml",
@@ -149,7 +149,7 @@ def test_the_continue_command_carries_every_option_quoted_and_no_password():
         "--no-dashboard",
         "--resume",
     ]
-    run = _Run("dmlstudy run", _parser().parse_args(argv))
+    run = Invocation("dmlstudy run", parser().parse_args(argv))
     resume = run.command(resume=True)
     assert "hunter2" not in resume and resume.startswith("dmlstudy run 'my spec.yaml' --set ")
     words = shlex.split(resume)
@@ -191,8 +191,10 @@ def test_a_local_instances_processes_start_in_sessions_of_their_own():
     own, so a signal to the driver's process group misses them."""
     from ray._private import services
 
+    from study.runtime.ray_node import own_session_local_instance
+
     before = services.ConsolePopen
-    with compat.own_session_local_instance():
+    with own_session_local_instance():
         proc = services.ConsolePopen(["sleep", "5"])
         try:
             assert os.getsid(proc.pid) == proc.pid != os.getsid(0)

@@ -7,10 +7,10 @@ import itertools
 import optuna
 import pytest
 
-from study.loading import parse_spec
+from study.intake.loading import parse_spec
+from study.intake.validation import family_params
+from study.intake.validation import resolve_trial as resolve_trial_spec
 from study.search.space import make_sampler, to_optuna
-from study.validation import family_params
-from study.validation import resolve_trial as resolve_trial_spec
 from trainables.schema.errors import SpecError
 from trainables.schema.grid import grid_points
 

@@ -17,8 +17,8 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import ConcurrencyLimiter, Searcher
 
+from study.intake.asha_cost import halving_share
 from study.search.halving import HalvingRule, HalvingScheduler, halving_rungs, kept_at_rung, kept_count
-from study.table.asha_cost import halving_share
 from trainables.schema.trial import CELL_KEY
 
 CELLS = [("ms.p0", {"family": "ms", "ratio": 0.0}), ("ms.p0.4", {"family": "ms", "ratio": 0.4})]
@@ -270,41 +270,41 @@ def test_errors_leave_the_population(tmp_path):
     ],
 )
 def test_bad_halving_settings_are_one_line_naming_the_key(sets, message):
-    from study.table.spec import load_table
+    from study.intake.load import load_plan
     from trainables.schema.errors import SpecError
 
     base = ["search.scheduler.type=halving"]
     with pytest.raises(SpecError, match=message) as info:
-        load_table(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml", base + sets)
+        load_plan(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml", base + sets)
     assert "\n" not in str(info.value)
 
 
 def test_a_halving_table_builds_its_scheduler_and_dumps_its_keys(tmp_path):
     """cell_scheduler builds the scheduler from the table's plan; fifo and asha dump no halving key (a resumed study or table
     started before halving reads the same), halving dumps both."""
-    from study.layout import StudyLayout
+    from study.intake.layout import StudyLayout
+    from study.intake.load import load_plan
     from study.search.tuners import cell_scheduler
-    from study.table.spec import load_table
     from trainables.schema.space import SchedulerSpec
 
     sets = ["search.scheduler.type=halving", "search.scheduler.first_rung=2", f"storage={tmp_path}"]
-    table = load_table(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml", sets)
-    scheduler = cell_scheduler(table.plan(), StudyLayout.for_spec(table.base))
-    assert isinstance(scheduler, HalvingScheduler) and scheduler.budget == table.spec.search.num_trials
-    assert table.plan().lag == table.spec.search.num_trials  # reproducible: every trial of a cell asked at once
+    table = load_plan(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml", sets)
+    scheduler = cell_scheduler(table, StudyLayout.for_spec(table.base))
+    assert isinstance(scheduler, HalvingScheduler) and scheduler.budget == table.trials_per_cell
+    assert table.lag == table.trials_per_cell  # reproducible: every trial of a cell asked at once
     assert scheduler.rung_epochs == halving_rungs(
-        table.spec.train.epochs, 2, table.spec.search.scheduler.reduction_factor
+        table.base.train.epochs, 2, table.base.search.scheduler.reduction_factor
     )
     assert "first_rung" not in SchedulerSpec(type="asha").model_dump() and "hedge" not in SchedulerSpec().model_dump()
     assert SchedulerSpec(type="halving", hedge=1).model_dump()["hedge"] == 1
 
 
 def test_a_study_is_one_cell_under_halving_and_is_refused_where_a_table_would_be(tmp_path, spec_dict):
-    """A study gets the table's scheduler as its one cell (study.plan), the table's lag under halving, and its
+    """A study gets the table's scheduler as its one cell (study.intake.plan), the table's lag under halving, and its
     refusals."""
-    from study.layout import StudyLayout
-    from study.loading import parse_spec
-    from study.plan import StudyPlan
+    from study.intake.layout import StudyLayout
+    from study.intake.loading import parse_spec
+    from study.intake.plan import StudyPlan
     from study.search.tuners import cell_scheduler
     from trainables.schema.errors import SpecError
 

@@ -8,7 +8,8 @@ import pickle
 
 import pytest
 
-from study import progress
+from study import bill, cell_status, progress
+from study.intake import asha_cost, cells, layout, loading, plan, validation
 from study.search import cell_asha, cell_search, driver, persistent_asha, space, study_search, tuners
 from study.search.old_names import MOVED, accept_old_names
 
@@ -33,6 +34,18 @@ def _old_pickle(obj: object, new: str, old: str) -> bytes:
         ("study.table.search", "TableSearch", cell_search),
         ("study.table.scheduler", "CellASHA", cell_asha),
         ("study.table.progress", "TableProgress", progress),
+        # Issue 57: intake became a folder, study.table dissolved into the one plan.
+        ("study.plan", "StudyPlan", plan),
+        ("study.plan", "PlanCell", plan),
+        ("study.layout", "StudyLayout", layout),
+        ("study.loading", "parse_spec", loading),
+        ("study.validation", "trial_params", validation),
+        ("study.table.spec", "replicate_seed", plan),
+        ("study.table.spec", "condition_label", cells),
+        ("study.table.asha_cost", "expected_share", asha_cost),
+        ("study.table.bill", "Bill", bill),
+        ("study.table.status", "CellStatus", cell_status),
+        ("study.table.run", "run_study", driver),
     ],
 )
 def test_an_old_name_resolves_to_its_new_home(old: str, name: str, where: object) -> None:

@@ -181,9 +181,9 @@ def test_a_cells_winner_is_its_best_trial_that_trained_every_epoch(tmp_path):
     from pathlib import Path
 
     from study.final.stage import best_per_group
-    from study.table.spec import load_table
+    from study.intake.load import load_plan
 
-    table = load_table(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml")
+    table = load_plan(Path(__file__).resolve().parents[3] / "search_spaces" / "table_glyphs_quick.yaml")
     cell_a, cell_b = table.cells[0], table.cells[1]
     rows = [(cell_a, 1, 0.9), (cell_a, 4, 0.8), (cell_a, 4, 0.7), (cell_b, 1, 0.5), (cell_b, 2, 0.4)]
     results = [

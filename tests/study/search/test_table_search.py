@@ -17,10 +17,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from study.layout import StudyLayout
+from study.intake.layout import StudyLayout
+from study.intake.load import load_plan
 from study.search.cell_search import CellSearch
 from study.search.tuners import cell_searcher
-from study.table.spec import load_table
 from study.tracking.guarded import GuardedRDBStorage
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
@@ -48,10 +48,10 @@ def run_table_search(storage: Path, order_seed: int, slots: int, reproducible: b
         f"search.max_concurrent={slots}",
         f"search.reproducible={str(reproducible).lower()}",
     ]
-    table = load_table(SPACES / "table_glyphs_quick.yaml", overrides)
+    table = load_plan(SPACES / "table_glyphs_quick.yaml", overrides)
     layout = StudyLayout.for_spec(table.base)
     layout.mkdir()
-    search = cell_searcher(table.plan(), layout)  # what the table's Ray experiment gets
+    search = cell_searcher(table, layout)  # what the table's Ray experiment gets
     assert all(isinstance(optuna_storage(s), GuardedRDBStorage) for _, _, s in search.cells)  # outages are ridden out
     epochs = table.base.train.epochs
     order = random.Random(order_seed)
@@ -89,7 +89,7 @@ def run_table_search(storage: Path, order_seed: int, slots: int, reproducible: b
     params = {label: [t.params for t in s.get_trials()] for label, s in studies.items()}
     assert all(len(p) == 7 for p in params.values())  # every cell got exactly its budget
     assert all(t.state.name == "COMPLETE" for s in studies.values() for t in s.get_trials())
-    return params, handed_on, table.cell_lag, (finals, configs)
+    return params, handed_on, table.lag, (finals, configs)
 
 
 def optuna_storage(searcher) -> object:

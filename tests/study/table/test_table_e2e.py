@@ -71,4 +71,7 @@ def test_the_quick_glyphs_table_end_to_end(tmp_path, run_cli):
     for cell in CELLS:
         line = next(ln for ln in status.stdout.splitlines() if ln.startswith(cell + " "))
         assert " 2/2 " in line and line.count("2/2") == 2, line  # trials 2/2, final seeds 2/2
-    assert "stage: done; driver: ended FINISHED\n" in status.stdout  # the lock is free: no "running"
+    # the lock is free: no "running"
+    assert (
+        "  stage: done; hyperparameters selected on the validation classes\n  driver: ended FINISHED\n" in status.stdout
+    )

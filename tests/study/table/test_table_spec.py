@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study.table.spec import load_table, parse_table
-from study.table.status import edge_flag
+from study.bill import estimated_hours, model_epochs, size_line
+from study.cell_status import edge_flag
+from study.intake.cells import parse_table
+from study.intake.load import load_plan
 from trainables.schema.errors import SpecError
 from trainables.schema.space import FloatParam
 from trainables.schema.trial import CELL_KEY
@@ -29,54 +31,54 @@ def _table(**changes):
 
 
 def test_the_shipped_tables_validate_with_their_sizes():
-    quick = load_table(SPACES / "table_glyphs_quick.yaml")
+    quick = load_plan(SPACES / "table_glyphs_quick.yaml")
     assert [c.label for c in quick.cells] == ["ms.p0", "ms.p0.3", "bspml.p0", "bspml.p0.3"]
     assert quick.search_trials == 16 and quick.final_runs == 8
-    assert quick.size_line().startswith(
+    assert size_line(quick).startswith(
         "Table table_glyphs_quick: 2 arms × 2 cells × 4 trials × 4 epochs = 16 search trials (4 folds), "
         "then 4 × 2 final seeds = 8 final runs"
     )
-    glyphs = load_table(SPACES / "table_glyphs.yaml")
+    glyphs = load_plan(SPACES / "table_glyphs.yaml")
     assert {c.arm for c in glyphs.cells} == {"ms", "bspml", "spl", "prism", "knn_rejection"}
     assert sorted({c.condition["dataset.noise.ratio"] for c in glyphs.cells}) == [0.0, 0.2, 0.4]
-    assert glyphs.spec.search.num_trials == 8 and glyphs.spec.final.seeds == 7
+    assert glyphs.trials_per_cell == 8 and glyphs.written["final"]["seeds"] == 7
     assert next(c for c in glyphs.cells if c.arm == "prism").spec.params["rate"] == "estimated"
-    fixed = load_table(SPACES / "table_glyphs_fixed.yaml")  # the same table at the fixed grid's settings
+    fixed = load_plan(SPACES / "table_glyphs_fixed.yaml")  # the same table at the fixed grid's settings
     assert [c.label for c in fixed.cells] == [c.label for c in glyphs.cells] and fixed.search_trials == 15
-    assert all(not c.spec.search.space for c in fixed.cells) and fixed.spec.final == glyphs.spec.final
+    assert all(not c.spec.search.space for c in fixed.cells) and fixed.written["final"] == glyphs.written["final"]
     for arm in ("ms", "bspml", "spl", "knn_rejection"):  # docs/noise_grid.md's configurations
         grid = yaml.safe_load((SPACES / "noise_grid_glyphs" / f"{arm}.yaml").read_text())["params"]
-        assert fixed.spec.arms[arm].params == grid
-    assert fixed.spec.model_dump(exclude={"name", "arms", "search"}) == glyphs.spec.model_dump(
-        exclude={"name", "arms", "search"}
-    )
-    cub = load_table(SPACES / "table_cub.yaml")
+        assert fixed.written["arms"][arm]["params"] == grid
+    kept = ("name", "arms", "search")
+    assert {k: v for k, v in fixed.written.items() if k not in kept} == {
+        k: v for k, v in glyphs.written.items() if k not in kept
+    }
+    cub = load_plan(SPACES / "table_cub.yaml")
     assert [c.label for c in cub.cells] == ["ms.p0.1", "ms.p0.2", "ms.p0.3", "bspml.p0.1", "bspml.p0.2", "bspml.p0.3"]
     # ≈ 40 h: (96 trials × 3 fold-models + 30 final runs) × 60 epochs × 30 s / 4 at a time
-    assert cub.estimated_hours() == pytest.approx((96 * 3 + 30) * 60 * 30 / 4 / 3600)
+    assert estimated_hours(cub) == pytest.approx((96 * 3 + 30) * 60 * 30 / 4 / 3600)
 
 
 @pytest.mark.parametrize("name", ["table_glyphs_quick", "table_glyphs", "table_glyphs_fixed", "table_cub"])
 def test_every_cell_shares_data_model_training_folds_and_seeds(name):
-    table = load_table(SPACES / f"{name}.yaml")
+    table = load_plan(SPACES / f"{name}.yaml")
     shared = {"model", "train", "validation", "final", "resources", "seed"}
     first = table.cells[0].spec.model_dump(include=shared)
     for cell in table.cells:
         assert cell.spec.model_dump(include=shared) == first
-        assert cell.spec.search.num_trials == table.spec.search.num_trials
+        assert cell.spec.search.num_trials == table.trials_per_cell
         assert cell.spec.dataset.name == table.base.dataset.name
         assert cell.spec.dataset.noise.ratio == cell.condition["dataset.noise.ratio"]
         # a trial asked before cells were stamped is found by its fixed values; a stamped one by its stamp
-        plan = table.plan()
-        assert plan.cell_of({**cell.fixed, "sampled": 1.0}).label == cell.label
-        assert plan.cell_of({CELL_KEY: cell.label}).label == cell.label
-    assert table.base.search.num_trials == len(table.cells) * table.spec.search.num_trials
+        assert table.cell_of({**cell.fixed, "sampled": 1.0}).label == cell.label
+        assert table.cell_of({CELL_KEY: cell.label}).label == cell.label
+    assert table.base.search.num_trials == len(table.cells) * table.trials_per_cell
 
 
 @pytest.mark.parametrize("name", ["table_glyphs_quick", "table_glyphs", "table_cub"])
 def test_bspml_can_choose_to_exclude_nothing(name):
     """Relative ages ≥ 2 make all-ones weights stationary (docs/bspml.md): the space reaches them for λ0 and λ∞."""
-    bspml = next(c for c in load_table(SPACES / f"{name}.yaml").cells if c.arm == "bspml").spec
+    bspml = next(c for c in load_plan(SPACES / f"{name}.yaml").cells if c.arm == "bspml").spec
     assert bspml.params["lambda_scale"] == "relative"
     assert bspml.search.space["lambda0"].high >= 2.0 and bspml.search.space["lambda_max"].high >= 2.0
 
@@ -84,7 +86,7 @@ def test_bspml_can_choose_to_exclude_nothing(name):
 def test_knn_rejection_can_choose_its_mildest_rule():
     """With k = 10 the agreement share moves in steps of 0.1: the mildest rule (one agreeing neighbour) is 0.1 itself,
     which a float range never draws (the measured glyphs table picked 0.144, i.e. two neighbours)."""
-    knn = next(c for c in load_table(SPACES / "table_glyphs.yaml").cells if c.arm == "knn_rejection").spec
+    knn = next(c for c in load_plan(SPACES / "table_glyphs.yaml").cells if c.arm == "knn_rejection").spec
     assert knn.params["k"] == 10
     assert knn.search.space["agreement"].choices == [0.1, 0.2, 0.3, 0.4, 0.5]
 
@@ -94,7 +96,7 @@ def test_an_extra_cell_for_one_arm_and_condition_labels():
     table = parse_table(raw)
     assert [c.label for c in table.cells][-1] == "ms.clean_only_p0.3"
     assert table.cells[0].condition == {"dataset.noise.ratio": 0.0, "dataset.subset": "all"}
-    assert "+ 1 extra" in table.size_line() and table.final_runs == 10
+    assert "+ 1 extra" in size_line(table) and table.final_runs == 10
 
 
 @pytest.mark.parametrize(
@@ -240,7 +242,7 @@ def _quick_searcher(budget: int, trials_dir: Path | None):
     from study.search.space import make_sampler, to_optuna
     from study.search.study_search import StudySearch
 
-    table = load_table(SPACES / "table_glyphs_quick.yaml")
+    table = load_plan(SPACES / "table_glyphs_quick.yaml")
     cells = []
     for c in table.cells:
         s = c.spec.search
@@ -333,11 +335,11 @@ def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch)
     from study import progress as live_view
     from study.progress import CellProgress
 
-    table = load_table(SPACES / "table_glyphs_quick.yaml")  # 16 trials × 4 epochs, 4 folds (cost 3), 8 final runs
+    table = load_plan(SPACES / "table_glyphs_quick.yaml")  # 16 trials × 4 epochs, 4 folds (cost 3), 8 final runs
     clock = iter([100.0, 100.0, 160.0, 160.0])
     monkeypatch.setattr(live_view.time, "monotonic", lambda: next(clock))
     out = io.StringIO()
-    progress = CellProgress(table.plan(), interval_s=0.0, stream=out)
+    progress = CellProgress(table, interval_s=0.0, stream=out)
     cells = table.cells
     trials = [
         SimpleNamespace(
@@ -365,16 +367,16 @@ def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search
     same seeds (CRC-32, not Python's salted hash)."""
     import zlib
 
-    table = load_table(SPACES / "table_glyphs.yaml")
+    table = load_plan(SPACES / "table_glyphs.yaml")
     seeds = {(c.arm, c.spec.search.sampler.seed) for c in table.cells}
-    assert len(seeds) == len(table.spec.arms) == len({s for _, s in seeds})
+    assert len(seeds) == len(table.arms) == len({s for _, s in seeds})
     assert dict(seeds)["ms"] == zlib.crc32(b"ms") and dict(seeds)["prism"] == zlib.crc32(b"prism")
     assert all(c.spec.search.sampler.n_startup_trials == 4 for c in table.cells)
-    assert "random search" not in table.size_line()
+    assert "random search" not in size_line(table)
     unseeded = parse_table(_table(search={**QUICK["search"], "sampler": {"type": "tpe", "seed": None}}))
     assert {c.spec.search.sampler.seed for c in unseeded.cells} == {None}  # no seed stays no seed
     random_only = parse_table(_table(search={**QUICK["search"], "sampler": {"type": "tpe", "seed": 0}}))
-    assert random_only.size_line().endswith(
+    assert size_line(random_only).endswith(
         "every trial of a cell is the tpe sampler's random start-up (search.sampler.n_startup_trials 10 ≥ 4): "
         "a random search"
     )
@@ -382,34 +384,37 @@ def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search
 
 def test_a_resumed_table_may_change_its_outage_budget_only(tmp_path):
     """As a study's resume (study/search/resume.py): ``tracking.outage_budget_s`` says how to run it, not what it is."""
-    from study.layout import StudyLayout
+    from study.intake.layout import StudyLayout
     from study.runtime.storage import write_bytes
-    from study.table.run import _check_saved_table, _table_text
+    from study.search.resume import check_resume, written_text
+    from study.tracking.credentials import redacted_spec
     from trainables.schema.errors import StudyExistsError
 
-    started = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}"])
+    started = load_plan(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}"])
     layout = StudyLayout.for_spec(started.base)
     layout.mkdir()
-    write_bytes(layout.table_file, _table_text(started))
-    budget = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "tracking.outage_budget_s=900"])
-    _check_saved_table(budget, layout, resume=True)
-    epochs = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "train.epochs=2"])
+    write_bytes(layout.spec_file, yaml.safe_dump(redacted_spec(started.base), sort_keys=False).encode())
+    write_bytes(layout.table_file, written_text(started))
+    budget = load_plan(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "tracking.outage_budget_s=900"])
+    check_resume(budget, layout, resume=True)
+    epochs = load_plan(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "train.epochs=2"])
     with pytest.raises(
-        StudyExistsError, match="differs from the one 'table_glyphs_quick' was started with at train.epochs"
+        StudyExistsError,
+        match="the table differs from the one table 'table_glyphs_quick' was started with at train.epochs",
     ):
-        _check_saved_table(epochs, layout, resume=True)
+        check_resume(epochs, layout, resume=True)
     # A table started before tables took a scheduler or replicates (its table.yaml has neither) resumes as FIFO with
     # one search per cell, and only so.
-    old = yaml.safe_load(_table_text(started))
+    old = yaml.safe_load(written_text(started))
     del old["search"]["scheduler"], old["search"]["replicates"]
     write_bytes(layout.table_file, yaml.safe_dump(old).encode())
-    _check_saved_table(started, layout, resume=True)
-    asha = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.scheduler.type=asha"])
+    check_resume(started, layout, resume=True)
+    asha = load_plan(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.scheduler.type=asha"])
     with pytest.raises(StudyExistsError, match="at search.scheduler.type"):
-        _check_saved_table(asha, layout, resume=True)
-    replicated = load_table(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.replicates=2"])
+        check_resume(asha, layout, resume=True)
+    replicated = load_plan(SPACES / "table_glyphs_quick.yaml", [f"storage={tmp_path}", "search.replicates=2"])
     with pytest.raises(StudyExistsError, match="at search.replicates"):
-        _check_saved_table(replicated, layout, resume=True)
+        check_resume(replicated, layout, resume=True)
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
@@ -417,9 +422,12 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkey
     traceback, and names --resume, which writes it again."""
     from types import SimpleNamespace
 
-    import dashboards.table_report
-    import study.table.run
+    import dashboards.report
+    import study.search.driver
+    from study.intake.layout import StudyLayout
     from study.run import main
+    from study.runtime.storage import write_bytes
+    from study.tracking.credentials import redacted_spec
 
     outcome = SimpleNamespace(
         num_trials=16,
@@ -430,12 +438,19 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkey
         final=[object()],
         parent_run_id="p",
     )
-    monkeypatch.setattr(study.table.run, "run_table", lambda table, **options: outcome)
+
+    def run_study(plan, **options):  # as the driver leaves the study directory: its spec file, the stores
+        layout = StudyLayout.for_spec(plan.base)
+        layout.mkdir()
+        write_bytes(layout.spec_file, yaml.safe_dump(redacted_spec(plan.base), sort_keys=False).encode())
+        return outcome
+
+    monkeypatch.setattr(study.search.driver, "run_study", run_study)
 
     def refuse(*args, **kwargs):
         raise OSError("When uploading part for key 'runs/t/table.md': AWS Error ACCESS_DENIED\nsecond line")
 
-    monkeypatch.setattr(dashboards.table_report, "write_table_report", refuse)
+    monkeypatch.setattr(dashboards.report, "write_table_report", refuse)
     code = main([str(SPACES / "table_glyphs_quick.yaml"), "--set", f"storage={tmp_path}", "--no-dashboard"])
     err = capsys.readouterr().err
     assert code == 1
@@ -447,24 +462,24 @@ def test_the_size_line_prices_the_table_with_and_without_early_stopping():
     """ASHA per cell's expected share, against hand computations: many trials (7 epochs, rungs 1 and 3, η 3): 2/3 stop
     at 1, 2/9 at 3, 1/9 run 7 → 19/63 of the epochs; two trials, one rung (3 epochs): the first always goes on, the
     second stops at 1 with probability 1/2 → (3 + 2) / 6."""
-    from study.table.asha_cost import asymptotic_share, expected_share, milestones
+    from study.intake.asha_cost import asymptotic_share, expected_share, milestones
 
     assert milestones(7, 1, 3.0) == [1, 3] and milestones(60, 5, 3.0) == [5, 15, 45]
     assert asymptotic_share(7, 1, 3.0) == pytest.approx(19 / 63)
     assert expected_share(3, 1, 3.0, 2) == pytest.approx(5 / 6, abs=0.03)
     assert asymptotic_share(7, 1, 3.0) < expected_share(7, 1, 3.0, 8) < 1.0  # a small cell promotes more than 1/η
-    fifo = load_table(SPACES / "table_cub.yaml")
-    asha = load_table(SPACES / "table_cub.yaml", ["search.scheduler.type=asha"])
-    share = asha.search_share()
-    assert fifo.search_share() == 1.0 and share == expected_share(60, 5, 3.0, 16)
-    assert asha.model_epochs() == pytest.approx((96 * 3 * share + 30) * 60)
-    assert asha.model_epochs(False) == fifo.model_epochs() == (96 * 3 + 30) * 60
-    line = asha.size_line()
+    fifo = load_plan(SPACES / "table_cub.yaml")
+    asha = load_plan(SPACES / "table_cub.yaml", ["search.scheduler.type=asha"])
+    share = asha.search_share
+    assert fifo.search_share == 1.0 and share == expected_share(60, 5, 3.0, 16)
+    assert model_epochs(asha) == pytest.approx((96 * 3 * share + 30) * 60)
+    assert model_epochs(asha, False) == model_epochs(fifo) == (96 * 3 + 30) * 60
+    line = size_line(asha)
     assert (
         "every trial to the end (FIFO): 19080 model-epochs, ≈ 39.8 h" in line and "with asha per cell (grace 5" in line
     )
-    assert f"{asha.model_epochs():.0f} model-epochs in all, ≈ {asha.estimated_hours():.1f} h" in line
-    assert "with asha" not in fifo.size_line()
+    assert f"{model_epochs(asha):.0f} model-epochs in all, ≈ {estimated_hours(asha):.1f} h" in line
+    assert "with asha" not in size_line(fifo)
 
 
 def test_a_shared_value_the_study_schema_refuses_is_one_line():
@@ -496,10 +511,10 @@ def test_replicates_are_cells_of_their_own_and_replicate_zero_is_the_table_as_it
     the base spec's budget (the driver's check that the search finished) counts both."""
     import zlib
 
-    from study.table.spec import REPLICATE_SEED_STEP
+    from study.intake.plan import REPLICATE_SEED_STEP
 
-    one = load_table(SPACES / "table_glyphs_quick.yaml")
-    two = load_table(SPACES / "table_glyphs_quick.yaml", ["search.replicates=2"])
+    one = load_plan(SPACES / "table_glyphs_quick.yaml")
+    two = load_plan(SPACES / "table_glyphs_quick.yaml", ["search.replicates=2"])
     assert one.replicates == 1 and two.replicates == 2
     labels = ["ms.p0", "ms.p0.r1", "ms.p0.3", "ms.p0.3.r1", "bspml.p0", "bspml.p0.r1", "bspml.p0.3", "bspml.p0.3.r1"]
     assert [c.label for c in two.cells] == labels
@@ -512,13 +527,13 @@ def test_replicates_are_cells_of_their_own_and_replicate_zero_is_the_table_as_it
         assert cell.spec.search.sampler.seed == (arm_seed + cell.replicate * REPLICATE_SEED_STEP) % 2**32
     # Replicate 1 of the table is the table at sampler seed + 1, cell for cell (its spec but the replicate's name).
     seed = QUICK["search"]["sampler"]["seed"]
-    moved = load_table(SPACES / "table_glyphs_quick.yaml", [f"search.sampler.seed={seed + 1}"])
+    moved = load_plan(SPACES / "table_glyphs_quick.yaml", [f"search.sampler.seed={seed + 1}"])
     for cell, plain in zip([c for c in two.cells if c.replicate == 1], moved.cells, strict=True):
         assert cell.spec.search.sampler == plain.spec.search.sampler and cell.fixed == plain.fixed, cell.label
-    assert two.spec.search.num_trials == 4 and two.base.search.num_trials == 32 == two.search_trials
-    assert two.final_runs == 16 and two.plan().trials_per_cell == 4
-    assert [c.label for c in two.plan().cells] == labels
-    assert one.base == load_table(SPACES / "table_glyphs_quick.yaml", ["search.replicates=1"]).base
+    assert two.written["search"]["num_trials"] == 4 and two.base.search.num_trials == 32 == two.search_trials
+    assert two.final_runs == 16 and two.trials_per_cell == 4
+    assert [c.label for c in two.cells] == labels
+    assert one.base == load_plan(SPACES / "table_glyphs_quick.yaml", ["search.replicates=1"]).base
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "two"])

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses
 
-from study.loading import parse_spec
+from study.intake.loading import parse_spec
 from trainables.families.debiased.loss import debiased_neg_loss, debiased_pos_loss
 from trainables.loop import TrialRun
 from trainables.schema.errors import SpecError
@@ -304,7 +304,7 @@ def test_l_pos_without_self_term_at_tau_plus_one_over_n_plus_one_is_infonce(b):
 
 
 def test_self_term_reaches_the_losses_from_the_spec():
-    from study.validation import family_params
+    from study.intake.validation import family_params
     from trainables.families.base import FamilyContext
     from trainables.families.debiased.loss import DebiasedPosFamily
     from trainables.families.kl_contrastive.loss import KLContrastiveFamily

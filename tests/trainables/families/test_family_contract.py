@@ -11,8 +11,8 @@ import annotated_types as at
 import pytest
 import torch
 
-from study.loading import parse_spec
-from study.validation import family_params
+from study.intake.loading import parse_spec
+from study.intake.validation import family_params
 from trainables.families.base import Batch
 from trainables.families.registry import FAMILY_NAMES, get_family, get_rules
 from trainables.families.rules import FamilyRules, Unbounded

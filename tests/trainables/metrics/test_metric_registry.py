@@ -1,6 +1,6 @@
 """The metric registry is what the metric functions compute: every declared name has its function, every metric
 function of :mod:`trainables.metrics.retrieval` and :mod:`~trainables.metrics.contrastive` is registered, each returns
-exactly its names, and a trial's evaluation reports exactly the names the spec layer accepts (``study.validation``
+exactly its names, and a trial's evaluation reports exactly the names the spec layer accepts (``study.intake.validation``
 reads the registry, never the functions)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from study.loading import parse_spec
+from study.intake.loading import parse_spec
 from trainables.loop import TrialRun
 from trainables.metrics import contrastive, registry, retrieval
 from trainables.metrics.registry import EVALUATION_METRICS, RECALL_AT_K, evaluated_names, registered
