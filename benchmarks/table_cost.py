@@ -349,9 +349,7 @@ def _print_conclusions(runs: dict[str, RunCost]) -> None:
     first = next(iter(runs.values()))
     per = {m: run.conclusions() for m, run in runs.items()}
     keys = list(dict.fromkeys(k for cs in per.values() for c in cs for k in c))
-    print(
-        f"\nper comparison against {first.table.reference}: Δ per scheduler and replicate (* significant, Holm)"
-    )
+    print(f"\nper comparison against {first.table.reference}: Δ per scheduler and replicate (* significant, Holm)")
     heads = [f"{m} r{r}" for m in runs for r in range(len(per[m]))]
     print(f"  {'comparison':<30} " + " ".join(f"{h:>10}" for h in heads))
     for key in keys:
