@@ -55,9 +55,6 @@ def print_status(plan: StudyPlan) -> int:
         stage += f" (retraining the best configurations: {int(tags.get(R.FINAL_PLANNED, 0))} runs planned)"
     validated = R.SELECTION_VALIDATION if plan.base.validation.enabled else R.SELECTION_TEST
     print(f"  stage: {stage}; hyperparameters selected on the {tags.get(R.SELECTION, validated)} classes")
-    for cell in cells:  # how reliable each cell's choice is (validation classes resampled; test is never read)
-        if cell.reliability is not None:
-            print(f"  selection: {cell.reliability.line(cell.cell.label)}")
     if len(cells) == 1 and (best := cells[0]).best_value is not None:
         print(f"  best so far: Optuna trial {best.best_number}: {plan.base.search.metric} = {best.best_value:.4f}")
         for name, value in best.best_params.items():
@@ -89,6 +86,9 @@ def _print_trials(plan: StudyPlan, cells: list[CellStatus], layout: StudyLayout)
         print(format_table(rows, list(rows[0])))
     if (use := slot_use(cells, plan.base.search.max_concurrent, plan.final_with_search)) is not None:
         print(use.text())
+    for cell in cells:  # how reliable each cell's choice is (validation classes resampled; test is never read)
+        if cell.reliability is not None:
+            print(f"  selection: {cell.reliability.line(cell.cell.label)}")
 
 
 def _rows(plan: StudyPlan, cells: list[CellStatus]) -> list[dict[str, object]]:

@@ -145,13 +145,15 @@ def build(data: DashboardData) -> Panel:
         )
     _reliability_table(panel, data)
     if not rows:
-        if panel.blocks:
-            return panel
-        panel.skipped = (
+        why = (
             f"fewer than {MIN_TRIALS} search trials have both {VAL_PREFIX}{primary} and "
             f"{TEST_PREFIX}{primary} ({counts[primary]}); a study with validation.kind: none has no "
             f"{VAL_PREFIX} metrics"
         )
+        if panel.blocks:  # the reliability table stands alone: say why the scatter does not
+            panel.note(f"No rank correlation of validation and test: {why}.")
+        else:
+            panel.skipped = why
         return panel
     panel.table(
         "spearman", "Spearman rank correlation of validation and test, over the search trials", pl.DataFrame(rows)

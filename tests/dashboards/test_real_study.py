@@ -71,8 +71,11 @@ def test_honest_study_shows_its_final_stage(write_spec, run_cli, tmp_path):
         page.panels
     ) and "panel failed" not in page.text
     assert not page.selection_test
-    # Two search trials are too few for a rank correlation: skipped with its reason.
-    assert "validation" in page.skipped and "fewer than 3 search trials have both val/recall_at_1" in page.text
+    # Two search trials are too few for a rank correlation (said, with its reason); how reliable the choice between
+    # them is stands in the panel alone (the parent run's selection metrics).
+    assert "validation" in page.panels and "fewer than 3 search trials have both val/recall_at_1" in page.text
+    (reliable,) = page.tables["validation_reliability"]
+    assert reliable["cell"] == spec["name"] and reliable["candidates"] == "2" and reliable["1/n"] == "0.50"
     assert "curves_final" in page.figures
 
     _, parent, trials = _runs(study_dir, spec["name"])

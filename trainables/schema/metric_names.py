@@ -60,7 +60,7 @@ EPOCH_TIME = "epoch_time_s"
 EVAL_TIME = "eval_time_s"
 # What a trial has cost so far, reported every epoch (cumulative over its restarts, from its checkpoint): models ×
 # epochs trained (k folds train k models per epoch), wall seconds in the trial, and GPU-seconds (wall × the GPUs it
-# holds) on a GPU only. A table's ``--status`` and report sum them per cell (study/table/status.py).
+# holds) on a GPU only. A table's ``--status`` and report sum them per cell (study/cell_status.py).
 COST_MODEL_EPOCHS = "cost/model_epochs"
 COST_WALL = "cost/wall_s"
 COST_GPU = "cost/gpu_s"

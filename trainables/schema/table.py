@@ -5,7 +5,7 @@ TABLE.yaml``; docs/tables.md).
 What is shared by construction lives once at the top level (data, model, training, validation folds, final
 seeds, resources, storage): an arm holds only ``family``, ``params`` and ``space``, and a cell only conditions
 under ``dataset.noise`` and ``dataset.subset``. A key that would give one arm its own budget or folds is refused
-with one line naming it. These models know no registry; :mod:`study.table.spec` builds each cell's
+with one line naming it. These models know no registry; :mod:`study.intake.cells` builds each cell's
 :class:`~trainables.schema.spec.StudySpec` and validates it with the study's own rules.
 
 What an arm may fix (``params``) or search (``space``) is an allow-list, so a setting added to the spec later is
@@ -156,7 +156,7 @@ class TableSearchSpec(_Strict):
     #: stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
     scheduler: SchedulerSpec = SchedulerSpec()
     #: The search's own variance (docs/tables.md): each cell is searched ``replicates`` times, each replicate with the
-    #: full per-cell budget and its own sampler seed (:func:`study.table.spec.replicate_seed`; replicate 0 keeps the
+    #: full per-cell budget and its own sampler seed (:func:`study.intake.plan.replicate_seed`; replicate 0 keeps the
     #: table's seeds, names and labels), and each replicate's winner is retrained on the same final seeds.
     replicates: int = Field(1, ge=1)
     #: Refuse a table whose bill exceeds this many hours on its ``max_concurrent`` slots: the bill measured on this

@@ -39,7 +39,7 @@ FINAL_KEY = "final"
 #: Key of a search trial's cell inside its Ray Tune config: the label of the plan's cell that asked for it (a table's
 #: ``<arm>.<condition>``, a study's one cell), stamped by the searcher when the trial is asked, so the scheduler, the
 #: progress view and the final stage read it instead of matching configs. Not a spec value: never part of a trial's
-#: spec or its MLflow params. Trials asked before it existed carry none (``study.table.spec.cell_of`` finds theirs).
+#: spec or its MLflow params. Trials asked before it existed carry none (``study.intake.plan.StudyPlan.cell_of`` finds theirs).
 CELL_KEY = "cell"
 
 _TOP_LEVEL_SEARCHABLE = ("seed", "family")

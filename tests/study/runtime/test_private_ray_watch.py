@@ -1,7 +1,7 @@
 """The study's own local Ray dying ends the driver at once (issue 60, items 11 and 12), without Ray: a real process
 killed with SIGKILL stands for the raylet (:class:`~study.runtime.watchdog.PrivateRayWatch`), and Tune's failure
 handling is checked to ask the watch before it acts (:func:`~study.runtime.compat.before_trial_failure`). Through a
-real study whose raylet is killed, then resumed: tests/study/table/test_private_ray_death.py."""
+real study whose raylet is killed, then resumed: tests/study/search/test_private_ray_death.py."""
 
 from __future__ import annotations
 

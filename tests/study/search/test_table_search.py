@@ -6,7 +6,7 @@ cell's best by the final stage's rule (checked against a brute-force pick over t
 Real Optuna (TPE past its start-up trials) on the table's own SQLite Optuna storage, through the searchers the table
 builds (:func:`study.search.tuners.cell_searcher` on the table's plan: per cell the study's searcher, guarded storage, ordered sampler);
 Ray's loop is simulated as its ConcurrencyLimiter drives a searcher (ask while a slot is free, a random running trial ends each step). The Ray
-end-to-end run of a table is tests/study/table/test_table_e2e.py."""
+end-to-end run of a table is tests/study/search/test_table_e2e.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A table's failed trials through real Ray (issue 40): a trial whose worker dies (SIGKILL of its Ray actor: what a lost
 node looks like to Ray) is replaced, so its cell still ends with its budget of COMPLETE Optuna trials; a trial whose
 loss is not finite counts as evaluated (FAIL, marked ``failure: nonfinite``) and is not replaced. Read back from
-Optuna, and from ``--status``. The dispatcher's accounting alone, without Ray: tests/study/table/test_table_spec.py."""
+Optuna, and from ``--status``. The dispatcher's accounting alone, without Ray: tests/study/intake/test_cells.py."""
 
 from __future__ import annotations
 

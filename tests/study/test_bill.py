@@ -18,7 +18,7 @@ from study.intake.cells import parse_table
 from study.search.calibration import ArmCalibration, Calibration
 from trainables.schema.errors import SpecError
 
-SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 QUICK = yaml.safe_load((SPACES / "table_glyphs_quick.yaml").read_text())
 
 
