@@ -126,7 +126,7 @@ def test_a_replicated_study_killed_while_one_replicate_retrains_resumes_every_tr
     spec = _replicated("t_rep_kill", tmp_path)
     del spec["storage"]  # the harness's default (runs/ in tmp_path)
     spec["train"] = {**spec["train"], "epochs": 3}
-    out = kill_then_resume(tmp_path, spec, lambda d: final_runs_finished(d) >= 1, status=False)
+    out = kill_then_resume(tmp_path, spec, lambda d: final_runs_finished(d) >= 1)
     assert not out["finished_before_kill"], out["first_output"][-2000:]  # 3 more final runs were still due
     resumed = out["resumed"]
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
