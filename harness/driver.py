@@ -151,12 +151,32 @@ def kill_driver(proc: subprocess.Popen, ray_tmp: str | None = None) -> None:
     ray_tmp = ray_tmp or environ_of(proc.pid).get("RAY_TMPDIR")
     proc.kill()
     proc.wait()
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    for pid in ray_processes(ray_tmp) if ray_tmp else []:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    time.sleep(1)
+    # Until every one of them is gone (at most the 1 s this waited before, whatever came): SIGKILL the session and the
+    # private Ray's processes again on each look, one that a dying parent had just forked included.
+    deadline = time.monotonic() + 1.0
+    while True:
+        left = _living_in_group(proc.pid) + (ray_processes(ray_tmp) if ray_tmp else [])
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
+
+
+def _living_in_group(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` that are not zombies (a zombie has ended: only its parent, init here,
+    has yet to reap it)."""
+    living = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                state, _ppid, group = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+            except (OSError, ValueError):
+                continue
+            if int(group) == pgid and state != "Z":
+                living.append(int(entry.name))
+    return living
 
 
 def mlflow_children(study_dir: Path, name: str) -> tuple[MlflowClient, list, list]:

@@ -151,6 +151,7 @@ def kill_then_resume(
     stop: Stop | None = None,
     storage: Path | None = None,
     between: Callable[[Path], object] | None = None,
+    status: bool = True,
 ) -> dict:
     """Start ``spec``'s study, SIGKILL its driver (and its Ray) once ``kill_when(study_dir)`` holds (plus a delay),
     run ``study.status``, then ``--resume`` it; return what a checker needs.
@@ -159,7 +160,8 @@ def kill_then_resume(
     that way (:func:`signal_group`), and left to stop by itself (``first_code`` is its exit code, ``stop_s`` the
     seconds it took); whatever of it is still alive after it exited is then killed. It is then resumed with the
     command its last line printed. With ``storage``, every command carries ``--set storage=STORAGE``; ``between(study_dir)``
-    looks at the study between the two drivers (returned as ``between``)."""
+    looks at the study between the two drivers (returned as ``between``), and so does ``study.status`` (returned as
+    ``status``; ``status=False``: not run, ``None``, for a test that does not read it: a process of several seconds)."""
     path = workdir / R.SPEC_FILE
     path.write_text(yaml.safe_dump(spec))
     study_dir = (storage or workdir / R.DEFAULT_STORAGE) / spec["name"]
@@ -181,13 +183,17 @@ def kill_then_resume(
         epochs_at_kill = logged_epochs(study_dir, spec["name"])
         progress = read_run_progress(study_dir)
         seen = between(study_dir) if between is not None else None
-        status = subprocess.run(
-            [sys.executable, "-m", "study.status", str(path), *located],
-            cwd=workdir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        shown = (
+            subprocess.run(
+                [sys.executable, "-m", "study.status", str(path), *located],
+                cwd=workdir,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if status
+            else None
         )
         # A driver that stopped by itself said what continues it: that command, as printed.
         args = continue_args(first["output"]) if first["code"] == EXIT_STOPPED else [str(path), *located, "--resume"]
@@ -212,7 +218,7 @@ def kill_then_resume(
         "stop_s": first["stop_s"],
         "progress": progress,
         "between": seen,
-        "status": status,
+        "status": shown,
     }
 
 

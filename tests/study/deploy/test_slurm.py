@@ -32,7 +32,7 @@ pytestmark = pytest.mark.e2e  # real studies through a real Slurm: minutes, not 
 
 NAME = "t_slurm"
 OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation none)
-EPOCHS = 10
+EPOCHS = 20  # short epochs (400 batches): each stop waits for the trials' next checkpoint
 TRIALS = 10
 FOREIGN_TOKEN = "foreign0token0of0another0cluster"
 
@@ -66,7 +66,9 @@ def test_a_job_requeues_at_its_time_limit_and_the_printed_command_resumes(tmp_pa
     if (reason := slurm_unavailable_reason()) is not None:
         pytest.skip(reason)
     spec = tiny_spec(NAME, epochs=EPOCHS, num_trials=TRIALS, max_concurrent=2)
-    spec["train"]["batches_per_epoch"] = 800  # ~5 min of study quiet (4 trials took 2): past two signals
+    # 20 epochs of 400 batches, the work of 10 of 800 (~5 min of study quiet, 4 trials took 2: past two signals), but
+    # half as long to wait at each stop for the trials' next checkpoint and for the continuation's first epoch.
+    spec["train"]["batches_per_epoch"] = 400
     spec["storage"] = str(tmp_path / "runs")
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(spec))

@@ -455,5 +455,7 @@ def test_wait_head_knows_this_jobs_head_by_its_token_and_temp_dir():
             ends = {end.rsplit(":", 1)[0] for line in sockets if line.strip() for end in line.split()[3:5]}
             assert ends <= {"127.0.0.1", "[::1]", "[::ffff:127.0.0.1]"}, ends  # every connection on loopback
         finally:
-            kill_node(head, grace=20)  # its session and every descendant, by PID, before the namespace goes
+            # its session and every descendant, by PID, before the namespace goes; SIGKILL 3 s after the SIGTERM, as a
+            # head's ray start --block does not exit on SIGTERM even within 20 s
+            kill_node(head, grace=3)
             shutil.rmtree(tmp, ignore_errors=True)

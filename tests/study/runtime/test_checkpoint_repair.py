@@ -111,7 +111,9 @@ def _leave_as_ray_does(study_dir: Path) -> list[tuple[str, int]]:
 @pytest.mark.e2e
 def test_a_study_killed_in_rays_window_resumes_the_trial_from_the_checkpoint_that_replaced_it(tmp_path):
     spec = kill_spec(40, "t_repair")
-    out = kill_then_resume(tmp_path, spec, snapshot_has_checkpointed_trial_in_flight, between=_leave_as_ray_does)
+    out = kill_then_resume(
+        tmp_path, spec, snapshot_has_checkpointed_trial_in_flight, between=_leave_as_ray_does, status=False
+    )
     assert not out["finished_before_kill"] and out["between"], out["first_output"][-2000:]
     check_resumed(out)  # every trial once, none failed, each epoch's metrics once in MLflow
     assert "is gone: it resumes from" in out["resumed"].stderr, out["resumed"].stderr[-3000:]

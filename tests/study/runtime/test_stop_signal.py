@@ -87,7 +87,7 @@ def test_sigterm_in_the_final_stage_then_resume_finishes(tmp_path):
     # --resume continues Ray's final experiment (no final run twice, none lost).
     spec = kill_spec(160, name="t_stop_final")
     spec["final"] = {"seeds": FINAL_SEEDS}
-    out = kill_then_resume(tmp_path, spec, lambda d: _final_runs(d) >= 1, stop_signal=signal.SIGTERM)
+    out = kill_then_resume(tmp_path, spec, lambda d: _final_runs(d) >= 1, stop_signal=signal.SIGTERM, status=False)
     _stopped_cleanly(out)
     assert "SIGTERM received" in out["first_output"]
     study_dir, name = out["study_dir"], spec["name"]

@@ -55,7 +55,7 @@ def test_a_killed_table_resumes_through_its_dispatcher(tmp_path):
             return True
         return False
 
-    out = kill_then_resume(tmp_path, _table(), mid_search, timeout=300)
+    out = kill_then_resume(tmp_path, _table(), mid_search, timeout=300, status=False)
     resumed, study_dir = out["resumed"], out["study_dir"]
     assert not out["finished_before_kill"], "the table ended before the kill point"
     assert resumed.returncode == 0, out["first_output"][-2000:] + resumed.stdout[-2000:] + resumed.stderr[-3000:]
@@ -102,7 +102,7 @@ def test_a_table_killed_while_a_cells_final_seeds_run_beside_the_search_resumes_
         return False
 
     table = tiny_table(FINALS, EPOCHS, 160, TRIALS, 2)
-    out = kill_then_resume(tmp_path, table, final_beside_search, timeout=300)
+    out = kill_then_resume(tmp_path, table, final_beside_search, timeout=300, status=False)
     resumed, study_dir = out["resumed"], out["study_dir"]
     assert not out["finished_before_kill"], "the table ended before the kill point"
     assert resumed.returncode == 0, out["first_output"][-2000:] + resumed.stdout[-2000:] + resumed.stderr[-3000:]
