@@ -1,12 +1,12 @@
-"""Where a run stands, per cell, read from its stores without starting anything (``python -m study.status``, printed
-by :mod:`study.status`): from each cell's Optuna study the trials finished (COMPLETE or PRUNED) / budget, stopped early (PRUNED:
-a table's scheduler stopped them) and failed (a lost
-trial is replaced, one whose loss was not finite counts as evaluated: study/search/cell_search.py), the best validation score
-and its parameters (with a flag where the winner sits at an end of its searched range); what the cell cost (model-epochs,
-wall time, GPU-hours on a GPU, and the share early stopping saved against running the same trials to the end: each
-trial's cost is recorded on its Optuna trial when it ends, study/search/cell_search.py); the final seeds done from MLflow.
+"""Where a run stands, per cell, read from its stores without starting anything (:func:`cells_status`; printed by
+:mod:`study.status`, reported by :mod:`dashboards.report`). From each cell's Optuna study: the trials finished
+(COMPLETE or PRUNED) of its budget, stopped early (PRUNED: the scheduler stopped them) and failed (a table replaces a
+lost trial; one whose loss was not finite counts as evaluated: study/search/cell_search.py); the best validation score
+and its parameters (a winner at an end of its searched range flagged); what the cell cost (model-epochs, wall time,
+GPU-hours on a GPU, the share early stopping saved: each trial's cost is recorded on its Optuna trial when it ends);
+how reliable its choice is (:mod:`study.final.reliability`); from MLflow, the final seeds done.
 
-The best trial is :func:`study.final.best.pick_best`'s on the cell's Optuna trials (ties to the earliest).
+The best trial is :func:`study.final.best.pick_best`'s on the cell's COMPLETE Optuna trials (ties to the earliest).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from study.final.best import pick_best
 from study.final.reliability import Reliability, of_trials
 from study.intake.layout import StudyLayout
-from study.intake.plan import StudyPlan
+from study.intake.plan import PlanCell, StudyPlan
 from study.runtime.storage import read_bytes
 from study.tracking import peek as tracking_peek
 from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
@@ -37,8 +37,10 @@ EDGE_SHARE = 0.05
 
 @dataclass(frozen=True)
 class CellStatus:
-    #: A table's :class:`TableCell`, or a study's :class:`~study.intake.plan.PlanCell` (a replicate).
-    cell: Any
+    """Where one cell of a run stands (:func:`cells_status`)."""
+
+    #: The cell: a table's arm on a condition, a study's one search or one of its replicates.
+    cell: PlanCell
     #: The cell's Optuna trials per state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ``RUNNING``).
     counts: dict[str, int]
     best_value: float | None
