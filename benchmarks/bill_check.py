@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from study.bill import bill_of, calibrate_plan, size_line
+from study.bill import arm_specs, bill_of, calibrate_plan, size_line
 from study.intake.load import load_plan
 from study.intake.plan import StudyPlan
 from study.search.calibration import ArmCalibration, Calibration
@@ -92,14 +92,6 @@ def real_epoch_s(spec: StudySpec, epochs: int = 1) -> float:
     return (time.perf_counter() - start) / epochs
 
 
-def _first_specs(plan: StudyPlan) -> dict[str, StudySpec]:
-    """Each arm's first cell (a study: its one family), as :func:`study.bill.calibrate_plan` measures them."""
-    first: dict[str, StudySpec] = {}
-    for cell in plan.cells:
-        first.setdefault(cell.arm, cell.spec)
-    return first
-
-
 def _bill_lines(plan: StudyPlan, cal: Calibration) -> list[str]:
     """The size line priced by ``cal`` (measured here), and the spec's assumed bill beside it."""
     lines = [f"measured: {size_line(plan, bill_of(plan, cal))}"]
@@ -140,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         cal = calibrate_plan(plan)  # what --plan and a run's start measure
         for line in _bill_lines(plan, cal):
             print(line, flush=True)
-        for arm, spec in _first_specs(plan).items():
+        for arm, spec in arm_specs(plan).items():
             real = real_epoch_s(spec, args.epochs)
             billed = cal.arms[arm].search_epoch_s
             print(

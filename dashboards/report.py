@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from dashboards.table_report import study_cost_report, write_table_report
 from study.arguments import one_line
@@ -32,7 +33,9 @@ if TYPE_CHECKING:
     from study.runtime.run_progress import RunWall
     from study.search.outcome import StudyOutcome
 
-__all__ = ["report", "print_final"]
+__all__ = ["report", "print_final", "selection_lines"]
+
+T = TypeVar("T")
 
 #: The test metrics a report prints (each with its interval): the others are in MLflow and the dashboard.
 _PRINTED = ("recall_at_1", "map_at_r", "nmi")
@@ -40,12 +43,13 @@ _PRINTED = ("recall_at_1", "map_at_r", "nmi")
 
 def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tuple[Bill | None, RunWall]) -> None:
     """Print what the run found, as its data choose (the module's docstring). Raises what writing the comparison
-    raised (the runs are stored: the caller says how to write it again)."""
-    cells = cells_status(plan)
-    _log_selection(layout, outcome.parent_run_id, cells)
+    raised (the runs are stored: the caller says how to write it again); what the cells' stores say besides (the
+    selection, the cost) only warns when it cannot be read back or logged."""
+    cells = _read_back(plan, lambda: cells_status(plan), "cell status") or []
+    _read_back(plan, lambda: _log_selection(layout, outcome.parent_run_id, cells), "selection")
     if len(plan.keys) > 1:
         if outcome.final:
-            where, text = write_table_report(plan, layout, outcome.parent_run_id, bill=bill)
+            where, text = write_table_report(plan, layout, outcome.parent_run_id, bill=bill, cells=cells or None)
             print()
             print(text)
             print(f"Written to {where}")
@@ -58,7 +62,8 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
         if len(outcome.final) > 1 and plan.replicates > 1:
             _print_replicated(outcome.final)
     if bill[0] is not None or len(plan.cells) > 1:
-        _print_costs(plan, layout, bill)
+        for line in _read_back(plan, lambda: study_cost_report(plan, layout.root, bill, cells or None), "cost") or []:
+            print(line)
 
 
 def selection_lines(cells: list[CellStatus]) -> list[str]:
@@ -137,13 +142,14 @@ def print_final(groups: list[FinalGroup]) -> None:
                 print(f"      {category:<16} {metric:<12} {mean:.4f} ± {std:.4f} [{low:.4f}, {high:.4f}]")
 
 
-def _print_costs(plan: StudyPlan, layout: StudyLayout, bill: tuple[Bill | None, RunWall]) -> None:
-    """Slot use and the bill against the actual cost (:func:`dashboards.table_report.study_cost_report`)."""
+def _read_back(plan: StudyPlan, read: Callable[[], T], what: str) -> T | None:
+    """``read()``, or ``None`` and one warning line: the run is done and stored, so lines about its cells' selection
+    and cost (read back from its stores, or logged to them) must not fail it."""
     try:
-        lines = study_cost_report(plan, layout.root, bill)
-    except Exception as e:  # the run is done and stored: lines about its cost must not fail it
-        print(f"warning: the {plan.noun}'s cost was not read back: {type(e).__name__}: {one_line(str(e))[:300]}",
-              file=sys.stderr)  # fmt: skip
-        return
-    for line in lines:
-        print(line)
+        return read()
+    except Exception as e:
+        print(
+            f"warning: the {plan.noun}'s {what} was not read back: {type(e).__name__}: {one_line(str(e))[:300]}",
+            file=sys.stderr,
+        )
+        return None

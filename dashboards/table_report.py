@@ -48,13 +48,19 @@ __all__ = [
 ]
 
 
-def table_report(plan: StudyPlan, study_dir: str, bill: tuple[Bill | None, RunWall] | None = None) -> str:
+def table_report(
+    plan: StudyPlan,
+    study_dir: str,
+    bill: tuple[Bill | None, RunWall] | None = None,
+    cells: list[CellStatus] | None = None,
+) -> str:
     """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell; with
-    ``bill`` (the bill priced before the run, the run's wall seconds), the bill against the actual cost."""
+    ``bill`` (the bill priced before the run, the run's wall seconds), the bill against the actual cost. ``cells``:
+    :func:`~study.cell_status.cells_status` when the caller read it already (default: read here)."""
     comparison, data = _comparison(plan, study_dir)  # (data: also read by the bill against the actual cost)
     parts = [f"# Table {plan.name}", "", size_line(plan, None if bill is None else bill[0]), "", *comparison]
     metric = plan.base.search.metric
-    cells = cells_status(plan)
+    cells = cells_status(plan) if cells is None else cells
     rows = [
         {
             "cell": c.cell.label,
@@ -101,9 +107,12 @@ def cost_lines(
     return lines
 
 
-def study_cost_report(plan: StudyPlan, root: str, bill: tuple[Bill | None, RunWall]) -> list[str]:
-    """A study's :func:`cost_lines` (its replicates are its cells): read from its stores after the run."""
-    cells = cells_status(plan)
+def study_cost_report(
+    plan: StudyPlan, root: str, bill: tuple[Bill | None, RunWall], cells: list[CellStatus] | None = None
+) -> list[str]:
+    """A study's :func:`cost_lines` (its replicates are its cells): read from its stores after the run (``cells``: as
+    :func:`table_report`'s)."""
+    cells = cells_status(plan) if cells is None else cells
     try:
         data = read_study(root)
     except DashboardError:  # no final stage (final.seeds: 0): the search's share alone
@@ -169,7 +178,11 @@ def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run
 
 
 def write_table_report(
-    plan: StudyPlan, layout: StudyLayout, parent_run_id: str, bill: tuple[Bill | None, RunWall] | None = None
+    plan: StudyPlan,
+    layout: StudyLayout,
+    parent_run_id: str,
+    bill: tuple[Bill | None, RunWall] | None = None,
+    cells: list[CellStatus] | None = None,
 ) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
     tag the run with the reference family (the dashboard built next compares with it); returns where it was written
@@ -179,7 +192,7 @@ def write_table_report(
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text = table_report(plan, layout.root, bill)
+    text = table_report(plan, layout.root, bill, cells)
     where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file

@@ -23,6 +23,7 @@ from study.intake.plan import StudyPlan
 from study.search.calibration import ArmCalibration, Calibration, calibrate
 from trainables.schema.errors import SpecError
 from trainables.schema.space import SchedulerSpec
+from trainables.schema.spec import StudySpec
 
 __all__ = [
     "ArmPrice",
@@ -32,6 +33,7 @@ __all__ = [
     "assumed_bill",
     "priced",
     "bill_of",
+    "arm_specs",
     "calibrate_plan",
     "model_epochs",
     "estimated_hours",
@@ -178,12 +180,17 @@ def bill_of(plan: StudyPlan, calibration: Calibration | None = None) -> Bill | N
     return None
 
 
-def calibrate_plan(plan: StudyPlan) -> Calibration:
-    """Measure each arm of a run on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
-    first: dict[str, object] = {}
+def arm_specs(plan: StudyPlan) -> dict[str, StudySpec]:
+    """Each arm's first cell's spec (a study: its one family): what a calibration measures of the arm."""
+    first: dict[str, StudySpec] = {}
     for cell in plan.cells:
         first.setdefault(cell.arm, cell.spec)
-    return calibrate(first)  # type: ignore[arg-type]
+    return first
+
+
+def calibrate_plan(plan: StudyPlan) -> Calibration:
+    """Measure each arm of a run on its first cell's spec (:func:`study.search.calibration.calibrate`)."""
+    return calibrate(arm_specs(plan))
 
 
 def model_epochs(plan: StudyPlan, scheduled: bool | None = None) -> float:

@@ -24,10 +24,9 @@ import dataclasses
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
-import yaml
 
 from dashboards.compare.cells import (
     DEFAULT_METRIC,
@@ -41,20 +40,27 @@ from trainables.schema import record as R
 
 if TYPE_CHECKING:
     from study.intake.layout import StudyLayout  # at run time imported where used (after the spec)
+    from trainables.schema.spec import StudySpec
 
 __all__ = ["locate", "read_study", "main"]
 
 
-def _layout(study: str) -> tuple[StudyLayout, str]:
-    """The study's layout and name, of a spec file or a study directory (:func:`study.intake.loading.load_study`)."""
-    from study.intake.layout import StudyLayout
+def _spec(study: str) -> StudySpec:
+    """The study's spec, of a spec file or a study directory (:func:`study.intake.loading.load_study`)."""
     from study.intake.loading import load_study
     from trainables.schema.errors import StudyError
 
     try:
-        spec = load_study(study, family_rules=False)  # the stores' locations only: no trainer (torch) imported
+        return load_study(study, family_rules=False)  # the stores' locations only: no trainer (torch) imported
     except StudyError as e:
         raise DashboardError(f"STUDY: {e}") from e
+
+
+def _layout(study: str) -> tuple[StudyLayout, str]:
+    """The study's layout and name, of a spec file or a study directory."""
+    from study.intake.layout import StudyLayout
+
+    spec = _spec(study)
     return StudyLayout.for_spec(spec), spec.name
 
 
@@ -67,25 +73,12 @@ def locate(study: str) -> tuple[str, str]:
 def first_replicates(study: str) -> tuple[list[str], int] | None:
     """A table's final groups of replicate 0 and its R, when STUDY was started as a table with ``search.replicates``
     R > 1 (its saved ``table.yaml``); ``None`` for a study or a table of one replicate."""
-    from study.intake.cells import parse_table
-    from study.runtime.storage import read_bytes
+    from study.intake.load import kept_table
 
-    layout, _ = _layout(study)
-    saved = read_bytes(layout.table_file)
-    if saved is None:
-        return None
-    # The saved spec holds every field, unset ones as null (search.metric: the cells' default): read as unset.
-    plan = parse_table(_unset_nulls(yaml.safe_load(saved)), layout.table_file)
-    if plan.replicates <= 1:
+    plan = kept_table(_spec(study))
+    if plan is None or plan.replicates <= 1:
         return None
     return [c.label for c in plan.cells if c.replicate == 0], plan.replicates
-
-
-def _unset_nulls(tree: Any) -> Any:
-    """A mapping without its ``None`` values, at every depth."""
-    if isinstance(tree, dict):
-        return {k: _unset_nulls(v) for k, v in tree.items() if v is not None}
-    return tree
 
 
 def read_study(study: str) -> DashboardData:

@@ -20,8 +20,9 @@ from study.intake.layout import StudyLayout
 from study.intake.loading import apply_overrides, load_study, parse_spec, read_raw
 from study.intake.plan import StudyPlan
 from study.runtime.storage import read_bytes
+from trainables.schema.spec import StudySpec
 
-__all__ = ["load_plan"]
+__all__ = ["load_plan", "kept_table"]
 
 
 def load_plan(path: str | Path, overrides: list[str] | None = None, *, family_rules: bool = True) -> StudyPlan:
@@ -30,16 +31,22 @@ def load_plan(path: str | Path, overrides: list[str] | None = None, *, family_ru
     :func:`study.intake.loading.parse_spec` (a command that trains nothing need not import the trainers)."""
     if "://" in str(path) or Path(path).is_dir():  # a study's directory, local or on an object store
         base = load_study(path, overrides, family_rules=family_rules)  # its spec.yaml, where the directory lies
-        table_file = StudyLayout.for_spec(base).table_file
-        if (written := read_bytes(table_file)) is None:
-            return StudyPlan.of_study(base)
-        # A table's directory: the table as it was started, found where it lies now (as load_study finds a study).
-        raw = apply_overrides({**_unset_nulls(yaml.safe_load(written)), "storage": base.storage}, overrides or [])
-        return parse_table(raw, table_file)
+        return kept_table(base, overrides) or StudyPlan.of_study(base)
     raw = read_raw(path, overrides)
     if _is_table(raw):
         return parse_table(raw, str(path))
     return StudyPlan.of_study(parse_spec(raw, str(path), family_rules=family_rules))
+
+
+def kept_table(base: StudySpec, overrides: list[str] | None = None) -> StudyPlan | None:
+    """The table whose directory ``base`` (a run's ``spec.yaml``) lies in, as it was started (its ``table.yaml``),
+    found where the directory lies now (as :func:`study.intake.loading.load_study` finds a study); ``None`` for a
+    study's directory."""
+    table_file = StudyLayout.for_spec(base).table_file
+    if (written := read_bytes(table_file)) is None:
+        return None
+    raw = apply_overrides({**_unset_nulls(yaml.safe_load(written)), "storage": base.storage}, overrides or [])
+    return parse_table(raw, table_file)
 
 
 def _unset_nulls(tree: Any) -> Any:
