@@ -36,7 +36,7 @@ from study.intake.layout import StudyLayout
 from study.intake.plan import StudyPlan
 from study.intake.validation import spec_from_tune_config, trial_params
 from study.runtime import stopping
-from study.runtime.cluster import check_storage_reachable, connect_ray
+from study.runtime.cluster import check_storage_reachable, connect_ray, shutdown_ray
 from study.runtime.compat import snapshot_failed_trials
 from study.runtime.lock import study_lock
 from study.runtime.stop_callback import RayLossWatch, caused_by_stop
@@ -249,9 +249,7 @@ def _shutdown_ray(started_ray: bool, watch: RayLossWatch | None, node: PrivateRa
     if watch is not None:
         watch.disarm()
     if started_ray:
-        import ray
-
-        ray.shutdown()
+        shutdown_ray()
 
 
 def _run_validated(
