@@ -44,6 +44,7 @@ from trainables.schema.metric_names import (
     R_PRECISION,
     TEST_PREFIX,
     VAL_PREFIX,
+    mean_last,
 )
 
 # One tqdm bar per downloaded parquet file would flood the end of every study's output.
@@ -276,6 +277,8 @@ def _study_info(client: MlflowClient, experiment: Any, parent: Run | None, trial
     params = parent.data.params if parent else {}
     tags = parent.data.tags if parent else {}
     metric = params.get(R.PARAM_SEARCH_METRIC) or _default_metric(trials)
+    if (k := params.get(R.PARAM_SELECT_MEAN_LAST)) is not None:  # what ranked its trials (search.select_on)
+        metric = mean_last(int(k), metric)
     space = _spec_space(tags.get(R.STUDY_DIR))
     if space is None:
         space = _params_space(params)

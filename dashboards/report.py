@@ -89,7 +89,7 @@ def _print_best(plan: StudyPlan, outcome: StudyOutcome) -> None:
     replicate's winner, the first being replicate 0's."""
     if outcome.best_value is None:
         return
-    metric = plan.base.search.metric
+    metric = plan.base.search.objective
     of = " (replicate 0)" if len(outcome.cell_bests) > 1 else ""
     print(f"Best trial{of} {outcome.best_trial_id}: {metric} = {outcome.best_value:.4f}")
     for name, value in outcome.best_params.items():

@@ -59,7 +59,7 @@ def table_report(
     :func:`~study.cell_status.cells_status` when the caller read it already (default: read here)."""
     comparison, data = _comparison(plan, study_dir)  # (data: also read by the bill against the actual cost)
     parts = [f"# Table {plan.name}", "", size_line(plan, None if bill is None else bill[0]), "", *comparison]
-    metric = plan.base.search.metric
+    metric = plan.base.search.objective
     cells = cells_status(plan) if cells is None else cells
     rows = [
         {

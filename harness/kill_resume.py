@@ -243,8 +243,9 @@ def kill_and_resume(
     return kill_then_resume(workdir, spec, reached, extra_delay_s=extra_delay_s, timeout=timeout)
 
 
-def check_resumed(out: dict) -> None:
-    """Exactly N trials in Ray, Optuna and MLflow; one child run each; continuous per-epoch histories."""
+def check_resumed(out: dict, objective: str = "test/recall_at_1") -> None:
+    """Exactly N trials in Ray, Optuna and MLflow; one child run each; continuous per-epoch histories; each Optuna
+    value the last logged ``objective`` of a run (what ranks a trial: ``search.objective``)."""
     resumed, study_dir, name = out["resumed"], out["study_dir"], out["name"]
     assert resumed.returncode == 0, out["first_output"][-2000:] + resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert f"{NUM_TRIALS} trials (0 failed)" in resumed.stdout
@@ -260,4 +261,4 @@ def check_resumed(out: dict) -> None:
             steps = [m.step for m in client.get_metric_history(run.info.run_id, metric)]
             assert sorted(steps) == list(range(1, EPOCHS + 1)), (metric, steps)
     optuna_values = sorted(float(t.value) for t in optuna_trials(study_dir, name) if t.value is not None)
-    assert optuna_values == pytest.approx(sorted(r.data.metrics["test/recall_at_1"] for r in children))
+    assert optuna_values == pytest.approx(sorted(r.data.metrics[objective] for r in children))

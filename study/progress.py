@@ -154,7 +154,7 @@ class CellProgress(ThrottledTable):
 
     def render(self, trials: list[Trial]) -> str:
         plan = self.plan
-        metric, mode, epochs = plan.base.search.metric, plan.base.search.mode, plan.base.train.epochs
+        metric, mode, epochs = plan.base.search.objective, plan.base.search.mode, plan.base.train.epochs
         per_cell: dict[str, list[Trial]] = {c.label: [] for c in plan.cells}
         # A cell's final seeds, when they start as its search ends (study.search.cell_search): in this experiment.
         finals: dict[str, list[Trial]] = {c.label: [] for c in plan.cells}

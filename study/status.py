@@ -56,7 +56,7 @@ def print_status(plan: StudyPlan) -> int:
     validated = R.SELECTION_VALIDATION if plan.base.validation.enabled else R.SELECTION_TEST
     print(f"  stage: {stage}; hyperparameters selected on the {tags.get(R.SELECTION, validated)} classes")
     if len(cells) == 1 and (best := cells[0]).best_value is not None:
-        print(f"  best so far: Optuna trial {best.best_number}: {plan.base.search.metric} = {best.best_value:.4f}")
+        print(f"  best so far: Optuna trial {best.best_number}: {plan.base.search.objective} = {best.best_value:.4f}")
         for name, value in best.best_params.items():
             print(f"    {name} = {value}")
     parent = tracking_peek.parent_status(layout.tracking_uri, plan.name)
@@ -92,7 +92,7 @@ def _print_trials(plan: StudyPlan, cells: list[CellStatus], layout: StudyLayout)
 
 
 def _rows(plan: StudyPlan, cells: list[CellStatus]) -> list[dict[str, object]]:
-    metric = plan.base.search.metric
+    metric = plan.base.search.objective
     return [
         {
             "cell": c.cell.label,

@@ -121,7 +121,7 @@ def best_per_group(
     whose Ray trial ids differ, pick the same).
 
     ``group`` maps a trial's config to its group (default: the ``final.group_by`` values; a table: its cell)."""
-    metric = spec.search.metric
+    metric = spec.search.objective  # what ranks a trial (search.select_on)
     label = group or (lambda config: group_label(spec, sampled_values(config)))
     members: dict[str | None, list[Result]] = {}
     for r in _finished(results_of(results)):

@@ -377,7 +377,7 @@ def _close_study(spec: StudySpec, store: TrackingStore, parent: str, outcome: St
     tags: dict[str, str] = {}
     if not outcome.interrupted:  # a stopped study's best so far is no result: --resume writes it
         if outcome.best_value is not None:
-            metrics[R.best_metric(spec.search.metric)] = outcome.best_value
+            metrics[R.best_metric(spec.search.objective)] = outcome.best_value
         tags[R.BEST_TRIAL_ID] = outcome.best_trial_id or ""
     if outcome.succeeded:
         tags[R.STAGE] = R.STAGE_DONE

@@ -140,7 +140,7 @@ def study_searcher(spec: StudySpec, layout: StudyLayout, study_name: str, lag: i
     sampler = make_sampler(s.sampler, s.space)
     return StudySearch(
         space=to_optuna(s.space),
-        metric=s.metric,
+        metric=s.objective,
         mode=s.mode,
         sampler=OrderedSampler(sampler, lag) if s.reproducible else sampler,
         study_name=study_name,
@@ -158,7 +158,7 @@ def cell_searcher(plan: StudyPlan, layout: StudyLayout) -> CellSearch:
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, plan.lag)) for c in plan.cells]
     final = plan.base.final if plan.final_with_search else None
     budget = CellBudget(plan.trials_per_cell, plan.replace_lost, final, plan.base.train.epochs)
-    return CellSearch(cells, budget, s.metric, s.mode, trials_dir=layout.tune_dir)
+    return CellSearch(cells, budget, s.objective, s.mode, trials_dir=layout.tune_dir)
 
 
 def cell_scheduler(plan: StudyPlan, layout: StudyLayout) -> TrialScheduler:
@@ -173,12 +173,12 @@ def cell_scheduler(plan: StudyPlan, layout: StudyLayout) -> TrialScheduler:
     if s.scheduler.type == "halving":  # synchronous successive halving, rungs per cell (docs/tables.md)
         sch = s.scheduler
         rule = HalvingRule(
-            plan.trials_per_cell, s.metric, s.mode, epochs, sch.first_rung, sch.reduction_factor, sch.hedge
+            plan.trials_per_cell, s.objective, s.mode, epochs, sch.first_rung, sch.reduction_factor, sch.hedge
         )
         return HalvingScheduler(cells, rule, layout.asha_state)
     if s.scheduler.type != "asha":
         return FIFOScheduler()
-    rungs = Rungs(s.metric, s.mode, epochs, s.scheduler.grace_period, s.scheduler.reduction_factor)
+    rungs = Rungs(s.objective, s.mode, epochs, s.scheduler.grace_period, s.scheduler.reduction_factor)
     return CellASHA(cells, rungs, layout.asha_state)
 
 
@@ -187,7 +187,7 @@ def _live_view(plan: StudyPlan) -> ProgressTable | CellProgress:
     if plan.view == VIEW_CELLS:
         return CellProgress(plan)
     s = plan.base.search
-    return ProgressTable(TrialColumns(s.metric, s.mode, s.num_trials, plan.base.train.epochs, tuple(s.space)))
+    return ProgressTable(TrialColumns(s.objective, s.mode, s.num_trials, plan.base.train.epochs, tuple(s.space)))
 
 
 def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback) -> Tuner:
@@ -203,7 +203,7 @@ def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: M
     def search_config() -> dict[str, Any]:
         searcher = cell_searcher(plan, layout)
         return {
-            "metric": plan.base.search.metric,
+            "metric": plan.base.search.objective,
             "mode": plan.base.search.mode,
             "search_alg": searcher,
             "scheduler": cell_scheduler(plan, layout),

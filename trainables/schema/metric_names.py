@@ -48,6 +48,7 @@ __all__ = [
     "per_category",
     "split_per_category",
     "final_metric",
+    "mean_last",
     "bounds_of",
 ]
 
@@ -188,6 +189,15 @@ def final_metric(metric: str) -> str:
     """The test metric the final stage reports for a search metric: ``val/recall_at_1`` → ``test/recall_at_1``; a
     metric without the validation prefix (selection on the test classes) is its own."""
     return TEST_PREFIX + metric.removeprefix(VAL_PREFIX) if metric.startswith(VAL_PREFIX) else metric
+
+
+def mean_last(k: int, metric: str) -> str:
+    """What ranks a trial under ``search.select_on: {mean_last: k}``, the mean of its last k epochs' values of
+    ``metric``: ``val/recall_at_1`` → ``val/mean_last_3/recall_at_1`` (its split's prefix first, so the rule that the
+    searcher sees validation metrics only reads it as it reads the metric; its base name last, so its bounds are the
+    metric's)."""
+    split, sep, name = metric.partition("/")
+    return f"{split}/mean_last_{k}/{name}" if sep else f"mean_last_{k}/{metric}"
 
 
 def on_fold(fold: int, name: str) -> str:

@@ -60,6 +60,7 @@ __all__ = [
     "PARENT_TAGS",
     "SELECTION_TAGS",
     "PARAM_SEARCH_METRIC",
+    "PARAM_SELECT_MEAN_LAST",
     "PARAM_SEARCH_MODE",
     "PARAM_SEARCH_NUM_TRIALS",
     "PARAM_SEARCH_SPACE",
@@ -215,6 +216,8 @@ NOTE_TAG: Final = "mlflow.note.content"
 
 #: Params of the parent run (the spec flattened with dots) that readers use.
 PARAM_SEARCH_METRIC: Final = "search.metric"
+#: ``search.select_on: {mean_last: k}``, flattened on the parent run (absent under ``last``).
+PARAM_SELECT_MEAN_LAST: Final = "search.select_on.mean_last"
 PARAM_SEARCH_MODE: Final = "search.mode"
 PARAM_SEARCH_NUM_TRIALS: Final = "search.num_trials"
 #: Prefix of the flattened search space (``search.space.<name>.type``, ``.log``, ...).

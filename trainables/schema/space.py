@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from trainables.schema._strict import Seed, _Strict
-from trainables.schema.metric_names import VAL_PREFIX, recall_at
+from trainables.schema.metric_names import VAL_PREFIX, mean_last, recall_at
 
 __all__ = [
     "FloatParam",
@@ -20,6 +20,10 @@ __all__ = [
     "SamplerSpec",
     "SchedulerSpec",
     "SearchSpec",
+    "MeanLast",
+    "SelectOn",
+    "check_select_on",
+    "objective_of",
     "condition_holds",
     "param_extremes",
     "check_halving",
@@ -170,8 +174,38 @@ class SchedulerSpec(_Strict):
         return data
 
 
-#: A study's ``search`` keys that a table had alone before issue 50 (their defaults are not dumped).
-_STUDY_KEYS_SINCE_ISSUE_50 = ("replicates", "max_hours", "epoch_seconds")
+class MeanLast(_Strict):
+    """``search.select_on: {mean_last: k}``: a trial is ranked by the mean of its last ``k`` epochs' values of
+    ``search.metric`` (fewer while it has trained fewer), not by its last value alone."""
+
+    mean_last: int = Field(ge=2)
+
+
+#: What ranks a trial (issue 59): ``last``, its last epoch's value of ``search.metric``, or :class:`MeanLast`.
+SelectOn = Literal["last"] | MeanLast
+
+
+def check_select_on(value: Any) -> Any:
+    """One line for a ``select_on`` that is neither form (pydantic's union would print two)."""
+    if value == "last" or isinstance(value, MeanLast):
+        return value
+    k = value.get("mean_last") if isinstance(value, dict) and set(value) == {"mean_last"} else None
+    if isinstance(k, int) and not isinstance(k, bool) and k >= 2:
+        return value
+    raise ValueError(
+        f"got {value!r}; use last (a trial's last epoch) or {{mean_last: k}} with an integer k >= 2 (the mean of its "
+        "last k epochs)"
+    )
+
+
+def objective_of(metric: str, select_on: SelectOn) -> str:
+    """The name of what ranks a trial: ``metric`` itself under ``last``, else :func:`mean_last`'s name for it."""
+    return metric if select_on == "last" else mean_last(select_on.mean_last, metric)
+
+
+#: A study's ``search`` keys gained after studies were started (``replicates`` … a table had alone before issue 50;
+#: ``select_on``: issue 59): their defaults are not dumped.
+_STUDY_KEYS_SINCE_ISSUE_50 = ("replicates", "max_hours", "epoch_seconds", "select_on")
 
 
 class SearchSpec(_Strict):
@@ -180,6 +214,10 @@ class SearchSpec(_Strict):
     #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``), filled in by StudySpec.
     metric: str = VAL_PREFIX + recall_at(1)
     mode: Literal["max", "min"] = "max"
+    #: What ranks a trial, for the searcher, the scheduler's rungs and the final stage's choice alike (issue 59):
+    #: ``last`` (its last epoch's ``metric``) or ``{mean_last: k}`` (the mean of its last k epochs' ``metric``, which
+    #: evens out the epoch-to-epoch wobble of a small validation set). The trials report it as :attr:`objective`.
+    select_on: SelectOn = "last"
     sampler: SamplerSpec = SamplerSpec()
     scheduler: SchedulerSpec = SchedulerSpec()
     space: dict[str, ParamSpec] = {}
@@ -198,9 +236,16 @@ class SearchSpec(_Strict):
     #: is measured and the size line says "assumed".
     epoch_seconds: float | None = Field(None, gt=0)
 
+    _select_on = field_validator("select_on", mode="before")(check_select_on)
+
+    @property
+    def objective(self) -> str:
+        """The reported value that ranks a trial (:func:`objective_of`): ``metric`` under ``select_on: last``."""
+        return objective_of(self.metric, self.select_on)
+
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Keys gained after studies were started (issue 50) are dumped only when set: a study's saved spec.yaml and the
+        # Keys gained after studies were started (issue 50, 59) are dumped only when set: a study's saved spec.yaml and the
         # spec in its Ray experiment's param space, both written before, stay what this version writes (a resume
         # compares the one, Ray's Tuner.restore the keys of the other).
         data: dict[str, Any] = handler(self)

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.plain_text import PlainText
-from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec, check_halving
+from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec, SelectOn, check_halving, check_select_on
 from trainables.schema.spec import (
     DatasetSpec,
     DiagnosticsSpec,
@@ -145,6 +145,9 @@ class TableSearchSpec(_Strict):
     #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``).
     metric: str | None = None
     mode: Literal["max", "min"] = "max"
+    #: What ranks a cell's trials (``last`` or ``{mean_last: k}``: :attr:`trainables.schema.space.SearchSpec.select_on`),
+    #: the same for every arm.
+    select_on: SelectOn = "last"
     sampler: SamplerSpec = SamplerSpec()
     #: Each cell's trial *i* is sampled knowing the outcomes of the cell's trials 0 … i − lag only (lag: ⌈
     #: ``max_concurrent`` / cells⌉), so timing never changes what a cell samples (study/search/ordered_sampler.py).
@@ -166,6 +169,8 @@ class TableSearchSpec(_Strict):
     #: ``resources`` (e.g. a previous study's ``epoch_time_s``); set, nothing is measured and the size line says
     #: "assumed".
     epoch_seconds: float | None = Field(None, gt=0)
+
+    _select_on = field_validator("select_on", mode="before")(check_select_on)
 
 
 class TableFinalSpec(_Strict):

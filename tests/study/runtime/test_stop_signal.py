@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -112,6 +113,9 @@ def test_sigusr1_once_every_trial_exists_is_no_result_and_resume_finishes(tmp_pa
     # start here), the running one reaches its next checkpoint, and the driver exits 3. The study lives where
     # --set storage= puts it, so the command the driver prints (kill_then_resume resumes with it) must carry it.
     spec = kill_spec(160, name="t_stop_last")
+    # Ranked on the mean of the last 2 epochs (search.select_on): the stopped trial's history goes through its
+    # checkpoint, so after --resume every trial's Optuna value is the mean of its own last 2 logged epochs.
+    spec["search"]["select_on"] = {"mean_last": 2}
     storage = tmp_path / "elsewhere"
     out = kill_then_resume(
         tmp_path,
@@ -142,10 +146,17 @@ def test_sigusr1_once_every_trial_exists_is_no_result_and_resume_finishes(tmp_pa
     assert (NUM_TRIALS - 1) * EPOCHS + 1 <= progress.epochs_checkpointed < NUM_TRIALS * EPOCHS, progress
     assert progress.startup_s is not None and 0 < progress.startup_s < progress.run_s, progress
     assert progress.epoch_s is not None and progress.epoch_s > 0, progress
-    check_resumed(out)  # exit 0, each trial COMPLETE once, epochs 1..EPOCHS once, parent FINISHED
+    check_resumed(out, "test/mean_last_2/recall_at_1")  # exit 0, each trial COMPLETE once, epochs 1..EPOCHS once
     resumed = read_run_progress(out["study_dir"])
     assert resumed is not None and (resumed.exit_code, resumed.stopped_on) == (0, None), resumed
     assert resumed.epochs_checkpointed >= 1, resumed
+    client, _, children = mlflow_children(out["study_dir"], spec["name"])
+    history = [
+        sorted(client.get_metric_history(c.info.run_id, "test/recall_at_1"), key=lambda m: m.step) for c in children
+    ]
+    means = sorted(np.mean([m.value for m in h[-2:]]) for h in history)
+    ranked = sorted(t.value for t in optuna_trials(out["study_dir"], spec["name"]))
+    assert ranked == pytest.approx(means, abs=1e-9), (ranked, means)
 
 
 @pytest.mark.e2e

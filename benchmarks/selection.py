@@ -1,0 +1,207 @@
+"""Which selection rule picks, among a cell's candidates, the one that is best on the test classes? (issue 59, part 4:
+the replay of the rules that need no retraining.)
+
+Runs (or reuses) the glyphs table reduced to ms and bspml at 20 % per-class noise, FIFO, once per search seed
+(``search.sampler.seed``; nothing else changes), and replays each rule of :data:`RULES` offline on the same candidates:
+every search trial of a cell, which all trained every epoch (FIFO). A rule scores each candidate from its validation
+history (MLflow's per-epoch ``val/`` metrics) and picks the best score, ties to the earliest trial, as the final stage
+picks (:func:`study.final.best.pick_best`). ``search.select_on`` and ``search.metric`` rank by exactly these scores
+(``last`` / ``{mean_last: k}`` of ``val/recall_at_1`` or ``val/map_at_r``), so a rule's pick here is what the product
+would retrain, on the same trials.
+
+**An audit, in this benchmark only**: every search trial reports its test Recall@1 once, at its last epoch (the
+holdout model on the test classes), and nothing in the product ever selects on it. Printed per rule, over cells and
+seeds:
+
+- the selection **regret**: the best candidate's test Recall@1 minus the chosen one's (mean over cells);
+- **Kendall τ** between the candidates' scores and their test Recall@1 (mean over cells);
+- the **overtuning** share: cells whose pick is worse on test than the cell's median candidate;
+- per seed, **Δ bspml − ms** of the two picks' test Recall@1 (one model each, not the final stage's seeds), and
+  whether the seeds agree in sign;
+- the **cost** as model-epochs over today's rule's: 1.00 for every rule here (they read the same trials).
+
+A replay, not a rerun: a search ranked by another rule would ask TPE for other trials after its start-up ones, so this
+isolates the choice among a fixed population. What it does not measure (reruns: the next step of part 4): a cosine
+learning-rate schedule, a reshuffled holdout, the finalist race, and the final stage's Δ on 7 seeds.
+
+    PYTHONPATH=$PWD python -m benchmarks.selection --out /tmp/bench-selection --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.stats import kendalltau
+
+from study.final.best import pick_best
+from trainables.schema import record as R
+from trainables.schema.metric_names import MAP_AT_R, on_test, on_val, recall_at
+
+__all__ = ["RULES", "Candidate", "Pick", "replay", "reduced_table", "main"]
+
+REPO = Path(__file__).resolve().parents[1]
+TABLE = REPO / "search_spaces" / "table_glyphs.yaml"
+ARMS = ("ms", "bspml")
+NOISE = 0.2
+TEST = on_test(recall_at(1))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One search trial of a cell: its creation order, per validation metric its value per epoch, its test score."""
+
+    order: int
+    history: dict[str, dict[int, float]]
+    test: float
+
+
+def _mean_last(metric: str, k: int) -> Callable[[Candidate], float]:
+    def score(c: Candidate) -> float:
+        values = [v for _, v in sorted(c.history[metric].items())][-k:]
+        return float(np.mean(values))
+
+    return score
+
+
+#: Rule name → a candidate's score (higher ranks first). "last R@1" is today's default.
+RULES: dict[str, Callable[[Candidate], float]] = {
+    "last R@1": _mean_last(on_val(recall_at(1)), 1),
+    "mean_last 2 R@1": _mean_last(on_val(recall_at(1)), 2),
+    "mean_last 3 R@1": _mean_last(on_val(recall_at(1)), 3),
+    "last MAP@R": _mean_last(on_val(MAP_AT_R), 1),
+    "mean_last 3 MAP@R": _mean_last(on_val(MAP_AT_R), 3),
+}
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One cell (seed, arm) under one rule: the pick's test score and the audit's numbers."""
+
+    seed: int
+    arm: str
+    rule: str
+    test: float
+    regret: float
+    tau: float
+    overtuned: bool
+
+
+def replay(seed: int, arm: str, candidates: Sequence[Candidate]) -> list[Pick]:
+    """Every rule's pick among ``candidates`` (one cell), with its regret, τ and overtuning."""
+    tests = np.array([c.test for c in candidates])
+    picks = []
+    for rule, score in RULES.items():
+        scores = [score(c) for c in candidates]
+        best = pick_best(range(len(candidates)), lambda i: scores[i], lambda i: candidates[i].order, "max")
+        assert best is not None, "a cell without candidates"
+        tau = float(kendalltau(scores, tests).statistic)
+        chosen = float(tests[best])
+        picks.append(Pick(seed, arm, rule, chosen, float(tests.max()) - chosen, tau, chosen < float(np.median(tests))))
+    return picks
+
+
+def reduced_table(seed: int, out: Path) -> Path:
+    """The glyphs table with arms ms and bspml at 20 % noise, FIFO, searched with sampler seed ``seed``; one final
+    seed (the replay reads the search only). Written as ``out/sel_s<seed>.yaml``."""
+    raw = yaml.safe_load(TABLE.read_text())
+    raw["name"] = f"sel_s{seed}"
+    raw["arms"] = {a: raw["arms"][a] for a in ARMS}
+    raw["cells"] = {"dataset.noise.ratio": [NOISE]}
+    raw["search"]["sampler"]["seed"] = seed
+    raw["search"]["scheduler"] = {"type": "fifo"}
+    raw["final"]["seeds"] = 1
+    raw["storage"] = str(out / "runs")
+    path = out / f"sel_s{seed}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _run(spec: Path, study_dir: Path) -> None:
+    """Run the table (resume it when its directory exists; a finished one only prints its report)."""
+    args = [sys.executable, "-m", "study.run", str(spec), *(["--resume"] if study_dir.exists() else [])]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(
+            f"{spec.name}: the table exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        )
+
+
+def _candidates(study_dir: Path) -> dict[str, list[Candidate]]:
+    """Per arm (family), its cell's search trials with their validation histories and test score, from MLflow."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(R.sqlite_uri(study_dir / R.MLFLOW_DB))
+    experiment = client.get_experiment_by_name(study_dir.name)
+    assert experiment is not None, f"no MLflow experiment {study_dir.name}"
+    runs = client.search_runs([experiment.experiment_id], max_results=10_000)
+    out: dict[str, list[Candidate]] = {}
+    search = [
+        r for r in runs if r.data.tags.get(R.ROLE_TAG) == R.ROLE_TRIAL and r.data.tags.get(R.STAGE) == R.STAGE_SEARCH
+    ]
+    for run in sorted(search, key=lambda r: r.info.start_time):
+        history = {
+            m: {x.step: x.value for x in client.get_metric_history(run.info.run_id, m)}
+            for m in (on_val(recall_at(1)), on_val(MAP_AT_R))
+        }
+        arm = run.data.tags[R.FAMILY]
+        out.setdefault(arm, []).append(Candidate(len(out.get(arm, [])), history, run.data.metrics[TEST]))
+    return out
+
+
+def _table(picks: list[Pick], seeds: Sequence[int]) -> str:
+    lines = [
+        f"{'rule':<18} {'regret':>7} {'tau':>6} {'overtuned':>9}  "
+        + " ".join(f"{'Δ s' + str(s):>8}" for s in seeds)
+        + "  agree  cost"
+    ]
+    for rule in RULES:
+        mine = [p for p in picks if p.rule == rule]
+        deltas = []
+        for s in seeds:
+            by_arm = {p.arm: p.test for p in mine if p.seed == s}
+            deltas.append(by_arm["bspml"] - by_arm["ms"])
+        agree = "yes" if len({math.copysign(1, d) for d in deltas if d != 0}) <= 1 else "no"
+        lines.append(
+            f"{rule:<18} {np.mean([p.regret for p in mine]):>7.4f} {np.nanmean([p.tau for p in mine]):>6.2f} "
+            f"{sum(p.overtuned for p in mine):>4}/{len(mine):<4}  "
+            + " ".join(f"{d:>+8.4f}" for d in deltas)
+            + f"  {agree:>5}  1.00"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("/tmp/bench-selection"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    picks: list[Pick] = []
+    for seed in args.seeds:
+        spec = reduced_table(seed, args.out)
+        study_dir = args.out / "runs" / f"sel_s{seed}"
+        _run(spec, study_dir)
+        for arm, candidates in sorted(_candidates(study_dir).items()):
+            picks += replay(seed, arm, candidates)
+            for c in candidates:
+                print(
+                    f"seed {seed} {arm:<6} trial {c.order}: test {c.test:.4f}  "
+                    + "  ".join(f"{rule} {score(c):.4f}" for rule, score in RULES.items())
+                )
+    print()
+    print(f"The glyphs table, ms and bspml at {NOISE:.0%} noise, 8 trials per cell, seeds {args.seeds}:")
+    print(_table(picks, args.seeds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""benchmarks.selection's replay on constructed candidates: each rule's pick, regret, τ and overtuning by hand."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from benchmarks.selection import Candidate, reduced_table, replay
+
+R1, MAP = "val/recall_at_1", "val/map_at_r"
+
+
+def _candidate(order: int, r1: list[float], test: float, map_r: list[float] | None = None) -> Candidate:
+    history = {R1: dict(enumerate(r1, 1)), MAP: dict(enumerate(map_r or r1, 1))}
+    return Candidate(order, history, test)
+
+
+def test_the_last_epoch_picks_a_lucky_spike_that_the_mean_of_the_last_three_does_not():
+    candidates = [
+        _candidate(0, [0.50, 0.51, 0.52], test=0.60),  # steady
+        _candidate(1, [0.40, 0.41, 0.55], test=0.55),  # a spike at its last epoch
+        _candidate(2, [0.30, 0.30, 0.30], test=0.50),
+    ]
+    picks = {p.rule: p for p in replay(0, "ms", candidates)}
+    last, mean3 = picks["last R@1"], picks["mean_last 3 R@1"]
+    assert (last.test, last.regret, last.overtuned) == (0.55, pytest.approx(0.05), False)  # the median is 0.55
+    assert (mean3.test, mean3.regret) == (0.60, 0.0)
+    # τ of the scores with the test scores: last 0.55 > 0.52 > 0.30 against 0.55 < 0.60, 0.50 → one discordant pair
+    assert last.tau == pytest.approx(1 / 3) and mean3.tau == pytest.approx(1.0)
+
+
+def test_ties_go_to_the_earliest_trial_and_a_pick_below_the_median_is_overtuned():
+    candidates = [_candidate(0, [0.5], 0.40), _candidate(1, [0.5], 0.70), _candidate(2, [0.4], 0.60)]
+    pick = next(p for p in replay(1, "bspml", candidates) if p.rule == "last R@1")
+    assert (pick.test, pick.regret, pick.overtuned) == (0.40, pytest.approx(0.30), True)
+
+
+def test_the_reduced_table_is_the_glyphs_table_at_one_noise_with_two_arms(tmp_path):
+    raw = yaml.safe_load(reduced_table(2, tmp_path).read_text())
+    assert list(raw["arms"]) == ["ms", "bspml"] and raw["cells"] == {"dataset.noise.ratio": [0.2]}
+    assert raw["search"]["sampler"]["seed"] == 2 and raw["search"]["scheduler"] == {"type": "fifo"}
+    assert raw["name"] == "sel_s2" and raw["storage"] == str(tmp_path / "runs")
