@@ -20,11 +20,12 @@ seeds:
   whether the seeds agree in sign;
 - the **cost** as model-epochs over today's rule's: 1.00 for every rule here (they read the same trials).
 
-A replay, not a rerun: a search ranked by another rule would ask TPE for other trials after its start-up ones, so this
-isolates the choice among a fixed population. What it does not measure (reruns: the next step of part 4): a cosine
-learning-rate schedule, a reshuffled holdout, the finalist race, and the final stage's Δ on 7 seeds.
+Each rule is replayed, not rerun: a search ranked by another rule would ask TPE for other trials after its start-up
+ones, so this isolates the choice among a fixed population. A training variant (:data:`VARIANTS`: the learning rate
+annealed by ``train.lr_schedule: cosine``) is a rerun of the tables. Not measured here (the next steps of part 4): a
+reshuffled holdout, the finalist race, and the final stage's Δ on 7 seeds.
 
-    PYTHONPATH=$PWD python -m benchmarks.selection --out /tmp/bench-selection --seeds 0 1 2
+    PYTHONPATH=$PWD python -m benchmarks.selection --out /tmp/bench-selection --seeds 0 1 2 --variants today cosine
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +54,13 @@ REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "search_spaces" / "table_glyphs.yaml"
 ARMS = ("ms", "bspml")
 NOISE = 0.2
+#: The training variants the tables are run under (a rerun each; the rules are replayed within each): today's specs,
+#: and the learning rate annealed to 0 over the epochs (``train.lr_schedule``), which the issue expects to cut the
+#: epoch-to-epoch wobble that the last epoch's value carries.
+VARIANTS: dict[str, dict[str, dict]] = {
+    "today": {},
+    "cosine": {"train": {"lr_schedule": {"type": "cosine"}}},
+}
 TEST = on_test(recall_at(1))
 
 
@@ -84,8 +93,9 @@ RULES: dict[str, Callable[[Candidate], float]] = {
 
 @dataclass(frozen=True)
 class Pick:
-    """One cell (seed, arm) under one rule: the pick's test score and the audit's numbers."""
+    """One cell (variant, seed, arm) under one rule: the pick's test score and the audit's numbers."""
 
+    variant: str
     seed: int
     arm: str
     rule: str
@@ -95,7 +105,7 @@ class Pick:
     overtuned: bool
 
 
-def replay(seed: int, arm: str, candidates: Sequence[Candidate]) -> list[Pick]:
+def replay(seed: int, arm: str, candidates: Sequence[Candidate], variant: str = "today") -> list[Pick]:
     """Every rule's pick among ``candidates`` (one cell), with its regret, τ and overtuning."""
     tests = np.array([c.test for c in candidates])
     picks = []
@@ -105,22 +115,31 @@ def replay(seed: int, arm: str, candidates: Sequence[Candidate]) -> list[Pick]:
         assert best is not None, "a cell without candidates"
         tau = float(kendalltau(scores, tests).statistic)
         chosen = float(tests[best])
-        picks.append(Pick(seed, arm, rule, chosen, float(tests.max()) - chosen, tau, chosen < float(np.median(tests))))
+        picks.append(
+            Pick(variant, seed, arm, rule, chosen, float(tests.max()) - chosen, tau, chosen < float(np.median(tests)))
+        )
     return picks
 
 
-def reduced_table(seed: int, out: Path) -> Path:
-    """The glyphs table with arms ms and bspml at 20 % noise, FIFO, searched with sampler seed ``seed``; one final
-    seed (the replay reads the search only). Written as ``out/sel_s<seed>.yaml``."""
+def table_name(variant: str, seed: int) -> str:
+    return f"sel_{variant}_s{seed}"
+
+
+def reduced_table(seed: int, out: Path, variant: str = "today") -> Path:
+    """The glyphs table with arms ms and bspml at 20 % noise, FIFO, searched with sampler seed ``seed``, under
+    ``variant`` (:data:`VARIANTS`); one final seed (the replay reads the search only). Written as
+    ``out/<name>.yaml``."""
     raw = yaml.safe_load(TABLE.read_text())
-    raw["name"] = f"sel_s{seed}"
+    raw["name"] = table_name(variant, seed)
+    for section, values in VARIANTS[variant].items():
+        raw[section] = {**raw[section], **values}
     raw["arms"] = {a: raw["arms"][a] for a in ARMS}
     raw["cells"] = {"dataset.noise.ratio": [NOISE]}
     raw["search"]["sampler"]["seed"] = seed
     raw["search"]["scheduler"] = {"type": "fifo"}
     raw["final"]["seeds"] = 1
     raw["storage"] = str(out / "runs")
-    path = out / f"sel_s{seed}.yaml"
+    path = out / f"{raw['name']}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
 
@@ -160,19 +179,19 @@ def _candidates(study_dir: Path) -> dict[str, list[Candidate]]:
 
 def _table(picks: list[Pick], seeds: Sequence[int]) -> str:
     lines = [
-        f"{'rule':<18} {'regret':>7} {'tau':>6} {'overtuned':>9}  "
+        f"{'variant':<8} {'rule':<18} {'regret':>7} {'tau':>6} {'overtuned':>9}  "
         + " ".join(f"{'Δ s' + str(s):>8}" for s in seeds)
         + "  agree  cost"
     ]
-    for rule in RULES:
-        mine = [p for p in picks if p.rule == rule]
+    for variant, rule in dict.fromkeys((p.variant, p.rule) for p in picks):
+        mine = [p for p in picks if p.rule == rule and p.variant == variant]
         deltas = []
         for s in seeds:
             by_arm = {p.arm: p.test for p in mine if p.seed == s}
             deltas.append(by_arm["bspml"] - by_arm["ms"])
         agree = "yes" if len({math.copysign(1, d) for d in deltas if d != 0}) <= 1 else "no"
         lines.append(
-            f"{rule:<18} {np.mean([p.regret for p in mine]):>7.4f} {np.nanmean([p.tau for p in mine]):>6.2f} "
+            f"{variant:<8} {rule:<18} {np.mean([p.regret for p in mine]):>7.4f} {np.nanmean([p.tau for p in mine]):>6.2f} "
             f"{sum(p.overtuned for p in mine):>4}/{len(mine):<4}  "
             + " ".join(f"{d:>+8.4f}" for d in deltas)
             + f"  {agree:>5}  1.00"
@@ -180,26 +199,35 @@ def _table(picks: list[Pick], seeds: Sequence[int]) -> str:
     return "\n".join(lines)
 
 
+def _replayed(variant: str, seed: int, out: Path) -> list[Pick]:
+    """Run (or reuse) one table and replay every rule on its cells; prints each candidate's scores."""
+    spec = reduced_table(seed, out, variant)
+    study_dir = out / "runs" / table_name(variant, seed)
+    started = time.perf_counter()
+    _run(spec, study_dir)
+    print(f"{study_dir.name}: {time.perf_counter() - started:.0f} s", flush=True)
+    picks = []
+    for arm, candidates in sorted(_candidates(study_dir).items()):
+        picks += replay(seed, arm, candidates, variant)
+        for c in candidates:
+            scores = "  ".join(f"{rule} {score(c):.4f}" for rule, score in RULES.items())
+            print(f"  {arm:<6} trial {c.order}: test {c.test:.4f}  {scores}")
+    return picks
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench-selection"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     picks: list[Pick] = []
-    for seed in args.seeds:
-        spec = reduced_table(seed, args.out)
-        study_dir = args.out / "runs" / f"sel_s{seed}"
-        _run(spec, study_dir)
-        for arm, candidates in sorted(_candidates(study_dir).items()):
-            picks += replay(seed, arm, candidates)
-            for c in candidates:
-                print(
-                    f"seed {seed} {arm:<6} trial {c.order}: test {c.test:.4f}  "
-                    + "  ".join(f"{rule} {score(c):.4f}" for rule, score in RULES.items())
-                )
+    for variant in args.variants:
+        for seed in args.seeds:
+            picks += _replayed(variant, seed, args.out)
     print()
-    print(f"The glyphs table, ms and bspml at {NOISE:.0%} noise, 8 trials per cell, seeds {args.seeds}:")
+    print(f"The glyphs table, ms and bspml at {NOISE:.0%} noise, 8 trials per cell, search seeds {args.seeds}:")
     print(_table(picks, args.seeds))
 
 

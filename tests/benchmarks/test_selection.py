@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from benchmarks.selection import Candidate, reduced_table, replay
+from study.intake.load import load_plan
 
 R1, MAP = "val/recall_at_1", "val/map_at_r"
 
@@ -35,8 +36,10 @@ def test_ties_go_to_the_earliest_trial_and_a_pick_below_the_median_is_overtuned(
     assert (pick.test, pick.regret, pick.overtuned) == (0.40, pytest.approx(0.30), True)
 
 
-def test_the_reduced_table_is_the_glyphs_table_at_one_noise_with_two_arms(tmp_path):
-    raw = yaml.safe_load(reduced_table(2, tmp_path).read_text())
+def test_the_reduced_table_is_the_glyphs_table_at_one_noise_with_two_arms_and_a_valid_spec(tmp_path):
+    raw = yaml.safe_load(reduced_table(2, tmp_path, "cosine").read_text())
     assert list(raw["arms"]) == ["ms", "bspml"] and raw["cells"] == {"dataset.noise.ratio": [0.2]}
     assert raw["search"]["sampler"]["seed"] == 2 and raw["search"]["scheduler"] == {"type": "fifo"}
-    assert raw["name"] == "sel_s2" and raw["storage"] == str(tmp_path / "runs")
+    assert raw["name"] == "sel_cosine_s2" and raw["storage"] == str(tmp_path / "runs")
+    assert raw["train"]["lr_schedule"] == {"type": "cosine"} and raw["train"]["epochs"] == 7  # the rest kept
+    assert load_plan(tmp_path / "sel_cosine_s2.yaml").name == "sel_cosine_s2"  # a table the product accepts
