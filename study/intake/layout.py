@@ -102,6 +102,11 @@ class StudyLayout:
         return f"{self.root}/{R.FINAL_EXPERIMENT}"
 
     @property
+    def race_dir(self) -> str:
+        """Ray Tune's experiment of the finalist race (``final.race``)."""
+        return f"{self.root}/{R.RACE_EXPERIMENT}"
+
+    @property
     def log_file(self) -> str:
         return f"{self.root}/{R.STUDY_LOG_FILE}"
 

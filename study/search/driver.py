@@ -59,7 +59,7 @@ from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.spec import StudySpec
-from trainables.schema.trial import FINAL_KEY, SPEC_KEY, flatten, trial_stage
+from trainables.schema.trial import FINAL_KEY, RACE_KEY, SPEC_KEY, flatten, trial_stage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -85,13 +85,14 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
         R.SUBSET: spec.dataset.subset,
         R.SEED: str(spec.seed),
         R.STAGE: stage,
-        R.VALIDATION: spec.validation.kind if stage == R.STAGE_SEARCH else "none",
+        R.VALIDATION: spec.validation.kind if stage != R.STAGE_FINAL else "none",  # a race run is a search trial
         R.VAL_LABELS: spec.validation.labels,
         R.SELECTION: selection_tag(spec),
     }
-    if stage == R.STAGE_FINAL:
-        tags[R.GROUP] = config[FINAL_KEY][R.GROUP]
-        tags[R.SOURCE_TRIAL] = config[FINAL_KEY][R.SOURCE_TRIAL]
+    if stage in (R.STAGE_FINAL, R.STAGE_RACE):
+        point = config[FINAL_KEY if stage == R.STAGE_FINAL else RACE_KEY]
+        tags[R.GROUP] = point[R.GROUP]
+        tags[R.SOURCE_TRIAL] = point[R.SOURCE_TRIAL]
     return trial_params(spec), tags
 
 

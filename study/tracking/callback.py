@@ -35,7 +35,7 @@ from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.record import ARTIFACTS_DIR
-from trainables.schema.trial import CELL_KEY, FINAL_KEY, SPEC_KEY, trial_stage
+from trainables.schema.trial import CELL_KEY, FINAL_KEY, RACE_KEY, SPEC_KEY, trial_stage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
 __all__ = ["MlflowTrialCallback", "error_line", "trial_run_name"]
+
+#: Each stage's Ray experiment (a trial run's :data:`~trainables.schema.record.RAY_EXPERIMENT` tag).
+_EXPERIMENTS = {R.STAGE_SEARCH: R.SEARCH_EXPERIMENT, R.STAGE_RACE: R.RACE_EXPERIMENT, R.STAGE_FINAL: R.FINAL_EXPERIMENT}
 
 # Keys Ray adds to every result; everything else numeric that a trial reports is a metric.
 _RAY_RESULT_KEYS = frozenset(
@@ -87,7 +90,7 @@ class MlflowTrialCallback(Callback):
         describe_trial: ``config → (params, tags)`` for a trial's child run (params = the trial's full
             flattened config; tags at least :data:`~trainables.schema.record.RUN_TAGS` minus ``trial_id``, and ``stage``).
         total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
-        stage: the study stage this callback's Tuner runs (``search`` or ``final``); the child runs it creates
+        stage: the study stage this callback's Tuner runs (``search``, ``race`` or ``final``); the child runs it creates
             carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.
         on_run: called with ``(ray trial id, run id)`` when a search trial's run is created or reopened; returns
             tags for the run (the search links its Optuna trials and runs both ways:
@@ -107,7 +110,7 @@ class MlflowTrialCallback(Callback):
         on_run: Callable[[str, str], dict[str, str]] | None = None,
     ) -> None:
         self.on_run = on_run
-        self.ray_experiment = R.SEARCH_EXPERIMENT if stage == R.STAGE_SEARCH else R.FINAL_EXPERIMENT
+        self.ray_experiment = _EXPERIMENTS.get(stage, R.FINAL_EXPERIMENT)
         # Kept as three attributes: Ray pickles this callback into the experiment state, and a restored one (from a
         # study started before the bundle) is read by these names.
         self.uri = parent.uri
@@ -288,6 +291,15 @@ def trial_run_name(config: dict[str, Any], number: int | str) -> str:
     its cell; the Ray trial id until it is known), a final trial ``final · seed <seed>``; each led by its cell or group
     where the run has several, i.e. unless it is the study's own (its name, or the one group ``all``)."""
     study = (config.get(SPEC_KEY) or {}).get("name")
+    if RACE_KEY in config:
+        point = config[RACE_KEY]
+        group = str(point[R.GROUP])
+        number = point.get("number")
+        return R.race_run_name(
+            point[R.SOURCE_TRIAL] if number is None else number,
+            int(point["params"]["seed"]),
+            None if group in (R.GROUP_ALL, study) else group,
+        )
     if FINAL_KEY in config:
         point = config[FINAL_KEY]
         group = str(point[R.GROUP])

@@ -38,6 +38,7 @@ __all__ = [
     "STAGE",
     "STAGE_SEARCH",
     "STAGE_FINAL",
+    "STAGE_RACE",
     "STAGE_DONE",
     "VALIDATION",
     "VAL_LABELS",
@@ -54,6 +55,10 @@ __all__ = [
     "REFERENCE",
     "REPLICATES",
     "FINAL_PLANNED",
+    "RACE_PLANNED",
+    "RACE_FILE",
+    "RACE_EXPERIMENT",
+    "race_run_name",
     "BEST_TRIAL_ID",
     "RUN_TAGS",
     "TRIAL_TAGS",
@@ -151,6 +156,9 @@ SEED: Final = "seed"
 STAGE: Final = "stage"
 STAGE_SEARCH: Final = "search"
 STAGE_FINAL: Final = "final"
+#: The finalist race (``final.race``, issue 59): each cell's top search trials retrained on more seeds, on validation
+#: only, before the final stage retrains the one with the best mean.
+STAGE_RACE: Final = "race"
 STAGE_DONE: Final = "done"
 #: ``validation.kind`` of the run (``none`` on final runs, which train on every training class).
 VALIDATION: Final = "validation"
@@ -200,6 +208,8 @@ SELECTION_TAGS: Final = (STAGE, VALIDATION, SELECTION, GROUP, SOURCE_TRIAL)
 STUDY_DIR: Final = "study_dir"
 #: Number of final runs planned, set when the final stage starts.
 FINAL_PLANNED: Final = "final_planned"
+#: Number of race runs planned, set when the race starts (``final.race``).
+RACE_PLANNED: Final = "race_planned"
 #: The search's best trial (:func:`study.final.best.pick_best` over every finished search trial), set when the study ends.
 BEST_TRIAL_ID: Final = "best_trial_id"
 #: A table's reference family (``reference:`` of a table spec, docs/tables.md): the dashboards compare with it.
@@ -209,7 +219,7 @@ REFERENCE: Final = "reference"
 REPLICATES: Final = "replicates"
 #: Tags of the parent run (with :data:`FAMILY`, :data:`DATASET`, :data:`SELECTION`, :data:`VALIDATION`,
 #: :data:`VAL_LABELS`, :data:`STAGE`).
-PARENT_TAGS: Final = (STUDY_DIR, FINAL_PLANNED, BEST_TRIAL_ID, REFERENCE, REPLICATES)
+PARENT_TAGS: Final = (STUDY_DIR, FINAL_PLANNED, RACE_PLANNED, BEST_TRIAL_ID, REFERENCE, REPLICATES)
 
 #: MLflow's run description (markdown in its UI): the parent's lists its child runs by name, each a link to the run.
 NOTE_TAG: Final = "mlflow.note.content"
@@ -299,6 +309,10 @@ TABLE_REPORT_FILE: Final = "table.md"
 #: Ray Tune's experiment of the search, and of the final test stage.
 SEARCH_EXPERIMENT: Final = "tune"
 FINAL_EXPERIMENT: Final = "tune_final"
+#: Ray Tune's experiment of the finalist race (``final.race``), and the race's standings on the parent run (CSV: per
+#: group and finalist its search value, its race values and their mean, and which one won).
+RACE_EXPERIMENT: Final = "tune_race"
+RACE_FILE: Final = "race.csv"
 #: Inside a trial's folder of its experiment (:func:`trial_dir`): the error of a loss that was not finite, written by
 #: the loop before the trial fails. A retry (``--max-failures``) then fails at once, and a table counts the trial as
 #: evaluated (its configuration failed) instead of replacing it (study/search/cell_search.py).
@@ -353,6 +367,12 @@ def final_run_name(seed: int, group: str | None = None) -> str:
     """A final-stage run: ``final · seed 3``, prefixed with its group when the stage has several
     (``ms.p0.2 · final · seed 3``, ``family=ms · final · seed 3``)."""
     return RUN_NAME_SEP.join([*([group] if group else []), "final", f"seed {seed}"])
+
+
+def race_run_name(number: int | str, seed: int, group: str | None = None) -> str:
+    """A race run: ``race · trial 7 · seed 1`` (``number``: the Optuna number of the search trial it retrains), prefixed
+    with its group when the race has several (``ms.p0.2 · race · trial 7 · seed 1``)."""
+    return RUN_NAME_SEP.join([*([group] if group else []), "race", f"trial {number}", f"seed {seed}"])
 
 
 def trial_dir(trial_id: str) -> str:

@@ -11,7 +11,7 @@ import os
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from trainables.schema import record as R
 from trainables.schema._strict import Seed, _Strict
@@ -47,6 +47,9 @@ __all__ = [
     "SearchSpec",
     "ValidationSpec",
     "FinalSpec",
+    "RaceSpec",
+    "check_race",
+    "drop_unset_race",
     "ResourcesSpec",
     "DiagnosticsSpec",
     "TrackingSpec",
@@ -228,6 +231,17 @@ class ValidationSpec(_Strict):
         return self.kind != "none"
 
 
+class RaceSpec(_Strict):
+    """``final.race`` (issue 59): after the search, each cell's ``finalists`` best trials (by ``search.objective``,
+    among those that trained every epoch) are retrained on ``seeds`` more seeds each, on the cell's validation classes
+    only; the final stage then retrains the finalist with the best mean over its search run and its race runs. Every
+    arm gets the same ``finalists`` and ``seeds``, so a table stays fair. Costs ``finalists × seeds`` search trials per
+    cell (the bill prices them)."""
+
+    finalists: int = Field(3, ge=2)
+    seeds: int = Field(2, ge=1)
+
+
 class FinalSpec(_Strict):
     """The final test stage, run after the search by the same command: the best configuration by the search
     metric is retrained on all training classes with ``seeds`` seeds (0, 1, ...) and evaluated on the test classes;
@@ -244,6 +258,37 @@ class FinalSpec(_Strict):
     seeds: int = Field(5, ge=0)
     group_by: tuple[str, ...] = ()
     reseed_noise: bool = False
+    #: The finalist race before the final stage (issue 59): off by default.
+    race: RaceSpec | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Dumped only when set: a study's spec.yaml and its Ray experiment's param space, written before the race
+        # existed, stay what this version writes (a resume compares the one, Ray's Tuner.restore the keys of the other).
+        return drop_unset_race(handler(self))
+
+
+def drop_unset_race(data: dict[str, Any]) -> dict[str, Any]:
+    """A dumped ``final`` section without ``race: null`` (a study's or a table's: dumped only when set)."""
+    if data.get("race", 0) is None:
+        data.pop("race")
+    return data
+
+
+def check_race(race: RaceSpec | None, final_seeds: int, num_trials: int, validated: bool) -> None:
+    """What ``final.race`` needs beyond its own ranges, for a study and a table alike: :class:`ValueError`, one line."""
+    if race is None:
+        return
+    if not validated:
+        raise ValueError(
+            "final.race retrains finalists on validation classes; it needs validation.kind kfold or holdout"
+        )
+    if final_seeds < 1:
+        raise ValueError("final.race picks the configuration the final stage retrains; it needs final.seeds >= 1")
+    if race.finalists > num_trials:
+        raise ValueError(
+            f"final.race.finalists {race.finalists} exceeds search.num_trials {num_trials}: a cell has no more candidates"
+        )
 
 
 class DiagnosticsSpec(_Strict):
@@ -404,6 +449,7 @@ class StudySpec(_Strict):
         for name in self.final.group_by:
             if name not in self.search.space:
                 raise ValueError(f"final.group_by: {name!r} is not a search.space entry")
+        check_race(self.final.race, self.final.seeds, self.search.num_trials, self.validation.enabled)
         if self.final.group_by and self.search.replicates > 1:
             raise ValueError(
                 "search.replicates retrains each replicate's winner, and final.group_by each group's of one search: "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.plain_text import PlainText
@@ -34,8 +34,11 @@ from trainables.schema.spec import (
     ModelSpec,
     ResourcesSpec,
     TrackingSpec,
+    RaceSpec,
     TrainSpec,
     ValidationSpec,
+    check_race,
+    drop_unset_race,
 )
 
 __all__ = [
@@ -179,6 +182,12 @@ class TableFinalSpec(_Strict):
 
     seeds: int = Field(5, ge=1)
     reseed_noise: bool = True
+    #: The finalist race before the final stage (:class:`~trainables.schema.spec.RaceSpec`): the same for every arm.
+    race: RaceSpec | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return drop_unset_race(handler(self))  # a table's table.yaml as it was written before the race existed
 
 
 class TableSpec(_Strict):
@@ -229,6 +238,7 @@ class TableSpec(_Strict):
             )
         if scheduler.type == "halving":
             check_halving(self.search.scheduler, self.search.num_trials, self.train.epochs)
+        check_race(self.final.race, self.final.seeds, self.search.num_trials, self.validation.enabled)
         for key, values in self.cells.items():
             if not values or len(values) != len({repr(v) for v in values}):
                 raise ValueError(f"cells.{key}: a non-empty list of distinct values")

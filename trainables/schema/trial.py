@@ -21,6 +21,7 @@ from trainables.schema.spec import StudySpec
 __all__ = [
     "SPEC_KEY",
     "FINAL_KEY",
+    "RACE_KEY",
     "CELL_KEY",
     "param_path",
     "set_path",
@@ -36,6 +37,11 @@ SPEC_KEY = "spec"
 #: Key of a final-stage trial's point inside its Ray Tune config: ``{"group": ..., "params": {name: value}}``,
 #: the best configuration of its group with the final seed written over ``seed``.
 FINAL_KEY = "final"
+#: Key of a race trial's point inside its Ray Tune config (``final.race``): ``{"group": ..., "source_trial": ...,
+#: "number": ..., "params": {name: value}}``, a finalist's sampled values with a race seed written over ``seed``. A race
+#: trial trains and reports as a search trial (its validation classes, ``search.objective``); it belongs to no cell's
+#: Optuna study.
+RACE_KEY = "race"
 #: Key of a search trial's cell inside its Ray Tune config: the label of the plan's cell that asked for it (a table's
 #: ``<arm>.<condition>``, a study's one cell), stamped by the searcher when the trial is asked, so the scheduler, the
 #: progress view and the final stage read it instead of matching configs. Not a spec value: never part of a trial's
@@ -100,15 +106,19 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def sampled_values(config: dict[str, Any]) -> dict[str, Any]:
     """The values a Ray Tune config sets over the study spec: the searcher's sample (search stage), or the
-    best configuration of a group with its final seed (final stage)."""
-    if FINAL_KEY in config:
-        return dict(config[FINAL_KEY]["params"])
+    best configuration of a group with its final seed (final stage), or a finalist with its race seed (race)."""
+    for key in (FINAL_KEY, RACE_KEY):
+        if key in config:
+            return dict(config[key]["params"])
     return {k: v for k, v in config.items() if k not in (SPEC_KEY, CELL_KEY)}
 
 
 def trial_stage(config: dict[str, Any]) -> str:
-    """:data:`~trainables.schema.record.STAGE_FINAL` for a final-stage trial's config, else ``STAGE_SEARCH``."""
-    return R.STAGE_FINAL if FINAL_KEY in config else R.STAGE_SEARCH
+    """:data:`~trainables.schema.record.STAGE_FINAL` for a final-stage trial's config, ``STAGE_RACE`` for a race
+    trial's, else ``STAGE_SEARCH``."""
+    if FINAL_KEY in config:
+        return R.STAGE_FINAL
+    return R.STAGE_RACE if RACE_KEY in config else R.STAGE_SEARCH
 
 
 def resolve_trial_spec(
