@@ -110,14 +110,14 @@ def summarize(
         num_trials=len(results),
         num_failed=sum(r.error is not None for r in results),
         best_trial_id=result_trial_id(best) if best is not None else None,
-        best_value=float((best.metrics or {})[s.metric]) if best is not None else None,
+        best_value=float((best.metrics or {})[s.objective]) if best is not None else None,
         best_params=sampled,
         parent_run_id="",
         interrupted=progress is not None,
         wall_time_s=0.0,
         failures=failures_of(results),
         progress=progress,
-        cell_bests={label: (result_trial_id(r), float((r.metrics or {})[s.metric])) for label, r in cells.items()},
+        cell_bests={label: (result_trial_id(r), float((r.metrics or {})[s.objective])) for label, r in cells.items()},
     )
 
 

@@ -82,3 +82,23 @@ def test_every_ranker_is_handed_the_objective(tmp_path, scheduler):
     sch = cell_scheduler(plan, StudyLayout.for_spec(spec.model_copy(update={"storage": str(tmp_path)})))
     assert sch._metric == spec.search.objective  # halving's rule and ASHA's rungs alike
     assert _live_view(plan).metric == spec.search.objective
+
+
+def test_the_printed_best_is_the_objective_of_the_trial_it_names():
+    # Under mean_last the best trial by its mean need not be the best by its last epoch, and the value the console
+    # and the parent run's best_<objective> show is its mean, not its last value.
+    from ray.tune import Result
+
+    from study.search.outcome import summarize
+
+    spec = _spec({"mean_last": 2})
+    metric, objective, epochs = spec.search.metric, spec.search.objective, spec.train.epochs
+
+    def result(trial: str, last: float, mean: float) -> Result:
+        metrics = {metric: last, objective: mean, "epoch": epochs}
+        return Result(metrics=metrics, checkpoint=None, error=None, path=f"/x/trial_{trial}")
+
+    results = [result("a", last=0.9, mean=0.5), result("b", last=0.6, mean=0.7)]
+    outcome = summarize(spec, results, {"a": 0, "b": 1}, None)
+    assert (outcome.best_trial_id, outcome.best_value) == ("b", 0.7)
+    assert outcome.cell_bests == {spec.name: ("b", 0.7)}
