@@ -9,6 +9,7 @@
   replicates the search's own variance);
 - how reliable each cell's choice is (:mod:`study.final.reliability`: its validation classes resampled, the test
   classes never read), printed and logged as metrics of the parent run (``selection/<cell>/p_best`` …);
+- the finalist race's standings when the run raced its finalists (``final.race``, :mod:`study.final.race`);
 - the cost when the run was priced or holds more than one cell: slot use, and the bill against the actual cost.
 """
 
@@ -27,13 +28,14 @@ from trainables.schema.metric_names import bounds_of
 
 if TYPE_CHECKING:
     from study.bill import Bill
+    from study.final.race import Standing
     from study.final.stage import FinalGroup
     from study.intake.layout import StudyLayout
     from study.intake.plan import StudyPlan
     from study.runtime.run_progress import RunWall
     from study.search.outcome import StudyOutcome
 
-__all__ = ["report", "print_final", "selection_lines"]
+__all__ = ["report", "print_final", "selection_lines", "race_lines"]
 
 T = TypeVar("T")
 
@@ -53,9 +55,13 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
             print()
             print(text)
             print(f"Written to {where}")
+        for line in race_lines(outcome.race, plan.name):
+            print(line)
         return
     _print_best(plan, outcome)
     for line in selection_lines(cells):
+        print(f"  {line}")
+    for line in race_lines(outcome.race, plan.name):
         print(f"  {line}")
     if outcome.final:
         print_final(outcome.final)
@@ -70,6 +76,27 @@ def selection_lines(cells: list[CellStatus]) -> list[str]:
     """``selection: ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.13)``: one line
     per cell whose choice could be bootstrapped."""
     return [f"selection: {c.reliability.line(c.cell.label)}" for c in cells if c.reliability is not None]
+
+
+def race_lines(race: list[Standing], name: str) -> list[str]:
+    """The finalist race's standings (``final.race``), one line per group: each finalist's mean over its search run
+    and its race runs (validation only), the winner marked as the one the final stage retrains."""
+    if not race:
+        return []
+    seeds = max(len(s.race_values) for s in race)
+    lines = [f"race: each group's finalists retrained on {seeds} more seeds (validation only); the best mean wins:"]
+    for group in dict.fromkeys(s.group for s in race):
+        shown = []
+        for s in (s for s in race if s.group == group):
+            race_values = ", ".join(f"{v:.4f}" for v in s.race_values) or "none finished"
+            mark = " (retrained)" if s.winner else ""
+            shown.append(
+                f"trial {s.source_trial if s.number is None else s.number} {s.mean:.4f}{mark} "
+                f"[search {s.search_value:.4f}; race {race_values}]"
+            )
+        label = name if group in (R.GROUP_ALL, name) else group
+        lines.append(f"  {label}: " + "; ".join(shown))
+    return lines
 
 
 def _log_selection(layout: StudyLayout, parent_run_id: str, cells: list[CellStatus]) -> None:

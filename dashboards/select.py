@@ -29,6 +29,7 @@ __all__ = [
     "scored_runs",
     "search_runs",
     "final_runs",
+    "race_runs",
     "best_configs",
     "summarise",
     "final_groups",
@@ -67,8 +68,14 @@ def as_test(data: DashboardData, metric: str) -> str:
 
 
 def search_runs(data: DashboardData) -> pl.DataFrame:
-    """The search stage's runs (runs without a ``stage`` tag count as search runs)."""
-    return data.runs.filter(pl.col(R.STAGE) != FINAL_STAGE)
+    """The search stage's runs (runs without a ``stage`` tag count as search runs): not the final stage's, nor the
+    finalist race's (``final.race``: finalists retrained on more seeds, no trial of the search)."""
+    return data.runs.filter(~pl.col(R.STAGE).is_in([FINAL_STAGE, R.STAGE_RACE]))
+
+
+def race_runs(data: DashboardData) -> pl.DataFrame:
+    """The finalist race's runs (``final.race``), any status."""
+    return data.runs.filter(pl.col(R.STAGE) == R.STAGE_RACE)
 
 
 def final_runs(data: DashboardData) -> pl.DataFrame:

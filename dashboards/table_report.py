@@ -25,7 +25,7 @@ from dashboards.compare.cli import read_study, render_markdown
 from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
 from dashboards.compare.rows import build_comparison
 from dashboards.load import METRIC, DashboardError
-from dashboards.select import final_runs
+from dashboards.select import final_runs, race_runs
 from study.bill import Bill, Priced, priced, size_line
 from study.cell_status import CellStatus, SlotUse, cells_status, slot_use, winner_text
 from study.console import format_table
@@ -142,10 +142,18 @@ def _comparison(plan: StudyPlan, study_dir: str) -> tuple[list[str], Any]:
 def final_wall_s(data: Any) -> float | None:
     """The final stage's trial time: its finished runs' summed ``cost/wall_s``; ``None`` when the study's data was not
     read or its final runs logged no wall time."""
+    return None if data is None else _wall_s(final_runs(data))
+
+
+def race_wall_s(data: Any) -> float:
+    """The finalist race's trial time (``final.race``): its runs' summed ``cost/wall_s`` (0 without a race, or when
+    the study's data was not read)."""
+    return 0.0 if data is None else (_wall_s(race_runs(data)) or 0.0)
+
+
+def _wall_s(runs: pl.DataFrame) -> float | None:
     column = METRIC + COST_WALL
-    if data is None or column not in (finals := final_runs(data)).columns:
-        return None
-    return float(finals[column].fill_null(0.0).sum())
+    return float(runs[column].fill_null(0.0).sum()) if column in runs.columns else None
 
 
 def whole_run_use(cells: list[CellStatus], data: Any, slots: int, wall: RunWall) -> SlotUse | None:
@@ -157,7 +165,8 @@ def whole_run_use(cells: list[CellStatus], data: Any, slots: int, wall: RunWall)
     if final is None or wall.seconds <= 0:
         return None
     note = "" if wall == RunWall(wall.seconds) else f" (wall: {wall.label()})"
-    return SlotUse(wall.seconds, sum(c.wall_s for c in cells) + final, slots, "whole-run", note)
+    trials = sum(c.wall_s for c in cells) + race_wall_s(data) + final
+    return SlotUse(wall.seconds, trials, slots, "whole-run", note)
 
 
 def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run: tuple[Any, RunWall]) -> str:
@@ -166,7 +175,7 @@ def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run
     data, wall = run
     slots = priced.slots
     search_h, final_h = priced.stage_hours(bill)
-    search_actual = sum(c.wall_s for c in cells) / slots / 3600.0
+    search_actual = (sum(c.wall_s for c in cells) + race_wall_s(data)) / slots / 3600.0  # the race: the search's
     final = final_wall_s(data)
     final_actual = "unknown" if final is None else f"{final / slots / 3600.0:.2f} h"
     return (

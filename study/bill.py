@@ -106,6 +106,8 @@ class Priced:
     epochs: int
     slots: int
     scheduler: SchedulerSpec
+    #: Each cell's finalist race runs (``final.race``: finalists × seeds), each a search trial to the end.
+    race: int = 0
 
     @property
     def scheduled(self) -> bool:
@@ -116,12 +118,13 @@ class Priced:
         return scheduler_share(self.scheduler, self.epochs, self.trials) if self.scheduled else 1.0
 
     def stage_hours(self, bill: Bill, scheduled: bool | None = None) -> tuple[float, float]:
-        """The search's and the final stage's hours on the slots under ``bill``; ``scheduled`` (default: whether there
-        is a scheduler) prices the search at its expected share."""
+        """The search's (with the finalist race's) and the final stage's hours on the slots under ``bill``;
+        ``scheduled`` (default: whether there is a scheduler) prices the search at its expected share."""
         share = self.share() if (self.scheduled if scheduled is None else scheduled) else 1.0
         search = sum(bill.trial_s(a, share * self.epochs) for a in self.arms) * self.trials
+        race = sum(bill.trial_s(a, self.epochs) for a in self.arms) * self.race  # no scheduler stops a race run
         final = sum(bill.trial_s(a, self.epochs, final=True) for a in self.arms) * self.seeds
-        return search / self.slots / 3600.0, final / self.slots / 3600.0
+        return (search + race) / self.slots / 3600.0, final / self.slots / 3600.0
 
     def hours(self, bill: Bill, scheduled: bool | None = None) -> float:
         return sum(self.stage_hours(bill, scheduled))
@@ -167,6 +170,7 @@ def priced(plan: StudyPlan) -> Priced:
         b.train.epochs,
         b.search.max_concurrent,
         b.search.scheduler,
+        plan.race_per_cell,
     )
 
 
@@ -194,10 +198,12 @@ def calibrate_plan(plan: StudyPlan) -> Calibration:
 
 
 def model_epochs(plan: StudyPlan, scheduled: bool | None = None) -> float:
-    """The run's whole training, in model-epochs on all training classes; ``scheduled`` (default: whether the run has
-    a scheduler) counts the search at its expected share under early stopping."""
+    """The run's whole training, in model-epochs on all training classes (the finalist race's runs as search trials);
+    ``scheduled`` (default: whether the run has a scheduler) counts the search at its expected share under early
+    stopping."""
     share = priced(plan).share() if (plan.scheduled if scheduled is None else scheduled) else 1.0
-    return (plan.search_trials * plan.search_cost() * share + plan.final_runs) * plan.base.train.epochs
+    search = (plan.search_trials * share + plan.race_runs) * plan.search_cost()
+    return (search + plan.final_runs) * plan.base.train.epochs
 
 
 def estimated_hours(plan: StudyPlan, scheduled: bool | None = None, bill: Bill | None = None) -> float | None:
@@ -245,6 +251,17 @@ def _shape(plan: StudyPlan) -> str:
     return " × ".join([*parts, f"{plan.trials_per_cell} trials"])
 
 
+def _race_text(plan: StudyPlan) -> str:
+    """``a race of 3 finalists × 2 seeds per cell = 12 race runs, then ``; empty without ``final.race``."""
+    race = plan.base.final.race
+    if race is None:
+        return ""
+    return (
+        f"a race of {race.finalists} finalists × {race.seeds} seeds per cell = {plan.race_runs} race runs "
+        "(validation only), then "
+    )
+
+
 def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
     """The run's size in one line, priced by ``bill`` (default: the spec's assumed ``epoch_seconds``, if any): FIFO's
     hours, then the scheduler's; and a note when every trial of a cell is its sampler's random start-up."""
@@ -254,7 +271,8 @@ def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
     models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
     line = (
         f"{plan.noun.capitalize()} {plan.name}: {_shape(plan)} × {epochs} epochs = {plan.search_trials} search trials "
-        f"({models}), then {len(plan.cells)} × {b.final.seeds} final seeds = {plan.final_runs} final runs; "
+        f"({models}), then {_race_text(plan)}{len(plan.cells)} × {b.final.seeds} final seeds = {plan.final_runs} "
+        "final runs; "
         f"{slots} at a time; every trial to the end (FIFO): {model_epochs(plan, False):.0f} model-epochs"
     )
     if bill is not None:

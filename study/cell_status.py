@@ -62,6 +62,8 @@ class CellStatus:
     #: How reliable the cell's choice is on its validation classes (:mod:`study.final.reliability`; ``None`` before
     #: two candidates completed, or without per-class validation results).
     reliability: Reliability | None = None
+    #: Finalist race runs finished (``final.race``): the cell's own, or a study's over its groups.
+    race_done: int = 0
 
     @property
     def finished(self) -> int:
@@ -172,12 +174,12 @@ def edge_flag(param: ParamSpec, value: Any) -> str:
     return "low end" if share <= EDGE_SHARE else ("high end" if share >= 1 - EDGE_SHARE else "")
 
 
-def _final_done(layout_uri: str, name: str) -> Counter[str]:
+def _finished_per_group(layout_uri: str, name: str, stage: str) -> Counter[str]:
+    """FINISHED trial runs of ``stage`` (``final``, ``race``) per group."""
     runs = tracking_peek.runs_of(
         layout_uri,
         name,
-        f"tags.`{R.ROLE_TAG}` = '{R.ROLE_TRIAL}' and tags.`{R.STAGE}` = '{R.STAGE_FINAL}' "
-        "and attributes.status = 'FINISHED'",
+        f"tags.`{R.ROLE_TAG}` = '{R.ROLE_TRIAL}' and tags.`{R.STAGE}` = '{stage}' and attributes.status = 'FINISHED'",
     )
     return Counter(r.data.tags.get(R.GROUP, "") for r in runs or [])
 
@@ -191,7 +193,8 @@ def cells_status(plan: StudyPlan) -> list[CellStatus]:
         raise StudyError(f"there is no {plan.noun} {base.name!r} in {layout.root}")
     storage = optuna_storage(layout.optuna_url)
     names = set(optuna_study_names(storage, base.name))
-    finals = _final_done(layout.tracking_uri, base.name)
+    finals = _finished_per_group(layout.tracking_uri, base.name, R.STAGE_FINAL)
+    races = _finished_per_group(layout.tracking_uri, base.name, R.STAGE_RACE) if plan.race_per_cell else Counter()
     out = []
     for cell in plan.cells:
         trials = []
@@ -211,6 +214,7 @@ def cells_status(plan: StudyPlan) -> list[CellStatus]:
                 span=_span(trials),
                 best_number=None if best is None else best.number,
                 reliability=of_trials(complete, base.search.mode),
+                race_done=races.get(cell.label, 0) if plan.groups_are_cells else sum(races.values()),
             )
         )
     return out

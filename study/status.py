@@ -53,6 +53,8 @@ def print_status(plan: StudyPlan) -> int:
     stage = tags.get(R.STAGE, R.STAGE_SEARCH)
     if stage == R.STAGE_FINAL:
         stage += f" (retraining the best configurations: {int(tags.get(R.FINAL_PLANNED, 0))} runs planned)"
+    elif stage == R.STAGE_RACE:
+        stage += f" (racing the finalists on more seeds: {int(tags.get(R.RACE_PLANNED, 0))} runs planned)"
     validated = R.SELECTION_VALIDATION if plan.base.validation.enabled else R.SELECTION_TEST
     print(f"  stage: {stage}; hyperparameters selected on the {tags.get(R.SELECTION, validated)} classes")
     if len(cells) == 1 and (best := cells[0]).best_value is not None:
@@ -79,6 +81,8 @@ def _print_trials(plan: StudyPlan, cells: list[CellStatus], layout: StudyLayout)
         f"pruned), {count['RUNNING']} running, {count['FAIL']} failed{f' ({nonfinite} nan)' if nonfinite else ''}, "
         f"of {plan.search_trials}"
     )
+    if plan.race_per_cell and len(cells) == 1:  # a table's cells each show theirs in their row
+        print(f"  race: {cells[0].race_done} of {plan.race_runs} finalist runs finished")
     for trial_id, stage_name, reason in tracking_peek.failures(layout.tracking_uri, plan.name):
         print(f"    failed ({stage_name}): trial {trial_id}: {reason}")
     if len(cells) > 1:
@@ -103,6 +107,7 @@ def _rows(plan: StudyPlan, cells: list[CellStatus]) -> list[dict[str, object]]:
             "running": c.counts.get("RUNNING", 0),
             **c.cost_columns(),
             f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
+            **({"race": f"{c.race_done}/{plan.race_per_cell}"} if plan.race_per_cell else {}),
             "final seeds": f"{c.final_done}/{plan.base.final.seeds}",
             "best parameters": winner_text(c),
         }

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["pick_best", "best_by_group", "best_full_trial", "top_full_trials", "is_finite_number"]
+__all__ = ["pick_best", "best_by_group", "best_full_trial", "ranked_full_trials", "is_finite_number"]
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -72,19 +72,18 @@ def best_full_trial(
     return pick_best([c for c in members if full(c)] or members, value, trial_id, mode)
 
 
-def top_full_trials(
+def ranked_full_trials(
     candidates: Iterable[T],
     value: Callable[[T], Any],
     full: Callable[[T], bool],
     trial_id: Callable[[T], Any],
     mode: str,
-    k: int,
 ) -> list[T]:
-    """The ``k`` best of one group's search trials by :func:`best_full_trial`'s rule, best first: among the trials that
-    trained every epoch where any did, finite values only, ties to the earlier trial; its first is
-    :func:`best_full_trial`'s pick. The finalist race's finalists (:mod:`study.final.race`)."""
+    """One group's search trials by :func:`best_full_trial`'s rule, best first: among the trials that trained every
+    epoch where any did, finite values only, ties to the earlier trial; its first is :func:`best_full_trial`'s pick.
+    The finalist race's finalists are its first ``finalists`` (:mod:`study.final.race`)."""
     members = list(candidates)
     pool = [c for c in members if full(c)] or members
     sign = 1.0 if mode == "max" else -1.0
     finite = sorted((c for c in pool if is_finite_number(value(c))), key=trial_id)  # stable: equal values keep this
-    return sorted(finite, key=lambda c: -sign * float(value(c)))[:k]
+    return sorted(finite, key=lambda c: -sign * float(value(c)))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from study.final.best import is_finite_number, pick_best
-from study.final.stage import creation_order, result_trial_id
+from study.final.stage import result_trial_id
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.trial import RACE_KEY, sampled_values
@@ -95,6 +95,10 @@ def standings(
             continue
         group, trial, _ = race_key((r.config or {})[RACE_KEY])
         values.setdefault((group, trial), []).append(float(metrics[objective]))
+
+    def earlier(s: Standing) -> tuple[float, str]:  # the tie-break of study.final.stage.creation_order
+        return (order.get(s.source_trial, math.inf), s.source_trial)
+
     winners: dict[str, Result] = {}
     table: list[Standing] = []
     for label in sorted(finalists):
@@ -108,12 +112,10 @@ def standings(
             )
             for f in finalists[label]
         ]
-        by_trial = {result_trial_id(f): f for f in finalists[label]}
-        key = creation_order(order)
-        best = pick_best(rows, lambda s: s.mean, lambda s: key(by_trial[s.source_trial]), spec.search.mode)
+        best = pick_best(rows, lambda s: s.mean, earlier, spec.search.mode)
         if best is None:
             continue
-        winners[label] = by_trial[best.source_trial]
+        winners[label] = next(f for f in finalists[label] if result_trial_id(f) == best.source_trial)
         table += [dataclasses.replace(s, winner=s is best) for s in rows]
     return winners, table
 

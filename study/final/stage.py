@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from study.final.best import top_full_trials
+from study.final.best import ranked_full_trials
 from study.final.intervals import t_interval
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH, FOLD_ENSEMBLE_PREFIX, TEST_PREFIX, bounds_of, split_per_category
@@ -133,21 +133,20 @@ def top_per_group(
     group: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> dict[str, list[Result]]:
     """Per group (as :func:`best_per_group` groups), its ``k`` best search trials by the same rule, best first
-    (:func:`study.final.best.top_full_trials`); groups without one are left out."""
+    (:func:`study.final.best.ranked_full_trials`); groups without one are left out."""
     metric = spec.search.objective  # what ranks a trial (search.select_on)
     label = group or (lambda config: group_label(spec, sampled_values(config)))
     members: dict[str | None, list[Result]] = {}
     for r in _finished(results_of(results)):
         members.setdefault(label(_config(r)), []).append(r)
     picked = {
-        key: top_full_trials(
+        key: ranked_full_trials(
             trials,
             lambda r: _metrics(r).get(metric),
             lambda r: int(_metrics(r).get(EPOCH, 0)) >= spec.train.epochs,
             creation_order(order),
             spec.search.mode,
-            k,
-        )
+        )[:k]
         for key, trials in members.items()
     }
     return {key: top for key, top in picked.items() if key is not None and top}

@@ -99,7 +99,9 @@ def parse_table(raw: Any, source: str = "table") -> StudyPlan:
     shared = {k: v for k, v in raw.items() if k not in _TABLE_ONLY and k != "search"}
     search = {k: v for k, v in (raw.get("search") or {}).items() if k not in _TABLE_SEARCH_ONLY}
     search.update(num_trials=spec.search.num_trials, max_concurrent=spec.search.max_concurrent)
-    final = {"seeds": spec.final.seeds, "reseed_noise": spec.final.reseed_noise}
+    final: dict[str, Any] = {"seeds": spec.final.seeds, "reseed_noise": spec.final.reseed_noise}
+    if spec.final.race is not None:  # every arm's cells race alike (a table stays fair)
+        final["race"] = spec.final.race.model_dump()
     base_tree = {
         **shared,
         "family": spec.arms[spec.reference].family,

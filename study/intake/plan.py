@@ -232,6 +232,16 @@ class StudyPlan:
     def final_runs(self) -> int:
         return len(self.cells) * self.base.final.seeds
 
+    @property
+    def race_per_cell(self) -> int:
+        """Race runs per cell (``final.race``: finalists × seeds; 0 without a race), each a search trial to the end."""
+        race = self.base.final.race
+        return 0 if race is None else race.finalists * race.seeds
+
+    @property
+    def race_runs(self) -> int:
+        return len(self.cells) * self.race_per_cell
+
     def search_cost(self) -> float:
         """One search trial's training, in models trained on all training classes (:func:`search_cost`)."""
         return search_cost(self.base.validation)
@@ -240,8 +250,9 @@ class StudyPlan:
     def final_with_search(self) -> bool:
         """Each cell's final seeds start as soon as its search ends, in the search's experiment
         (:class:`~study.search.cell_search.CellSearch`): a table's groups are its cells, each known once its own
-        trials have ended. A study's ``final.group_by`` groups share one search, which ends all at once."""
-        return self.groups_are_cells and self.base.final.seeds > 0
+        trials have ended. A study's ``final.group_by`` groups share one search, which ends all at once. With a finalist
+        race (``final.race``) the final seeds wait for the race, its own stage after the search."""
+        return self.groups_are_cells and self.base.final.seeds > 0 and self.base.final.race is None
 
     def cell_of(self, config: dict[str, Any]) -> PlanCell | None:
         """The cell of a search trial's config: the one its stamp names; a trial asked before cells were stamped

@@ -22,6 +22,7 @@ import yaml
 
 from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
+from study.final.race import Standing, race_csv, race_points, standings
 from study.final.stage import (
     FinalGroup,
     best_per_group,
@@ -31,6 +32,7 @@ from study.final.stage import (
     results_of,
     summarize_final,
     summary_csv,
+    top_per_group,
 )
 from study.intake.layout import StudyLayout
 from study.intake.plan import StudyPlan
@@ -46,9 +48,17 @@ from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import PrivateRayWatch, check_cluster_resources, check_local_resources
 from study.search.context import RunOptions, StudyContext
 from study.search.environment import numerics_tags
-from study.search.outcome import SearchResults, StageProgress, StudyOutcome, config_of, failures_of, summarize
+from study.search.outcome import (
+    SearchResults,
+    StageProgress,
+    StudyOutcome,
+    config_of,
+    failures_of,
+    raced_outcome,
+    summarize,
+)
 from study.search.resume import check_resume, written_text
-from study.search.tuners import final_tuner, search_tuner, stage_ledger
+from study.search.tuners import final_tuner, race_tuner, search_tuner, stage_ledger
 from study.tracking.callback import MlflowTrialCallback, ParentRun
 from study.tracking.credentials import check_tracking_env, redacted_spec
 from study.tracking.optuna_link import OptunaRunLink, trial_numbers
@@ -129,11 +139,11 @@ def _run_final_stage(
     cells start theirs as their search ends, :class:`~study.search.cell_search.CellSearch`) are read back by their
     points; a final Tuner runs the rest. Resumable: a restored driver continues Ray's final experiment, whose points
     are the same (the search's results are). Returns the groups and, when the stage did not finish, where it stands
-    (``None`` when it did); adds the failed final trials to ``failures``."""
+    (``None`` when it did); adds the failed final trials to ``failures``. A group the finalist race decided
+    (``search.raced``) retrains its race winner instead of the search's best."""
     spec, layout, plan = context.spec, context.layout, context.plan
-    best = best_per_group(
-        spec, search.trials, trial_numbers(layout.optuna_url, spec.name), plan.group if plan.groups_are_cells else None
-    )
+    order = trial_numbers(layout.optuna_url, spec.name)
+    best = search.raced if search.raced is not None else best_per_group(spec, search.trials, order, _final_group(plan))
     points = final_points(spec, best)
     if not points:
         return [], None
@@ -160,6 +170,43 @@ def _run_final_stage(
     if (per_category := category_csv(groups)) is not None:
         store.log_text(parent, per_category, R.FINAL_CATEGORY_FILE)
     return groups, None
+
+
+def _final_group(plan: StudyPlan) -> Callable[[dict[str, Any]], str | None] | None:
+    """The final stage's group of a search trial's config: its cell (a table, replicates), else ``final.group_by``'s."""
+    return plan.group if plan.groups_are_cells else None
+
+
+def _run_race_stage(
+    context: StudyContext, store: TrackingStore, parent: str, search: SearchResults, failures: list[tuple[str, str]]
+) -> tuple[dict[str, Result], list[Standing], StageProgress | None]:
+    """The finalist race (``final.race``, :mod:`study.final.race`): each group's finalists retrained on the race seeds
+    in the race's own Tuner, each group's winner picked by its mean, the standings logged to the parent run. Resumable
+    as the final stage is (a restored driver continues Ray's race experiment: the same search results give the same
+    points). Returns the winners and the standings, or where the race stands when it did not finish; adds its failed
+    trials to ``failures``."""
+    from ray import tune
+
+    spec, layout = context.spec, context.layout
+    race = spec.final.race
+    assert race is not None, "a race needs final.race"
+    order = trial_numbers(layout.optuna_url, spec.name)
+    finalists = top_per_group(spec, search.trials, order, race.finalists, _final_group(context.plan))
+    points = race_points(spec, finalists, order)
+    store.set_tags(parent, {R.STAGE: R.STAGE_RACE, R.RACE_PLANNED: str(len(points))})
+    callback = _trial_callback(context, store, parent, stage=R.STAGE_RACE)
+    tuner = race_tuner(
+        context, {SPEC_KEY: trial_spec_data(spec), RACE_KEY: tune.grid_search(points)}, callback, len(points)
+    )
+    with fit_window():
+        grid = unwrapped(tuner.fit)
+    ledger = stage_ledger(tuner)
+    failures.extend(failures_of(grid))
+    if not ledger.finished(len(points)):
+        return {}, [], StageProgress.of(ledger, R.STAGE_RACE, len(points))
+    winners, table = standings(spec, finalists, results_of(grid), order)
+    store.log_text(parent, race_csv(table), R.RACE_FILE)
+    return winners, table, None
 
 
 def _final_tuner_stage(
@@ -359,6 +406,15 @@ def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> Stu
     )
     if not (outcome.succeeded and spec.final.seeds > 0):
         return outcome
+    if spec.final.race is not None:
+        check_stop("after the search stage, before the race")
+        raced, table, progress = _run_race_stage(context, store, parent, results, outcome.failures)
+        if progress is not None:
+            return dataclasses.replace(
+                outcome, interrupted=True, wall_time_s=time.perf_counter() - started, progress=progress
+            )
+        outcome = raced_outcome(spec, outcome, raced, table)
+        results = dataclasses.replace(results, raced=raced)
     check_stop("after the search stage, before the final stage")
     groups, progress = _run_final_stage(context, store, parent, results, outcome.failures)
     return dataclasses.replace(

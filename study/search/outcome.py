@@ -7,20 +7,21 @@ command line) does not read the driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from study.final.stage import FinalGroup, best_per_cell, result_trial_id, results_of
+from study.final.stage import ALL, FinalGroup, best_per_cell, result_trial_id, results_of
 from study.tracking.callback import error_line
 from trainables.schema.trial import FINAL_KEY, sampled_values
 
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
+    from study.final.race import Standing
     from study.runtime.stop_callback import StageLedger
     from trainables.schema.spec import StudySpec
 
-__all__ = ["StageProgress", "StudyOutcome", "SearchResults", "config_of", "summarize", "failures_of"]
+__all__ = ["StageProgress", "StudyOutcome", "SearchResults", "config_of", "summarize", "raced_outcome", "failures_of"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class StudyOutcome:
     #: Each search cell's winner, ``(trial id, value)`` by cell label (:func:`study.final.stage.best_per_cell`): a
     #: replicated study's replicates, a table's cells; ``best_trial_id`` is the study's own cell's (replicate 0's).
     cell_bests: dict[str, tuple[str, float]] = field(default_factory=dict)
+    #: The finalist race's standings (``final.race``; empty without a race): every finalist of every group.
+    race: list[Standing] = field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
@@ -85,6 +88,9 @@ class SearchResults:
 
     trials: list[Result]
     finals: list[Result]
+    #: Per group, the trial the final stage retrains when the finalist race chose it (``final.race``); ``None``: the
+    #: search's best (:func:`study.final.stage.best_per_group`).
+    raced: dict[str, Result] | None = None
 
     @classmethod
     def of(cls, grid: ResultGrid) -> SearchResults:
@@ -118,6 +124,30 @@ def summarize(
         failures=failures_of(results),
         progress=progress,
         cell_bests={label: (result_trial_id(r), float((r.metrics or {})[s.objective])) for label, r in cells.items()},
+    )
+
+
+def raced_outcome(
+    spec: StudySpec, outcome: StudyOutcome, winners: dict[str, Result], race: list[Standing]
+) -> StudyOutcome:
+    """The search's outcome with each group's race winner in place of its search best (``final.race``): the trial the
+    console, ``--status`` and the parent run's ``best_trial_id`` and ``best_<objective>`` name is the one the final
+    stage retrains. Its value stays its search value (the race's means are in ``race``)."""
+    objective = spec.search.objective
+    cell_bests = dict(outcome.cell_bests)
+    for label, r in winners.items():
+        if label in cell_bests:
+            cell_bests[label] = (result_trial_id(r), float((r.metrics or {})[objective]))
+    own = winners.get(spec.name) or winners.get(ALL)
+    if own is None:
+        return replace(outcome, cell_bests=cell_bests, race=race)
+    return replace(
+        outcome,
+        best_trial_id=result_trial_id(own),
+        best_value=float((own.metrics or {})[objective]),
+        best_params=sampled_values(own.config or {}),
+        cell_bests=cell_bests,
+        race=race,
     )
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "cell_scheduler",
     "search_tuner",
     "final_tuner",
+    "race_tuner",
 ]
 
 
@@ -222,13 +223,36 @@ def final_tuner(
 ) -> Tuner:
     """The final stage: a grid over ``param_space``'s final points, restored when a driver died during it (its points
     are the same: the search's results are)."""
+    spec = context.spec
+    metric = final_metric(spec.search.metric)
+    return _grid_tuner(context, R.FINAL_EXPERIMENT, param_space, callback, (metric, num_points))
+
+
+def race_tuner(
+    context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback, num_points: int
+) -> Tuner:
+    """The finalist race (``final.race``): a grid over ``param_space``'s race points, each a search trial ranked by
+    ``search.objective``; restored when a driver died during it (its points are the same: the search's results are)."""
+    return _grid_tuner(context, R.RACE_EXPERIMENT, param_space, callback, (context.spec.search.objective, num_points))
+
+
+def _grid_tuner(
+    context: StudyContext,
+    experiment: str,
+    param_space: dict[str, Any],
+    callback: MlflowTrialCallback,
+    shown: tuple[str, int],
+) -> Tuner:
+    """A stage that runs a grid of points (the race, the final stage): its live view shows ``shown`` (the metric, the
+    number of points); restored when its experiment exists."""
     from ray.tune import Tuner
 
     spec = context.spec
+    metric, num_points = shown
     callbacks = [
         callback,
-        ProgressTable(TrialColumns(final_metric(spec.search.metric), spec.search.mode, num_points, spec.train.epochs)),
+        ProgressTable(TrialColumns(metric, spec.search.mode, num_points, spec.train.epochs)),
         PendingTimeout(context.options.pending_timeout_s),
     ]
-    restore = Tuner.can_restore(context.layout.final_dir)
-    return stage_tuner(context, R.FINAL_EXPERIMENT, param_space, callbacks, None if restore else dict)
+    restore = Tuner.can_restore(f"{context.layout.root}/{experiment}")
+    return stage_tuner(context, experiment, param_space, callbacks, None if restore else dict)

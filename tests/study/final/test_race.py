@@ -1,0 +1,130 @@
+"""The finalist race (``final.race``, issue 59 part 3), without Ray: its finalists are the first of the final stage's
+own ranking, its points and standings are checked by hand, the spec refuses a race that cannot run in one line, and
+the plan and its bill count the race's runs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from ray.tune import Result
+
+from harness.driver import honest_spec, tiny_table
+from study.bill import assumed_bill, model_epochs, priced, size_line
+from study.final.best import best_full_trial, ranked_full_trials
+from study.final.race import race_csv, race_key, race_points, standings
+from study.intake.cells import parse_table
+from study.intake.loading import parse_spec
+from study.intake.plan import StudyPlan
+from trainables.schema import record as R
+from trainables.schema.errors import SpecError
+from trainables.schema.trial import RACE_KEY
+
+OBJECTIVE = "val/recall_at_1"
+EPOCHS = 2  # honest_spec's
+
+
+def _spec(race: dict | None = None, **final: object):
+    raw = honest_spec()
+    return parse_spec({**raw, "final": {**raw["final"], **final, **({"race": race} if race else {})}})
+
+
+def _result(trial: str, metrics: dict, config: dict, error: Exception | None = None) -> Result:
+    """A Ray result as Tune hands it over: its config inside its metrics, its directory ``trial_<id>``."""
+    return Result(metrics={**metrics, "config": config}, checkpoint=None, error=error, path=f"/x/trial_{trial}")
+
+
+def test_the_ranking_starts_with_the_final_stages_pick_on_ties_and_stopped_trials():
+    rng = random.Random(0)
+    for _ in range(200):
+        candidates = [(i, rng.choice([0.1, 0.2, 0.3, float("nan")]), rng.random() < 0.7) for i in range(6)]
+        ranked = ranked_full_trials(candidates, lambda c: c[1], lambda c: c[2], lambda c: c[0], "max")
+        assert (ranked[0] if ranked else None) == best_full_trial(
+            candidates, lambda c: c[1], lambda c: c[2], lambda c: c[0], "max"
+        )
+        values = [c[1] for c in ranked]
+        assert values == sorted(values, reverse=True)  # best first; within a value the earlier trial first
+        assert all(a[0] < b[0] for a, b in zip(ranked, ranked[1:]) if a[1] == b[1])
+
+
+def test_points_are_each_finalists_values_with_the_next_seeds_and_its_optuna_number():
+    spec = _spec({"finalists": 2, "seeds": 2})
+    a, b = (
+        _result("a", {OBJECTIVE: 0.5}, {"ms_alpha": 1.5}),
+        _result("b", {OBJECTIVE: 0.4}, {"ms_alpha": 2.5, "seed": 7}),
+    )
+    points = race_points(spec, {"all": [a, b]}, {"a": 3, "b": 5})
+    assert [race_key(p) for p in points] == [("all", "a", 1), ("all", "a", 2), ("all", "b", 8), ("all", "b", 9)]
+    assert points[0] == {R.GROUP: "all", R.SOURCE_TRIAL: "a", "number": 3, "params": {"ms_alpha": 1.5, "seed": 1}}
+
+
+def test_the_winner_has_the_best_mean_of_its_search_and_race_values():
+    spec = _spec({"finalists": 2, "seeds": 2})
+    a, b = _result("a", {OBJECTIVE: 0.50}, {"ms_alpha": 1.5}), _result("b", {OBJECTIVE: 0.48}, {"ms_alpha": 2.5})
+    finalists = {"all": [a, b]}
+    order = {"a": 0, "b": 1}
+    points = {race_key(p): p for p in race_points(spec, finalists, order)}
+
+    def race(trial: str, seed: int, value: float, epoch: int = EPOCHS, error: Exception | None = None) -> Result:
+        return _result(
+            f"r{trial}{seed}", {OBJECTIVE: value, "epoch": epoch}, {RACE_KEY: points["all", trial, seed]}, error
+        )
+
+    # a: 0.50, 0.40, 0.42 → mean 0.44; b: 0.48, 0.47, 0.49 → 0.48, and b's failed and short runs do not count.
+    runs = [race("a", 1, 0.40), race("a", 2, 0.42), race("b", 1, 0.47), race("b", 2, 0.49)]
+    runs += [race("b", 1, 0.0, error=RuntimeError("x")), race("b", 2, 0.0, epoch=1)]
+    winners, table = standings(spec, finalists, runs, order)
+    assert winners == {"all": b}
+    assert [(s.source_trial, s.race_values, s.winner) for s in table] == [
+        ("a", (0.40, 0.42), False),
+        ("b", (0.47, 0.49), True),
+    ]
+    assert table[1].mean == pytest.approx(0.48) and table[0].mean == pytest.approx(0.44)
+    csv = race_csv(table).splitlines()
+    assert csv[0] == "group,source_trial,optuna_number,search_value,race_values,race_mean,winner"
+    assert csv[2].startswith('"all",b,1,0.48,0.47 0.49,') and csv[2].endswith(",true")
+    # Equal means: the earlier search trial (its Optuna number) wins, as the final stage breaks ties.
+    tied = [race("a", 1, 0.50), race("a", 2, 0.50), race("b", 1, 0.51), race("b", 2, 0.51)]
+    assert standings(spec, {"all": [b, a]}, tied, {"a": 0, "b": 1})[0] == {"all": a}
+
+
+@pytest.mark.parametrize(
+    ("race", "final", "needle"),
+    [
+        ({"finalists": 1}, {}, "final.race.finalists"),
+        ({"finalists": 3}, {}, "exceeds search.num_trials 2"),
+        ({"seeds": 0}, {}, "final.race.seeds"),
+        ({"finalists": 2}, {"seeds": 0}, "needs final.seeds >= 1"),
+    ],
+)
+def test_a_race_that_cannot_run_is_one_line(race, final, needle):
+    with pytest.raises(SpecError) as e:
+        _spec(race, **final)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_race_without_validation_classes_is_refused_for_a_study_and_a_table():
+    raw = {**honest_spec(), "validation": {"kind": "none"}, "final": {"seeds": 1, "race": {"finalists": 2}}}
+    with pytest.raises(SpecError, match="needs validation.kind kfold or holdout"):
+        parse_spec(raw)
+    with pytest.raises(SpecError, match="needs validation.kind kfold or holdout"):
+        parse_table(tiny_table("t", 2, 3, 2, 1, final={"seeds": 1, "race": {"finalists": 2}}))
+
+
+def test_the_plan_and_its_bill_count_the_race_as_search_trials_before_the_final_seeds():
+    plain, raced = StudyPlan.of_study(_spec()), StudyPlan.of_study(_spec({"finalists": 2, "seeds": 3}))
+    assert (plain.race_runs, raced.race_runs, raced.race_per_cell) == (0, 6, 6)
+    per_trial = raced.search_cost() * EPOCHS  # a race run is a search trial: 1 fold-model-epoch × 2 folds … each epoch
+    assert model_epochs(raced) == pytest.approx(model_epochs(plain) + 6 * per_trial)
+    bill = assumed_bill(list(raced.arms), 3.0, raced.search_cost())
+    race_h = 6 * bill.trial_s(raced.cells[0].arm, EPOCHS) / raced.base.search.max_concurrent / 3600
+    assert priced(raced).hours(bill) == pytest.approx(priced(plain).hours(bill) + race_h)
+    assert "a race of 2 finalists × 3 seeds per cell = 6 race runs (validation only), then" in size_line(raced)
+    # A table's cells wait for the race before their final seeds (no final seeds inside the search).
+    table = tiny_table(
+        "t", 2, 3, 2, 1, validation={"kind": "kfold", "folds": 2}, final={"seeds": 1, "race": {"finalists": 2}}
+    )
+    table["train"] = {**table["train"], "classes_per_batch": 2}
+    plan = parse_table(table)
+    assert plan.race_runs == 2 * 2 * 2 and not plan.final_with_search
+    assert "race" not in parse_table({**table, "final": {"seeds": 1}}).written["final"]  # dumped only when set
