@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from dashboards.table_report import study_cost_report, write_table_report
+from dashboards.table_report import race_lines, study_cost_report, write_table_report
 from study.arguments import one_line
 from study.cell_status import CellStatus, cells_status
 from study.final.intervals import replicated_mean, t_interval
@@ -28,14 +28,13 @@ from trainables.schema.metric_names import bounds_of
 
 if TYPE_CHECKING:
     from study.bill import Bill
-    from study.final.race import Standing
     from study.final.stage import FinalGroup
     from study.intake.layout import StudyLayout
     from study.intake.plan import StudyPlan
     from study.runtime.run_progress import RunWall
     from study.search.outcome import StudyOutcome
 
-__all__ = ["report", "print_final", "selection_lines", "race_lines"]
+__all__ = ["report", "print_final", "selection_lines"]
 
 T = TypeVar("T")
 
@@ -51,12 +50,12 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
     _read_back(plan, lambda: _log_selection(layout, outcome.parent_run_id, cells), "selection")
     if len(plan.keys) > 1:
         if outcome.final:
-            where, text = write_table_report(plan, layout, outcome.parent_run_id, bill=bill, cells=cells or None)
+            where, text = write_table_report(
+                plan, layout, outcome.parent_run_id, bill=bill, cells=cells or None, race=outcome.race
+            )
             print()
             print(text)
             print(f"Written to {where}")
-        for line in race_lines(outcome.race, plan.name):
-            print(line)
         return
     _print_best(plan, outcome)
     for line in selection_lines(cells):
@@ -76,27 +75,6 @@ def selection_lines(cells: list[CellStatus]) -> list[str]:
     """``selection: ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.13)``: one line
     per cell whose choice could be bootstrapped."""
     return [f"selection: {c.reliability.line(c.cell.label)}" for c in cells if c.reliability is not None]
-
-
-def race_lines(race: list[Standing], name: str) -> list[str]:
-    """The finalist race's standings (``final.race``), one line per group: each finalist's mean over its search run
-    and its race runs (validation only), the winner marked as the one the final stage retrains."""
-    if not race:
-        return []
-    seeds = max(len(s.race_values) for s in race)
-    lines = [f"race: each group's finalists retrained on {seeds} more seeds (validation only); the best mean wins:"]
-    for group in dict.fromkeys(s.group for s in race):
-        shown = []
-        for s in (s for s in race if s.group == group):
-            race_values = ", ".join(f"{v:.4f}" for v in s.race_values) or "none finished"
-            mark = " (retrained)" if s.winner else ""
-            shown.append(
-                f"trial {s.source_trial if s.number is None else s.number} {s.mean:.4f}{mark} "
-                f"[search {s.search_value:.4f}; race {race_values}]"
-            )
-        label = name if group in (R.GROUP_ALL, name) else group
-        lines.append(f"  {label}: " + "; ".join(shown))
-    return lines
 
 
 def _log_selection(layout: StudyLayout, parent_run_id: str, cells: list[CellStatus]) -> None:

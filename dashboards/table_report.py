@@ -35,11 +35,15 @@ from trainables.schema import record as R
 from trainables.schema.metric_names import COST_WALL, final_metric
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from study.final.race import Standing
     from study.intake.layout import StudyLayout
 
 __all__ = [
     "table_report",
     "write_table_report",
+    "race_lines",
     "final_wall_s",
     "whole_run_use",
     "bill_against_actual",
@@ -53,10 +57,12 @@ def table_report(
     study_dir: str,
     bill: tuple[Bill | None, RunWall] | None = None,
     cells: list[CellStatus] | None = None,
+    race: Sequence[Standing] = (),
 ) -> str:
     """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell; with
     ``bill`` (the bill priced before the run, the run's wall seconds), the bill against the actual cost. ``cells``:
-    :func:`~study.cell_status.cells_status` when the caller read it already (default: read here)."""
+    :func:`~study.cell_status.cells_status` when the caller read it already (default: read here). ``race``: the
+    finalist race's standings (``final.race``): which finalist each cell retrains."""
     comparison, data = _comparison(plan, study_dir)  # (data: also read by the bill against the actual cost)
     parts = [f"# Table {plan.name}", "", size_line(plan, None if bill is None else bill[0]), "", *comparison]
     metric = plan.base.search.objective
@@ -85,9 +91,32 @@ def table_report(
             *reliable,
             "",
         ]
+    if lines := race_lines(race, plan.name):
+        parts += ["```", *lines, "```", ""]
     for line in cost_lines(priced(plan), cells, plan.final_with_search, (data, bill)):
         parts += [line, ""]
     return "\n".join(parts)
+
+
+def race_lines(race: Sequence[Standing], name: str) -> list[str]:
+    """The finalist race's standings (``final.race``), one line per group: each finalist's mean over its search run
+    and its race runs (validation only), the winner marked as the one the final stage retrains."""
+    if not race:
+        return []
+    seeds = max(len(s.race_values) for s in race)
+    lines = [f"race: each group's finalists retrained on {seeds} more seeds (validation only); the best mean wins:"]
+    for group in dict.fromkeys(s.group for s in race):
+        shown = []
+        for s in (s for s in race if s.group == group):
+            race_values = ", ".join(f"{v:.4f}" for v in s.race_values) or "none finished"
+            mark = " (retrained)" if s.winner else ""
+            shown.append(
+                f"trial {s.source_trial if s.number is None else s.number} {s.mean:.4f}{mark} "
+                f"[search {s.search_value:.4f}; race {race_values}]"
+            )
+        label = name if group in (R.GROUP_ALL, name) else group
+        lines.append(f"  {label}: " + "; ".join(shown))
+    return lines
 
 
 def cost_lines(
@@ -192,6 +221,7 @@ def write_table_report(
     parent_run_id: str,
     bill: tuple[Bill | None, RunWall] | None = None,
     cells: list[CellStatus] | None = None,
+    race: Sequence[Standing] = (),
 ) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
     tag the run with the reference family (the dashboard built next compares with it); returns where it was written
@@ -201,7 +231,7 @@ def write_table_report(
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text = table_report(plan, layout.root, bill, cells)
+    text = table_report(plan, layout.root, bill, cells, race)
     where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file

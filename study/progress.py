@@ -149,8 +149,10 @@ class CellProgress(ThrottledTable):
         per_epoch = (time.monotonic() - self._started) / (self._epochs_here * t.search_cost())
         # Under early stopping the search is expected to train its share of every trial's epochs (study.intake.asha_cost, the plan's search_share).
         search_left = max(0.0, t.search_trials * epochs * t.search_share - trained)
-        left = (search_left * t.search_cost() + (t.final_runs - finals_done) * epochs) * per_epoch
-        return f"; ETA ≈ {eta_text(left)} (then {t.final_runs - finals_done} final runs)"
+        race_left = t.race_runs * epochs  # the finalist race (final.race) follows the search: search trials too
+        left = ((search_left + race_left) * t.search_cost() + (t.final_runs - finals_done) * epochs) * per_epoch
+        race = f"{t.race_runs} race runs, " if t.race_runs else ""
+        return f"; ETA ≈ {eta_text(left)} (then {race}{t.final_runs - finals_done} final runs)"
 
     def render(self, trials: list[Trial]) -> str:
         plan = self.plan
