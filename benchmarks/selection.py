@@ -18,12 +18,14 @@ seeds:
 - the **overtuning** share: cells whose pick is worse on test than the cell's median candidate;
 - per seed, **Δ bspml − ms** of the two picks' test Recall@1 (one model each, not the final stage's seeds), and
   whether the seeds agree in sign;
-- the **cost** as model-epochs over today's rule's: 1.00 for every rule here (they read the same trials).
+- the **cost** as model-epochs over today's rule's: 1.00 for every replayed rule (they read the same trials).
 
 Each rule is replayed, not rerun: a search ranked by another rule would ask TPE for other trials after its start-up
-ones, so this isolates the choice among a fixed population. A training variant (:data:`VARIANTS`: the learning rate
-annealed by ``train.lr_schedule: cosine``) is a rerun of the tables. Not measured here (the next steps of part 4): a
-reshuffled holdout, the finalist race, and the final stage's Δ on 7 seeds.
+ones, so this isolates the choice among a fixed population. Every table also races its finalists (``final.race``
+K 3, S 2, by today's rule; it does not change the search): the race's pick is one more row, its cost the race's runs
+over the search's model-epochs (and over the whole table's with its 7 final seeds). A training variant
+(:data:`VARIANTS`: the learning rate annealed by ``train.lr_schedule: cosine``) is a rerun of the tables. Not measured
+here: a reshuffled holdout, and the final stage's Δ on 7 seeds (Δ here is of the picks' own test scores).
 
     PYTHONPATH=$PWD python -m benchmarks.selection --out /tmp/bench-selection --seeds 0 1 2 --variants today cosine
 """
@@ -61,6 +63,12 @@ VARIANTS: dict[str, dict[str, dict]] = {
     "today": {},
     "cosine": {"train": {"lr_schedule": {"type": "cosine"}}},
 }
+#: Every table also races its finalists (``final.race``, the issue's K 3, S 2): the race does not change the search
+#: (the same seeded trials), so the replayed rules read the same candidates, and the race's pick is one more rule.
+RACE = {"finalists": 3, "seeds": 2}
+RACE_RULE = f"race K{RACE['finalists']} S{RACE['seeds']}"
+#: The full glyphs table's final seeds (the whole-table cost ratio counts them; the reduced tables run one).
+TABLE_FINAL_SEEDS = 7
 TEST = on_test(recall_at(1))
 
 
@@ -71,6 +79,8 @@ class Candidate:
     order: int
     history: dict[str, dict[int, float]]
     test: float
+    #: Its Ray trial id (the race's standings name finalists by it).
+    trial_id: str = ""
 
 
 def _mean_last(metric: str, k: int) -> Callable[[Candidate], float]:
@@ -105,15 +115,23 @@ class Pick:
     overtuned: bool
 
 
-def replay(seed: int, arm: str, candidates: Sequence[Candidate], variant: str = "today") -> list[Pick]:
-    """Every rule's pick among ``candidates`` (one cell), with its regret, τ and overtuning."""
+def replay(
+    seed: int, arm: str, candidates: Sequence[Candidate], variant: str = "today", raced: dict[str, float] | None = None
+) -> list[Pick]:
+    """Every rule's pick among ``candidates`` (one cell), with its regret, τ and overtuning; with ``raced`` (the race's
+    mean per finalist's trial id, the winner's the best) the race's pick as :data:`RACE_RULE` (its τ over the
+    finalists)."""
     tests = np.array([c.test for c in candidates])
     picks = []
-    for rule, score in RULES.items():
+    rules = dict(RULES)
+    if raced:
+        rules[RACE_RULE] = lambda c: raced.get(c.trial_id, -math.inf)
+    for rule, score in rules.items():
         scores = [score(c) for c in candidates]
         best = pick_best(range(len(candidates)), lambda i: scores[i], lambda i: candidates[i].order, "max")
         assert best is not None, "a cell without candidates"
-        tau = float(kendalltau(scores, tests).statistic)
+        scored = [i for i, v in enumerate(scores) if math.isfinite(v)]
+        tau = float(kendalltau([scores[i] for i in scored], tests[scored]).statistic) if len(scored) > 1 else math.nan
         chosen = float(tests[best])
         picks.append(
             Pick(variant, seed, arm, rule, chosen, float(tests.max()) - chosen, tau, chosen < float(np.median(tests)))
@@ -133,6 +151,7 @@ def reduced_table(seed: int, out: Path, variant: str = "today") -> Path:
     raw["name"] = table_name(variant, seed)
     for section, values in VARIANTS[variant].items():
         raw[section] = {**raw[section], **values}
+    raw["final"]["race"] = RACE
     raw["arms"] = {a: raw["arms"][a] for a in ARMS}
     raw["cells"] = {"dataset.noise.ratio": [NOISE]}
     raw["search"]["sampler"]["seed"] = seed
@@ -172,12 +191,38 @@ def _candidates(study_dir: Path) -> dict[str, list[Candidate]]:
             m: {x.step: x.value for x in client.get_metric_history(run.info.run_id, m)}
             for m in (on_val(recall_at(1)), on_val(MAP_AT_R))
         }
-        arm = run.data.tags[R.FAMILY]
-        out.setdefault(arm, []).append(Candidate(len(out.get(arm, [])), history, run.data.metrics[TEST]))
+        arm, trial = run.data.tags[R.FAMILY], run.data.tags[R.TRIAL_ID]
+        out.setdefault(arm, []).append(Candidate(len(out.get(arm, [])), history, run.data.metrics[TEST], trial))
     return out
 
 
-def _table(picks: list[Pick], seeds: Sequence[int]) -> str:
+def _raced(study_dir: Path) -> dict[str, float]:
+    """The race's mean per finalist (Ray trial id), from the parent run's standings (every cell's)."""
+    import csv
+    import io
+    import tempfile
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(R.sqlite_uri(study_dir / R.MLFLOW_DB))
+    experiment = client.get_experiment_by_name(study_dir.name)
+    assert experiment is not None, f"no MLflow experiment {study_dir.name}"
+    (parent,) = client.search_runs([experiment.experiment_id], f"tags.`{R.ROLE_TAG}` = '{R.ROLE_STUDY}'")
+    with tempfile.TemporaryDirectory() as scratch:
+        text = Path(client.download_artifacts(parent.info.run_id, R.RACE_FILE, scratch)).read_text()
+    return {row["source_trial"]: float(row["race_mean"]) for row in csv.DictReader(io.StringIO(text))}
+
+
+def cost_ratios(trials: int, epochs: int, search_cost: float) -> tuple[float, float]:
+    """The race's model-epochs as a ratio to today's selection: of the search alone, and of the whole table with its
+    :data:`TABLE_FINAL_SEEDS` final seeds (a race run is a search trial: ``search_cost`` models an epoch)."""
+    race = RACE["finalists"] * RACE["seeds"] * search_cost * epochs
+    search = trials * search_cost * epochs
+    whole = search + TABLE_FINAL_SEEDS * epochs
+    return (search + race) / search, (whole + race) / whole
+
+
+def _table(picks: list[Pick], seeds: Sequence[int], race_cost: tuple[float, float]) -> str:
     lines = [
         f"{'variant':<8} {'rule':<18} {'regret':>7} {'tau':>6} {'overtuned':>9}  "
         + " ".join(f"{'Δ s' + str(s):>8}" for s in seeds)
@@ -194,7 +239,8 @@ def _table(picks: list[Pick], seeds: Sequence[int]) -> str:
             f"{variant:<8} {rule:<18} {np.mean([p.regret for p in mine]):>7.4f} {np.nanmean([p.tau for p in mine]):>6.2f} "
             f"{sum(p.overtuned for p in mine):>4}/{len(mine):<4}  "
             + " ".join(f"{d:>+8.4f}" for d in deltas)
-            + f"  {agree:>5}  1.00"
+            + f"  {agree:>5}  "
+            + ("1.00" if rule != RACE_RULE else f"{race_cost[0]:.2f} of the search, {race_cost[1]:.2f} of the table")
         )
     return "\n".join(lines)
 
@@ -207,8 +253,9 @@ def _replayed(variant: str, seed: int, out: Path) -> list[Pick]:
     _run(spec, study_dir)
     print(f"{study_dir.name}: {time.perf_counter() - started:.0f} s", flush=True)
     picks = []
+    raced = _raced(study_dir)
     for arm, candidates in sorted(_candidates(study_dir).items()):
-        picks += replay(seed, arm, candidates, variant)
+        picks += replay(seed, arm, candidates, variant, raced)
         for c in candidates:
             scores = "  ".join(f"{rule} {score(c):.4f}" for rule, score in RULES.items())
             print(f"  {arm:<6} trial {c.order}: test {c.test:.4f}  {scores}")
@@ -228,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
             picks += _replayed(variant, seed, args.out)
     print()
     print(f"The glyphs table, ms and bspml at {NOISE:.0%} noise, 8 trials per cell, search seeds {args.seeds}:")
-    print(_table(picks, args.seeds))
+    table = yaml.safe_load(TABLE.read_text())
+    search_cost = 1.0 - table["validation"]["fraction"]  # a holdout trial trains one model on the rest
+    print(_table(picks, args.seeds, cost_ratios(table["search"]["num_trials"], table["train"]["epochs"], search_cost)))
 
 
 if __name__ == "__main__":

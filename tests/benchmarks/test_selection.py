@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from benchmarks.selection import Candidate, reduced_table, replay
+from benchmarks.selection import RACE_RULE, Candidate, cost_ratios, reduced_table, replay
 from study.intake.load import load_plan
 
 R1, MAP = "val/recall_at_1", "val/map_at_r"
@@ -42,4 +42,16 @@ def test_the_reduced_table_is_the_glyphs_table_at_one_noise_with_two_arms_and_a_
     assert raw["search"]["sampler"]["seed"] == 2 and raw["search"]["scheduler"] == {"type": "fifo"}
     assert raw["name"] == "sel_cosine_s2" and raw["storage"] == str(tmp_path / "runs")
     assert raw["train"]["lr_schedule"] == {"type": "cosine"} and raw["train"]["epochs"] == 7  # the rest kept
+    assert raw["final"]["race"] == {"finalists": 3, "seeds": 2} and raw["final"]["seeds"] == 1
     assert load_plan(tmp_path / "sel_cosine_s2.yaml").name == "sel_cosine_s2"  # a table the product accepts
+
+
+def test_the_race_is_one_more_pick_scored_over_its_finalists_and_costs_its_runs():
+    candidates = [_candidate(0, [0.5], 0.40), _candidate(1, [0.45], 0.70), _candidate(2, [0.4], 0.60)]
+    candidates = [Candidate(c.order, c.history, c.test, f"t{c.order}") for c in candidates]
+    pick = next(p for p in replay(0, "ms", candidates, raced={"t0": 0.44, "t1": 0.46}) if p.rule == RACE_RULE)
+    assert (pick.test, pick.regret, pick.tau) == (0.70, 0.0, pytest.approx(1.0))  # t2 did not race: not ranked
+    # 8 holdout trials (0.75 of a model) × 7 epochs; the race 3 × 2 more: 1.75 of the search; with 7 final seeds
+    # of 7 epochs (49 model-epochs) the table costs 42 + 49 = 91, the race 31.5 more.
+    search, whole = cost_ratios(8, 7, 0.75)
+    assert search == pytest.approx(1.75) and whole == pytest.approx((91 + 31.5) / 91)
