@@ -158,6 +158,7 @@ def reduced_table(seed: int, out: Path, variant: str = "today") -> Path:
     raw["search"]["scheduler"] = {"type": "fifo"}
     raw["final"]["seeds"] = 1
     raw["storage"] = str(out / "runs")
+    out.mkdir(parents=True, exist_ok=True)
     path = out / f"{raw['name']}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
