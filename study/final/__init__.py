@@ -2,6 +2,8 @@
 
 - :mod:`study.final.best`: the one "best configuration" rule (ties to the earliest trial);
 - :mod:`study.final.stage`: the final test stage's points, groups and summary files;
+- :mod:`study.final.race`: the finalist race (``final.race``): its points and standings;
+- :mod:`study.final.reliability`: how reliable a cell's choice is on its validation classes;
 - :mod:`study.final.intervals`: the one 95 % confidence interval of a mean over seeds.
 
 The driver (:mod:`study.search.driver`), ``--status`` and the dashboards read them; none imports Ray at module level.

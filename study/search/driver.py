@@ -16,27 +16,14 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from study.console import StudyLog, library_log
 from study.data import ensure_pretrained
-from study.final.race import Standing, race_csv, race_points, standings
-from study.final.stage import (
-    FinalGroup,
-    best_per_group,
-    category_csv,
-    final_points,
-    point_key,
-    results_of,
-    summarize_final,
-    summary_csv,
-    top_per_group,
-)
 from study.intake.layout import StudyLayout
 from study.intake.plan import StudyPlan
-from study.intake.validation import spec_from_tune_config, trial_params
 from study.runtime import stopping
 from study.runtime.cluster import check_storage_reachable, connect_ray, shutdown_ray
 from study.runtime.compat import snapshot_failed_trials
@@ -52,185 +39,30 @@ from study.search.outcome import (
     SearchResults,
     StageProgress,
     StudyOutcome,
-    config_of,
-    failures_of,
     raced_outcome,
     summarize,
 )
 from study.search.resume import check_resume, written_text
-from study.search.tuners import final_tuner, race_tuner, search_tuner, stage_ledger
-from study.tracking.callback import MlflowTrialCallback, ParentRun
+from study.search.stages import run_final_stage, run_race_stage
+from study.search.trial_record import describe_trial, selection_tag, stage_callback, trial_spec_data
+from study.search.tuners import search_tuner, stage_ledger
 from study.tracking.credentials import check_tracking_env, redacted_spec
-from study.tracking.optuna_link import OptunaRunLink, trial_numbers
+from study.tracking.optuna_link import trial_numbers
 from study.tracking.outage import set_budget, unwrapped
 from study.tracking.preflight import preflight_stores
 from study.tracking.store import TrackingStore, preload_in_background
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
-from trainables.schema.metric_names import EPOCH
 from trainables.schema.spec import StudySpec
-from trainables.schema.trial import FINAL_KEY, RACE_KEY, SPEC_KEY, flatten, trial_stage
+from trainables.schema.trial import SPEC_KEY, flatten
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ray.tune import Result
 
 __all__ = ["StageProgress", "StudyOutcome", "run_study", "describe_trial", "browse_commands"]
 
 log = logging.getLogger(__name__)
-
-
-def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """MLflow params (the trial's full flattened config) and grouping tags of one trial."""
-    spec = spec_from_tune_config(config)
-    noise = spec.dataset.noise
-    stage = trial_stage(config)
-    tags = {
-        R.STUDY: spec.name,
-        R.FAMILY: spec.family,
-        R.DATASET: spec.dataset.name,
-        R.NOISE_KIND: noise.kind,
-        R.NOISE_RATIO: str(noise.ratio if noise.kind != "none" else 0.0),
-        R.SUBSET: spec.dataset.subset,
-        R.SEED: str(spec.seed),
-        R.STAGE: stage,
-        R.VALIDATION: spec.validation.kind if stage != R.STAGE_FINAL else "none",  # a race run is a search trial
-        R.VAL_LABELS: spec.validation.labels,
-        R.SELECTION: selection_tag(spec),
-    }
-    if stage in (R.STAGE_FINAL, R.STAGE_RACE):
-        point = config[FINAL_KEY if stage == R.STAGE_FINAL else RACE_KEY]
-        tags[R.GROUP] = point[R.GROUP]
-        tags[R.SOURCE_TRIAL] = point[R.SOURCE_TRIAL]
-    return trial_params(spec), tags
-
-
-def selection_tag(spec: StudySpec) -> str:
-    """Where the study's hyperparameters are selected: ``validation`` classes, or (``kind: none``) ``test``."""
-    return R.SELECTION_VALIDATION if spec.validation.enabled else R.SELECTION_TEST
-
-
-def trial_spec_data(spec: StudySpec) -> dict[str, Any]:
-    """What a trial is given of the spec (Ray writes it to every trial's ``params.json``): all but ``tracking``,
-    which stays with the driver (it alone writes to MLflow and Optuna) and may hold credentials."""
-    return spec.model_dump(mode="json", exclude={"tracking"})
-
-
-def _trial_callback(context: StudyContext, store: TrackingStore, parent: str, stage: str) -> MlflowTrialCallback:
-    """The driver-side MLflow writer of one stage's Tuner (``stage``: the search's, whose experiment may run a table's
-    final trials too, or the final stage's): child runs under ``parent``, each tagged with its own stage and its
-    Tuner's experiment; a search run's id is written to its Optuna trial too."""
-    spec, layout = context.spec, context.layout
-    return MlflowTrialCallback(
-        ParentRun(layout.tracking_uri, store.experiment_id, parent),
-        describe_trial=describe_trial,
-        total_epochs=spec.train.epochs,
-        stage=stage,
-        on_run=OptunaRunLink(layout.optuna_url, spec.name) if stage == R.STAGE_SEARCH else None,
-    )
-
-
-def _run_final_stage(
-    context: StudyContext, store: TrackingStore, parent: str, search: SearchResults, failures: list[tuple[str, str]]
-) -> tuple[list[FinalGroup], StageProgress | None]:
-    """Retrain each group's best configuration with ``final.seeds`` seeds on all training classes, evaluate on the
-    test classes, and log the summary to the parent run. The points the search's experiment already ran (a table's
-    cells start theirs as their search ends, :class:`~study.search.cell_search.CellSearch`) are read back by their
-    points; a final Tuner runs the rest. Resumable: a restored driver continues Ray's final experiment, whose points
-    are the same (the search's results are). Returns the groups and, when the stage did not finish, where it stands
-    (``None`` when it did); adds the failed final trials to ``failures``. A group the finalist race decided
-    (``search.raced``) retrains its race winner instead of the search's best."""
-    spec, layout, plan = context.spec, context.layout, context.plan
-    order = trial_numbers(layout.optuna_url, spec.name)
-    best = search.raced if search.raced is not None else best_per_group(spec, search.trials, order, _final_group(plan))
-    points = final_points(spec, best)
-    if not points:
-        return [], None
-    store.set_tags(parent, {R.STAGE: R.STAGE_FINAL, R.FINAL_PLANNED: str(len(points))})
-    ran = {point_key(config_of(r)[FINAL_KEY]): r for r in search.finals}
-    done = [ran[key] for key in map(point_key, points) if key in ran]
-    rest = [p for p in points if point_key(p) not in ran]
-    failures.extend(failures_of(done))
-    results: list[Result] = []
-    if rest:
-        results, progress = _final_tuner_stage(context, store, parent, rest, failures)
-        if progress is not None:
-            return [], progress
-    results = done + results
-    groups = summarize_final(spec, results, best)
-    # Every final trial trains every epoch (no scheduler): it ended by Tune's status and by its last epoch.
-    trained = sum(r.error is not None or int((r.metrics or {}).get(EPOCH, 0)) >= spec.train.epochs for r in results)
-    if trained < len(points):  # stopped: some seeds are missing, so there is no summary yet (--resume writes it)
-        failed = sum(r.error is not None for r in results)
-        return [], StageProgress(R.STAGE_FINAL, len(points), len(results), failed, len(points) - trained)
-    if len(groups) == 1:  # one group: its summary is the study's result, on the parent run itself
-        store.end_parent_metrics(parent, {k: v for k, v in groups[0].summary().items() if v == v})
-    store.log_text(parent, summary_csv(groups), R.FINAL_SUMMARY_FILE)
-    if (per_category := category_csv(groups)) is not None:
-        store.log_text(parent, per_category, R.FINAL_CATEGORY_FILE)
-    return groups, None
-
-
-def _final_group(plan: StudyPlan) -> Callable[[dict[str, Any]], str | None] | None:
-    """The final stage's group of a search trial's config: its cell (a table, replicates), else ``final.group_by``'s."""
-    return plan.group if plan.groups_are_cells else None
-
-
-def _run_race_stage(
-    context: StudyContext, store: TrackingStore, parent: str, search: SearchResults, failures: list[tuple[str, str]]
-) -> tuple[dict[str, Result], list[Standing], StageProgress | None]:
-    """The finalist race (``final.race``, :mod:`study.final.race`): each group's finalists retrained on the race seeds
-    in the race's own Tuner, each group's winner picked by its mean, the standings logged to the parent run. Resumable
-    as the final stage is (a restored driver continues Ray's race experiment: the same search results give the same
-    points). Returns the winners and the standings, or where the race stands when it did not finish; adds its failed
-    trials to ``failures``."""
-    from ray import tune
-
-    spec, layout = context.spec, context.layout
-    race = spec.final.race
-    assert race is not None, "a race needs final.race"
-    order = trial_numbers(layout.optuna_url, spec.name)
-    finalists = top_per_group(spec, search.trials, order, race.finalists, _final_group(context.plan))
-    points = race_points(spec, finalists, order)
-    store.set_tags(parent, {R.STAGE: R.STAGE_RACE, R.RACE_PLANNED: str(len(points))})
-    callback = _trial_callback(context, store, parent, stage=R.STAGE_RACE)
-    tuner = race_tuner(
-        context, {SPEC_KEY: trial_spec_data(spec), RACE_KEY: tune.grid_search(points)}, callback, len(points)
-    )
-    with fit_window():
-        grid = unwrapped(tuner.fit)
-    ledger = stage_ledger(tuner)
-    failures.extend(failures_of(grid))
-    if not ledger.finished(len(points)):
-        return {}, [], StageProgress.of(ledger, R.STAGE_RACE, len(points))
-    winners, table = standings(spec, finalists, results_of(grid), order)
-    store.log_text(parent, race_csv(table), R.RACE_FILE)
-    return winners, table, None
-
-
-def _final_tuner_stage(
-    context: StudyContext,
-    store: TrackingStore,
-    parent: str,
-    points: list[dict[str, Any]],
-    failures: list[tuple[str, str]],
-) -> tuple[list[Result], StageProgress | None]:
-    """The final points the search did not run, in the final stage's own Tuner (a grid over them); its results and,
-    when it did not finish, where it stands."""
-    from ray import tune
-
-    spec = context.spec
-    callback = _trial_callback(context, store, parent, stage=R.STAGE_FINAL)
-    param_space = {SPEC_KEY: trial_spec_data(spec), FINAL_KEY: tune.grid_search(points)}
-    tuner = final_tuner(context, param_space, callback, len(points))
-    with fit_window():
-        grid = unwrapped(tuner.fit)
-    ledger = stage_ledger(tuner)
-    failures.extend(failures_of(grid))
-    if not ledger.finished(len(points)):
-        return [], StageProgress.of(ledger, R.STAGE_FINAL, len(points))
-    return results_of(grid), None
 
 
 def run_study(
@@ -384,7 +216,7 @@ def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> Stu
     # A failed trial is ERROR in Ray's snapshots as it is in Optuna and MLflow: one whose actor died stayed RUNNING
     # there, and --resume ran it again after its cell had replaced it.
     snapshot_failed_trials()
-    callback = _trial_callback(context, store, parent, stage=R.STAGE_SEARCH)
+    callback = stage_callback(context, store, parent, stage=R.STAGE_SEARCH)
     started = time.perf_counter()
     store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not context.resuming else {})
     tuner = search_tuner(context, {SPEC_KEY: trial_spec_data(spec)}, callback)
@@ -408,7 +240,7 @@ def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> Stu
         return outcome
     if spec.final.race is not None:
         check_stop("after the search stage, before the race")
-        raced, table, progress = _run_race_stage(context, store, parent, results, outcome.failures)
+        raced, table, progress = run_race_stage(context, store, parent, results, outcome.failures)
         if progress is not None:
             return dataclasses.replace(
                 outcome, interrupted=True, wall_time_s=time.perf_counter() - started, progress=progress
@@ -416,7 +248,7 @@ def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> Stu
         outcome = raced_outcome(spec, outcome, raced, table)
         results = dataclasses.replace(results, raced=raced)
     check_stop("after the search stage, before the final stage")
-    groups, progress = _run_final_stage(context, store, parent, results, outcome.failures)
+    groups, progress = run_final_stage(context, store, parent, results, outcome.failures)
     return dataclasses.replace(
         outcome,
         final=groups,

@@ -23,7 +23,13 @@ def test_a_store_that_does_not_answer_after_the_run_is_a_warning_and_the_report_
     monkeypatch.setattr(report_module, "cells_status", gone)
     monkeypatch.setattr(report_module, "study_cost_report", gone)
     outcome = SimpleNamespace(
-        best_value=0.5, best_trial_id="t1", best_params={"ms_alpha": 2.0}, cell_bests={}, final=[], parent_run_id="p"
+        best_value=0.5,
+        best_trial_id="t1",
+        best_params={"ms_alpha": 2.0},
+        cell_bests={},
+        final=[],
+        parent_run_id="p",
+        race=[],
     )
     report_module.report(plan, StudyLayout.for_spec(spec), outcome, (None, RunWall(0.0)))  # type: ignore[arg-type]
     out, err = capsys.readouterr()

@@ -437,6 +437,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkey
         interrupted=False,
         final=[object()],
         parent_run_id="p",
+        race=[],
     )
 
     def run_study(plan, **options):  # as the driver leaves the study directory: its spec file, the stores
@@ -455,7 +456,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkey
     err = capsys.readouterr().err
     assert code == 1
     assert err.splitlines() == [err.strip()] and err.startswith("error: the table's report could not be written to ")
-    assert "ACCESS_DENIED second line" in err and "--resume writes it again" in err
+    assert "ACCESS_DENIED second line" in err and "--resume writes it again" in err, err
 
 
 def test_the_size_line_prices_the_table_with_and_without_early_stopping():

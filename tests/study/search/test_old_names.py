@@ -10,7 +10,7 @@ import pytest
 
 from study import bill, cell_status, progress
 from study.intake import asha_cost, cells, layout, loading, plan, validation
-from study.search import cell_asha, cell_search, driver, persistent_asha, space, study_search, tuners
+from study.search import cell_asha, cell_search, driver, persistent_asha, space, study_search, trial_record, tuners
 from study.search.old_names import MOVED, accept_old_names
 
 
@@ -30,7 +30,7 @@ def _old_pickle(obj: object, new: str, old: str) -> bytes:
         ("study.search_space", "ConditionalGridSampler", space),
         ("study.ordered_search", "OrderedSampler", None),
         ("study.stage_tuners", "_trial_dirname", tuners),
-        ("study.tuner", "describe_trial", driver),
+        ("study.tuner", "describe_trial", trial_record),
         ("study.table.search", "TableSearch", cell_search),
         ("study.table.scheduler", "CellASHA", cell_asha),
         ("study.table.progress", "TableProgress", progress),
