@@ -211,7 +211,7 @@ def _raced(study_dir: Path) -> dict[str, float]:
     (parent,) = client.search_runs([experiment.experiment_id], f"tags.`{R.ROLE_TAG}` = '{R.ROLE_STUDY}'")
     with tempfile.TemporaryDirectory() as scratch:
         text = Path(client.download_artifacts(parent.info.run_id, R.RACE_FILE, scratch)).read_text()
-    return {row["source_trial"]: float(row["race_mean"]) for row in csv.DictReader(io.StringIO(text))}
+    return {row[R.SOURCE_TRIAL]: float(row[R.RACE_MEAN]) for row in csv.DictReader(io.StringIO(text))}
 
 
 def cost_ratios(trials: int, epochs: int, search_cost: float) -> tuple[float, float]:

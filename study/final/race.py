@@ -122,7 +122,7 @@ def standings(
 
 def race_csv(table: Sequence[Standing]) -> str:
     """The parent run's :data:`~trainables.schema.record.RACE_FILE`: one row per finalist (values exact)."""
-    lines = ["group,source_trial,optuna_number,search_value,race_values,race_mean,winner"]
+    lines = [",".join(R.RACE_COLUMNS)]
     for s in table:
         race = " ".join(repr(v) for v in s.race_values)
         number = "" if s.number is None else str(s.number)

@@ -57,6 +57,8 @@ __all__ = [
     "FINAL_PLANNED",
     "RACE_PLANNED",
     "RACE_FILE",
+    "RACE_MEAN",
+    "RACE_COLUMNS",
     "RACE_EXPERIMENT",
     "race_run_name",
     "BEST_TRIAL_ID",
@@ -313,6 +315,9 @@ FINAL_EXPERIMENT: Final = "tune_final"
 #: group and finalist its search value, its race values and their mean, and which one won).
 RACE_EXPERIMENT: Final = "tune_race"
 RACE_FILE: Final = "race.csv"
+#: :data:`RACE_FILE`'s columns (the writer, ``study.final.race.race_csv``, and its readers name them from here).
+RACE_MEAN: Final = "race_mean"
+RACE_COLUMNS: Final = (GROUP, SOURCE_TRIAL, "optuna_number", "search_value", "race_values", RACE_MEAN, "winner")
 #: Inside a trial's folder of its experiment (:func:`trial_dir`): the error of a loss that was not finite, written by
 #: the loop before the trial fails. A retry (``--max-failures``) then fails at once, and a table counts the trial as
 #: evaluated (its configuration failed) instead of replacing it (study/search/cell_search.py).
