@@ -68,8 +68,8 @@ def best_full_trial(
     and a group where none did keeps the best of what it has. The final stage after the search
     (:func:`study.final.stage.best_per_group`) and the one a table starts per cell inside the search
     (:class:`study.search.cell_search.CellSearch`) both pick by it."""
-    members = list(candidates)
-    return pick_best([c for c in members if full(c)] or members, value, trial_id, mode)
+    ranked = ranked_full_trials(candidates, value, full, trial_id, mode)
+    return ranked[0] if ranked else None
 
 
 def ranked_full_trials(

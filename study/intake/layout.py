@@ -97,16 +97,6 @@ class StudyLayout:
         return f"{self.root}/{R.SEARCH_EXPERIMENT}"
 
     @property
-    def final_dir(self) -> str:
-        """Ray Tune's experiment of the final test stage."""
-        return f"{self.root}/{R.FINAL_EXPERIMENT}"
-
-    @property
-    def race_dir(self) -> str:
-        """Ray Tune's experiment of the finalist race (``final.race``)."""
-        return f"{self.root}/{R.RACE_EXPERIMENT}"
-
-    @property
     def log_file(self) -> str:
         return f"{self.root}/{R.STUDY_LOG_FILE}"
 

@@ -153,11 +153,12 @@ class TrialRun:
         searcher stores on the Optuna trial when it ends (study.final.reliability bootstraps it); empty when the trial
         evaluates no validation fold or its search metric is not a mean over queries (NMI). Under ``select_on:
         {mean_last: k}`` each class's mean over the last k epochs, whose mean over queries is what ranks the trial."""
-        folds = self._class_folds()
+        if self.select_k > 1:  # the records _keep_recent kept (none: no validation fold, or NMI)
+            folds = [_mean_record(epochs) for epochs in zip(*self.recent_classes)] or None
+        else:
+            folds = self._class_folds()
         if folds is None:
             return {}
-        if self.select_k > 1 and self.recent_classes:
-            folds = [_mean_record(epochs) for epochs in zip(*self.recent_classes)]
         name = self.spec.search.metric.removeprefix(VAL_PREFIX)
         return {VAL_PER_CLASS: json.dumps({"metric": name, "folds": folds}, separators=(",", ":"))}
 
