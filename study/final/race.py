@@ -4,9 +4,15 @@ After the search, each group's (a table's cell, a study's ``final.group_by`` gro
 search trials (:func:`study.final.stage.top_per_group`: by ``search.objective`` among the trials that trained every
 epoch) are retrained with ``seeds`` more seeds each, as search trials: on the same validation classes, reporting the
 same objective, never the test classes. A finalist's race score is the mean of its search trial's value and its race
-runs' values; the final stage then retrains the finalist with the best score (ties to the earlier search trial, as
-:func:`study.final.best.pick_best` breaks them). A race run that failed or did not train every epoch is left out of
-its finalist's mean (its search value always counts).
+runs' values.
+
+The rule that picks the finalist the final stage retrains. A race run that failed, did not train every epoch or
+reported no finite objective is *missing*, and counts against its finalist: the search value is the cell's maximum
+by construction, so a finalist whose race runs diverge would otherwise win on it alone. A finalist is *eligible*
+when none of its race runs is missing; the eligible finalist with the best score wins (ties to the earlier search
+trial, as :func:`study.final.best.pick_best` breaks them). When no finalist of a group is eligible, the one with the
+fewest missing runs wins, by its score among those: where every race run of the group is missing, that is the best
+search value, and :attr:`Standing.missing` on the winner says that the race did not decide.
 
 The race seeds continue from the finalist's own: seed ``s + 1 … s + seeds`` where ``s`` is its search trial's seed
 (``seed``, or the spec's). The label noise is the search's (a race never reseeds it): the finalists are compared on
@@ -34,7 +40,7 @@ if TYPE_CHECKING:
 
     from trainables.schema.spec import StudySpec
 
-__all__ = ["Standing", "race_points", "race_key", "standings", "race_csv"]
+__all__ = ["Standing", "race_points", "race_key", "standings", "race_csv", "undecided_note"]
 
 
 def race_points(spec: StudySpec, finalists: Mapping[str, Sequence[Result]], order: Mapping[str, int]) -> list[dict]:
@@ -71,6 +77,19 @@ class Standing:
     search_value: float
     race_values: tuple[float, ...]
     winner: bool = False
+    #: Its race runs that count against it: failed, stopped before the last epoch, or without a finite objective.
+    missing: int = 0
+
+    @property
+    def eligible(self) -> bool:
+        """Whether every race run of it trained every epoch to a finite objective (only such a finalist wins while
+        one exists in its group)."""
+        return self.missing == 0
+
+    @property
+    def planned(self) -> int:
+        """Its race runs: those that finished and those missing."""
+        return len(self.race_values) + self.missing
 
     @property
     def mean(self) -> float:
@@ -86,15 +105,11 @@ def standings(
     order: Mapping[str, int],
 ) -> tuple[dict[str, Result], list[Standing]]:
     """Per group the winner (the finalist's search result, what the final stage retrains) and every finalist's
-    :class:`Standing`, groups sorted, finalists best first by the search."""
-    objective, epochs = spec.search.objective, spec.train.epochs
-    values: dict[tuple[str, str], list[float]] = {}
-    for r in race:
-        metrics = r.metrics or {}
-        if r.error is not None or int(metrics.get(EPOCH, 0)) < epochs or not is_finite_number(metrics.get(objective)):
-            continue
-        group, trial, _ = race_key((r.config or {})[RACE_KEY])
-        values.setdefault((group, trial), []).append(float(metrics[objective]))
+    :class:`Standing`, groups sorted, finalists best first by the search. The winner is the module's rule: the best
+    score among the finalists with no race run missing, else among those with the fewest missing."""
+    race_spec = spec.final.race
+    assert race_spec is not None, "standings needs final.race"
+    values = _race_values(spec, race)
 
     def earlier(s: Standing) -> tuple[float, str]:  # the tie-break of study.final.stage.creation_order
         return (order.get(s.source_trial, math.inf), s.source_trial)
@@ -102,22 +117,36 @@ def standings(
     winners: dict[str, Result] = {}
     table: list[Standing] = []
     for label in sorted(finalists):
-        rows = [
-            Standing(
-                label,
-                result_trial_id(f),
-                order.get(result_trial_id(f)),
-                float((f.metrics or {}).get(objective, math.nan)),
-                tuple(values.get((label, result_trial_id(f)), [])),
+        rows = []
+        for f in finalists[label]:
+            trial = result_trial_id(f)
+            finished = values.get((label, trial), {})
+            search_value = float((f.metrics or {}).get(spec.search.objective, math.nan))
+            missing = max(0, race_spec.seeds - len(finished))
+            rows.append(
+                Standing(label, trial, order.get(trial), search_value, tuple(finished.values()), False, missing)
             )
-            for f in finalists[label]
-        ]
-        best = pick_best(rows, lambda s: s.mean, earlier, spec.search.mode)
+        fewest = min((s.missing for s in rows), default=0)
+        best = pick_best([s for s in rows if s.missing == fewest], lambda s: s.mean, earlier, spec.search.mode)
         if best is None:
             continue
         winners[label] = next(f for f in finalists[label] if result_trial_id(f) == best.source_trial)
         table += [dataclasses.replace(s, winner=s is best) for s in rows]
     return winners, table
+
+
+def _race_values(spec: StudySpec, race: Sequence[Result]) -> dict[tuple[str, str], dict[int, float]]:
+    """Per (group, finalist) the objective of each race seed whose run trained every epoch to a finite value, in
+    seed order (a seed reported twice, as by a retried run, counts once)."""
+    objective, epochs = spec.search.objective, spec.train.epochs
+    values: dict[tuple[str, str], dict[int, float]] = {}
+    for r in race:
+        metrics = r.metrics or {}
+        if r.error is not None or int(metrics.get(EPOCH, 0)) < epochs or not is_finite_number(metrics.get(objective)):
+            continue
+        group, trial, seed = race_key((r.config or {})[RACE_KEY])
+        values.setdefault((group, trial), {})[seed] = float(metrics[objective])
+    return {key: dict(sorted(seeds.items())) for key, seeds in values.items()}
 
 
 def race_csv(table: Sequence[Standing]) -> str:
@@ -127,6 +156,21 @@ def race_csv(table: Sequence[Standing]) -> str:
         race = " ".join(repr(v) for v in s.race_values)
         number = "" if s.number is None else str(s.number)
         lines.append(
-            f'"{s.group}",{s.source_trial},{number},{s.search_value!r},{race},{s.mean!r},{str(s.winner).lower()}'
+            f'"{s.group}",{s.source_trial},{number},{s.search_value!r},{race},{s.missing},{s.mean!r},'
+            f"{str(s.winner).lower()}"
         )
     return "\n".join(lines) + "\n"
+
+
+def undecided_note(group: Sequence[Standing]) -> str:
+    """What a group's standings line adds when the race did not decide it (its winner had race runs missing, so no
+    finalist of the group was eligible); empty when it did."""
+    winner = next((s for s in group if s.winner), None)
+    if winner is None or winner.eligible:
+        return ""
+    on = "its search value alone" if not winner.race_values else "its mean"
+    label = winner.source_trial if winner.number is None else winner.number
+    return (
+        f"no finalist finished every race run: trial {label}, with the fewest missing "
+        f"({winner.missing} of {winner.planned}), won on {on}"
+    )

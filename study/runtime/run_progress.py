@@ -5,6 +5,9 @@ A requeued run that restores its trials, trains part of an epoch and is stopped 
 next checkpoint gains nothing; requeueing it again only repeats that. The driver counts the checkpoints its trials
 reported in this run and times its start-up and its epochs, so the job script (``dmlstudy slurm``) can stop the chain
 with one line saying which ``--time`` would work instead of requeueing in vain.
+
+What a whole run has left, stage by stage (:class:`StageCounts`), is how ``--status`` tells a run that ended from one
+that a ``--resume`` continues.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from trainables.schema import record as R
 
 __all__ = [
     "RunMeter",
+    "StageCounts",
     "RunProgress",
     "RunWall",
     "append_driver_wall",
@@ -29,6 +33,11 @@ __all__ = [
     "start_run_meter",
     "write_run_progress",
 ]
+
+#: MLflow's parent run status of a driver that ended every stage (``study.search.driver``: FINISHED only then), and
+#: of one a stop ended (KILLED: exit 3, what was saved is saved and ``--resume`` continues, or writes the result).
+PARENT_FINISHED = "FINISHED"
+PARENT_STOPPED = "KILLED"
 
 
 @dataclass(frozen=True)
@@ -182,3 +191,53 @@ def start_run_meter(started: float) -> RunMeter:
 def run_meter() -> RunMeter:
     """The meter of this process's driver run (a fresh one counting from import when none was started)."""
     return _meter
+
+
+@dataclass(frozen=True)
+class StageCounts:
+    """What every stage of a run has ended against what it plans, as its stores say (``--status``): the search per
+    cell, the finalist race (``final.race``: finalists × race seeds per group) and the final stage (``final.seeds``
+    per ``final.group_by`` group, per cell of a table, per replicate). A stage's plan over groups is the number its
+    driver tagged on the parent run as the stage started (``None``: it has not started): a study's groups come from
+    its search, so only the driver knows how many there are.
+
+    Args:
+        searched: per cell, its search trials that ended (finished, stopped early or failed).
+        trials_per_cell: each cell's search budget.
+        searched_ok: whether any search trial finished (none did: the driver fails at the search, no stage follows).
+        race: the race runs finished and planned; ``None`` without a race.
+        final: the final runs finished and planned; ``None`` without final seeds.
+    """
+
+    searched: tuple[int, ...]
+    trials_per_cell: int
+    searched_ok: bool = True
+    race: tuple[int, int | None] | None = None
+    final: tuple[int, int | None] | None = None
+
+    def left(self) -> list[str]:
+        """What is left, one phrase per stage (``race: 3 of 8 runs``); empty when every stage has ended."""
+        short = [n for n in self.searched if n < self.trials_per_cell]
+        if short:
+            ended = sum(min(n, self.trials_per_cell) for n in self.searched)
+            return [f"search: {ended} of {len(self.searched) * self.trials_per_cell} trials"]
+        if not self.searched_ok:
+            return []
+        out = []
+        for stage, counts in (("race", self.race), ("final", self.final)):
+            if counts is None:
+                continue
+            done, planned = counts
+            if planned is None:
+                out.append(f"{stage}: not started")
+            elif done < planned:
+                out.append(f"{stage}: {done} of {planned} runs")
+        return out
+
+    def resumable(self, parent: str | None) -> bool:
+        """Whether ``--resume`` has something to do, after a driver whose parent run ended ``parent``: a stopped
+        driver (KILLED) always (it may have stopped after its last run, before writing the result), a finished one
+        never, any other (FAILED, a driver that died) while a stage has runs left."""
+        if parent == PARENT_STOPPED:
+            return True
+        return parent != PARENT_FINISHED and bool(self.left())

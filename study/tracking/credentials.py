@@ -11,8 +11,14 @@ remembers which real URL each redacted form stands for (:func:`remember`), and c
 
 A secret is found by what it means to the driver, not by how it is spelled: SQLAlchemy percent-decodes a query's
 keys, so ``?passw%6Frd=`` is ``?password=`` and is masked as one (:func:`secret_key`), and what ``make_url`` and
-``urllib`` read as a password is refused where a URL must hold none (:func:`written_secrets`). A command printed for a
-person to paste (a continue line, a ``kubectl`` line) masks each argument, then quotes it (:func:`shell_command`).
+``urllib`` read as a password is refused where a URL must hold none (:func:`written_secrets`).
+
+Two strengths of masking. A message or a log line (:func:`mask_passwords`) may quote a fragment of a secret in a
+library's words, so it masks every URL's secrets and every piece of a known password wherever it appears. A command
+printed for a person to paste (a continue line, a ``kubectl`` line, :func:`shell_command`) must run as written, so it
+masks each secret where it stands (a URL's password, a secret query key's value) and nothing else: with
+``postgresql://study:study@localhost/study``, ``python -m study.run`` and ``storage=/srv/study/runs`` stay as they are.
+It masks each argument, then quotes it.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ _TEXT_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://(?:[^\s:/][^\s:]*)?
 _TEXT_URL_ENCODED = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*?%(?:25)*3[Aa])([^\s:]*)(@)")
 #: A query pair anywhere in a text: the value runs to the next ``&`` or white space.
 _TEXT_QUERY_PAIR = re.compile(r"[?&]([^=&?\s]*)=([^&\s]*)")
+#: Where a URL starts in one argument of a printed command: its scheme and ``://``.
+_URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 #: Pieces of a known password at least this long are masked wherever a message holds them (shorter ones would mask
 #: ordinary words).
 _MIN_SECRET = 4
@@ -165,13 +173,17 @@ def mask_passwords(text: str, keep_variables: bool = False) -> str:
 
 
 def mask_argument(word: str) -> str:
-    """One argument of a printed command with its secrets masked: a URL, or a ``KEY=URL`` (``--set``), redacted
-    whole (its password may hold white space or quotes), then masked as a message is (:func:`mask_passwords`). A
-    ``${VAR}`` is kept: the command, pasted, then connects as the one printed it did."""
-    key, sep, value = word.partition("=")
-    if sep and "://" in value and "://" not in key:
-        word = key + sep + redact(value)
-    return mask_passwords(redact(word), keep_variables=True)
+    """One argument of a printed command with its secrets masked where they stand, and nothing else changed: from the
+    argument's first URL (``ray://…`` of ``--address``, ``postgresql://…`` of ``--set tracking.uri=…``) to its end,
+    the URL's password and its secret query values (:func:`redact`: the URL is the rest of the argument, so a
+    password holding white space or quotes is masked whole). Text before a URL, or in an argument without one, is no
+    URL: a path holding ``?pass=`` is printed as written, and so is a word that happens to hold a known password
+    (``study`` of ``postgresql://study:study@…`` in ``study.run``), so that the pasted line runs the same command.
+    A ``${VAR}`` is kept: the command, pasted, then connects as the one printed it did."""
+    found = _URL_START.search(word)
+    if found is None:
+        return word
+    return word[: found.start()] + redact(word[found.start() :])
 
 
 def shell_command(words: Sequence[str]) -> str:

@@ -162,6 +162,81 @@ def test_the_continue_line_round_trips_with_every_secret_masked(seed, monkeypatc
         assert "Hunter2" not in line, line
 
 
+#: The common development URL: its user, password and database are all ``study``, the word of the module, the spec's
+#: folder and the storage path too.
+_DEV_URL = "postgresql://study:study@localhost/study"
+#: Plain text around a known password: it in module names, paths and values, ``?pass=`` in a path that is no URL.
+_PLAIN_STUDY = [
+    *_PLAIN,
+    "study",
+    "study.run",
+    "/srv/study/runs",
+    "?pass=study",
+    "a?pass=1",
+    "$(study)",
+    "'study'",
+    "s tudy",
+]
+
+
+def _plain_study(rng: random.Random, lead: str = "") -> str:
+    while True:
+        text = lead + "".join(rng.choice(_PLAIN_STUDY) for _ in range(rng.randint(1, 6)))
+        if "://" not in text:
+            return text
+
+
+def test_a_printed_command_masks_a_known_password_where_it_stands_and_nowhere_else(monkeypatch):
+    """With ``postgresql://study:study@localhost/study`` the driver knows ``study`` as a password: a message masks it
+    wherever it appears (a library may quote a fragment of it), but the continue line masks only the URL's password
+    field and secret query values, so that ``python -m study.run``, the spec's path and ``storage=`` read back as
+    written, ``?pass=`` of a path included."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    credentials.remember(_DEV_URL)  # as the driver does with its tracking URLs
+    argv = [
+        "search_spaces/study $(study).yaml",
+        *("--set", f"tracking.optuna_uri={_DEV_URL}"),
+        *("--set", "tracking.uri=http://study:st udy'@mlflow:5000/x?token=study&db=study"),
+        *("--set", "storage=/srv/study/runs?pass=study"),
+        *("--set", 'name=it\'s "study"'),
+        *("--address", "ray://study:study@head:10001"),
+    ]
+    run = Invocation("python -m study.run", parser().parse_args(argv))
+    assert shlex.split(run.command(resume=True)) == [
+        "python", "-m", "study.run",
+        "search_spaces/study $(study).yaml",
+        "--set", f"tracking.optuna_uri=postgresql://study:{MASK}@localhost/study",
+        "--set", f"tracking.uri=http://study:{MASK}@mlflow:5000/x?token={MASK}&db=study",
+        "--set", "storage=/srv/study/runs?pass=study",
+        "--set", "name=it's \"study\"",
+        "--address", f"ray://study:{MASK}@head:10001",
+        "--resume",
+    ]  # fmt: skip
+    # A message (a log line, an error) keeps the stricter masking: the known password goes wherever it stands.
+    message = credentials.mask_passwords("could not open /srv/study/runs?pass=study for study.run")
+    assert message == f"could not open /srv/{MASK}/runs?pass={MASK} for {MASK}.run"
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_printed_commands_round_trip_around_a_known_password(seed):
+    """The property of :func:`test_shell_command_round_trips_with_every_secret_masked`, the password ``study`` known
+    to the process and written all over the plain words: each URL's secrets masked, every other character kept."""
+    credentials.remember(_DEV_URL)
+    rng = random.Random(200 + seed)
+
+    def plain(r: random.Random) -> Word:
+        return Word(((_plain_study(r), False),))
+
+    def override(r: random.Random) -> Word:
+        return Word(((f"storage={_plain_study(r)}", False),)) if r.random() < 0.5 else _override(r)
+
+    for _ in range(300):
+        words = [rng.choice([override, _address, plain])(rng) for _ in range(4)]
+        line = shell_command([w.written for w in words])
+        assert shlex.split(line) == [w.masked for w in words], line
+        assert "Hunter2" not in line, line
+
+
 def test_the_continue_line_inside_a_slurm_job_names_no_private_ray_address(monkeypatch):
     """Issue 60: inside a ``dmlstudy slurm`` job the driver runs on the job's own Ray (dead once the run ends), so its
     continue line names no ``--address`` (the job's own line follows it); anywhere else ``--address`` is kept."""

@@ -58,6 +58,7 @@ __all__ = [
     "RACE_PLANNED",
     "RACE_FILE",
     "RACE_MEAN",
+    "RACE_MISSING",
     "RACE_COLUMNS",
     "RACE_EXPERIMENT",
     "race_run_name",
@@ -312,12 +313,24 @@ TABLE_REPORT_FILE: Final = "table.md"
 SEARCH_EXPERIMENT: Final = "tune"
 FINAL_EXPERIMENT: Final = "tune_final"
 #: Ray Tune's experiment of the finalist race (``final.race``), and the race's standings on the parent run (CSV: per
-#: group and finalist its search value, its race values and their mean, and which one won).
+#: group and finalist its search value, its race values, its race runs missing (failed or short), the mean, and which
+#: one won).
 RACE_EXPERIMENT: Final = "tune_race"
 RACE_FILE: Final = "race.csv"
 #: :data:`RACE_FILE`'s columns (the writer, ``study.final.race.race_csv``, and its readers name them from here).
 RACE_MEAN: Final = "race_mean"
-RACE_COLUMNS: Final = (GROUP, SOURCE_TRIAL, "optuna_number", "search_value", "race_values", RACE_MEAN, "winner")
+#: ``race_missing``: the finalist's race runs that failed, stopped short or reported no finite objective.
+RACE_MISSING: Final = "race_missing"
+RACE_COLUMNS: Final = (
+    GROUP,
+    SOURCE_TRIAL,
+    "optuna_number",
+    "search_value",
+    "race_values",
+    RACE_MISSING,
+    RACE_MEAN,
+    "winner",
+)
 #: Inside a trial's folder of its experiment (:func:`trial_dir`): the error of a loss that was not finite, written by
 #: the loop before the trial fails. A retry (``--max-failures``) then fails at once, and a table counts the trial as
 #: evaluated (its configuration failed) instead of replacing it (study/search/cell_search.py).

@@ -12,7 +12,8 @@ from ray.tune import Result
 from harness.driver import honest_spec, tiny_table
 from study.bill import assumed_bill, model_epochs, priced, size_line
 from study.final.best import best_full_trial, ranked_full_trials
-from study.final.race import race_csv, race_key, race_points, standings
+from study.final.race import race_csv, race_key, race_points, standings, undecided_note
+from study.final.stage import result_trial_id
 from study.intake.cells import parse_table
 from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
@@ -81,11 +82,111 @@ def test_the_winner_has_the_best_mean_of_its_search_and_race_values():
     ]
     assert table[1].mean == pytest.approx(0.48) and table[0].mean == pytest.approx(0.44)
     csv = race_csv(table).splitlines()
-    assert csv[0] == "group,source_trial,optuna_number,search_value,race_values,race_mean,winner"
-    assert csv[2].startswith('"all",b,1,0.48,0.47 0.49,') and csv[2].endswith(",true")
+    assert csv[0] == "group,source_trial,optuna_number,search_value,race_values,race_missing,race_mean,winner"
+    assert csv[2].startswith('"all",b,1,0.48,0.47 0.49,0,') and csv[2].endswith(",true")
     # Equal means: the earlier search trial (its Optuna number) wins, as the final stage breaks ties.
     tied = [race("a", 1, 0.50), race("a", 2, 0.50), race("b", 1, 0.51), race("b", 2, 0.51)]
     assert standings(spec, {"all": [b, a]}, tied, {"a": 0, "b": 1})[0] == {"all": a}
+
+
+def _race_of(spec, finalists, order):
+    """A maker of race results for ``finalists``' points: ``run(trial, seed, value, epoch, error)``."""
+    points = {race_key(p): p for p in race_points(spec, finalists, order)}
+
+    def run(trial: str, seed: int, value: float, epoch: int = EPOCHS, error: Exception | None = None) -> Result:
+        config = {RACE_KEY: points["all", trial, seed]}
+        return _result(f"r{trial}{seed}", {OBJECTIVE: value, "epoch": epoch}, config, error)
+
+    return run
+
+
+def test_a_finalist_whose_race_runs_all_fail_does_not_win_on_its_search_value():
+    """aaa: search 0.70 (the cell's best by construction), both race runs diverged; bbb: search 0.66, race 0.65 and
+    0.65. Counting aaa's search value alone (mean 0.70) would crown the configuration that fails."""
+    spec = _spec({"finalists": 2, "seeds": 2})
+    aaa, bbb = _result("aaa", {OBJECTIVE: 0.70}, {"ms_alpha": 1.5}), _result("bbb", {OBJECTIVE: 0.66}, {"ms_alpha": 2})
+    finalists, order = {"all": [aaa, bbb]}, {"aaa": 0, "bbb": 1}
+    run = _race_of(spec, finalists, order)
+    nan = float("nan")
+    runs = [run("aaa", 1, nan, error=RuntimeError("loss is nan")), run("aaa", 2, nan, epoch=1)]
+    runs += [run("bbb", 1, 0.65), run("bbb", 2, 0.65)]
+    winners, table = standings(spec, finalists, runs, order)
+    assert winners == {"all": bbb}
+    assert [(s.source_trial, s.race_values, s.missing, s.winner) for s in table] == [
+        ("aaa", (), 2, False),
+        ("bbb", (0.65, 0.65), 0, True),
+    ]
+    assert race_csv(table).splitlines()[1].startswith('"all",aaa,0,0.7,,2,0.7,false')
+    assert undecided_note(table) == ""  # an eligible finalist won: the race decided
+
+
+def test_one_failed_race_run_counts_against_a_finalist_with_the_better_mean():
+    """aaa: 0.70, race 0.69 and a run stopped at epoch 1 (mean 0.695); bbb: 0.60, 0.60, 0.60. bbb finished every
+    race run, aaa did not: bbb wins. A finite value reported before the last epoch is a short run too."""
+    spec = _spec({"finalists": 2, "seeds": 2})
+    aaa, bbb = _result("aaa", {OBJECTIVE: 0.70}, {"ms_alpha": 1.5}), _result("bbb", {OBJECTIVE: 0.60}, {"ms_alpha": 2})
+    finalists, order = {"all": [aaa, bbb]}, {"aaa": 0, "bbb": 1}
+    run = _race_of(spec, finalists, order)
+    runs = [run("aaa", 1, 0.69), run("aaa", 2, 0.71, epoch=1), run("bbb", 1, 0.60), run("bbb", 2, 0.60)]
+    winners, table = standings(spec, finalists, runs, order)
+    assert winners == {"all": bbb}
+    assert [(s.missing, s.planned, s.eligible) for s in table] == [(1, 2, False), (0, 2, True)]
+    assert table[0].mean == pytest.approx(0.695)
+
+
+def test_when_no_finalist_is_eligible_the_fewest_missing_wins_and_the_standings_say_so():
+    spec = _spec({"finalists": 2, "seeds": 2})
+    aaa, bbb = _result("aaa", {OBJECTIVE: 0.70}, {"ms_alpha": 1.5}), _result("bbb", {OBJECTIVE: 0.66}, {"ms_alpha": 2})
+    finalists, order = {"all": [aaa, bbb]}, {"aaa": 0, "bbb": 1}
+    run = _race_of(spec, finalists, order)
+    failed = RuntimeError("x")
+    # bbb lost one run, aaa both: bbb (fewest missing) wins, on its mean.
+    one = [run("aaa", 1, 0.0, error=failed), run("aaa", 2, 0.0, error=failed), run("bbb", 1, 0.5)]
+    winners, table = standings(spec, finalists, one, order)
+    assert winners == {"all": bbb}
+    assert (
+        undecided_note(table)
+        == "no finalist finished every race run: trial 1, with the fewest missing (1 of 2), won on its mean"
+    )
+    # Every race run failed (the race could not run at all): the best search value, said as such.
+    none = [run(t, seed, 0.0, error=failed) for t in ("aaa", "bbb") for seed in (1, 2)]
+    winners, table = standings(spec, finalists, none, order)
+    assert winners == {"all": aaa}
+    assert [(s.missing, s.winner) for s in table] == [(2, True), (2, False)]
+    assert undecided_note(table).endswith("trial 0, with the fewest missing (2 of 2), won on its search value alone")
+
+
+def test_the_winner_is_the_best_mean_among_the_finalists_with_the_fewest_race_runs_missing():
+    """Random races against a brute-force reading of the rule: per finalist, its seeds that finished every epoch with
+    a finite value (any other result of a seed is missing); among those with the fewest missing, the best mean of
+    search and race values, ties to the earlier trial."""
+    rng = random.Random(65)
+    spec = _spec({"finalists": 2, "seeds": 3})
+    nan = float("nan")
+    for _ in range(300):
+        names = [f"t{i}" for i in range(rng.randint(1, 4))]
+        order = dict(zip(names, rng.sample(range(10), len(names))))
+        finalists = {"all": [_result(n, {OBJECTIVE: rng.choice([0.5, 0.6, 0.7])}, {"ms_alpha": 1.0}) for n in names]}
+        run = _race_of(spec, finalists, order)
+        runs, finished = [], {n: [] for n in names}
+        for n in names:
+            for seed in range(1, 4):
+                kind = rng.choice(["ok", "ok", "ok", "error", "short", "nan", "absent"])
+                value = rng.choice([0.5, 0.6, 0.7])
+                if kind == "ok":
+                    finished[n].append(value)
+                if kind != "absent":
+                    error = RuntimeError("x") if kind == "error" else None
+                    runs.append(run(n, seed, nan if kind == "nan" else value, 1 if kind == "short" else EPOCHS, error))
+        rng.shuffle(runs)
+        search = {r.path.rsplit("_", 1)[1]: r.metrics[OBJECTIVE] for r in finalists["all"]}
+        missing = {n: 3 - len(finished[n]) for n in names}
+        mean = {n: sum([search[n], *finished[n]]) / (1 + len(finished[n])) for n in names}
+        expected = min(names, key=lambda n: (missing[n], -mean[n], order[n]))
+        winners, table = standings(spec, finalists, runs, order)
+        assert result_trial_id(winners["all"]) == expected
+        assert {s.source_trial: s.missing for s in table} == missing
+        assert [s.source_trial for s in table if s.winner] == [expected]
 
 
 @pytest.mark.parametrize(
