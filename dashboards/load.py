@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dashboards.artifacts import load_final_summary, load_paired, load_weight_tables
+from study.final.reliability import line_tag
 from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import (
@@ -107,6 +108,9 @@ class StudyInfo:
     #: How reliable each cell's choice is: the parent's ``selection/<cell>/<what>`` metrics
     #: (:func:`trainables.schema.record.selection_metric`), by cell, then by what.
     reliability: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Each cell's selection line, as the console, ``--status`` and the report print it (the parent's
+    #: ``selection/<cell>/line`` tags: :func:`study.final.reliability.line_tag`), by cell.
+    selection_lines: dict[str, str] = field(default_factory=dict)
 
     @property
     def optuna_db(self) -> Path | None:
@@ -300,6 +304,7 @@ def _study_info(client: MlflowClient, experiment: Any, parent: Run | None, trial
         reference=tags.get(R.REFERENCE) or None,
         replicates=int(tags.get(R.REPLICATES) or params.get(R.PARAM_SEARCH_REPLICATES) or 1),
         reliability=_reliability(parent.data.metrics if parent else {}),
+        selection_lines=_selection_lines(tags),
     )
 
 
@@ -311,6 +316,20 @@ def _reliability(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
         if head.startswith(R.SELECTION_PREFIX):
             out.setdefault(head.removeprefix(R.SELECTION_PREFIX), {})[what] = value
     return out
+
+
+def _selection_lines(tags: dict[str, str]) -> dict[str, str]:
+    """The parent's ``selection/<cell>/line`` tags by cell (:func:`study.final.reliability.line_tag`)."""
+    out = {}
+    for key, value in tags.items():
+        head, _, what = key.rpartition("/")
+        if head.startswith(R.SELECTION_PREFIX) and what == _LINE:
+            out[head.removeprefix(R.SELECTION_PREFIX)] = value
+    return out
+
+
+#: The last part of a selection line's tag (:func:`study.final.reliability.line_tag`).
+_LINE = line_tag("").rpartition("/")[2]
 
 
 def _config_key(params: dict[str, str]) -> str:

@@ -23,6 +23,7 @@ from dashboards.table_report import race_lines, study_cost_report, write_table_r
 from study.arguments import one_line
 from study.cell_status import CellStatus, cells_status
 from study.final.intervals import replicated_mean, t_interval
+from study.final.reliability import line_tag
 from trainables.schema import record as R
 from trainables.schema.metric_names import bounds_of
 
@@ -72,21 +73,25 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
 
 
 def selection_lines(cells: list[CellStatus]) -> list[str]:
-    """``selection: ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.13)``: one line
-    per cell whose choice could be bootstrapped."""
-    return [f"selection: {c.reliability.line(c.cell.label)}" for c in cells if c.reliability is not None]
+    """Each cell's selection line (:meth:`study.final.reliability.Reliability.line`, the one the console and
+    ``--status`` print): one per cell whose choice could be said."""
+    return [c.reliability.line(c.cell.label) for c in cells if c.reliability is not None]
 
 
 def _log_selection(layout: StudyLayout, parent_run_id: str, cells: list[CellStatus]) -> None:
-    """Each cell's reliability as metrics of the parent run (what the dashboard's table page reads)."""
-    metrics = {k: v for c in cells if c.reliability is not None for k, v in c.reliability.metrics(c.cell.label).items()}
-    if not metrics or not parent_run_id:
+    """Each cell's reliability as metrics of the parent run (what the dashboard's table page reads) and its selection
+    line as a tag (:func:`study.final.reliability.line_tag`)."""
+    chosen = [c for c in cells if c.reliability is not None]
+    if not chosen or not parent_run_id:
         return
     from study.tracking.stores import mlflow_client  # the one door to MLflow (deferred: after the run only)
 
     client = mlflow_client(layout.tracking_uri)
-    for key, value in metrics.items():
-        client.log_metric(parent_run_id, key, value)
+    for c in chosen:
+        assert c.reliability is not None
+        for key, value in c.reliability.metrics(c.cell.label).items():
+            client.log_metric(parent_run_id, key, value)
+        client.set_tag(parent_run_id, line_tag(c.cell.label), c.reliability.line(c.cell.label))
 
 
 def _print_best(plan: StudyPlan, outcome: StudyOutcome) -> None:

@@ -11,19 +11,23 @@ The best trial is :func:`study.final.best.pick_best`'s on the cell's COMPLETE Op
 
 from __future__ import annotations
 
+import csv
+import io
 import math
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from study.final.best import pick_best
-from study.final.reliability import Reliability, of_trials
+from study.final.reliability import Choice, of_trials
 from study.intake.layout import StudyLayout
 from study.intake.plan import PlanCell, StudyPlan
 from study.runtime.storage import read_bytes
 from study.tracking import peek as tracking_peek
-from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
+from study.tracking.stores import load_optuna_study, mlflow_client, optuna_storage, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL
@@ -59,11 +63,15 @@ class CellStatus:
     span: tuple[datetime, datetime] | None = None
     #: The best trial's Optuna number (``None`` before one completed).
     best_number: int | None = None
-    #: How reliable the cell's choice is on its validation classes (:mod:`study.final.reliability`; ``None`` before
-    #: two candidates completed, or without per-class validation results).
-    reliability: Reliability | None = None
+    #: How reliable the cell's choice is on its validation classes (:mod:`study.final.reliability`: the race
+    #: winner's once the finalist race chose, else the search's best; at the rung that chose under early stopping;
+    #: ``None`` before two candidates ended, or without per-class validation results).
+    reliability: Choice | None = None
     #: Finalist race runs finished (``final.race``): the cell's own, or a study's over its groups.
     race_done: int = 0
+    #: The finalist race's winner, the trial the final stage retrains (``None``: no race, or not decided yet): its
+    #: Optuna number and its race score (the mean of its search value and its race runs' values).
+    race_winner: tuple[int, float] | None = None
 
     @property
     def finished(self) -> int:
@@ -195,6 +203,7 @@ def cells_status(plan: StudyPlan) -> list[CellStatus]:
     names = set(optuna_study_names(storage, base.name))
     finals = _finished_per_group(layout.tracking_uri, base.name, R.STAGE_FINAL)
     races = _finished_per_group(layout.tracking_uri, base.name, R.STAGE_RACE) if plan.race_per_cell else Counter()
+    winners = _race_winners(plan, layout.tracking_uri) if plan.race_per_cell else {}
     out = []
     for cell in plan.cells:
         trials = []
@@ -202,22 +211,61 @@ def cells_status(plan: StudyPlan) -> list[CellStatus]:
             trials = load_optuna_study(cell.study_name, storage).get_trials(deepcopy=False)
         complete = [t for t in trials if t.state.name == "COMPLETE"]
         best = pick_best(complete, lambda t: t.value, lambda t: t.number, base.search.mode)
+        raced = winners.get(cell.label)
         out.append(
             CellStatus(
                 cell,
                 dict(Counter(t.state.name for t in trials)),
                 None if best is None else best.value,
                 {} if best is None else dict(best.params),
-                finals.get(cell.label, 0),
+                finals.get(cell.label, 0) if plan.groups_are_cells else sum(finals.values()),
                 sum(t.user_attrs.get(R.OPTUNA_FAILURE) == R.FAILURE_NONFINITE for t in trials),
                 **_cost(trials, per_trial),
                 span=_span(trials),
                 best_number=None if best is None else best.number,
-                reliability=of_trials(complete, base.search.mode),
+                reliability=of_trials(trials, base.search.mode, base.train.epochs, None if raced is None else raced[0]),
                 race_done=races.get(cell.label, 0) if plan.groups_are_cells else sum(races.values()),
+                race_winner=raced,
             )
         )
     return out
+
+
+def _race_winners(plan: StudyPlan, uri: str) -> dict[str, tuple[int, float]]:
+    """Per cell label, the finalist race's winner (its Optuna number, its race score) from the parent run's
+    :data:`~trainables.schema.record.RACE_FILE` (written once the race ended; empty before). A study's groups
+    (``final.group_by``) are no cells: their winners are left out."""
+    text = _parent_file(uri, plan.name, R.RACE_FILE)
+    if not text:
+        return {}
+    rows = list(csv.DictReader(io.StringIO(text)))
+    groups = {row[R.GROUP] for row in rows}
+    out = {}
+    for row in rows:
+        if row["winner"] != "true" or not row["optuna_number"]:
+            continue
+        group = row[R.GROUP]
+        if not plan.groups_are_cells:  # a study of one cell: its race's one group
+            if groups != {group} or len(plan.cells) != 1:
+                continue
+            group = plan.cells[0].label
+        out[group] = (int(row["optuna_number"]), float(row[R.RACE_MEAN]))
+    return out
+
+
+def _parent_file(uri: str, name: str, path: str) -> str | None:
+    """The text of the artifact ``path`` of run ``name``'s parent MLflow run (``None``: no parent, or no such file)."""
+    parents = tracking_peek.runs_of(
+        uri, name, f"tags.`{R.ROLE_TAG}` = '{R.ROLE_STUDY}'", order_by=["start_time DESC"], max_results=1
+    )
+    if not parents:
+        return None
+    client = mlflow_client(uri)
+    run_id = parents[0].info.run_id
+    if path not in {a.path for a in client.list_artifacts(run_id)}:
+        return None
+    with tempfile.TemporaryDirectory() as scratch:
+        return Path(client.download_artifacts(run_id, path, scratch)).read_text()
 
 
 def winner_text(status: CellStatus) -> str:

@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ray.tune import Callback
 
 from study.console import format_table, format_value
-from study.final.best import best_full_trial, pick_best
-from study.final.reliability import reliability
+from study.final.best import best_full_trial
+from study.final.reliability import Candidate, choice
 from study.intake.plan import StudyPlan
-from trainables.metrics.per_class import from_record
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
-from trainables.schema.trial import FINAL_KEY
+from trainables.schema.trial import CELL_KEY, FINAL_KEY, RACE_KEY
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -109,19 +108,32 @@ class ProgressTable(ThrottledTable):
                     self.metric: result.get(self.metric, ""),
                 }
             )
-        # The final stage's rule: among trials that trained every epoch where any did (study.final.best).
-        full = {t.trial_id for t in trials if int((t.last_result or {}).get(EPOCH, 0)) >= self.total_epochs}
-        best = best_full_trial(
-            rows, lambda r: r[self.metric], lambda r: r["trial"] in full, lambda r: r["trial"], self.mode
-        )
         done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
         header = f"== trials {done}/{self.total_trials} done"
-        if best is not None:
+        if (best := self._best(trials, rows)) is not None:
             header += f"; best {best['trial']} {self.metric}={format_value(best[self.metric])}"
         table = format_table(rows, ["trial", "status", "epoch", *self.param_names, self.metric])
-        ended = done >= self.total_trials
-        line = selection_line("this study", trials, (self.metric, self.mode), self.total_epochs) if ended else None
+        line = None
+        if done >= self.total_trials:
+            search = [t for t in trials if not _staged(t)]  # the race's and the final stage's trials choose nothing
+            label = next((str(t.config[CELL_KEY]) for t in search if CELL_KEY in t.config), "this study")
+            line = selection_line(label, search, (self.metric, self.mode), self.total_epochs)
         return f"{header}\n{table}" + ("" if line is None else f"\n{line}")
+
+    def _best(self, trials: list[Trial], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The best trial so far by the final stage's rule (among trials that trained every epoch where any did:
+        study.final.best); ``None`` for the final stage's seeds, whose test metric must not look like a choice."""
+        if any(FINAL_KEY in t.config for t in trials):
+            return None
+        full = {t.trial_id for t in trials if int((t.last_result or {}).get(EPOCH, 0)) >= self.total_epochs}
+        return best_full_trial(
+            rows, lambda r: r[self.metric], lambda r: r["trial"] in full, lambda r: r["trial"], self.mode
+        )
+
+
+def _staged(trial: Trial) -> bool:
+    """A trial of the race or of the final stage (not a search trial)."""
+    return FINAL_KEY in trial.config or RACE_KEY in trial.config
 
 
 def eta_text(seconds: float) -> str:
@@ -213,23 +225,30 @@ class CellProgress(ThrottledTable):
 
 
 def selection_line(label: str, trials: list[Trial], search: tuple[str, str], epochs: int) -> str | None:
-    """``selection: ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.13)``, once a
-    cell's search has ended: its trials that trained every epoch, bootstrapped on the per-class validation results
-    their last epoch reported (:mod:`study.final.reliability`; the rank stability is ``--status``'s and the report's,
-    which read the last two epochs from Optuna). ``search``: the search metric and mode; the winner is the best of
-    them (ties to the first trial). ``None`` when the choice cannot be bootstrapped."""
+    """The cell's selection line (:meth:`study.final.reliability.Reliability.line`, the one ``--status`` and the
+    report print), once its search has ended: its ended trials as :class:`~study.final.reliability.Candidate`
+    objects in creation order, each with the per-class validation results of its last epoch and its search metric at
+    the epochs Ray keeps (the last 10: the rank stability's two). ``search``: the search metric and mode. ``None``
+    when there was no choice or it cannot be said (:func:`study.final.reliability.choice`)."""
     metric, mode = search
-    full = [t for t in trials if t.status == "TERMINATED" and int((t.last_result or {}).get(EPOCH, 0)) >= epochs]
-    records = [(t.last_result or {}).get(R.VAL_PER_CLASS) for t in full]
-    if len(full) < 2 or not all(isinstance(r, str) for r in records):
+    candidates = [c for i, t in enumerate(trials) if (c := _candidate(i, t, metric)) is not None]
+    found = choice(candidates, mode, epochs)
+    return None if found is None else found.line(label)
+
+
+def _candidate(number: int, trial: Trial, metric: str) -> Candidate | None:
+    """An ended trial as a :class:`~study.final.reliability.Candidate` (``None``: it failed, runs or has no value)."""
+    result = trial.last_result or {}
+    value = result.get(metric)
+    if trial.status != "TERMINATED" or not isinstance(value, (int, float)):
         return None
-    candidates = [[from_record(f) for f in json.loads(r)["folds"]] for r in records if isinstance(r, str)]
-    best = pick_best(range(len(full)), lambda i: (full[i].last_result or {}).get(metric), lambda i: i, mode)
-    try:
-        found = reliability(candidates, mode, best)
-    except ValueError:
-        return None
-    return f"selection: {found.line(label)}"
+    epoch = int(result.get(EPOCH, 0))
+    kept = (getattr(trial, "metric_n_steps", None) or {}).get(metric, {})
+    recent = list(kept.get("10") or kept.get("5") or [])  # Ray's last values of the metric, one per epoch
+    values = {epoch - i: float(v) for i, v in enumerate(reversed(recent))}
+    values[epoch] = float(value)
+    record = result.get(R.VAL_PER_CLASS)
+    return Candidate(number, epoch, values, {epoch: json.loads(record)} if isinstance(record, str) else {})
 
 
 #: The class's name before issue 49 (a table's pickled run config names it so: study.search.old_names).

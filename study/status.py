@@ -21,6 +21,7 @@ from study.intake.layout import StudyLayout
 from study.intake.load import load_plan
 from study.intake.plan import StudyPlan
 from study.runtime.lock import driver_text
+from study.runtime.run_progress import StageCounts
 from study.runtime.slurm_status import print_job_line, print_unstarted
 from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
 from trainables.schema import record as R
@@ -62,14 +63,24 @@ def print_status(plan: StudyPlan) -> int:
         for name, value in best.best_params.items():
             print(f"    {name} = {value}")
     parent = tracking_peek.parent_status(layout.tracking_uri, plan.name)
-    ended = all(c.finished + c.failed >= plan.trials_per_cell for c in cells)
-    finals = all(c.final_done >= plan.base.final.seeds for c in cells) if plan.groups_are_cells else ended
-    if (driver := driver_text(layout.root, parent, complete=ended and finals)) is not None:
+    counts = StageCounts(
+        searched=tuple(c.finished + c.failed for c in cells),
+        trials_per_cell=plan.trials_per_cell,
+        searched_ok=any(c.finished for c in cells),
+        race=(sum(c.race_done for c in cells), _planned(tags, R.RACE_PLANNED)) if plan.race_per_cell else None,
+        final=(sum(c.final_done for c in cells), _planned(tags, R.FINAL_PLANNED)) if plan.base.final.seeds else None,
+    )
+    if (driver := driver_text(layout.root, parent, complete=not counts.resumable(parent))) is not None:
         print(f"  driver: {driver}")
     print_job_line(layout.root, indent="  ")  # launched by dmlstudy slurm: what Slurm says of its job
     print(f"  tracking: {layout.tracking_uri}")
     print(f"  optuna:   {layout.optuna_url} (optuna-dashboard {layout.optuna_url})")
     return 0
+
+
+def _planned(tags: dict[str, str], tag: str) -> int | None:
+    """A stage's planned runs, as its driver tagged the parent run when the stage started (``None``: not started)."""
+    return int(tags[tag]) if tags.get(tag, "").isdigit() else None
 
 
 def _print_trials(plan: StudyPlan, cells: list[CellStatus], layout: StudyLayout) -> None:
@@ -90,9 +101,22 @@ def _print_trials(plan: StudyPlan, cells: list[CellStatus], layout: StudyLayout)
         print(format_table(rows, list(rows[0])))
     if (use := slot_use(cells, plan.base.search.max_concurrent, plan.final_with_search)) is not None:
         print(use.text())
-    for cell in cells:  # how reliable each cell's choice is (validation classes resampled; test is never read)
+    _print_choices(plan, cells)
+
+
+def _print_choices(plan: StudyPlan, cells: list[CellStatus]) -> None:
+    """Per cell, the finalist race's winner (what the final stage retrains) once the race chose, and how reliable the
+    cell's choice is (its selection line: validation classes resampled, test never read)."""
+    for cell in cells:
+        if cell.race_winner is not None:
+            number, score = cell.race_winner
+            print(
+                f"  race winner: {cell.cell.label}: Optuna trial {number}, {plan.base.search.objective} {score:.4f} "
+                "(its race score); the final stage retrains it"
+            )
+    for cell in cells:
         if cell.reliability is not None:
-            print(f"  selection: {cell.reliability.line(cell.cell.label)}")
+            print(f"  {cell.reliability.line(cell.cell.label)}")
 
 
 def _rows(plan: StudyPlan, cells: list[CellStatus]) -> list[dict[str, object]]:

@@ -27,9 +27,9 @@ def _record(hits: list[int]) -> str:
 
 
 def _trial(
-    trial_id: str, status: str, epoch: int, value: float, hits: list[int] | None = None, **config
+    trial_id: str, status: str, epoch: int, value: float, hits: list[int] | None = None, metric: str = METRIC, **config
 ) -> SimpleNamespace:
-    result = {"epoch": epoch, METRIC: value}
+    result = {"epoch": epoch, metric: value}
     if hits is not None:
         result[R.VAL_PER_CLASS] = _record(hits)
     return SimpleNamespace(trial_id=trial_id, status=status, config=config, last_result=result)
@@ -58,11 +58,12 @@ def test_each_ended_cell_of_a_table_gets_its_line_and_a_cell_without_classes_non
     plan = StudyPlan.of_study(spec)
     first, second = (c.label for c in plan.cells)
     view = CellProgress(plan, interval_s=0.0, stream=io.StringIO())
+    m = plan.base.search.objective
     trials = [
-        _trial("a", "TERMINATED", EPOCHS, 0.95, [5, 5, 5, 4], **{CELL_KEY: first}),  # clearly better on every class
-        _trial("b", "TERMINATED", EPOCHS, 0.20, [1, 1, 1, 1], **{CELL_KEY: first}),
-        _trial("c", "TERMINATED", EPOCHS, 0.50, None, **{CELL_KEY: second}),  # no per-class record: no line
-        _trial("d", "TERMINATED", EPOCHS, 0.40, None, **{CELL_KEY: second}),
+        _trial("a", "TERMINATED", EPOCHS, 0.95, [5, 5, 5, 4], m, **{CELL_KEY: first}),  # clearly better on every class
+        _trial("b", "TERMINATED", EPOCHS, 0.20, [1, 1, 1, 1], m, **{CELL_KEY: first}),
+        _trial("c", "TERMINATED", EPOCHS, 0.50, None, m, **{CELL_KEY: second}),  # no per-class record: no line
+        _trial("d", "TERMINATED", EPOCHS, 0.40, None, m, **{CELL_KEY: second}),
     ]
     text = _render(view, trials)
     assert f"selection: {first}: the winner is clear (P(best) 1.00, 1/n 0.50)" in text, text

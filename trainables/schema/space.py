@@ -23,6 +23,7 @@ __all__ = [
     "MeanLast",
     "SelectOn",
     "check_select_on",
+    "check_mean_last",
     "objective_of",
     "condition_holds",
     "param_extremes",
@@ -280,6 +281,16 @@ def halving_rungs(max_t: int, first_rung: int, eta: float) -> list[int]:
             rungs.append(epoch)
         k += 1
     return rungs
+
+
+def check_mean_last(select_on: SelectOn, epochs: int) -> None:
+    """``search.select_on: {mean_last: k}`` averages a trial's last k epochs: more than ``train.epochs`` would be
+    named ``mean_last_k`` and average fewer; :class:`ValueError` with one line (for a study and a table alike)."""
+    if isinstance(select_on, MeanLast) and select_on.mean_last > epochs:
+        raise ValueError(
+            f"search.select_on.mean_last {select_on.mean_last} must be at most train.epochs {epochs}: a trial has "
+            f"only {epochs} epochs to average"
+        )
 
 
 def check_halving(scheduler: SchedulerSpec, num_trials: int, epochs: int) -> None:

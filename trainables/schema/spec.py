@@ -33,6 +33,7 @@ from trainables.schema.space import (
     SchedulerSpec,
     SearchSpec,
     check_halving,
+    check_mean_last,
     condition_holds,
     param_extremes,
 )
@@ -467,6 +468,7 @@ class StudySpec(_Strict):
     @model_validator(mode="after")
     def _check_scheduler(self) -> StudySpec:
         s = self.search
+        check_mean_last(s.select_on, self.train.epochs)
         if s.scheduler.type == "halving":  # a study is a table of one cell: the table's rule (trainables.schema.table)
             check_halving(s.scheduler, s.num_trials, self.train.epochs)
         return self

@@ -187,9 +187,9 @@ def test_a_resample_where_nothing_counts_is_no_ones_best():
 
 def test_line():
     clear = Reliability(n=8, winner=2, p_best=0.974, tie_set=(2,), stability=None, resamples=1000)
-    assert clear.line("ms.p0.2") == "ms.p0.2: the winner is clear (P(best) 0.97, 1/n 0.12)"
+    assert clear.line("ms.p0.2") == "selection: ms.p0.2: the winner is clear (P(best) 0.97, 1/n 0.12)"
     tied = Reliability(n=8, winner=2, p_best=0.2412, tie_set=(2, 0, 5, 6, 1), stability=0.4149, resamples=1000)
     assert tied.line("ms.p0.2") == (
-        "ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.12); "
+        "selection: ms.p0.2: the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.12); "
         "rank stability over the last two epochs ρ 0.41"
     )
