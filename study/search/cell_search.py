@@ -23,6 +23,18 @@ evaluated, FAIL in Optuna, not replaced. Replacements are bounded, ``num_trials`
 errors ends after twice its budget instead of looping), so a cell may still end short: the report's ``failed``
 column says so.
 
+**A lost trial is told FAIL only once Ray's saved state says Ray will not run it again.** Optuna's storage is written
+at once, Ray's experiment snapshot a second or more later: a driver that ends between the two (its node declared dead
+after missed heartbeats fails the running trials, then the driver stops) left Optuna FAIL for a trial that
+``--resume`` restored from its checkpoint and finished, FINISHED in MLflow and in the cell's selection, failed in the
+report. So a lost trial is held (:attr:`CellSearch.lost`: ended for the cell's budget, its Optuna trial RUNNING) and
+settled (:meth:`CellSearch.settle_lost`) when the search ends whole, after Ray's last snapshot (:class:`ReconcileTrials`,
+``on_experiment_end``), or on a restore against the trials Ray restored: one it runs again goes back to its cell and
+ends as any trial does; one it does not is told FAIL. The same restore reconciles a searcher snapshot older than Ray's
+trial list (a trial Ray holds as ended that the searcher still waits for). With ``search.reproducible`` the ordered
+sampler does not wait for a held trial (:meth:`StudySearch.hold_lost`); what it samples depends on timing only where a
+trial was lost, as it did before.
+
 **A cell's final seeds start as soon as its search ends** (a table, ``final``: issue 50). The final stage used to wait
 for the last cell's search, so slots idled at the end of every table while the longest cell searched. With ``final``
 the searcher asks the final points itself, in the same experiment: once every trial of a cell (each replicate is a
@@ -46,6 +58,7 @@ from ray.tune.search import Searcher
 from study.final.best import best_full_trial
 from study.final.stage import point_key, seed_points
 from study.runtime.compat import completed_trials_of, optuna_trials_of
+from study.runtime.stopping import stopping
 from study.runtime.storage import read_bytes
 from study.search.study_search import StudySearch
 from study.tracking.outage import through_ray
@@ -54,7 +67,7 @@ from trainables.schema.metric_names import COST_METRICS, EPOCH
 from trainables.schema.spec import FinalSpec
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
-__all__ = ["CellSearch", "CellBudget", "AdoptRestoredFinals"]
+__all__ = ["CellSearch", "CellBudget", "ReconcileTrials", "AdoptRestoredFinals"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,9 @@ class CellSearch(Searcher):
         self.final_due: list[dict[str, Any]] = []
         self.final_cells: set[int] = set()
         self.final_trials: dict[str, dict[str, Any]] = {}
+        #: Lost trials whose Optuna trial is not told yet (module docstring): trial id → whether it was given back to
+        #: its cell's budget.
+        self.lost: dict[str, bool] = {}
 
     @property
     def max_trials(self) -> int:
@@ -211,13 +227,18 @@ class CellSearch(Searcher):
         if index is None:
             return
         searcher = self.cells[index][2]
+        held = False
         if error and trial_id not in self.ended:
             if self._nonfinite(trial_id):  # evaluated: say so on the Optuna trial before it is told FAIL
                 trial = optuna_trials_of(searcher).get(trial_id)
                 if trial is not None and trial_id not in completed_trials_of(searcher):
                     trial.set_user_attr(R.OPTUNA_FAILURE, R.FAILURE_NONFINITE)
-            elif self.replace_lost and self.replaced[index] < self.budget:
-                self.replaced[index] += 1  # lost, not evaluated: the cell asks another
+            else:  # lost, not evaluated: the cell asks another, and Optuna waits for Ray's snapshot (docstring)
+                given_back = self.replace_lost and self.replaced[index] < self.budget
+                self.replaced[index] += given_back
+                held = True
+                self.__dict__.setdefault("lost", {})[trial_id] = given_back
+                searcher.hold_lost(trial_id)
         self.ended.add(trial_id)
         last = self.__dict__.setdefault("last_cost", {}).pop(trial_id, {})
         self._record_cost(searcher, trial_id, {**last, **(result or {}), **self._selection_attrs(trial_id)})
@@ -226,8 +247,37 @@ class CellSearch(Searcher):
             trial = optuna_trials_of(searcher).get(trial_id)
             number = float(trial.number) if trial is not None else float("inf")
             self.outcomes[trial_id] = _Outcome(trial_id, final.get(self.metric), int(final.get(EPOCH, 0)), number)
-        searcher.on_trial_complete(trial_id, result=result, error=error)
+        if not held:
+            searcher.on_trial_complete(trial_id, result=result, error=error)
         self._start_final(index)
+
+    def settle_lost(self, runs_again: set[str]) -> list[str]:
+        """Settle the held lost trials (:attr:`lost`) once Ray's saved state is known: each that Ray runs again
+        (``runs_again``) goes back to its cell (no longer ended, no longer replaced), each other one is told FAIL.
+        Returns the ids told FAIL."""
+        told = []
+        for trial_id, given_back in sorted(self.__dict__.setdefault("lost", {}).items()):
+            index = self.trial_cell[trial_id]
+            if trial_id in runs_again:
+                self.ended.discard(trial_id)
+                self.replaced[index] -= given_back
+                self.cells[index][2].release_lost(trial_id)
+            else:
+                self.cells[index][2].on_trial_complete(trial_id, result=None, error=True)
+                told.append(trial_id)
+        self.lost.clear()
+        return told
+
+    def reconcile(self, ray_trials: list[tuple[str, str, dict[str, Any] | None]]) -> list[str]:
+        """After a restore, before any trial is asked: make this searcher agree with the trials Ray restored
+        (``(trial id, status, last result)``; Ray's ``Trial.status`` names). A held lost trial Ray runs again goes
+        back to its cell, one it does not is told FAIL; a search trial Ray holds as ended that this searcher still
+        waits for (its snapshot is older than Ray's trial list) is told as it ended. Returns the ids told FAIL."""
+        runs_again = {tid for tid, status, _ in ray_trials if status in _RUNS_AGAIN}
+        for trial_id, status, last in ray_trials:
+            if trial_id in self.trial_cell and trial_id not in self.ended and status in _ENDED:
+                self.on_trial_complete(trial_id, last if status == _TERMINATED else None, error=status != _TERMINATED)
+        return self.settle_lost(runs_again)
 
     def _start_final(self, index: int) -> None:
         """Once every trial of cell ``index`` has ended and its budget is spent, queue its final points: its best
@@ -336,25 +386,52 @@ class CellSearch(Searcher):
             "final_due": [],
             "final_cells": set(),
             "final_trials": {},
+            "lost": {},
         }
         self.__dict__.update({**old, **state})
         for _, _, searcher in self.cells:
             searcher.adopt_orphans()
 
 
-#: The class's name before issue 49 (a table's pickles name it so: study.search.old_names).
+#: The class's name before the searcher dispatched over cells (a table's pickles name it so: study.search.old_names).
 TableSearch = CellSearch
 
+#: Ray's ``Trial.status`` values: a trial Ray runs (again) after a restore; one that ended; one that ended whole.
+_TERMINATED = "TERMINATED"
+_RUNS_AGAIN = frozenset({"PENDING", "RUNNING", "PAUSED"})
+_ENDED = frozenset({_TERMINATED, "ERROR"})
 
-class AdoptRestoredFinals(Callback):
-    """A Tune callback for a restored search: on its first step, before Ray asks for a trial, the run's
-    :class:`CellSearch` adopts the final trials Ray restored (:meth:`CellSearch.adopt_restored`)."""
 
-    def __init__(self, searcher: CellSearch) -> None:
+class ReconcileTrials(Callback):
+    """The Tune callback that keeps a :class:`CellSearch` and Ray in one truth about each trial.
+
+    ``restored``: on the stage's first step, before Ray asks for a trial, the searcher adopts the final trials Ray
+    restored that its own snapshot does not know (:meth:`CellSearch.adopt_restored`) and reconciles the trials' ends
+    with Ray's (:meth:`CellSearch.reconcile`). At the experiment's end, when it ended whole (every trial ended, no stop
+    signal), after Ray's last snapshot: the held lost trials are told FAIL (:meth:`CellSearch.settle_lost`); after a
+    stop they stay held, and the restore settles them. ``searcher`` is set once built (a new search builds it inside
+    its Tuner's config); the callback is pickled with the Tuner without it.
+    """
+
+    def __init__(self, searcher: CellSearch | None = None, restored: bool = False) -> None:
         self.searcher = searcher
-        self.checked = False
+        self.restored = restored
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "searcher": None}
 
     def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
-        if not self.checked:
-            self.checked = True
+        if self.restored and self.searcher is not None:
+            self.restored = False
             self.searcher.adopt_restored([(t.trial_id, t.config or {}) for t in trials])
+            self.searcher.reconcile([(t.trial_id, str(t.status), t.last_result or None) for t in trials])
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        if self.searcher is None or stopping() or any(str(t.status) not in _ENDED for t in trials):
+            return
+        self.searcher.settle_lost(set())
+
+
+def AdoptRestoredFinals(searcher: CellSearch) -> ReconcileTrials:  # noqa: N802 - the callback's former name
+    """The restore's :class:`ReconcileTrials` (its former name, a class of its own before lost trials were held)."""
+    return ReconcileTrials(searcher, restored=True)

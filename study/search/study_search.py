@@ -63,6 +63,7 @@ class StudySearch(OptunaSearch):
         import optuna
 
         self._blocked = False
+        self.release_lost(trial_id)
         trials, study, done = optuna_trials_of(self), optuna_study_of(self), completed_trials_of(self)
         if trial_id in done or trial_id not in trials:
             return  # told already, or never asked by this searcher
@@ -91,6 +92,16 @@ class StudySearch(OptunaSearch):
             logger.warning("Optuna refused trial %s's result (%s): it is marked FAIL", trial_id, exc)
             study.tell(ot_trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         done.add(trial_id)
+
+    def hold_lost(self, trial_id: str) -> None:
+        """The trial was lost, and its Optuna trial stays RUNNING until Ray's saved state settles it
+        (:class:`~study.search.cell_search.CellSearch`): the ordered sampler's asks do not wait for it meanwhile."""
+        self.__dict__.setdefault("_held_lost", set()).add(trial_id)
+        self._blocked = False
+
+    def release_lost(self, trial_id: str) -> None:
+        """The held trial is settled: told, or run again by Ray (asks wait for it again)."""
+        self.__dict__.setdefault("_held_lost", set()).discard(trial_id)
 
     @through_ray
     def on_trial_result(self, trial_id: str, result: dict) -> None:
@@ -163,9 +174,10 @@ class StudySearch(OptunaSearch):
         study = optuna_study_of(self)
         trials = study.get_trials(deepcopy=False)
         number = next(t.number for t in trials if storage_trial_id(t) == orphans[0]) if orphans else len(trials)
-        done = completed_trials_of(self)
-        held = {storage_trial_id(t) for rid, t in optuna_trials_of(self).items() if rid not in done} | set(orphans)
+        done, asked = completed_trials_of(self), optuna_trials_of(self)
+        held = {storage_trial_id(t) for rid, t in asked.items() if rid not in done} | set(orphans)
         for t in trials:
             if t.number <= number - lag and not t.state.is_finished() and storage_trial_id(t) not in held:
                 study_storage(study).set_trial_state_values(storage_trial_id(t), optuna.trial.TrialState.FAIL)
-        return may_ask(study.get_trials(deepcopy=False), number, lag)
+        lost = {storage_trial_id(asked[rid]) for rid in self.__dict__.get("_held_lost", ()) if rid in asked}
+        return may_ask([t for t in study.get_trials(deepcopy=False) if storage_trial_id(t) not in lost], number, lag)

@@ -17,7 +17,7 @@ from study.runtime.run_progress import run_meter
 from study.runtime.stop_callback import StageLedger, StopOnSignal
 from study.runtime.watchdog import PendingTimeout
 from study.search.cell_asha import CellASHA, Rungs
-from study.search.cell_search import AdoptRestoredFinals, CellBudget, CellSearch
+from study.search.cell_search import CellBudget, CellSearch, ReconcileTrials
 from study.search.context import StudyContext
 from study.search.halving import HalvingRule, HalvingScheduler
 from study.search.old_names import accept_old_names
@@ -121,10 +121,10 @@ def stage_tuner(
 def _restore_callbacks(tuner: Tuner) -> list[Any]:
     """What a restored stage does on its first step, before any trial starts or is asked: repair the trials whose
     checkpoint Ray deleted after its last snapshot; the search's searcher adopts the final trials Ray restored that
-    its own snapshot does not know."""
+    its own snapshot does not know, and reconciles its trials' ends with Ray's (:class:`ReconcileTrials`)."""
     searcher = restored_searcher(tuner)
-    adopt = [AdoptRestoredFinals(searcher)] if isinstance(searcher, CellSearch) else []
-    return [CheckpointRepair(), *adopt]
+    reconcile = [ReconcileTrials(searcher, restored=True)] if isinstance(searcher, CellSearch) else []
+    return [CheckpointRepair(), *reconcile]
 
 
 def stage_ledger(tuner: Tuner) -> StageLedger:
@@ -194,7 +194,9 @@ def _live_view(plan: StudyPlan) -> ProgressTable | CellProgress:
 def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback) -> Tuner:
     """The search stage from the run's plan: :func:`cell_searcher`, :func:`cell_scheduler`, its live view."""
     plan, layout = context.plan, context.layout
-    callbacks = [callback, _live_view(plan), PendingTimeout(context.options.pending_timeout_s)]
+    reconcile = ReconcileTrials()  # settles the lost trials when the search ends whole (study.search.cell_search)
+    callbacks: list[Any] = [callback, _live_view(plan), PendingTimeout(context.options.pending_timeout_s)]
+    callbacks += [] if context.resuming else [reconcile]
     if plan.final_with_search:
         # Ray requires the search metric in every result of the experiment; the final trials a table's cells start in
         # it report test metrics only (they have no validation classes). The searcher and the schedulers read the
@@ -202,7 +204,7 @@ def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: M
         os.environ[_STRICT_METRICS_OFF] = "1"
 
     def search_config() -> dict[str, Any]:
-        searcher = cell_searcher(plan, layout)
+        searcher = reconcile.searcher = cell_searcher(plan, layout)
         return {
             "metric": plan.base.search.objective,
             "mode": plan.base.search.mode,

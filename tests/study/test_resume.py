@@ -184,11 +184,11 @@ def test_a_trial_told_before_the_kill_and_running_in_the_snapshot_goes_on_withou
 
 def test_a_restored_searcher_adopts_a_final_trial_ray_restored_and_does_not_ask_its_seed_again(tmp_path):
     """Ray's restored trial list is newer than the searcher's snapshot (the two files reach the storage one after the
-    other): a final trial Ray restored is adopted on the first step (AdoptRestoredFinals), so its seed is not asked
+    other): a final trial Ray restored is adopted on the first step (ReconcileTrials), so its seed is not asked
     again and the other seed is; before, the resumed study ran the seed twice."""
     from types import SimpleNamespace
 
-    from study.search.cell_search import AdoptRestoredFinals, CellBudget, CellSearch
+    from study.search.cell_search import CellBudget, CellSearch, ReconcileTrials
     from trainables.schema import record as R
     from trainables.schema.spec import FinalSpec
     from trainables.schema.trial import FINAL_KEY
@@ -208,10 +208,9 @@ def test_a_restored_searcher_adopts_a_final_trial_ray_restored_and_does_not_ask_
 
     restored = searcher()
     restored.restore(str(tmp_path / "searcher.pkl"))
-    callback = AdoptRestoredFinals(restored)
-    callback.on_step_begin(
-        0, [SimpleNamespace(trial_id="t1", config={}), SimpleNamespace(trial_id="f0", config=seed_0)]
-    )
+    callback = ReconcileTrials(restored, restored=True)
+    ended = SimpleNamespace(trial_id="t1", config={}, status="TERMINATED", last_result={})
+    callback.on_step_begin(0, [ended, SimpleNamespace(trial_id="f0", config=seed_0, status="PENDING", last_result={})])
     callback.on_step_begin(1, [])  # once only
     assert restored.final_trials["f0"] == seed_0[FINAL_KEY]
     asked = restored.suggest("f1")

@@ -278,6 +278,7 @@ def test_a_lost_trial_is_replaced_and_a_nan_one_counts_as_evaluated(tmp_path):
     assert search.suggest("t9") is None  # every cell has its budget; t8 is still running
     search.on_trial_complete("t8", done)
     assert search.suggest("t10") == CellSearch.FINISHED
+    assert search.settle_lost(set()) == ["t0"]  # the search ended whole: the lost trial is told (ReconcileTrials)
     states = {
         c[0]: [(t.state.name, t.user_attrs.get(R.OPTUNA_FAILURE)) for t in c[2]._ot_study.trials] for c in search.cells
     }
