@@ -5,7 +5,8 @@
 
 1. **The bill**: the calibration ``--plan`` runs (:mod:`study.search.calibration`: a few batches and one evaluation of
    each arm), and the size line it prices, beside the spec's assumed ``search.epoch_seconds`` when it has one.
-2. **The check**: per arm, its first cell's search trial built at full size (every batch of an epoch, every fold) and
+2. **The check**: per arm, its first cell's search trial (as the calibration builds it,
+   :func:`~study.search.calibration.trial_of_family`) at full size (every batch of an epoch, every fold) and
    ``--epochs`` epochs of it timed after one untimed warm-up epoch, against the calibration's ``search_epoch_s``: the
    number the bill multiplies by every trial's epochs. A ratio near 1 says the few timed batches stand for a whole
    epoch on this hardware (loader start-up, cuDNN's autotuning and the evaluation included).
@@ -33,7 +34,7 @@ import numpy as np
 from study.bill import arm_specs, bill_of, calibrate_plan, size_line
 from study.intake.load import load_plan
 from study.intake.plan import StudyPlan
-from study.search.calibration import ArmCalibration, Calibration
+from study.search.calibration import ArmCalibration, Calibration, trial_of_family
 from trainables.datasets import folder_of
 from trainables.schema.spec import StudySpec
 
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in _bill_lines(plan, cal):
             print(line, flush=True)
         for arm, spec in arm_specs(plan).items():
-            real = real_epoch_s(spec, args.epochs)
+            real = real_epoch_s(trial_of_family(spec), args.epochs)  # the trial the calibration measured
             billed = cal.arms[arm].search_epoch_s
             print(
                 f"check {arm}: a full search epoch took {real:.1f} s; the calibration billed {billed:.1f} s "

@@ -3,7 +3,9 @@
 its scheduler; after the run, the same bill beside what the trials actually cost (docs/tables.md, "The measured bill").
 
 A trial is priced as its start-up plus its epochs: a search trial ``startup + share · epochs · search_epoch_s``, a
-final run ``startup + epochs · final_epoch_s``, summed over every cell and divided by the slots. ``share`` is the
+final run ``startup + epochs · final_epoch_s``, summed over every cell and divided by the slots. A cell's final runs
+and finalist race are counted per final group (:attr:`~study.intake.plan.StudyPlan.groups_per_cell`: a
+``final.group_by`` study retrains, and races, each group's best), as the stages make them. ``share`` is the
 scheduler's expected share of the search's epochs (1 for FIFO). An assumed ``epoch_seconds`` is the old unit: a model-
 epoch on all training classes, no start-up, so a search trial's epoch is ``search_cost`` of them.
 """
@@ -97,16 +99,17 @@ def assumed_bill(arms: list[str], epoch_seconds: float, search_cost: float) -> B
 @dataclass(frozen=True)
 class Priced:
     """What a run's bill multiplies, a table's or a study's (a table of one arm): one arm name per cell (every
-    replicate is a cell), each cell's ``trials``, its final ``seeds``, the ``epochs``, the ``slots``
-    (``max_concurrent``) and the scheduler, whose expected share prices the scheduled search."""
+    replicate is a cell), each cell's ``trials``, its ``finals`` (final runs: its groups × ``final.seeds``), the
+    ``epochs``, the ``slots`` (``max_concurrent``) and the scheduler, whose expected share prices the scheduled
+    search."""
 
     arms: tuple[str, ...]
     trials: int
-    seeds: int
+    finals: int
     epochs: int
     slots: int
     scheduler: SchedulerSpec
-    #: Each cell's finalist race runs (``final.race``: finalists × seeds), each a search trial to the end.
+    #: Each cell's finalist race runs (``final.race``: its groups' finalists × seeds), each a search trial to the end.
     race: int = 0
 
     @property
@@ -123,7 +126,7 @@ class Priced:
         share = self.share() if (self.scheduled if scheduled is None else scheduled) else 1.0
         search = sum(bill.trial_s(a, share * self.epochs) for a in self.arms) * self.trials
         race = sum(bill.trial_s(a, self.epochs) for a in self.arms) * self.race  # no scheduler stops a race run
-        final = sum(bill.trial_s(a, self.epochs, final=True) for a in self.arms) * self.seeds
+        final = sum(bill.trial_s(a, self.epochs, final=True) for a in self.arms) * self.finals
         return (search + race) / self.slots / 3600.0, final / self.slots / 3600.0
 
     def hours(self, bill: Bill, scheduled: bool | None = None) -> float:
@@ -161,12 +164,12 @@ class Priced:
 
 
 def priced(plan: StudyPlan) -> Priced:
-    """What a run's bill multiplies: its cells' arms, ``num_trials`` and ``final.seeds`` each."""
+    """What a run's bill multiplies: its cells' arms, ``num_trials``, final runs and race runs each."""
     b = plan.base
     return Priced(
         tuple(c.arm for c in plan.cells),
         plan.trials_per_cell,
-        b.final.seeds,
+        plan.finals_per_cell,
         b.train.epochs,
         b.search.max_concurrent,
         b.search.scheduler,
@@ -251,15 +254,29 @@ def _shape(plan: StudyPlan) -> str:
     return " × ".join([*parts, f"{plan.trials_per_cell} trials"])
 
 
+def _per(plan: StudyPlan) -> str:
+    """What the final stage retrains (and races) the best of: ``cell``, or ``group`` (``final.group_by``)."""
+    return "cell" if plan.groups_are_cells or not plan.base.final.group_by else "group"
+
+
 def _race_text(plan: StudyPlan) -> str:
     """``a race of 3 finalists × 2 seeds per cell = 12 race runs, then ``; empty without ``final.race``."""
     race = plan.base.final.race
     if race is None:
         return ""
     return (
-        f"a race of {race.finalists} finalists × {race.seeds} seeds per cell = {plan.race_runs} race runs "
+        f"a race of {race.finalists} finalists × {race.seeds} seeds per {_per(plan)} = {plan.race_runs} race runs "
         "(validation only), then "
     )
+
+
+def _final_text(plan: StudyPlan) -> str:
+    """``4 × 3 final seeds = 12 final runs`` (one best per cell), or ``6 groups (final.group_by) × 3 final seeds = 18
+    final runs``: a ``final.group_by`` study's groups (at most: :func:`~study.intake.plan.group_count`)."""
+    seeds, runs = plan.base.final.seeds, plan.final_runs
+    if _per(plan) == "cell":
+        return f"{len(plan.cells)} × {seeds} final seeds = {runs} final runs"
+    return f"{plan.groups_per_cell} groups (final.group_by) × {seeds} final seeds = {runs} final runs"
 
 
 def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
@@ -271,8 +288,7 @@ def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
     models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
     line = (
         f"{plan.noun.capitalize()} {plan.name}: {_shape(plan)} × {epochs} epochs = {plan.search_trials} search trials "
-        f"({models}), then {_race_text(plan)}{len(plan.cells)} × {b.final.seeds} final seeds = {plan.final_runs} "
-        "final runs; "
+        f"({models}), then {_race_text(plan)}{_final_text(plan)}; "
         f"{slots} at a time; every trial to the end (FIFO): {model_epochs(plan, False):.0f} model-epochs"
     )
     if bill is not None:

@@ -30,6 +30,8 @@ __all__ = [
     "halving_rule_rungs",
     "scheduler_share",
     "kept_count",
+    "halving_survivors",
+    "full_trials",
 ]
 
 #: Simulated cells behind :func:`expected_share` (its standard error is below half a percentage point).
@@ -100,6 +102,14 @@ def halving_share(epochs: int, first_rung: int, eta: float, n: int, hedge: int =
     return (trained + reach * epochs) / (n * epochs)
 
 
+def halving_survivors(epochs: int, first_rung: int, eta: float, n: int, hedge: int = 0) -> int:
+    """How many of a cell's ``n`` trials synchronous halving lets train every epoch: what its last rung keeps
+    (:func:`kept_count` rung after rung), whatever the scores."""
+    for _ in halving_rungs(epochs, first_rung, eta):
+        n = kept_count(n, eta, hedge)
+    return n
+
+
 def halving_rule_rungs(epochs: int, first_rung: int, eta: float) -> list[int]:
     """Halving's rungs (:func:`trainables.schema.space.halving_rungs`), for the size line."""
     return halving_rungs(epochs, first_rung, eta)
@@ -118,3 +128,12 @@ def scheduler_share(scheduler: SchedulerSpec, epochs: int, trials: int) -> float
     if scheduler.type == "halving":
         return halving_share(epochs, scheduler.first_rung, scheduler.reduction_factor, trials, scheduler.hedge)
     return 1.0
+
+
+def full_trials(scheduler: SchedulerSpec, epochs: int, trials: int) -> int:
+    """How many of a cell's ``trials`` train every epoch under ``scheduler`` (the candidates of its finalist race):
+    halving's exact survivors (:func:`halving_survivors`); every trial without a scheduler; under ASHA the count
+    depends on the scores, so every trial bounds it."""
+    if scheduler.type == "halving":
+        return halving_survivors(epochs, scheduler.first_rung, scheduler.reduction_factor, trials, scheduler.hedge)
+    return trials

@@ -21,9 +21,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from study.intake.asha_cost import scheduler_share
+from study.intake.asha_cost import full_trials, scheduler_share
 from trainables.schema import record as R
-from trainables.schema.space import SchedulerSpec
+from trainables.schema.grid import grid_points
+from trainables.schema.space import CategoricalParam, FloatParam, IntParam, SchedulerSpec, SearchSpec
 from trainables.schema.spec import StudySpec, ValidationSpec
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
@@ -33,6 +34,7 @@ __all__ = [
     "VIEW_TRIALS",
     "VIEW_CELLS",
     "halving_lag",
+    "group_count",
     "search_cost",
     "trial_model_epochs",
     "replicate_seed",
@@ -63,6 +65,43 @@ def halving_lag(scheduler: SchedulerSpec, trials_per_cell: int) -> int | None:
     after the rung): with the lag at the budget every trial is asked at once, each sampled knowing none of its cell's
     outcomes, in an order timing cannot change (``search.reproducible`` holds)."""
     return trials_per_cell if scheduler.type == "halving" else None
+
+
+#: The most points :func:`group_count` enumerates; a larger space is counted as one group per trial.
+_MAX_GROUP_POINTS = 10_000
+
+
+def group_count(search: SearchSpec, group_by: tuple[str, ...]) -> int:
+    """How many ``final.group_by`` groups one search can form, each retrained by the final stage (and raced): the
+    distinct values of the ``group_by`` entries over the search space, as the final stage labels a trial
+    (:func:`study.final.stage.group_label`: an entry its ``when:`` left out counts as ``None``), at most
+    ``num_trials`` (a group needs a trial). An upper bound: a search that samples fewer combinations forms fewer.
+    1 without ``group_by``; an entry of unbounded values (a float range without ``step``) leaves the trials' bound."""
+    if not group_by:
+        return 1
+    space = search.space
+    needed = set(group_by)
+    for name in reversed(list(space)):  # ``when:`` names earlier entries only: one backward pass closes the set
+        if name in needed:
+            needed.update(space[name].when or {})
+    finite = {name: _as_categorical(space[name]) for name in space if name in needed}
+    sizes = [len(p.choices) if p is not None else math.inf for p in finite.values()]
+    if math.prod(sizes) > _MAX_GROUP_POINTS:
+        return search.num_trials
+    points = grid_points({name: p for name, p in finite.items() if p is not None})
+    return min(len({tuple(point.get(name) for name in group_by) for point in points}), search.num_trials)
+
+
+def _as_categorical(param: FloatParam | IntParam | CategoricalParam) -> CategoricalParam | None:
+    """A search-space entry as the finite list of values it can take (``when:`` kept); ``None`` for a float range
+    without ``step`` or a range of more than :data:`_MAX_GROUP_POINTS` values."""
+    if isinstance(param, CategoricalParam):
+        return param
+    step = param.step
+    if step is None or (param.high - param.low) / step >= _MAX_GROUP_POINTS:
+        return None
+    values = [param.low + i * step for i in range(math.floor((param.high - param.low) / step + 1e-9) + 1)]
+    return CategoricalParam(type="categorical", choices=values, when=param.when)
 
 
 def search_cost(validation: ValidationSpec) -> float:
@@ -229,14 +268,33 @@ class StudyPlan:
         return len(self.cells) * self.trials_per_cell
 
     @property
+    def groups_per_cell(self) -> int:
+        """The final stage's groups in one cell's search: 1 where the groups are the cells (a table, replicates),
+        else the ``final.group_by`` groups the search can form (:func:`group_count`)."""
+        return 1 if self.groups_are_cells else group_count(self.base.search, self.base.final.group_by)
+
+    @property
+    def finals_per_cell(self) -> int:
+        """Final runs per cell: each of its groups' best retrained on ``final.seeds`` seeds."""
+        return self.groups_per_cell * self.base.final.seeds
+
+    @property
     def final_runs(self) -> int:
-        return len(self.cells) * self.base.final.seeds
+        return len(self.cells) * self.finals_per_cell
 
     @property
     def race_per_cell(self) -> int:
-        """Race runs per cell (``final.race``: finalists × seeds; 0 without a race), each a search trial to the end."""
+        """Race runs per cell (``final.race``; 0 without a race), each a search trial to the end: each group's
+        ``finalists`` best trials (fewer where the group has fewer candidates: the trials that trained every epoch, or
+        all its trials where none did) × ``seeds``. Over a cell's groups that is at most ``groups × finalists`` and at
+        most its trials; with one group, at most the trials its scheduler lets train every epoch (halving: exactly
+        its last rung's survivors)."""
         race = self.base.final.race
-        return 0 if race is None else race.finalists * race.seeds
+        if race is None:
+            return 0
+        groups, b = self.groups_per_cell, self.base
+        full = full_trials(b.search.scheduler, b.train.epochs, self.trials_per_cell)
+        return min(groups * race.finalists, full if groups == 1 else self.trials_per_cell) * race.seeds
 
     @property
     def race_runs(self) -> int:

@@ -6,7 +6,8 @@ device), it must run in a few seconds inside the driver without Ray or any store
 :class:`~trainables.loop.run.TrialRun` already builds and runs exactly that trial, so measuring it is a few timers
 around its public calls, not a second loop.
 
-Per arm (its first cell's spec; the arm's family decides the cost, the noise ratio barely):
+Per arm (its first cell's spec as a trial of the arm's family runs it; the family decides the cost, the noise ratio
+barely):
 
 1. the dataset is loaded once per dataset spec (``data_s``, not through the worker's cache, so the driver keeps no
    copy afterwards);
@@ -37,14 +38,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from trainables.families.registry import family_param_names
 from trainables.schema.metric_names import EPOCH_TIME, EVAL_TIME
+from trainables.schema.space import CategoricalParam
 from trainables.schema.spec import StudySpec
+from trainables.schema.trial import resolve_trial_spec
 
 if TYPE_CHECKING:
     from trainables.data import DatasetSplits
     from trainables.loop.run import TrialRun
 
-__all__ = ["ArmCalibration", "Calibration", "calibrate", "CALIBRATION_BATCHES"]
+__all__ = ["ArmCalibration", "Calibration", "calibrate", "trial_of_family", "CALIBRATION_BATCHES"]
 
 #: The fewest training batches per model of the calibration's short pass (its other passes train twice as many).
 CALIBRATION_BATCHES = 2
@@ -122,8 +126,20 @@ def calibrate(specs: Mapping[str, StudySpec], batches: int = CALIBRATION_BATCHES
             data = load_dataset(input_dataset(spec), seed=0)  # the seed is unused (trainables.loop.dataset_cache)
             loaded[key] = (data, time.perf_counter() - t)
         data, data_s = loaded[key]
-        arms[arm] = _measure(spec, data, data_s, batches)
+        arms[arm] = _measure(trial_of_family(spec), data, data_s, batches)
     return Calibration(arms, time.perf_counter() - start)
+
+
+def trial_of_family(spec: StudySpec) -> StudySpec:
+    """``spec`` as a trial of one family runs it. A spec that searches ``family`` holds the fixed params of every
+    family it samples (``lambda0`` for bspml beside ``memory_size`` for prism), and each trial keeps only its own
+    family's (:func:`~trainables.schema.trial.resolve_trial_spec`, as the trainable resolves it): the spec's family
+    where the search samples it, else the first family it samples. Any other spec is returned as it is."""
+    searched = spec.search.space.get("family")
+    if not isinstance(searched, CategoricalParam):
+        return spec
+    family = spec.family if spec.family in searched.choices else searched.choices[0]
+    return resolve_trial_spec(spec, {"family": family}, family_param_names)
 
 
 def _measure(spec: StudySpec, data: DatasetSplits, data_s: float, batches: int) -> ArmCalibration:
