@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 import yaml
 
 from dashboards import stats
@@ -26,7 +27,7 @@ BSPML = {"bspml.p0.2": [0.83, 0.84, 0.85], "bspml.p0.2.r1": [0.80, 0.81, 0.80]}
 REPLICATE_OF = {"ms.p0.2": 0, "ms.p0.2.r1": 1, "bspml.p0.2": 0, "bspml.p0.2.r1": 1}
 
 
-def _runs() -> pl.DataFrame:
+def _runs(groups: dict[str, list[float]] | None = None) -> pl.DataFrame:
     rows = [
         {
             R.STAGE: R.STAGE_FINAL,
@@ -40,7 +41,7 @@ def _runs() -> pl.DataFrame:
             R.GROUP: group,
             "experiment": "t",
         }
-        for group, values in {**MS, **BSPML}.items()
+        for group, values in (groups or {**MS, **BSPML}).items()
         for seed, value in enumerate(values)
     ]
     return pl.DataFrame(rows)
@@ -56,6 +57,38 @@ def test_replicate_rows_pair_each_arm_with_the_reference_over_its_replicates():
     assert row.difference == expected and row.difference.same_sign == 0.5 and not row.difference.holds
     text = "\n".join(render_replicates([row], "ms", METRIC_NAME, 2))
     assert "| bspml | per_class p=0.2 | +0.0067 [" in text and "| 50% of 4 | +0.0300* / -0.0167* | no |" in text
+
+
+def test_a_replicate_without_final_runs_is_left_out_of_its_comparison_and_said_in_one_line():
+    """Three replicates; bspml's replicate 1 has no final runs: the comparison pools bspml's replicates 0 and 2 against
+    ms's three (the interval of :func:`study.final.intervals.replicated_delta` over them), pairs replicate r with r by
+    index, and one line below the table says which replicate is missing and why."""
+    from study.final.intervals import replicated_delta
+
+    ms_r2 = [0.79, 0.80, 0.80]
+    bspml_r2 = [0.82, 0.84, 0.83]
+    groups = {**MS, "ms.p0.2.r2": ms_r2, "bspml.p0.2": BSPML["bspml.p0.2"], "bspml.p0.2.r2": bspml_r2}
+    replicate_of = {**REPLICATE_OF, "ms.p0.2.r2": 2, "bspml.p0.2.r2": 2}
+    values = replicate_values(_runs(groups), METRIC_NAME, replicate_of)
+    cell, ref = Cell("bspml", "per_class", 0.2, "all"), Cell("ms", "per_class", 0.2, "all")
+    assert values[cell][1] == {} and len(values[ref]) == 3
+    (row,) = replicate_rows(values, "ms")
+    kept_x, kept_y = [values[cell][0], values[cell][2]], values[ref]
+    assert row.replicates == (2, 3) and row.paired == (0, 2)
+    expected = replicated_delta(kept_x, kept_y)
+    assert expected is not None
+    assert (row.difference.delta, row.difference.low, row.difference.high) == pytest.approx(expected[:3], abs=1e-12)
+    assert [round(d.delta, 6) for d in row.difference.per_replicate] == [
+        round(sum(BSPML["bspml.p0.2"]) / 3 - sum(MS["ms.p0.2"]) / 3, 6),
+        round(sum(bspml_r2) / 3 - sum(ms_r2) / 3, 6),
+    ]
+    text = render_replicates([row], "ms", METRIC_NAME, 3)
+    line = (
+        "bspml (per_class p=0.2): replicate 1 has no final values (none of its final runs finished): pooled over "
+        "replicates 0, 2"
+    )
+    assert line in text and text.count(line) == 1 and "| r0 +0.0300* / r2 " in "\n".join(text)
+    assert "2×3 replicates × 3 seeds" in "\n".join(text)
 
 
 def _saved_table(tmp_path: Path, replicates: int) -> str:
