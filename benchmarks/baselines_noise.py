@@ -1,4 +1,4 @@
-"""Closing-note numbers for the loss families (issue 5), in-process on the shared loop (no Ray).
+"""Closing-note numbers for the loss families, in-process on the shared loop (no Ray).
 
 1. Every family on digits with 20 % uniform label noise, one trial each, the same budget:
    final recall_at_1, nmi, spectral_decay, mean epoch time.

@@ -7,7 +7,7 @@ Trains one trial (the spec's fixed params and the family's defaults for the sear
 and, after every w-step, scores against the recorded noise: the loop's weights, and the minimiser of the same
 subproblem (ξ of that epoch, same λ, μ) found by an independent solver (scipy's L-BFGS-B from the all-ones start,
 tight tolerances); prints both AUROCs, the w-step's residual and sweeps, and ξ's own AUROC (ξ⁺ + ξ⁻ as a score).
-``--set params.solver=stochastic --set params.solver_init=warm`` is the w-step before issue 23 (Alg. 3 as
+``--set params.solver=stochastic --set params.solver_init=warm`` is the earlier w-step (Alg. 3 as
 written, 20 sweeps of γ = 5 on 1,024-weight blocks, warm-started). Prints numbers, never pass/fail.
 """
 

@@ -13,7 +13,7 @@
    11,316 classes (faiss on the GPU when faiss-gpu is installed; says which).
 4. **BSPML w-step at CUB and SOP scale**: the real ``ms_terms`` + ``solve_weights`` on the GPU at N = 5,864
    (CUB-200 train) and 59,551 (SOP train), as a share of a θ-epoch at the step rate of (1).
-5. **Trial fed from the decoded cache** (``dataset.cache: decoded``, issue 22): a TrialRun member's ``train_epoch`` of a
+5. **Trial fed from the decoded cache** (``dataset.cache: decoded``): a TrialRun member's ``train_epoch`` of a
    ResNet-50 trial (bf16, channels_last) on a fake CUB tree of 500x375 JPEGs, uint8 batches from the node's cache
    through the loop's DataLoader (pinned, non-blocking), normalised on the GPU; img/s against (1), the card on
    device-resident tensors (goal >= 70 %), and against the A100 anchor. The cache build is timed separately.

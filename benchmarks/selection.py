@@ -1,5 +1,5 @@
-"""Which selection rule picks, among a cell's candidates, the one that is best on the test classes? (issue 59, part 4:
-the replay of the rules that need no retraining.)
+"""Which selection rule picks, among a cell's candidates, the one that is best on the test classes? (The replay of the
+rules that need no retraining.)
 
 Runs (or reuses) the glyphs table reduced to ms and bspml at 20 % per-class noise, FIFO, once per search seed
 (``search.sampler.seed``; nothing else changes), and replays each rule of :data:`RULES` offline on the same candidates:

@@ -251,5 +251,6 @@ def _candidate(number: int, trial: Trial, metric: str) -> Candidate | None:
     return Candidate(number, epoch, values, {epoch: json.loads(record)} if isinstance(record, str) else {})
 
 
-#: The class's name before issue 49 (a table's pickled run config names it so: study.search.old_names).
+#: The class's name before tables and studies shared one live view (a table's pickled run config names it so:
+#: study.search.old_names).
 TableProgress = CellProgress

@@ -1,4 +1,4 @@
-"""The finalist race (``final.race``, issue 59 part 3): spend compute where a cell's choice is close.
+"""The finalist race (``final.race``): spend compute where a cell's choice is close.
 
 After the search, each group's (a table's cell, a study's ``final.group_by`` group or replicate) ``finalists`` best
 search trials (:func:`study.final.stage.top_per_group`: by ``search.objective`` among the trials that trained every

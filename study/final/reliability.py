@@ -66,7 +66,7 @@ __all__ = [
 #: (epoch → a :data:`~trainables.schema.record.VAL_PER_CLASS` record), where the searcher keeps them: what lets a
 #: choice the rungs made be bootstrapped on the candidates' scores at the rung.
 RUNG_RECORDS: Final = "val_per_class_at_rungs"
-#: Bootstrap resamples and the tie set's level (the brief of issue 59).
+#: Bootstrap resamples and the tie set's level.
 DEFAULT_RESAMPLES = 1000
 DEFAULT_ALPHA = 0.05
 #: Two scores closer than this (relative to their size, at least 1) are equal: identical candidates' sums, multiplied

@@ -8,7 +8,7 @@ snapshot naming a checkpoint that is gone. ``Tuner.restore`` then fails that tri
 recover from checkpoint as it does not exist on storage anymore"), and a study counted it failed and exited 0
 (measured: tests/study/runtime/test_checkpoint_repair.py without this module). In CI, a replicated study killed
 as a final seed finished lost a final seed with exit 0, which is what this window does to a final trial. Ray's
-issue 30073 describes the window. Ray once fell back to the latest available checkpoint (PR 29099); Ray 2.60 has no
+issue ray-project/ray#30073 describes the window. Ray once fell back to the latest available checkpoint (ray#29099); Ray 2.60 has no
 such fallback.
 
 :class:`CheckpointRepair` runs on the first step of a restored experiment, before any trial starts. Each unfinished

@@ -260,7 +260,7 @@ def snapshot_failed_trials() -> None:
     Ray refreshes a trial's entry in the snapshot (``TuneController._mark_trial_to_checkpoint``) where it stops the
     trial's live actor; a trial whose actor had died (its node lost, the worker killed) was told to the searcher as
     failed (Optuna FAIL, a table's replacement) yet stayed RUNNING in every later snapshot, so ``--resume`` ran it again
-    from its checkpoint and it finished as well (measured: issue 60). ``TuneController._process_trial_failure`` (every
+    from its checkpoint and it finished as well (measured: a table's private Ray killed mid-search). ``TuneController._process_trial_failure`` (every
     trial failure goes through it) is wrapped once per process; :func:`before_trial_failure` adds to the same wrapper."""
     from ray.tune.execution.tune_controller import TuneController
 

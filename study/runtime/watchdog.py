@@ -11,7 +11,7 @@ KILLED, with one line naming what died and the ``--resume`` line (exit 3: what w
 Left to Ray, the driver logged "Cluster resources cannot be detected" until ``--pending-timeout`` (600 s) and blamed
 the cluster; and Ray, some 15 s after the raylet's death, failed the running trials ("Owner's node has crashed"),
 which Optuna then recorded FAIL and a table's cell replaced, though ``--resume`` restored them from their checkpoints
-and they finished (issue 60).
+and they finished.
 """
 
 from __future__ import annotations

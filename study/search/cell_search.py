@@ -35,7 +35,7 @@ trial list (a trial Ray holds as ended that the searcher still waits for). With 
 sampler does not wait for a held trial (:meth:`StudySearch.hold_lost`); what it samples depends on timing only where a
 trial was lost, as it did before.
 
-**A cell's final seeds start as soon as its search ends** (a table, ``final``: issue 50). The final stage used to wait
+**A cell's final seeds start as soon as its search ends** (a table, ``final``). The final stage used to wait
 for the last cell's search, so slots idled at the end of every table while the longest cell searched. With ``final``
 the searcher asks the final points itself, in the same experiment: once every trial of a cell (each replicate is a
 cell) has ended, it picks the cell's best by the final stage's rule (:func:`study.final.best.best_full_trial`: the last

@@ -2,7 +2,7 @@
 
 Ray pickles the search stage into the study directory (the ``Tuner`` with its searcher, scheduler, callbacks and
 directory-name function; the searcher's state with its Optuna space and sampler), and a pickle names each class and
-function by the module it was defined in. Issue 43 moved the search engine into :mod:`study.search`, and issue 49 a
+function by the module it was defined in. The search engine moved into :mod:`study.search`, and later a
 table's dispatcher, scheduler and live view into the one path (:mod:`study.search.cell_search`,
 :mod:`study.search.cell_asha`, :mod:`study.progress`); a study or table started before names the old modules. :func:`accept_old_names` lets the unpickler find them, as aliases that
 resolve each name at the module where it lives now: nothing imports an old name, and what is pickled again is pickled
@@ -28,7 +28,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "study.table.search": ("study.search.cell_search",),
     "study.table.scheduler": ("study.search.cell_asha",),
     "study.table.progress": ("study.progress",),
-    # Issue 57: intake became a folder, and the table's own modules dissolved into the one plan.
+    # Intake became a folder, and the table's own modules dissolved into the one plan.
     "study.plan": ("study.intake.plan",),
     "study.layout": ("study.intake.layout",),
     "study.loading": ("study.intake.loading",),
@@ -38,19 +38,19 @@ MOVED: dict[str, tuple[str, ...]] = {
     "study.table.bill": ("study.bill",),
     "study.table.status": ("study.cell_status",),
     "study.table.run": ("study.search.driver",),
-    # Issue 59: what the driver records of each trial moved beside it (a pickle names study.search.driver for
+    # What the driver records of each trial moved beside it (a pickle names study.search.driver for
     # ``describe_trial``, which the driver re-exports; this line is for the old ``study.tuner`` one).
 }
 
 
 class _Unused:
     """A class an older study's pickle names that no longer exists: the unpickler builds it (its state as it was) and
-    nothing reads it. ``study.table.spec.Table`` was held by the live view of a table started before issue 49; a
+    nothing reads it. ``study.table.spec.Table`` was held by the live view of a table started before the one path; a
     restored stage is given this driver's own callbacks (:mod:`study.search.tuners`), so the old one is dropped."""
 
 
 class Table(_Unused):
-    """``study.table.spec.Table`` (dissolved into :class:`study.intake.plan.StudyPlan` by issue 57)."""
+    """``study.table.spec.Table`` (dissolved into :class:`study.intake.plan.StudyPlan`)."""
 
 
 class TableCell(_Unused):

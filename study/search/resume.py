@@ -21,7 +21,7 @@ OPERATIONAL_KEYS = frozenset({"tracking.outage_budget_s"})
 
 #: What a table's spec as written (``table.yaml``) held implicitly before it could say so: a table started before
 #: tables took a scheduler saved none (it ran FIFO, today's default); one started before replicates saved none (it
-#: searched each cell once, today's default; one started before issue 59 ranked on the last epoch).
+#: searched each cell once, today's default; one started before ``search.select_on`` ranked on the last epoch).
 _WRITTEN_BEFORE = {
     "search": {"scheduler": SchedulerSpec().model_dump(mode="json"), "replicates": 1, "select_on": "last"}
 }

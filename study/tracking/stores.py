@@ -1,7 +1,7 @@
 """Opening the stores: every MLflow client and every Optuna storage the project uses outside a trial is made here.
 
 A door that opens a store by itself (``MlflowClient(...)``, ``optuna.load_study(storage=url)``) has no outage guard
-and no pre-pinged pool, so a database restart ends whatever uses it (issue 40: the run link's own ``RDBStorage`` did).
+and no pre-pinged pool, so a database restart ends whatever uses it (the run link's own ``RDBStorage`` once did).
 ``harness/layering.py`` fails CI when a module outside :mod:`study.tracking` imports ``mlflow`` or opens an Optuna
 storage, so these functions stay the only doors:
 

@@ -1,7 +1,7 @@
 """``dataset.cache: decoded``: every image decoded and resized once per node, shared read-only by its trials.
 
 Why: the PIL pipeline decodes and resizes the same JPEG in every epoch, fold, trial and final seed (≈ 290 images/s
-per core on CUB-sized photos, issue 22), so a GPU would wait on the CPU. Here each image of a dataset is decoded and
+per core on CUB-sized photos), so a GPU would wait on the CPU. Here each image of a dataset is decoded and
 its shorter side resized to ``resize`` exactly as :func:`~trainables.data.transforms.train_transform` does before
 its crop (the same :class:`ImageFile` + ``v2.Resize`` call, so the same pixels), and stored as uint8 HWC in one file
 per dataset and size. Trials open it with ``np.memmap``: the node's page cache holds one copy for every process.

@@ -159,7 +159,7 @@ SEED: Final = "seed"
 STAGE: Final = "stage"
 STAGE_SEARCH: Final = "search"
 STAGE_FINAL: Final = "final"
-#: The finalist race (``final.race``, issue 59): each cell's top search trials retrained on more seeds, on validation
+#: The finalist race (``final.race``): each cell's top search trials retrained on more seeds, on validation
 #: only, before the final stage retrains the one with the best mean.
 STAGE_RACE: Final = "race"
 STAGE_DONE: Final = "done"

@@ -240,7 +240,7 @@ class ValidationSpec(_Strict):
 
 
 class RaceSpec(_Strict):
-    """``final.race`` (issue 59): after the search, each cell's ``finalists`` best trials (by ``search.objective``,
+    """``final.race``: after the search, each cell's ``finalists`` best trials (by ``search.objective``,
     among those that trained every epoch) are retrained on ``seeds`` more seeds each, on the cell's validation classes
     only; the final stage then retrains the finalist with the best mean over its search run and its race runs. Every
     arm gets the same ``finalists`` and ``seeds``, so a table stays fair. Costs ``finalists × seeds`` search trials per
@@ -266,7 +266,7 @@ class FinalSpec(_Strict):
     seeds: int = Field(5, ge=0)
     group_by: tuple[str, ...] = ()
     reseed_noise: bool = False
-    #: The finalist race before the final stage (issue 59): off by default.
+    #: The finalist race before the final stage: off by default.
     race: RaceSpec | None = None
 
     @model_serializer(mode="wrap")
