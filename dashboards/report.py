@@ -10,6 +10,9 @@
 - how reliable each cell's choice is (:mod:`study.final.reliability`: its validation classes resampled, the test
   classes never read), printed and logged as metrics of the parent run (``selection/<cell>/p_best`` …);
 - the finalist race's standings when the run raced its finalists (``final.race``, :mod:`study.final.race`);
+- whether more trials would change the answer: per cell, ``still climbing`` or ``flat`` at its n trials, from the
+  expected best validation score against the number of trials (:mod:`dashboards.expected_best`, read from the cells'
+  Optuna trials: :func:`cell_curves`);
 - the cost when the run was priced or holds more than one cell: slot use, and the bill against the actual cost.
 """
 
@@ -19,11 +22,13 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from dashboards.expected_best import CellCurve, of_trials
 from dashboards.table_report import race_lines, study_cost_report, write_table_report
 from study.arguments import one_line
 from study.cell_status import CellStatus, cells_status
-from study.final.intervals import replicated_mean, t_interval
-from study.final.reliability import line_tag
+from study.final.intervals import left_out_line, left_out_replicates, replicated_mean, t_interval
+from study.final.reliability import Choice, Reliability, line_tag
+from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.metric_names import bounds_of
 
@@ -35,7 +40,7 @@ if TYPE_CHECKING:
     from study.runtime.run_progress import RunWall
     from study.search.outcome import StudyOutcome
 
-__all__ = ["report", "print_final", "selection_lines"]
+__all__ = ["report", "print_final", "selection_lines", "cell_curves", "budget_lines"]
 
 T = TypeVar("T")
 
@@ -49,6 +54,7 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
     selection, the cost) only warns when it cannot be read back or logged."""
     cells = _read_back(plan, lambda: cells_status(plan), "cell status") or []
     _read_back(plan, lambda: _log_selection(layout, outcome.parent_run_id, cells), "selection")
+    curves = _read_back(plan, lambda: cell_curves(plan, layout, cells), "expected best") or {}
     if len(plan.keys) > 1:
         if outcome.final:
             where, text = write_table_report(
@@ -57,9 +63,13 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
             print()
             print(text)
             print(f"Written to {where}")
+        for line in budget_lines(curves):
+            print(f"  {line}")
         return
     _print_best(plan, outcome)
     for line in selection_lines(cells):
+        print(f"  {line}")
+    for line in budget_lines(curves):
         print(f"  {line}")
     for line in race_lines(outcome.race, plan.name):
         print(f"  {line}")
@@ -76,6 +86,34 @@ def selection_lines(cells: list[CellStatus]) -> list[str]:
     """Each cell's selection line (:meth:`study.final.reliability.Reliability.line`, the one the console and
     ``--status`` print): one per cell whose choice could be said."""
     return [c.reliability.line(c.cell.label) for c in cells if c.reliability is not None]
+
+
+def _tie_set(choice: Choice | None) -> int | None:
+    """The size of a choice's tie set where it is among the trials that trained every epoch (the ones the expected
+    best reads); ``None`` for a choice the rungs made or none."""
+    return len(choice.tie_set) if isinstance(choice, Reliability) and choice.rung is None else None
+
+
+def cell_curves(plan: StudyPlan, layout: StudyLayout, cells: list[CellStatus]) -> dict[str, CellCurve]:
+    """Per cell label, its expected best validation score against its trials and whether it still climbed
+    (:func:`dashboards.expected_best.of_trials` over the cell's Optuna trials, held against its tie set's spread from
+    ``cells``' reliability); a cell whose Optuna study does not exist yet is left out."""
+    storage = optuna_storage(layout.optuna_url)
+    names = set(optuna_study_names(storage, plan.name))
+    ties = {c.cell.label: _tie_set(c.reliability) for c in cells}
+    base = plan.base
+    out = {}
+    for cell in plan.cells:
+        if cell.study_name not in names:
+            continue
+        trials = load_optuna_study(cell.study_name, storage).get_trials(deepcopy=False)
+        out[cell.label] = of_trials(cell.label, trials, base.train.epochs, base.search.mode, ties.get(cell.label))
+    return out
+
+
+def budget_lines(curves: dict[str, CellCurve]) -> list[str]:
+    """One line per cell: still climbing at n or flat (:meth:`dashboards.expected_best.CellCurve.line`)."""
+    return [c.line() for c in curves.values()]
 
 
 def _log_selection(layout: StudyLayout, parent_run_id: str, cells: list[CellStatus]) -> None:
@@ -111,21 +149,28 @@ def _print_best(plan: StudyPlan, outcome: StudyOutcome) -> None:
 
 def _print_replicated(groups: list[FinalGroup]) -> None:
     """The final stage over all replicates: each test metric's mean over replicates × seeds with its crossed
-    replicates × seeds t-interval (:func:`study.final.intervals.replicated_mean`), and the replicates' spread."""
+    replicates × seeds t-interval (:func:`study.final.intervals.replicated_mean`), and the replicates' spread; a
+    replicate without final values is left out of the pool, and one line says which (:func:`left_out_line`)."""
     print(
         f"Over the {len(groups)} replicates (each search's winner on the same seeds; 95 % interval: Student's t over "
-        "replicates and seeds, at the smaller one's degrees of freedom):"
+        "replicates and seeds, each part at its own t quantile):"
     )
-    for name in sorted(groups[0].by_seed):
+    names = sorted({name for g in groups for name in g.by_seed})
+    for name in names:
         if not name.removeprefix("test/").startswith(_PRINTED):
             continue
-        pooled = replicated_mean([g.by_seed.get(name, {}) for g in groups], bounds_of(name))
+        reps = [g.by_seed.get(name, {}) for g in groups]
+        if (missing := left_out_line(name, reps)) is not None:
+            print(f"    {missing}")
+        pooled = replicated_mean(reps, bounds_of(name))
         if pooled is None:
             continue
         mean, low, high, seeds = pooled
-        means = [sum(g.by_seed[name].values()) / len(g.by_seed[name]) for g in groups if g.by_seed.get(name)]
+        pooled_over = len(groups) - len(left_out_replicates(reps))
+        means = [sum(r.values()) / len(r) for r in reps if r]
         print(
-            f"    {name} = {mean:.4f} [{low:.4f}, {high:.4f}] over {len(groups)} replicates × {seeds} seeds; "
+            f"    {name} = {mean:.4f} [{low:.4f}, {high:.4f}] over {pooled_over} replicate{'s' if pooled_over > 1 else ''} × "
+            f"{seeds} seeds; "
             f"replicates' means {min(means):.4f} to {max(means):.4f} (the search's own spread {max(means) - min(means):.4f})"
         )
 

@@ -24,6 +24,7 @@ PANEL_MODULES = (
     "robustness",
     "categories",
     "optimisation",
+    "expected_best",
     "weights",
     "detectors",
     "noise_theory",

@@ -28,6 +28,7 @@ def test_every_panel_is_drawn_with_its_figures(built):
         "validation",
         "robustness",
         "optimisation",
+        "expected_best",
         "weights",
         "detectors",
         "noise_theory",
@@ -44,6 +45,7 @@ def test_every_panel_is_drawn_with_its_figures(built):
         f"optimisation_{NAME}_history",
         f"optimisation_{NAME}_importance",
         f"optimisation_{NAME}_slices",
+        f"expected_best_{NAME}",
         "weights_maw_sdaw",
         "weights_quantiles",
         "weights_class_weights",
@@ -183,6 +185,31 @@ def test_importances_come_from_the_optuna_storage(built):
     # The objective depends on ms_alpha alone.
     assert table["ms_alpha"] > 0.8 > table["train.optimizer.lr"]
     assert set(table) == set(study.best_trial.params)
+
+
+def test_expected_best_vs_trials_reads_the_cells_optuna_trials(built):
+    """The synthetic study's one cell: 12 COMPLETE Optuna trials (no intermediate values: every epoch). E[best of k]
+    recomputed here from the stored values as the mean best of k draws with replacement, Σ v_(i) ((i/n)^k −
+    ((i−1)/n)^k); no selection metrics were logged, so the rise is held against the bootstrap sd."""
+    syn, _, page = built
+    study = optuna.load_study(study_name=NAME, storage=f"sqlite:///{syn.study_dir / 'optuna.db'}")
+    values = np.sort([t.value for t in study.trials])
+    n = len(values)
+    i = np.arange(1, n + 1)
+
+    def best_of(k: int) -> float:
+        return float(np.sum(values * ((i / n) ** k - ((i - 1) / n) ** k)))
+
+    (row,) = page.tables["expected_best_table"]
+    assert row["cell"] == NAME and row["trials"] == f"{n} of {n} ended trials trained every epoch"
+    assert float(row["E[best of 1]"]) == pytest.approx(values.mean(), abs=5e-5)
+    assert row["E[best of n/2]"] == f"{best_of(n // 2):.4f} (k = {n // 2})"
+    assert row["E[best of n] [band]"].startswith(f"{best_of(n):.4f} [")
+    assert float(row["rise"]) == pytest.approx(best_of(n) - best_of(n // 2), abs=5e-5)
+    climbing = float(row["rise"]) > float(row["held against"])
+    assert row["answer"] == (f"still climbing at n = {n}" if climbing else f"flat at n = {n}")
+    assert f"budget: {NAME}: {row['answer']}: the last {n - n // 2} trials improved" in page.text
+    assert "no tie set of two or more" in page.text and "Expected best validation vs trials" in page.text
 
 
 def test_weight_heatmap_cells(built):
