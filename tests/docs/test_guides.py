@@ -19,9 +19,11 @@ epoch on digits, about 45 s with Ray's start), marked ``e2e``; ``results.md``'s 
 directory, so the two guides are checked by one test, in order.
 
 What is not run here: a real Slurm job (``tests/study/deploy/test_slurm.py`` runs one on a two-node Slurm cluster;
-``slurm.md`` is checked by ``--dry-run``, which renders the same script) and a real KubeRay cluster (none is
+``slurm.md`` is checked by ``--dry-run``, which renders the same script), a real KubeRay cluster (none is
 reachable; ``kuberay.md`` writes the manifest, which ``tests/study/deploy/test_kuberay.py`` checks against the
-RayJob CRD).
+RayJob CRD), and a cluster with its servers (``cluster.md`` is checked by the pre-flight's line for a PostgreSQL
+that is not there; ``tests/study/runtime/test_deployment.py`` runs ``ray start`` nodes with PostgreSQL, an MLflow
+server and an S3 emulator).
 """
 
 from __future__ import annotations
