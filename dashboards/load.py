@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dashboards.artifacts import load_final_summary, load_paired, load_weight_tables
-from study.final.reliability import line_tag
 from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import (
@@ -329,7 +328,7 @@ def _selection_lines(tags: dict[str, str]) -> dict[str, str]:
 
 
 #: The last part of a selection line's tag (:func:`study.final.reliability.line_tag`).
-_LINE = line_tag("").rpartition("/")[2]
+_LINE = R.SELECTION_LINE
 
 
 def _config_key(params: dict[str, str]) -> str:

@@ -6,9 +6,13 @@ early, failed (a lost trial is replaced, one whose loss was not finite counts as
 its parameters with a flag where one sits at an end of its searched range (:func:`study.cell_status.edge_flag`), and
 the final seeds retrained. The study directory may be a local path or an object-store URI (``s3://…``).
 
-With ``search.replicates`` R > 1 the comparison tables are replicate 0's (the table as it would have run without
-replicates) and a section follows on the search's own variance over all R (:mod:`dashboards.compare.replicates`);
-with R = 1 the report is what it was before replicates existed.
+The report opens with its headline: the table's verdicts, one per comparison (an arm against the reference on one
+cell, on the test counterpart of ``search.metric``: :mod:`dashboards.compare.verdicts`), better, worse or not
+detectable at this budget, with P(A > B) and the minimum detectable effect; the other test metrics follow as
+secondary verdicts. With ``search.replicates`` R > 1 the verdicts are over all R (:mod:`dashboards.compare.replicates`)
+and the comparison tables are replicate 0's (the table as it would have run without replicates), unmarked; with
+R = 1 the verdicts say that they ignore the search's own variance, and what R = 3 would cost. The parent run gets
+each verdict as a tag and its numbers as metrics (:func:`write_table_report`).
 
 A study's report (``study.run`` prints it) ends with the same cost lines (:func:`study_cost_report`): a study is a
 table of one arm, its replicates its cells.
@@ -16,19 +20,31 @@ table of one arm, its replicates its cells.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dashboards.compare.cli import read_study, render_markdown
-from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
-from dashboards.compare.rows import build_comparison
+from dashboards.compare.render import _md_table
+from dashboards.compare.replicates import ReplicateRow, replicate_rows, replicate_values, replicates_legend
+from dashboards.compare.rows import Comparison, build_comparison, with_verdicts
+from dashboards.compare.verdicts import (
+    Verdict,
+    headline,
+    judge,
+    record,
+    replicate_evidence,
+    verdict_body,
+    verdict_header,
+)
 from dashboards.load import METRIC, DashboardError
 from dashboards.select import final_runs, race_runs
-from study.bill import Bill, Priced, priced, size_line
+from study.bill import Bill, Priced, estimated_hours, model_epochs, priced, size_line
 from study.cell_status import CellStatus, SlotUse, cells_status, slot_use, winner_text
 from study.console import format_table
+from study.final.race import undecided_note
 from study.intake.plan import StudyPlan
 from study.runtime.run_progress import RunWall
 from trainables.schema import record as R
@@ -43,6 +59,9 @@ if TYPE_CHECKING:
 __all__ = [
     "table_report",
     "write_table_report",
+    "table_verdicts",
+    "replicates_cost",
+    "SECONDARY",
     "race_lines",
     "final_wall_s",
     "whole_run_use",
@@ -52,6 +71,10 @@ __all__ = [
 ]
 
 
+#: The other test metrics a table's report gives verdicts on, below its primary one (those its final runs logged).
+SECONDARY = ("test/recall_at_1", "test/map_at_r", "test/nmi")
+
+
 def table_report(
     plan: StudyPlan,
     study_dir: str,
@@ -59,12 +82,30 @@ def table_report(
     cells: list[CellStatus] | None = None,
     race: Sequence[Standing] = (),
 ) -> str:
-    """Markdown: the comparison (final stage, paired Δ against the reference arm) and the winners per cell; with
-    ``bill`` (the bill priced before the run, the run's wall seconds), the bill against the actual cost. ``cells``:
-    :func:`~study.cell_status.cells_status` when the caller read it already (default: read here). ``race``: the
-    finalist race's standings (``final.race``): which finalist each cell retrains."""
-    comparison, data = _comparison(plan, study_dir)  # (data: also read by the bill against the actual cost)
-    parts = [f"# Table {plan.name}", "", size_line(plan, None if bill is None else bill[0]), "", *comparison]
+    """Markdown: the verdicts (the headline), the comparison (final stage, paired Δ against the reference arm) and
+    the winners per cell; with ``bill`` (the bill priced before the run, the run's wall seconds), the bill against
+    the actual cost. ``cells``: :func:`~study.cell_status.cells_status` when the caller read it already (default:
+    read here). ``race``: the finalist race's standings (``final.race``): which finalist each cell retrains."""
+    return _report(plan, study_dir, bill, cells, race)[0]
+
+
+def _report(
+    plan: StudyPlan,
+    study_dir: str,
+    bill: tuple[Bill | None, RunWall] | None,
+    cells: list[CellStatus] | None,
+    race: Sequence[Standing],
+) -> tuple[str, list[Verdict]]:
+    """:func:`table_report`'s text and the verdicts on the primary metric (for the parent run)."""
+    compared = _comparison(plan, study_dir)
+    data = compared.data  # (also read by the bill against the actual cost)
+    parts = [f"# Table {plan.name}", "", size_line(plan, None if bill is None else bill[0]), ""]
+    if compared.verdicts is not None:
+        parts += [f"## Verdicts on {_primary(plan)}", "", *headline(compared.verdicts, plan.replicates)]
+        if plan.replicates == 1 and compared.verdicts:
+            parts.append(replicates_cost(plan, None if bill is None else bill[0]))
+        parts.append("")
+    parts += compared.parts
     metric = plan.base.search.objective
     cells = cells_status(plan) if cells is None else cells
     rows = [
@@ -95,27 +136,48 @@ def table_report(
         parts += ["```", *lines, "```", ""]
     for line in cost_lines(priced(plan), cells, plan.final_with_search, (data, bill)):
         parts += [line, ""]
-    return "\n".join(parts)
+    return "\n".join(parts), compared.verdicts or []
+
+
+def replicates_cost(plan: StudyPlan, bill: Bill | None, replicates: int = 3) -> str:
+    """What ``search.replicates`` R would cost this table (:func:`study.bill.model_epochs`,
+    :func:`study.bill.estimated_hours`): every cell searched, raced and retrained R times, R × its bill."""
+    epochs = model_epochs(plan)
+    hours = estimated_hours(plan, None, bill)
+    slots = plan.base.search.max_concurrent
+    priced_text = "" if hours is None else f", ≈ {replicates * hours:.1f} h on {slots} slots against ≈ {hours:.1f} h"
+    return (
+        f"`search.replicates: {replicates}` would search every cell {replicates} times and decide each verdict over "
+        f"the {replicates} searches: {replicates} × this table's {epochs:.0f} model-epochs = "
+        f"{replicates * epochs:.0f}{priced_text}."
+    )
 
 
 def race_lines(race: Sequence[Standing], name: str) -> list[str]:
     """The finalist race's standings (``final.race``), one line per group: each finalist's mean over its search run
-    and its race runs (validation only), the winner marked as the one the final stage retrains."""
+    and its race runs (validation only), its failed or short race runs, the winner marked as the one the final stage
+    retrains, and a note where the race did not decide (:func:`study.final.race.undecided_note`)."""
     if not race:
         return []
-    seeds = max(len(s.race_values) for s in race)
-    lines = [f"race: each group's finalists retrained on {seeds} more seeds (validation only); the best mean wins:"]
+    seeds = max(s.planned for s in race)
+    lines = [
+        f"race: each group's finalists retrained on {seeds} more seeds (validation only); the best mean wins among "
+        "the finalists whose race runs all trained every epoch:"
+    ]
     for group in dict.fromkeys(s.group for s in race):
+        rows = [s for s in race if s.group == group]
         shown = []
-        for s in (s for s in race if s.group == group):
+        for s in rows:
             race_values = ", ".join(f"{v:.4f}" for v in s.race_values) or "none finished"
+            missing = f"; {s.missing} of {s.planned} failed or short" if s.missing else ""
             mark = " (retrained)" if s.winner else ""
             shown.append(
                 f"trial {s.source_trial if s.number is None else s.number} {s.mean:.4f}{mark} "
-                f"[search {s.search_value:.4f}; race {race_values}]"
+                f"[search {s.search_value:.4f}; race {race_values}{missing}]"
             )
         label = name if group in (R.GROUP_ALL, name) else group
-        lines.append(f"  {label}: " + "; ".join(shown))
+        note = undecided_note(rows)
+        lines.append(f"  {label}: " + "; ".join(shown) + (f" ({note})" if note else ""))
     return lines
 
 
@@ -149,23 +211,73 @@ def study_cost_report(
     return cost_lines(priced(plan), cells, plan.final_with_search, (data, bill))
 
 
-def _comparison(plan: StudyPlan, study_dir: str) -> tuple[list[str], Any]:
-    """The comparison tables (replicate 0's when the table has replicates) and, with replicates, the search's own
-    variance over all of them; one line instead when there is nothing to compare. With the study's data read
-    (``None`` when it could not be)."""
+@dataclass(frozen=True)
+class _Compared:
+    """The report's comparison: its Markdown parts, the study's data as read (``None`` when it could not be) and the
+    verdicts on the primary metric (``None`` when there was nothing to compare)."""
+
+    parts: list[str]
+    data: Any
+    verdicts: list[Verdict] | None
+
+
+def _primary(plan: StudyPlan) -> str:
+    """The table's primary metric: the test counterpart of ``search.metric``."""
+    return final_metric(plan.base.search.metric)
+
+
+def _margin(plan: StudyPlan) -> float | None:
+    """The table's ``verdict.margin`` (its spec as written), ``None`` where unset."""
+    margin = (plan.written.get("verdict") or {}).get("margin")
+    return None if margin is None else float(margin)
+
+
+def table_verdicts(plan: StudyPlan, runs: pl.DataFrame, metric: str) -> tuple[Comparison, list[ReplicateRow]]:
+    """The comparison on ``metric`` with its verdicts: over replicate 0's final runs for a table of one search per
+    cell; over every replicate (the comparison tables still replicate 0's, unmarked) with ``search.replicates``."""
+    higher = plan.base.search.mode == "max"
+    first = runs
+    if plan.replicates > 1:
+        first = runs.filter(pl.col(R.GROUP).is_in([c.label for c in plan.cells if c.replicate == 0]))
+    comparison = build_comparison(
+        first, plan.reference, metric, studies=[plan.name], margin=_margin(plan), higher_is_better=higher
+    )
+    if plan.replicates == 1:
+        return comparison, []
+    values = replicate_values(runs, metric, {c.label: c.replicate for c in plan.cells})
+    rows = replicate_rows(values, plan.reference)
+    verdicts = judge(replicate_evidence(rows), metric, margin=_margin(plan), higher_is_better=higher)
+    return with_verdicts(comparison, verdicts, replicated=True), rows
+
+
+def _secondary(plan: StudyPlan, runs: pl.DataFrame) -> list[str]:
+    """The verdicts on the other test metrics the final runs logged, one table each (its own Holm correction)."""
+    parts = []
+    for metric in (m for m in SECONDARY if m != _primary(plan) and METRIC + m in runs.columns):
+        try:
+            comparison, _ = table_verdicts(plan, runs, metric)
+        except DashboardError:
+            continue
+        if comparison.verdicts:
+            body = verdict_body(comparison.verdicts)
+            parts += [f"Secondary: verdicts on {metric} (Holm over its own comparisons)", ""]
+            parts += [*_md_table(verdict_header(plan.reference), body), ""]
+    return parts
+
+
+def _comparison(plan: StudyPlan, study_dir: str) -> _Compared:
+    """The comparison tables with their verdicts (:func:`table_verdicts`), the secondary metrics' verdicts, and with
+    replicates what the replicated Δ is; one line instead when there is nothing to compare."""
     try:
         data = read_study(study_dir)
-        runs, metric = data.runs, final_metric(plan.base.search.metric)
+        comparison, rows = table_verdicts(plan, data.runs, _primary(plan))
+        parts = [render_markdown(comparison)]
         if plan.replicates > 1:
-            runs = runs.filter(pl.col(R.GROUP).is_in([c.label for c in plan.cells if c.replicate == 0]))
-        parts = [render_markdown(build_comparison(runs, plan.reference, metric, studies=[plan.name]))]
-        if plan.replicates > 1:
-            values = replicate_values(data.runs, metric, {c.label: c.replicate for c in plan.cells})
-            rows = replicate_rows(values, plan.reference)
-            parts += render_replicates(rows, plan.reference, metric, plan.replicates)
-        return parts, data
+            parts += replicates_legend(rows, plan.reference, plan.replicates)
+        parts += _secondary(plan, data.runs)
+        return _Compared(parts, data, comparison.verdicts)
     except DashboardError as e:
-        return [f"(no comparison: {e})", ""], None
+        return _Compared([f"(no comparison: {e})", ""], None, None)
 
 
 def final_wall_s(data: Any) -> float | None:
@@ -223,15 +335,17 @@ def write_table_report(
     cells: list[CellStatus] | None = None,
     race: Sequence[Standing] = (),
 ) -> tuple[str, str]:
-    """Write the report into the study directory (a local path or an object-store URI), log it on the parent run and
-    tag the run with the reference family (the dashboard built next compares with it); returns where it was written
-    and its text."""
+    """Write the report into the study directory (a local path or an object-store URI), log it on the parent run,
+    tag the run with the reference family (the dashboard built next compares with it) and with each verdict
+    (``verdict/<comparison>``: its line, which ``--status`` prints; its numbers as metrics
+    ``verdict/<comparison>/<number>``: :func:`dashboards.compare.verdicts.record`); returns where it was written and
+    its text."""
     import tempfile
 
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text = table_report(plan, layout.root, bill, cells, race)
+    text, verdicts = _report(plan, layout.root, bill, cells, race)
     where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file
@@ -242,4 +356,9 @@ def write_table_report(
     client.set_tag(parent_run_id, R.REFERENCE, plan.reference)  # the dashboard compares with it
     if plan.replicates > 1:  # the dashboard shows replicate 0's final runs (its cells' labels: R.replicate_of)
         client.set_tag(parent_run_id, R.REPLICATES, str(plan.replicates))
+    tags, metrics = record(verdicts)  # what --status and the dashboard read back
+    for key, line in tags.items():
+        client.set_tag(parent_run_id, key, line)
+    for key, value in metrics.items():
+        client.log_metric(parent_run_id, key, value)
     return where, text

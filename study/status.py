@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from dashboards.compare.verdicts import status_lines
 from study.arguments import ArgumentParser, one_line
 from study.bill import size_line
 from study.cell_status import CellStatus, cells_status, slot_use, winner_text
@@ -58,6 +59,8 @@ def print_status(plan: StudyPlan) -> int:
         stage += f" (racing the finalists on more seeds: {int(tags.get(R.RACE_PLANNED, 0))} runs planned)"
     validated = R.SELECTION_VALIDATION if plan.base.validation.enabled else R.SELECTION_TEST
     print(f"  stage: {stage}; hyperparameters selected on the {tags.get(R.SELECTION, validated)} classes")
+    for line in status_lines(tags):  # a finished table's verdicts, as its report tagged the parent run
+        print(f"  {line}")
     if len(cells) == 1 and (best := cells[0]).best_value is not None:
         print(f"  best so far: Optuna trial {best.best_number}: {plan.base.search.objective} = {best.best_value:.4f}")
         for name, value in best.best_params.items():

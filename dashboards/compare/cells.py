@@ -1,8 +1,9 @@
 """The comparison's data: a noise cell, the rows of its tables and the reading of the final stage's runs per cell.
 
 Part of ``python -m dashboards.compare`` (see its docstring): :mod:`dashboards.compare.cells` (this: cells and rows),
-:mod:`dashboards.compare.rows` (the statistics per row and across rows), :mod:`dashboards.compare.render` (Markdown,
-LaTeX, CSV), :mod:`dashboards.compare.cli` (the command line).
+:mod:`dashboards.compare.rows` (the statistics per row and across rows, and the whole comparison),
+:mod:`dashboards.compare.verdicts` (a verdict per comparison), :mod:`dashboards.compare.render` (Markdown, LaTeX,
+CSV), :mod:`dashboards.compare.cli` (the command line).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -26,7 +27,6 @@ __all__ = [
     "Row",
     "Aggregate",
     "Claimed",
-    "Comparison",
     "Cells",
     "CSV_COLUMNS",
     "CLAIMED_COLUMNS",
@@ -132,15 +132,13 @@ class Row:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """Across a family's cells: IQM of scores / clean reference mean, and P(family > reference) over shared cells."""
+    """Across a family's cells: IQM of scores / clean reference mean (each comparison's P(family > reference) is in
+    its verdict: :mod:`dashboards.compare.verdicts`)."""
 
     row: str
     n_cells: int
     iqm: float
     iqm_ci: tuple[float, float]
-    poi: float | None
-    poi_ci: tuple[float, float] | None
-    poi_cells: int
 
 
 @dataclass(frozen=True)
@@ -165,18 +163,6 @@ class Claimed:
             str(self.diff.paired).lower(),
             "" if self.same_config is None else str(self.same_config).lower(),
         ]
-
-
-@dataclass
-class Comparison:
-    metric: str
-    reference: str
-    rows: list[Row]
-    aggregates: list[Aggregate]
-    studies: list[str]
-    claimed: list[Claimed] = field(default_factory=list)
-    claimed_studies: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 def num(value: float) -> str:

@@ -5,8 +5,11 @@ The papers' comparison tables (BSPML's Table 2 layout: families × noise ratios)
 paired statistics against a reference family: per family and noise cell (kind, ratio, subset) the mean, std and
 95 % t-interval over the final seeds; the difference to the reference over matching seeds (Welch where no seeds
 match) with a Holm-corrected significance mark; the share of the reference's noise drop the family recovers with a
-bootstrap interval; across cells, IQM and probability of improvement (Agarwal et al. 2021). With ``--claimed`` (the
-same grid run with ``validation.kind: none``), the optimism of selecting on the test classes per cell.
+bootstrap interval; across cells, IQM (Agarwal et al. 2021). First, the verdicts (:mod:`dashboards.compare.verdicts`):
+per comparison ``better``, ``worse`` or ``not detectable at this budget`` (``--margin δ``: or ``equivalent within
+±δ``), with P(family > reference) and the minimum detectable effect; the metric is taken as higher-is-better (every
+``test/`` metric the study logs is). With ``--claimed`` (the same grid run with ``validation.kind: none``), the
+optimism of selecting on the test classes per cell.
 
 A STUDY is a spec file or a study directory (``storage/<name>/``, which holds ``spec.yaml``); several studies are
 merged by cell (a cell in two studies is taken from the first). The numbers are the final runs' last ``test/``
@@ -122,7 +125,7 @@ def read_compared(study: str, notes: list[str]) -> DashboardData:
 # ---------------------------------------------------------------------------------------------------- command line
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compare") -> int:
+def _parser(prog: str) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description="Family × noise comparison tables.")
     p.add_argument("study", nargs="+", metavar="STUDY", help="spec file or study directory (several: merged by cell)")
     p.add_argument("--reference", required=True, help="the family every other is compared with, e.g. ms")
@@ -134,6 +137,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compar
         metavar="TWIN",
         help="the same grid run with validation.kind: none (spec or study dir, repeatable): claimed vs honest table",
     )
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        metavar="DELTA",
+        help="equivalence margin: a comparison whose Holm interval lies inside ±DELTA is 'equivalent within ±DELTA'",
+    )
     p.add_argument("--format", choices=("md", "tex", "csv"), default="md")
     p.add_argument(
         "--out",
@@ -141,7 +151,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compar
         help="write here instead of stdout (nothing is written on an error); with --format csv and --claimed the "
         "claimed-vs-honest table goes beside it, to <stem>.claimed.csv",
     )
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compare") -> int:
+    p = _parser(prog)
     args = p.parse_args(argv)
+    if args.margin is not None and not args.margin > 0:
+        p.error(f"--margin: {args.margin:g} is not above 0")
     try:
         notes: list[str] = []
         honest = [read_compared(s, notes) for s in args.study]
@@ -153,6 +170,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m dashboards.compar
             claimed_runs=_runs(twins) if twins else None,
             studies=[s.experiment for d in honest for s in d.studies],
             claimed_studies=[s.experiment for d in twins for s in d.studies],
+            margin=args.margin,
         )
     except DashboardError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)

@@ -12,7 +12,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from dashboards import stats
-from dashboards.compare.cells import CLAIMED_COLUMNS, CSV_COLUMNS, Comparison, Row, noise_text
+from dashboards.compare.cells import CLAIMED_COLUMNS, CSV_COLUMNS, Row, noise_text
+from dashboards.compare.rows import Comparison
+from dashboards.compare.verdicts import verdict_body, verdict_caption, verdict_header
 from trainables.schema import record as R
 
 __all__ = ["render_csv", "render_claimed_csv", "text_tables", "render_markdown", "render_latex", "legend", "TextTable"]
@@ -86,10 +88,13 @@ TextTable = tuple[str, list[str], list[list[str]]]
 
 
 def text_tables(comparison: Comparison) -> list[TextTable]:
-    """Every table of a comparison as text cells: per noise kind BSPML Table 2 (families × noise ratios, mean ± std
-    [t-CI]) and its Δ / recovered-share twin; the aggregates; claimed vs honest."""
+    """Every table of a comparison as text cells: the verdicts first (the headline: one row per comparison); per noise
+    kind BSPML Table 2 (families × noise ratios, mean ± std [t-CI]) and its Δ / recovered-share twin; the
+    aggregates; claimed vs honest."""
     c, rows = comparison, comparison.rows
     tables: list[TextTable] = []
+    if c.verdicts:
+        tables.append((verdict_caption(c.verdicts, c.reference), verdict_header(c.reference), verdict_body(c.verdicts)))
     for kind, columns, labels in _layout(rows):
         title = f"{kind} noise" if kind != "none" else "no noise"
         header = [R.FAMILY, *map(_column_name, columns)]
@@ -119,19 +124,9 @@ def text_tables(comparison: Comparison) -> list[TextTable]:
         caption = f"{title}: Δ = family − {c.reference} [95 % CI, paired over seeds] · recovered share [bootstrap 95 %]"
         tables.append((caption, header, body))
     if c.aggregates:
-        body = [
-            [
-                a.row,
-                str(a.n_cells),
-                f"{_f(a.iqm)} {_interval(*a.iqm_ci)}",
-                f"{_f(a.poi, 2)} {_interval(*a.poi_ci, 2)} ({a.poi_cells} cells)"
-                if a.poi is not None and a.poi_ci is not None
-                else "—",
-            ]
-            for a in c.aggregates
-        ]
-        caption = f"Across cells: IQM of scores / clean {c.reference} mean, P(family > {c.reference}) [stratified bootstrap 95 %]"
-        tables.append((caption, [R.FAMILY, "cells", "IQM", f"P(family > {c.reference})"], body))
+        body = [[a.row, str(a.n_cells), f"{_f(a.iqm)} {_interval(*a.iqm_ci)}"] for a in c.aggregates]
+        caption = f"Across cells: IQM of scores / clean {c.reference} mean [stratified bootstrap 95 %]"
+        tables.append((caption, [R.FAMILY, "cells", "IQM"], body))
     if c.claimed:
         tables.append(_claimed_table(c))
     return tables
@@ -175,22 +170,33 @@ def _claimed_table(c: Comparison) -> TextTable:
     return caption, [R.FAMILY, "noise", "honest", "claimed", "optimism", "configuration"], body
 
 
+def _mark_legend(c: Comparison) -> str:
+    """What ``*`` means: the comparison's verdict is decided (better or worse); none where the verdicts are over
+    replicates the tables do not hold."""
+    if any(v.evidence.replicates != (1, 1) for v in c.verdicts):
+        return "The verdicts are over all the table's search replicates; these tables are replicate 0's and mark none."
+    return (
+        f"* = the verdict is better or worse: Δ ≠ 0 after Holm's correction over the table's {len(c.verdicts)} "
+        "comparisons (adjusted p < 0.05; the shown interval is unadjusted, so it can exclude 0 without a mark: the "
+        "verdicts' table gives the Holm interval)."
+    )
+
+
 def legend(c: Comparison) -> str:
     """The legend under the tables: what every number and mark means."""
     return (
         f"Legend: cells are the final stage's {c.metric}, mean ± sample std and Student's t 95 % interval over the "
         f"final seeds (n). Δ = family − {c.reference} on the same noise setting (a subset row such as `clean_only` "
         f"against {c.reference} on the noisy labels), mean of per-seed differences over the seeds both cells ran, with "
-        "its paired t 95 % interval; † = no matching seeds, Welch's interval of the two means instead. * = Δ ≠ 0 after "
-        f"Holm's correction over the table's {sum(r.diff is not None for r in c.rows)} comparisons (adjusted p < 0.05; "
-        "the shown interval is unadjusted, so it can exclude 0 without a mark). share = (family_p − ref_p) / "
+        "its paired t 95 % interval; † = no matching seeds, Welch's interval of the two means instead. "
+        + _mark_legend(c)
+        + " share = (family_p − ref_p) / "
         "(ref_0 − ref_p) of the cells' means, the share of the reference's noise drop the family wins back (1 = all of "
         f"it, 0 = none, < 0 = worse than {c.reference}); its interval is a percentile bootstrap of "
         f"{stats.BOOTSTRAP_SAMPLES} resamples (seed {stats.BOOTSTRAP_SEED}) drawing the same seeds in the three cells "
         "(few seeds: a rough guide). IQM = interquartile mean of all the family's runs' scores divided by the clean "
-        "reference's mean; P(family > reference) = per noise setting, the share of (family run, reference run) pairs "
-        "the family wins (ties ½), averaged over settings (Agarwal et al., NeurIPS 2021); both with the stratified "
-        "bootstrap (runs resampled within each cell)."
+        "reference's mean (Agarwal et al., NeurIPS 2021), with the stratified bootstrap (runs resampled within each "
+        "cell)."
     ) + (
         " Claimed vs honest: the final stage of the same cell in the twin study (configurations chosen by their test "
         "score) minus the honest one; both retrain with the same seeds (and noise draws), so the difference is paired "
@@ -215,6 +221,10 @@ _TEX = {
     ">": "$>$",
     "≠": r"$\neq$",
     "½": r"$\frac{1}{2}$",
+    "|": r"$|$",
+    "×": r"$\times$",
+    "α": r"$\alpha$",
+    "–": "--",
     "`": "",
 }
 

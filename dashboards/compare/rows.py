@@ -1,5 +1,6 @@
-"""The comparison's statistics: per row the t-interval, the paired (else Welch) difference to the reference with Holm's
-correction and the recovered share; across rows IQM and probability of improvement; claimed vs honest. Part of
+"""The comparison's statistics: per row the t-interval, the paired (else Welch) difference to the reference and the
+recovered share; per comparison its verdict (:mod:`dashboards.compare.verdicts`: Holm's correction over the table,
+P(A > B), the minimum detectable effect), which also marks the rows; across rows IQM; claimed vs honest. Part of
 ``python -m dashboards.compare``; the formulas are in :mod:`dashboards.stats`.
 """
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -19,19 +20,44 @@ from dashboards.compare.cells import (
     Cell,
     Cells,
     Claimed,
-    Comparison,
     Row,
     cell_values,
     clean_reference,
     noise_text,
     reference_cell,
 )
+from dashboards.compare.verdicts import Verdict, judge, row_evidence
 from dashboards.load import METRIC, DashboardData, DashboardError
 from dashboards.select import final_runs
 from study.final.intervals import t_interval
 from trainables.schema.metric_names import TEST_PREFIX, bounds_of
 
-__all__ = ["compare", "aggregates", "claimed_vs_honest", "build_comparison", "dashboard_comparison"]
+__all__ = [
+    "Comparison",
+    "compare",
+    "aggregates",
+    "claimed_vs_honest",
+    "build_comparison",
+    "with_verdicts",
+    "dashboard_comparison",
+]
+
+
+@dataclass
+class Comparison:
+    """Every table of one comparison: the rows per cell, each comparison's verdict, the aggregates, claimed vs
+    honest, and notes."""
+
+    metric: str
+    reference: str
+    rows: list[Row]
+    aggregates: list[Aggregate]
+    studies: list[str]
+    claimed: list[Claimed] = field(default_factory=list)
+    claimed_studies: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: One per comparison (:func:`dashboards.compare.verdicts.judge`): the table's headline.
+    verdicts: list[Verdict] = field(default_factory=list)
 
 
 def compare(values: dict[Cell, dict[int, float]], reference: str, metric: str) -> tuple[list[Row], list[str]]:
@@ -70,8 +96,7 @@ def compare(values: dict[Cell, dict[int, float]], reference: str, metric: str) -
 
 
 def aggregates(values: dict[Cell, dict[int, float]], reference: str) -> list[Aggregate]:
-    """Per row: IQM of its scores divided by the clean reference's mean (all its cells, stratified bootstrap) and
-    P(row > reference) over the noise settings both have (the reference's own row has no P)."""
+    """Per row: IQM of its scores divided by the clean reference's mean (all its cells, stratified bootstrap)."""
     clean = clean_reference(values, reference)
     if clean is None:
         return []
@@ -82,15 +107,7 @@ def aggregates(values: dict[Cell, dict[int, float]], reference: str) -> list[Agg
         tasks = [[v / norm for v in values[c].values()] for c in cells]
         value = stats.iqm(np.concatenate(tasks))
         ci = stats.stratified_bootstrap_ci(lambda ts: stats.iqm(np.concatenate(ts)), tasks)
-        poi = poi_ci = None
-        found = [(c, reference_cell(values, reference, c)) for c in cells]
-        pairs = [(c, r) for c, r in found if r is not None and r != c]
-        if pairs:
-            xs = [list(values[c].values()) for c, _ in pairs]
-            ys = [list(values[r].values()) for _, r in pairs]
-            poi = stats.probability_of_improvement(xs, ys)
-            poi_ci = stats.stratified_bootstrap_ci(stats.probability_of_improvement, xs, ys)
-        out.append(Aggregate(row, len(cells), value, ci, poi, poi_ci, len(pairs)))
+        out.append(Aggregate(row, len(cells), value, ci))
     return out
 
 
@@ -124,8 +141,12 @@ def build_comparison(
     claimed_runs: pl.DataFrame | None = None,
     studies: list[str] | None = None,
     claimed_studies: list[str] | None = None,
+    margin: float | None = None,
+    higher_is_better: bool = True,
 ) -> Comparison:
-    """Every table of one comparison; raises :class:`DashboardError` for an unknown reference family or metric."""
+    """Every table of one comparison, its verdicts decided on one search per cell (the rows' paired intervals; a
+    margin δ adds ``equivalent within ±δ``; ``higher_is_better``: the metric's direction); raises
+    :class:`DashboardError` for an unknown reference family or metric."""
     finals = final_runs(DashboardData("", [], runs, pl.DataFrame(), pl.DataFrame(), pl.DataFrame()))
     if METRIC + metric not in finals.columns or finals[METRIC + metric].drop_nulls().is_empty():
         logged = sorted(c.removeprefix(METRIC) for c in finals.columns if c.startswith(METRIC + TEST_PREFIX))
@@ -138,8 +159,11 @@ def build_comparison(
         )
     rows, notes = compare(cells.values, reference, metric)
     if clean_reference(cells.values, reference) is None:
-        notes.append(f"{reference} has no clean (p = 0) final cell: no recovered share, IQM or P(improvement)")
-    comparison = Comparison(metric, reference, rows, aggregates(cells.values, reference), studies or [], notes=notes)
+        notes.append(f"{reference} has no clean (p = 0) final cell: no recovered share or IQM")
+    verdicts = judge(row_evidence(cells.values, reference), metric, margin=margin, higher_is_better=higher_is_better)
+    comparison = with_verdicts(
+        Comparison(metric, reference, rows, aggregates(cells.values, reference), studies or [], notes=notes), verdicts
+    )
     if claimed_runs is not None:
         comparison.claimed, claimed_notes = claimed_vs_honest(cells, cell_values(claimed_runs, metric), metric)
         comparison.claimed_studies = claimed_studies or []
@@ -147,6 +171,20 @@ def build_comparison(
         if not comparison.claimed:
             comparison.notes.append("--claimed: the twin study shares no final cell with the honest one")
     return comparison
+
+
+def with_verdicts(comparison: Comparison, verdicts: list[Verdict], replicated: bool = False) -> Comparison:
+    """``comparison`` with ``verdicts`` as its headline and its rows marked by them (``*``: decided, with the verdict's
+    Holm-adjusted p-value). ``replicated``: the verdicts are over replicates the rows do not hold (the rows are
+    replicate 0's), so no row is marked: a table has one kind of verdict."""
+    decided = {v.evidence.cell: v for v in verdicts}
+    rows = []
+    for r in comparison.rows:
+        v = None if replicated else decided.get(r.cell)
+        rows.append(
+            replace(r, significant=None if v is None else v.decided, p_holm=math.nan if v is None else v.p_holm)
+        )
+    return replace(comparison, rows=rows, verdicts=verdicts)
 
 
 def dashboard_comparison(data: DashboardData, metric: str) -> Comparison | None:

@@ -166,7 +166,7 @@ Choice = Reliability | RungChoice
 
 def line_tag(label: str) -> str:
     """The parent run's tag holding cell ``label``'s :meth:`Reliability.line` (beside its metrics)."""
-    return R.selection_metric(label, "line")
+    return R.selection_metric(label, R.SELECTION_LINE)
 
 
 def _folds(candidates: Sequence[Sequence[PerClass]]) -> list[tuple[np.ndarray, np.ndarray]]:

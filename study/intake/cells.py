@@ -41,7 +41,7 @@ from trainables.schema.trial import set_path, spec_error
 __all__ = ["parse_table", "condition_label", "arm_sampler"]
 
 #: Keys of a table spec that are not a study's.
-_TABLE_ONLY = ("reference", "arms", "cells", "extra_cells")
+_TABLE_ONLY = ("reference", "arms", "cells", "extra_cells", "verdict")
 #: Keys of a table's ``search`` that its cells leave at their defaults (the table prices, bounds and replicates them).
 _TABLE_SEARCH_ONLY = ("max_hours", "epoch_seconds", "replicates")
 

@@ -71,13 +71,21 @@ def test_iqm_by_hand_and_against_scipy_trim_mean():
         assert stats.iqm(x) == pytest.approx(sps.trim_mean(x, 0.25))
 
 
-def test_probability_of_improvement_by_hand_and_against_mann_whitney():
-    # Task 1: (1 vs 1) ½, (1 vs 3) 0, (2 vs 1) 1, (2 vs 3) 0 → 1.5 / 4; task 2: (5 vs 4) 1, (5 vs 6) 0 → ½.
-    assert stats.probability_of_improvement([[1, 2], [5]], [[1, 3], [4, 6]]) == pytest.approx((0.375 + 0.5) / 2)
-    rng = np.random.default_rng(2)
-    x, y = rng.integers(0, 5, size=6).astype(float), rng.integers(0, 5, size=4).astype(float)
-    u = sps.mannwhitneyu(x, y).statistic
-    assert stats.probability_of_improvement([x], [y]) == pytest.approx(u / (x.size * y.size))
+def test_probability_of_improvement_pairs_by_seed_over_every_replicate_pair():
+    """P(A > B): per seed, the share of (A replicate, B replicate) pairs A wins there (ties ½), averaged over seeds;
+    with one replicate a side, the share of seeds A wins (a paired, not Mann–Whitney, count)."""
+    one = stats.probability_of_improvement([{0: 0.6, 1: 0.5, 2: 0.7}], [{0: 0.5, 1: 0.55, 2: 0.7}])
+    assert one is not None and one.value == pytest.approx((1 + 0 + 0.5) / 3) and (one.seeds, one.pairs) == (3, 1)
+    # Unpaired, A's 0.6 would beat B's 0.5 and 0.55 too (Mann–Whitney 5.5 / 9): the same-seed count does not.
+    x = [{0: 0.6, 1: 0.5, 2: 0.7}, {0: 0.4, 1: 0.6, 2: 0.8}]
+    y = [{0: 0.5, 1: 0.55, 2: 0.7}, {0: 0.45, 1: 0.5, 2: 0.75}]
+    got = stats.probability_of_improvement(x, y)
+    brute = np.mean([[(a[s] > b[s]) + 0.5 * (a[s] == b[s]) for a in x for b in y] for s in range(3)])
+    assert got is not None and got.value == pytest.approx(brute) and got.pairs == 4 and got.low <= got.value
+    assert stats.probability_of_improvement([{0: 0.6, 1: 0.5}], [{2: 0.6, 3: 0.5}]) is None  # no seed in common
+    # A replicate without 2 values is left out, as the Δ's pooling leaves it out.
+    partial = stats.probability_of_improvement([*x, {}], y)
+    assert partial is not None and partial.value == pytest.approx(brute)
 
 
 def test_stratified_bootstrap_resamples_within_tasks_only():
@@ -88,8 +96,9 @@ def test_stratified_bootstrap_resamples_within_tasks_only():
     # One task [0, 1]: the resampled mean is 0, ½, 1 with probabilities ¼, ½, ¼ → the 2.5 / 97.5 % points are 0, 1.
     low, high = stats.stratified_bootstrap_ci(lambda ts: float(np.mean(ts[0])), [[0.0, 1.0]], samples=2000)
     assert (low, high) == (0.0, 1.0)
-    # Two groups resampled independently: P(X > Y) with X always above Y stays 1.
-    assert stats.stratified_bootstrap_ci(stats.probability_of_improvement, [[2.0, 3.0]], [[0.0, 1.0]]) == (1.0, 1.0)
+    # Two groups resampled independently: the share of X above Y stays 1 when X is always above Y.
+    above = lambda xs, ys: float(np.mean(np.asarray(xs[0])[:, None] > np.asarray(ys[0])[None, :]))
+    assert stats.stratified_bootstrap_ci(above, [[2.0, 3.0]], [[0.0, 1.0]]) == (1.0, 1.0)
 
 
 def test_recovered_share_by_hand_and_its_bootstrap_is_paired():
@@ -127,32 +136,55 @@ def _paired_t(x, y):
 
 def test_one_replicate_is_the_paired_t_interval_and_identical_replicates_add_nothing():
     one = stats.replicated_difference([_ARM], [_REF])
-    assert one is not None and one.seeds == 7
+    assert one is not None and one.seeds == 7 and len(one.parts) == 1
     assert one.delta == pytest.approx(np.mean([_ARM[s] - _REF[s] for s in _REF]), abs=1e-15)
     assert (one.low, one.high) == pytest.approx(_paired_t(_ARM, _REF), abs=1e-12)
-    assert one.same_sign == 1.0 and one.per_replicate == (
-        stats.paired_difference(list(_ARM.values()), list(_REF.values())),
-    )
+    paired = stats.paired_difference(list(_ARM.values()), list(_REF.values()))
+    assert stats.p_value(one.delta, one.parts) == pytest.approx(paired.p_value, rel=1e-12)
     same = stats.replicated_difference([_ARM] * 3, [_REF] * 2)  # the replicate level has no variance: adds nothing
     assert same is not None and (same.delta, same.low, same.high) == pytest.approx(
         (one.delta, one.low, one.high), abs=1e-12
     )
-    assert same.same_sign == 1.0 and same.holds and len(same.per_replicate) == 2
 
 
-def test_replicates_that_disagree_in_sign_widen_the_interval_and_give_the_share_of_agreeing_pairs():
-    """Arm replicates shifted +0.02, +0.01, −0.015 and reference replicates 0, +0.005 over the same seeds: the pairs'
-    mean Δ are the one-replicate Δ (≈ +0.0106) plus (0.02, 0.015, 0.01, 0.005, −0.015, −0.02); the overall Δ is the
-    one-replicate Δ + 0.005 − 0.0025 > 0, so 4 of the 6 pairs share its sign."""
+def test_replicates_that_disagree_in_sign_widen_the_interval():
+    """Arm replicates shifted +0.02, +0.01, −0.015 and reference replicates 0, +0.005 over the same seeds: the
+    overall Δ is the one-replicate Δ + 0.005 − 0.0025, and the search's variance dominates the seeds'."""
     base = stats.replicated_difference([_ARM], [_REF])
     arm = [{s: v + shift for s, v in _ARM.items()} for shift in (0.02, 0.01, -0.015)]
     ref = [{s: v + shift for s, v in _REF.items()} for shift in (0.0, 0.005)]
     out = stats.replicated_difference(arm, ref)
     assert base is not None and out is not None
     assert out.delta == pytest.approx(base.delta + 0.0025, abs=1e-12) and out.delta > 0
-    assert out.same_sign == pytest.approx(4 / 6)
-    assert out.high - out.low > 2 * (base.high - base.low)  # the search's variance dominates the seeds'
+    assert out.high - out.low > 2 * (base.high - base.low)
     assert out.low < 0 < out.high and not out.significant and base.significant
-    assert not out.holds  # replicate 0 (+0.02 − 0) is significant, the overall Δ is not
-    assert [round(d.delta - base.delta, 6) for d in out.per_replicate] == [0.02, 0.005]
     assert stats.replicated_difference([_ARM], [{0: 0.5, 9: 0.6}]) is None  # fewer than 2 common seeds
+    # A lost replicate is left out of its side whatever its position: nothing pairs replicates by index.
+    lost = stats.replicated_difference([arm[0], {}, arm[2]], ref)
+    assert lost == stats.replicated_difference([arm[0], arm[2]], ref)
+
+
+def test_the_parts_give_the_crossed_interval_and_their_p_value_and_mde_match_it():
+    """The verdict's parts are the crossed interval's: their 95 % half-width is ``replicated_delta``'s; the p-value is
+    the level at which that interval just reaches 0 (found again by brute force over levels), and the minimum
+    detectable effect is (t_0.975 + t_0.8) × SE for one part, ≈ 2.8 SE at many degrees of freedom."""
+    from study.final.intervals import replicated_delta
+
+    arm = [{s: v + shift for s, v in _ARM.items()} for shift in (0.02, 0.01, -0.015)]
+    ref = [{s: v + shift for s, v in _REF.items()} for shift in (0.0, 0.005, 0.002)]
+    for x, y in ((arm[:2], ref[:1]), (arm, ref), (arm[:2], ref)):
+        d, crossed = stats.replicated_difference(x, y), replicated_delta(x, y)
+        assert d is not None and crossed is not None
+        assert stats.half_width(d.parts) == pytest.approx(crossed.high - crossed.value, rel=1e-12)
+        p = stats.p_value(d.delta, d.parts)
+        levels = np.linspace(0.0, 0.999, 200_000)  # every level's half-width at once: √Σ t²(q, df) v
+        halves = np.sqrt(sum(sps.t.ppf(0.5 + levels / 2, float(q.df)) ** 2 * float(q.variance) for q in d.parts))
+        assert 1 - levels[np.argmax(halves >= abs(d.delta))] == pytest.approx(p, abs=1e-5)
+    one = stats.replicated_difference([_ARM], [_REF])
+    assert one is not None
+    se = np.std([_ARM[s] - _REF[s] for s in _REF], ddof=1) / math.sqrt(7)
+    expected = (sps.t.ppf(0.975, 6) + sps.t.ppf(0.8, 6)) * se
+    assert stats.min_detectable_effect(one.parts) == pytest.approx(expected, rel=1e-12)
+    big = (stats.Part(np.asarray(1.0), 10_000.0),)
+    assert stats.min_detectable_effect(big) == pytest.approx(2.8, abs=0.01)
+    assert stats.p_value(0.0, big) == 1.0 and stats.p_value(0.3, ()) != stats.p_value(0.3, ())  # NaN without parts

@@ -1,6 +1,7 @@
-"""The report's section on the search's own variance (``search.replicates`` > 1), read from a runs frame as the
-dashboards load it: each final run's ``group`` names its replicate's cell, and the rows hold the statistics of
-:func:`dashboards.stats.replicated_difference` (tested on their own in test_stats.py)."""
+"""The comparisons over the search's own variance (``search.replicates`` > 1), read from a runs frame as the
+dashboards load it: each final run's ``group`` names its replicate's cell, the rows hold the statistics of
+:func:`dashboards.stats.replicated_difference` and :func:`dashboards.stats.probability_of_improvement` (tested on
+their own in test_stats.py), and the verdicts are decided from them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import yaml
 
 from dashboards import stats
 from dashboards.compare.cells import Cell
-from dashboards.compare.replicates import render_replicates, replicate_rows, replicate_values
+from dashboards.compare.replicates import replicate_rows, replicate_values, replicates_legend
+from dashboards.compare.verdicts import OPEN, judge, replicate_evidence
 from dashboards.load import METRIC, DashboardData
 from study.intake.cells import parse_table
 from study.intake.layout import StudyLayout
@@ -53,16 +55,20 @@ def test_replicate_rows_pair_each_arm_with_the_reference_over_its_replicates():
     assert values[cell] == [dict(enumerate(BSPML["bspml.p0.2"])), dict(enumerate(BSPML["bspml.p0.2.r1"]))]
     (row,) = replicate_rows(values, "ms")
     assert row.cell == cell and row.reference == Cell("ms", "per_class", 0.2, "all") and row.replicates == (2, 2)
-    expected = stats.replicated_difference(values[cell], values[row.reference])
-    assert row.difference == expected and row.difference.same_sign == 0.5 and not row.difference.holds
-    text = "\n".join(render_replicates([row], "ms", METRIC_NAME, 2))
-    assert "| bspml | per_class p=0.2 | +0.0067 [" in text and "| 50% of 4 | +0.0300* / -0.0167* | no |" in text
+    assert row.difference == stats.replicated_difference(values[cell], values[row.reference])
+    assert row.improvement == stats.probability_of_improvement(values[cell], values[row.reference])
+    # Per seed, bspml's replicate 0 beats both of ms's replicates and its replicate 1 neither, but for seed 0's tie
+    # with ms's replicate 0 (0.80 = 0.80: ½): (2.5 + 2 + 2) / 12.
+    assert row.improvement is not None and row.improvement.value == pytest.approx(6.5 / 12)
+    (verdict,) = judge(replicate_evidence([row]), METRIC_NAME)
+    assert verdict.label == OPEN and verdict.evidence.replicates == (2, 2)  # the two searches disagree
+    assert "2×2 replicates × 3 seeds" in verdict.line()
 
 
 def test_a_replicate_without_final_runs_is_left_out_of_its_comparison_and_said_in_one_line():
     """Three replicates; bspml's replicate 1 has no final runs: the comparison pools bspml's replicates 0 and 2 against
-    ms's three (the interval of :func:`study.final.intervals.replicated_delta` over them), pairs replicate r with r by
-    index, and one line below the table says which replicate is missing and why."""
+    ms's three (the interval of :func:`study.final.intervals.replicated_delta` over them), and one line below the
+    verdicts says which replicate is missing and why."""
     from study.final.intervals import replicated_delta
 
     ms_r2 = [0.79, 0.80, 0.80]
@@ -74,21 +80,18 @@ def test_a_replicate_without_final_runs_is_left_out_of_its_comparison_and_said_i
     assert values[cell][1] == {} and len(values[ref]) == 3
     (row,) = replicate_rows(values, "ms")
     kept_x, kept_y = [values[cell][0], values[cell][2]], values[ref]
-    assert row.replicates == (2, 3) and row.paired == (0, 2)
+    assert row.replicates == (2, 3)
     expected = replicated_delta(kept_x, kept_y)
     assert expected is not None
     assert (row.difference.delta, row.difference.low, row.difference.high) == pytest.approx(expected[:3], abs=1e-12)
-    assert [round(d.delta, 6) for d in row.difference.per_replicate] == [
-        round(sum(BSPML["bspml.p0.2"]) / 3 - sum(MS["ms.p0.2"]) / 3, 6),
-        round(sum(bspml_r2) / 3 - sum(ms_r2) / 3, 6),
-    ]
-    text = render_replicates([row], "ms", METRIC_NAME, 3)
+    text = "\n".join(replicates_legend([row], "ms", 3))
     line = (
         "bspml (per_class p=0.2): replicate 1 has no final values (none of its final runs finished): pooled over "
         "replicates 0, 2"
     )
-    assert line in text and text.count(line) == 1 and "| r0 +0.0300* / r2 " in "\n".join(text)
-    assert "2×3 replicates × 3 seeds" in "\n".join(text)
+    assert line in text and text.count(line) == 1
+    (verdict,) = judge(replicate_evidence([row]), METRIC_NAME)
+    assert "2×3 replicates × 3 seeds" in verdict.line()
 
 
 def _saved_table(tmp_path: Path, replicates: int) -> str:
