@@ -36,7 +36,7 @@ def test_study_run_builds_the_dashboard(spec_dict, write_spec, run_cli, tmp_path
     page_path = study_dir / "dashboard" / "index.html"
     assert f"open {page_path}" in proc.stdout
     page = read_page(page_path)
-    assert page.panels == ["leaderboard", "robustness", "optimisation", "curves"]
+    assert page.panels == ["leaderboard", "robustness", "optimisation", "expected_best", "curves"]
     assert (
         set(page.skipped) == {"validation", "categories", "weights", "detectors", "noise_theory", "paired"}
         and "panel failed" not in page.text
