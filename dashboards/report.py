@@ -58,13 +58,14 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
     if len(plan.keys) > 1:
         if outcome.final:
             where, text = write_table_report(
-                plan, layout, outcome.parent_run_id, bill=bill, cells=cells or None, race=outcome.race
+                plan, layout, outcome.parent_run_id, bill=bill, cells=cells or None, race=outcome.race, curves=curves
             )
             print()
             print(text)
             print(f"Written to {where}")
-        for line in budget_lines(curves):
-            print(f"  {line}")
+        else:
+            for line in budget_lines(curves):
+                print(f"  {line}")
         return
     _print_best(plan, outcome)
     for line in selection_lines(cells):

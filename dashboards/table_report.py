@@ -39,6 +39,7 @@ from dashboards.compare.verdicts import (
     verdict_body,
     verdict_header,
 )
+from dashboards.expected_best import CellCurve, crossing_line
 from dashboards.load import METRIC, DashboardError
 from dashboards.select import final_runs, race_runs
 from study.bill import Bill, Priced, estimated_hours, model_epochs, priced, size_line
@@ -51,7 +52,7 @@ from trainables.schema import record as R
 from trainables.schema.metric_names import COST_WALL, final_metric
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from study.final.race import Standing
     from study.intake.layout import StudyLayout
@@ -81,12 +82,15 @@ def table_report(
     bill: tuple[Bill | None, RunWall] | None = None,
     cells: list[CellStatus] | None = None,
     race: Sequence[Standing] = (),
+    curves: Mapping[str, CellCurve] | None = None,
 ) -> str:
     """Markdown: the verdicts (the headline), the comparison (final stage, paired Δ against the reference arm) and
     the winners per cell; with ``bill`` (the bill priced before the run, the run's wall seconds), the bill against
     the actual cost. ``cells``: :func:`~study.cell_status.cells_status` when the caller read it already (default:
-    read here). ``race``: the finalist race's standings (``final.race``): which finalist each cell retrains."""
-    return _report(plan, study_dir, bill, cells, race)[0]
+    read here). ``race``: the finalist race's standings (``final.race``): which finalist each cell retrains.
+    ``curves``: each cell's expected best validation against its trials (:func:`dashboards.report.cell_curves`):
+    whether more trials would change the answer."""
+    return _report(plan, study_dir, bill, cells, race, curves)[0]
 
 
 def _report(
@@ -95,6 +99,7 @@ def _report(
     bill: tuple[Bill | None, RunWall] | None,
     cells: list[CellStatus] | None,
     race: Sequence[Standing],
+    curves: Mapping[str, CellCurve] | None = None,
 ) -> tuple[str, list[Verdict]]:
     """:func:`table_report`'s text and the verdicts on the primary metric (for the parent run)."""
     compared = _comparison(plan, study_dir)
@@ -134,9 +139,39 @@ def _report(
         ]
     if lines := race_lines(race, plan.name):
         parts += ["```", *lines, "```", ""]
+    if lines := budget_lines(plan, curves or {}):
+        parts += ["Would more trials change the answer (each cell's expected best validation against its trials):", ""]
+        parts += [*(f"- {line}" for line in lines), ""]
     for line in cost_lines(priced(plan), cells, plan.final_with_search, (data, bill)):
         parts += [line, ""]
     return "\n".join(parts), compared.verdicts or []
+
+
+def budget_lines(plan: StudyPlan, curves: Mapping[str, CellCurve]) -> list[str]:
+    """Per cell its budget line (still climbing or flat), then per comparison (an arm against the reference on the
+    same condition, each replicate 0) whether the two arms' expected-best curves cross inside the budget: a verdict
+    that flips with the budget is not a verdict."""
+    lines = [curves[c.label].line() for c in plan.cells if c.label in curves]
+    reference = {_condition_key(c): c for c in plan.cells if c.arm == plan.reference and c.replicate == 0}
+    for cell in plan.cells:
+        ref = reference.get(_condition_key(cell))
+        if cell.arm == plan.reference or cell.replicate != 0 or ref is None:
+            continue
+        a, b = curves.get(cell.label), curves.get(ref.label)
+        if a is not None and b is not None and a.curve is not None and b.curve is not None:
+            names = (cell.label, ref.label)
+            lines.append(
+                f"{cell.label} vs {ref.label}: {crossing_line(a.curve.mean, b.curve.mean, names, _mode(plan))}"
+            )
+    return lines
+
+
+def _condition_key(cell: Any) -> str:
+    return repr(sorted(cell.condition.items()))
+
+
+def _mode(plan: StudyPlan) -> str:
+    return str(plan.base.search.mode)
 
 
 def replicates_cost(plan: StudyPlan, bill: Bill | None, replicates: int = 3) -> str:
@@ -334,6 +369,7 @@ def write_table_report(
     bill: tuple[Bill | None, RunWall] | None = None,
     cells: list[CellStatus] | None = None,
     race: Sequence[Standing] = (),
+    curves: Mapping[str, CellCurve] | None = None,
 ) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run,
     tag the run with the reference family (the dashboard built next compares with it) and with each verdict
@@ -345,7 +381,7 @@ def write_table_report(
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text, verdicts = _report(plan, layout.root, bill, cells, race)
+    text, verdicts = _report(plan, layout.root, bill, cells, race, curves)
     where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file
