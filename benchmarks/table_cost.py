@@ -23,7 +23,7 @@ The default table: the glyphs table (``search_spaces/table_glyphs.yaml``) reduce
 **bspml** at **20 % noise**, the one comparison that flipped under ASHA in issue 42's run and changed sign across
 search seeds under FIFO ("The search's own variance", docs/tables.md), with room for rungs: **20 epochs, 12 trials a
 cell** (the shipped 7 epochs leave no rung past the start). Halving: **first rung 3, η 3** (rungs at epochs 3 and 9 of
-20; exactly 34 % of FIFO's search model-epochs with 12 trials, ``study.intake.asha_cost.halving_share``): epoch 3 is
+20; exactly 34 % of FIFO's search model-epochs with 12 trials, ``trainables.schema.scheduler.halving.halving_share``): epoch 3 is
 past the first epochs, whose rungs in issue 42's run judged how fast MS's α/β start rather than where they end, and
 it is the latest first rung that meets the 35 % goal at this size (first rung 4, η 3: 40 %; first rung 3, η 2:
 37 %). ASHA: grace 3, η 3, the same rungs, so the two differ by their rule only.
@@ -397,10 +397,7 @@ def report(runs: dict[str, RunCost]) -> None:
 
 
 def _scheduler_text(table: StudyPlan) -> str:
-    sch = table.base.search.scheduler
-    if sch.type == "halving":
-        return f"first rung {sch.first_rung}, η {sch.reduction_factor:g}, hedge {sch.hedge}"
-    return f"grace {sch.grace_period}, η {sch.reduction_factor:g}" if sch.type == "asha" else "every trial to the end"
+    return table.base.search.scheduler.summary()
 
 
 def _parser() -> argparse.ArgumentParser:

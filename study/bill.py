@@ -14,13 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from study.intake.asha_cost import (
-    asymptotic_share,
-    halving_rule_rungs,
-    halving_share,
-    milestones,
-    scheduler_share,
-)
 from study.intake.plan import StudyPlan
 from study.search.calibration import ArmCalibration, Calibration, calibrate
 from trainables.schema.errors import SpecError
@@ -114,11 +107,11 @@ class Priced:
 
     @property
     def scheduled(self) -> bool:
-        return self.scheduler.type != "fifo"
+        return self.scheduler.stops_early
 
     def share(self) -> float:
-        """The expected share of the search's model-epochs its trials train (1 without a scheduler)."""
-        return scheduler_share(self.scheduler, self.epochs, self.trials) if self.scheduled else 1.0
+        """The expected share of the search's model-epochs its trials train (its scheduler's, 1 for FIFO)."""
+        return self.scheduler.share(self.epochs, self.trials)
 
     def stage_hours(self, bill: Bill, scheduled: bool | None = None) -> tuple[float, float]:
         """The search's (with the finalist race's) and the final stage's hours on the slots under ``bill``;
@@ -133,22 +126,18 @@ class Priced:
         return sum(self.stage_hours(bill, scheduled))
 
     def cheaper(self, bill: Bill) -> str:
-        """``FIFO ≈ 12.3 h; with halving ≈ 4.1 h``: the run's scheduler, or halving at its defaults on a FIFO run."""
+        """``FIFO ≈ 12.3 h; with halving ≈ 4.1 h``: the run's scheduler, or the one its FIFO spec suggests (halving,
+        :meth:`~trainables.schema.scheduler.SchedulerSpec.cheaper`)."""
         fifo = f"FIFO ≈ {self.hours(bill, False):.1f} h"
-        if self.scheduled:
-            return f"{fifo}; with {self.scheduler.type} ≈ {self.hours(bill, True):.1f} h"
-        sch = self.scheduler
-        first = min(sch.first_rung, self.epochs - 1)
-        if first < 1 or self.trials < 2:
+        other = self.scheduler.cheaper(self.epochs, self.trials)
+        if other is None:
             return fifo
-        share = halving_share(self.epochs, first, sch.reduction_factor, self.trials)
+        if other is self.scheduler:
+            return f"{fifo}; with {other.type} ≈ {self.hours(bill, True):.1f} h"
         search, final = self.stage_hours(bill, False)
         startup_h = sum(bill.prices[a].startup_s for a in self.arms) * self.trials / self.slots / 3600.0
-        halved = startup_h + (search - startup_h) * share + final
-        return (
-            f"{fifo}; with halving (search.scheduler: {{type: halving, first_rung: {first}, reduction_factor: "
-            f"{sch.reduction_factor:g}}}) ≈ {halved:.1f} h"
-        )
+        stopped = startup_h + (search - startup_h) * other.share(self.epochs, self.trials) + final
+        return f"{fifo}; with {other.type} (search.scheduler: {other.inline()}) ≈ {stopped:.1f} h"
 
     def check(self, bill: Bill | None, max_hours: float | None, what: str) -> None:
         """Refuse, before anything starts, a run (``what``: ``table``, ``study``) whose bill exceeds ``max_hours``: one
@@ -216,25 +205,9 @@ def estimated_hours(plan: StudyPlan, scheduled: bool | None = None, bill: Bill |
 
 
 def _scheduler_text(plan: StudyPlan, bill: Bill | None) -> str:
-    """``; with asha per cell (…): the search ≈ 45 % of its model-epochs …, 1 234 model-epochs in all, ≈ 5.1 h``;
-    halving's share is exact (every rung keeps a fixed number of trials)."""
-    sch, epochs, trials = plan.base.search.scheduler, plan.base.train.epochs, plan.trials_per_cell
-    share = scheduler_share(sch, epochs, trials)
-    if sch.type == "halving":
-        rungs = ", ".join(str(r) for r in halving_rule_rungs(epochs, sch.first_rung, sch.reduction_factor))
-        text = (
-            f"; with halving per cell (first rung {sch.first_rung}, η {sch.reduction_factor:g}, hedge {sch.hedge}, "
-            f"rungs at epoch {rungs} of {epochs}): the search = {share:.0%} of its "
-            f"model-epochs (exact for {trials} trials a cell), "
-        )
-    else:
-        rungs = ", ".join(f"{m:g}" for m in milestones(epochs, sch.grace_period, sch.reduction_factor))
-        asymptote = asymptotic_share(epochs, sch.grace_period, sch.reduction_factor)
-        text = (
-            f"; with asha per cell (grace {sch.grace_period}, η {sch.reduction_factor:g}, rungs at epoch {rungs} of "
-            f"{epochs}): the search ≈ {share:.0%} of its model-epochs "
-            f"(expected for {trials} trials a cell; {asymptote:.0%} for many), "
-        )
+    """``; with asha per cell (…): the search ≈ 45 % of its model-epochs …, 1 234 model-epochs in all, ≈ 5.1 h``: the
+    scheduler's own description (:meth:`~trainables.schema.scheduler.SchedulerSpec.describe`)."""
+    text = f"; with {plan.base.search.scheduler.describe(plan.base.train.epochs, plan.trials_per_cell)}, "
     hours = estimated_hours(plan, True, bill)
     return (
         text + f"{model_epochs(plan, True):.0f} model-epochs in all" + ("" if hours is None else f", ≈ {hours:.1f} h")

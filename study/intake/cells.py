@@ -28,9 +28,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from study.intake.asha_cost import scheduler_share
 from study.intake.loading import parse_spec
-from study.intake.plan import VIEW_CELLS, PlanCell, StudyPlan, halving_lag, replicate_seed
+from study.intake.plan import VIEW_CELLS, PlanCell, StudyPlan, replicate_seed
 from study.tracking.credentials import redacted_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
@@ -54,18 +53,18 @@ def _plan(spec: TableSpec, base: StudySpec, cells: tuple[PlanCell, ...]) -> Stud
     (:mod:`study.search.ordered_sampler`). ``max_concurrent`` slots over n cells need at most ⌈c / n⌉ trials of one cell
     in flight, so a table of more cells than slots samples each trial from all its cell's earlier ones at no cost in
     idle slots (the dispatcher gives a free slot to a cell that may ask). Under ``halving`` the lag is the cell's
-    budget (:func:`study.intake.plan.halving_lag`)."""
+    budget (:meth:`~trainables.schema.scheduler.SchedulerSpec.lag`)."""
     s = spec.search
     written = redacted_spec(spec)  # type: ignore[arg-type]
     return StudyPlan(
         base=base,
         cells=cells,
         trials_per_cell=s.num_trials,
-        lag=halving_lag(s.scheduler, s.num_trials) or max(1, math.ceil(s.max_concurrent / len(cells))),
+        lag=s.scheduler.lag(s.num_trials) or max(1, math.ceil(s.max_concurrent / len(cells))),
         replace_lost=True,
         groups_are_cells=True,
         view=VIEW_CELLS,
-        search_share=scheduler_share(s.scheduler, spec.train.epochs, s.num_trials),
+        search_share=s.scheduler.share(spec.train.epochs, s.num_trials),
         title=f"table {spec.name}",
         noun="table",
         reference=spec.arms[spec.reference].family,

@@ -21,10 +21,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from study.intake.asha_cost import full_trials, scheduler_share
 from trainables.schema import record as R
 from trainables.schema.grid import grid_points
-from trainables.schema.space import CategoricalParam, FloatParam, IntParam, SchedulerSpec, SearchSpec
+from trainables.schema.space import CategoricalParam, FloatParam, IntParam, SearchSpec
 from trainables.schema.spec import StudySpec, ValidationSpec
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
@@ -33,7 +32,6 @@ __all__ = [
     "StudyPlan",
     "VIEW_TRIALS",
     "VIEW_CELLS",
-    "halving_lag",
     "group_count",
     "search_cost",
     "trial_model_epochs",
@@ -57,14 +55,6 @@ def replicate_seed(seed: int, replicate: int) -> int:
     the table's + CRC-32 of its name (:func:`study.intake.cells.arm_sampler`), replicate r of every arm is the table as it would run with
     ``search.sampler.seed`` + r: replicate r of the whole table is one complete table, the one at that seed."""
     return (seed + replicate * REPLICATE_SEED_STEP) % 2**32
-
-
-def halving_lag(scheduler: SchedulerSpec, trials_per_cell: int) -> int | None:
-    """The ordered sampler's lag under synchronous halving (:mod:`study.search.halving`): the cell's budget, else
-    ``None``. A rung waits for every trial of its cell, so none may wait for an earlier one to end (which it does only
-    after the rung): with the lag at the budget every trial is asked at once, each sampled knowing none of its cell's
-    outcomes, in an order timing cannot change (``search.reproducible`` holds)."""
-    return trials_per_cell if scheduler.type == "halving" else None
 
 
 #: The most points :func:`group_count` enumerates; a larger space is counted as one group per trial.
@@ -222,12 +212,12 @@ class StudyPlan:
             base=spec,
             cells=cells,
             trials_per_cell=s.num_trials,
-            lag=halving_lag(s.scheduler, s.num_trials) or max(1, math.ceil(s.max_concurrent / replicates)),
+            lag=s.scheduler.lag(s.num_trials) or max(1, math.ceil(s.max_concurrent / replicates)),
             replace_lost=False,
             groups_are_cells=replicates > 1,
             view=VIEW_CELLS if replicates > 1 else VIEW_TRIALS,
             title=f"study {spec.name}" + (f" × {replicates} replicates" if replicates > 1 else ""),
-            search_share=scheduler_share(s.scheduler, spec.train.epochs, s.num_trials),
+            search_share=s.scheduler.share(spec.train.epochs, s.num_trials),
             reference=spec.family,
             replicates=replicates,
             max_hours=s.max_hours,
@@ -255,8 +245,8 @@ class StudyPlan:
 
     @property
     def scheduled(self) -> bool:
-        """Whether the search stops trials early (``search.scheduler.type``: ``asha`` or ``halving``, per cell)."""
-        return self.base.search.scheduler.type != "fifo"
+        """Whether the search stops trials early (its scheduler kind's :attr:`stops_early`: ``asha``, ``halving``)."""
+        return self.base.search.scheduler.stops_early
 
     @property
     def trial_model_epochs(self) -> float:
@@ -293,7 +283,7 @@ class StudyPlan:
         if race is None:
             return 0
         groups, b = self.groups_per_cell, self.base
-        full = full_trials(b.search.scheduler, b.train.epochs, self.trials_per_cell)
+        full = b.search.scheduler.full_trials(b.train.epochs, self.trials_per_cell)
         return min(groups * race.finalists, full if groups == 1 else self.trials_per_cell) * race.seeds
 
     @property

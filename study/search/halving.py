@@ -28,7 +28,7 @@ The rule, precisely:
   when the rung is decided the kept ones resume from that checkpoint (:meth:`choose_trial_to_run` returns them, before
   any PENDING trial: a promoted trial carries its cell to its next barrier, and paused checkpoints do not pile up) and
   the others are stopped. That checkpoint is the model that was ranked: the trainable checkpoints every rung epoch,
-  whatever ``train.checkpoint_every`` says (:func:`~trainables.loop.trainable.checkpoint_epochs`); without it a kept
+  whatever ``train.checkpoint_every`` says (:meth:`~trainables.schema.scheduler.halving.HalvingSpec.checkpoint_epochs`); without it a kept
   trial retrained from its last checkpoint before the rung (measured: epochs 1, 2, 1, 2, 3, 4 with
   ``checkpoint_every: 3``, a rung at 2). A stopped trial ends without error: the searcher tells Optuna PRUNED, whose
   value is the last intermediate one, the value at the rung.
@@ -38,7 +38,7 @@ The rule, precisely:
   trial does not take the slot it will resume in. No deadlock: a rung waits only for trials that run, are pending,
   or are not asked yet, and a waiting trial holds neither a slot nor the limiter's count. (``search.reproducible``'s
   ordered asking would wait for earlier trials to *finish*, which under halving they do only after the cell's first
-  rung: its lag is therefore the cell's budget, :func:`study.intake.plan.halving_lag`.)
+  rung: its lag is therefore the cell's budget, :meth:`trainables.schema.scheduler.halving.HalvingSpec.lag`.)
 
 Like :class:`~study.search.cell_asha.CellASHA` its state (every cell's rungs with every recorded value, its decisions,
 each trial's cell and ask order) is written to the study directory's ``asha_state.pkl`` whenever it changes and read
@@ -58,12 +58,11 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from study.intake.asha_cost import kept_count
 from study.runtime.compat import concurrency_limiter, hold_concurrency, keep_paused_on_add, release_concurrency
 from study.runtime.storage import write_bytes
 from study.search.cell_asha import cell_label_of
 from study.search.persistent_asha import read_state_once
-from trainables.schema.space import halving_rungs
+from trainables.schema.scheduler.halving import halving_rungs, kept_count
 
 __all__ = ["HalvingScheduler", "HalvingRule", "halving_rungs", "kept_count", "kept_at_rung"]
 

@@ -34,7 +34,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "study.loading": ("study.intake.loading",),
     "study.validation": ("study.intake.validation",),
     "study.table.spec": ("study.intake.plan", "study.intake.cells", "study.intake.load", "study.search.old_names"),
-    "study.table.asha_cost": ("study.intake.asha_cost",),
+    "study.table.asha_cost": ("study.intake.asha_cost", "trainables.schema.scheduler.asha"),
     "study.table.bill": ("study.bill",),
     "study.table.status": ("study.cell_status",),
     "study.table.run": ("study.search.driver",),

@@ -18,9 +18,11 @@ from trainables.schema.grid import grid_points
 from trainables.schema.space import condition_holds
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trainables.schema.spec import ParamSpec, SamplerSpec
 
-__all__ = ["ConditionalGridSampler", "DefineByRun", "make_sampler", "to_optuna"]
+__all__ = ["ConditionalGridSampler", "DefineByRun", "SAMPLERS", "make_sampler", "to_optuna"]
 
 
 def suggest(trial: optuna.Trial, name: str, param: ParamSpec) -> Any:
@@ -88,28 +90,54 @@ class ConditionalGridSampler(optuna.samplers.BaseSampler):
         return point[param_name]
 
 
+def _grid(spec: SamplerSpec, space: dict[str, ParamSpec]) -> optuna.samplers.BaseSampler:
+    return ConditionalGridSampler(space, seed=spec.seed)
+
+
+def _tpe(spec: SamplerSpec, space: dict[str, ParamSpec]) -> optuna.samplers.BaseSampler:
+    # Every setting that decides the search is the spec's (trainables/schema/space.py), never the installed Optuna's
+    # default.
+    return optuna.samplers.TPESampler(
+        seed=spec.seed,
+        multivariate=spec.multivariate,
+        constant_liar=spec.constant_liar,
+        n_startup_trials=spec.n_startup_trials,
+    )
+
+
+def _random(spec: SamplerSpec, space: dict[str, ParamSpec]) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.RandomSampler(seed=spec.seed)
+
+
+def _cmaes(spec: SamplerSpec, space: dict[str, ParamSpec]) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.CmaEsSampler(seed=spec.seed, warn_independent_sampling=False)
+
+
+def _gp(spec: SamplerSpec, space: dict[str, ParamSpec]) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.GPSampler(seed=spec.seed, n_startup_trials=spec.n_startup_trials)
+
+
+def _qmc(spec: SamplerSpec, space: dict[str, ParamSpec]) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.QMCSampler(seed=spec.seed, scramble=True, warn_independent_sampling=False)
+
+
+#: ``search.sampler.type`` → its builder (the spec and the search space → the Optuna sampler). A new sampler is one
+#: function here and its name in :class:`~trainables.schema.space.SamplerSpec`'s ``type``
+#: (``tests/study/search/test_sampler_settings.py`` holds the two to the same names).
+SAMPLERS: dict[str, Callable[[SamplerSpec, dict[str, ParamSpec]], optuna.samplers.BaseSampler]] = {
+    "tpe": _tpe,
+    "random": _random,
+    "cmaes": _cmaes,
+    "gp": _gp,
+    "qmc": _qmc,
+    "grid": _grid,
+}
+
+
 def make_sampler(spec: SamplerSpec, space: dict[str, ParamSpec] | None = None) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler named by ``search.sampler.type``, seeded with ``search.sampler.seed``, with the spec's
-    settings (``multivariate``, ``constant_liar``, ``n_startup_trials``) where the type takes them.
+    """The Optuna sampler named by ``search.sampler.type`` (:data:`SAMPLERS`), seeded with ``search.sampler.seed``,
+    with the spec's settings (``multivariate``, ``constant_liar``, ``n_startup_trials``) where the type takes them.
 
     ``grid`` needs the (categorical) ``space``: it visits every combination of the choices once.
     """
-    samplers = optuna.samplers
-    if spec.type == "grid":
-        return ConditionalGridSampler(space or {}, seed=spec.seed)
-    if spec.type == "tpe":
-        # Every setting that decides the search is the spec's (trainables/schema/space.py), never the installed Optuna's default.
-        return samplers.TPESampler(
-            seed=spec.seed,
-            multivariate=spec.multivariate,
-            constant_liar=spec.constant_liar,
-            n_startup_trials=spec.n_startup_trials,
-        )
-    if spec.type == "random":
-        return samplers.RandomSampler(seed=spec.seed)
-    if spec.type == "cmaes":
-        return samplers.CmaEsSampler(seed=spec.seed, warn_independent_sampling=False)
-    if spec.type == "gp":
-        return samplers.GPSampler(seed=spec.seed, n_startup_trials=spec.n_startup_trials)
-    assert spec.type == "qmc", spec.type
-    return samplers.QMCSampler(seed=spec.seed, scramble=True, warn_independent_sampling=False)
+    return SAMPLERS[spec.type](spec, space or {})

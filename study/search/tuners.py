@@ -16,12 +16,11 @@ from study.runtime.compat import restored_run_config, restored_searcher
 from study.runtime.run_progress import run_meter
 from study.runtime.stop_callback import StageLedger, StopOnSignal
 from study.runtime.watchdog import PendingTimeout
-from study.search.cell_asha import CellASHA, Rungs
 from study.search.cell_search import CellBudget, CellSearch, ReconcileTrials
 from study.search.context import StudyContext
-from study.search.halving import HalvingRule, HalvingScheduler
 from study.search.old_names import accept_old_names
 from study.search.ordered_sampler import OrderedSampler
+from study.search.schedulers import build_scheduler
 from study.search.space import make_sampler, to_optuna
 from study.search.study_search import StudySearch
 from study.tracking.callback import MlflowTrialCallback
@@ -163,24 +162,9 @@ def cell_searcher(plan: StudyPlan, layout: StudyLayout) -> CellSearch:
 
 
 def cell_scheduler(plan: StudyPlan, layout: StudyLayout) -> TrialScheduler:
-    """FIFO; with ``search.scheduler.type: asha`` one ASHA rung set per cell (:class:`CellASHA`: a trial is compared
-    with its own cell's trials only); with ``halving`` synchronous successive halving per cell
-    (:class:`~study.search.halving.HalvingScheduler`: a rung waits for all its cell's trials). Either keeps its rungs
-    in the study directory across resumes; a study is one cell."""
-    from ray.tune.schedulers import FIFOScheduler
-
-    s, epochs = plan.base.search, plan.base.train.epochs
-    cells = [(c.label, c.fixed) for c in plan.cells]
-    if s.scheduler.type == "halving":  # synchronous successive halving, rungs per cell (docs/tables.md)
-        sch = s.scheduler
-        rule = HalvingRule(
-            plan.trials_per_cell, s.objective, s.mode, epochs, sch.first_rung, sch.reduction_factor, sch.hedge
-        )
-        return HalvingScheduler(cells, rule, layout.asha_state)
-    if s.scheduler.type != "asha":
-        return FIFOScheduler()
-    rungs = Rungs(s.objective, s.mode, epochs, s.scheduler.grace_period, s.scheduler.reduction_factor)
-    return CellASHA(cells, rungs, layout.asha_state)
+    """The run's Ray scheduler, its ``search.scheduler`` kind's (:func:`study.search.schedulers.build_scheduler`:
+    FIFO, or rungs per cell kept in the study directory across resumes; a study is one cell)."""
+    return build_scheduler(plan, layout)
 
 
 def _live_view(plan: StudyPlan) -> ProgressTable | CellProgress:

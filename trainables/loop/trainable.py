@@ -29,7 +29,6 @@ from trainables.loop.device import trial_threads
 from trainables.loop.member import NonFiniteLossError
 from trainables.loop.run import TrialRun
 from trainables.schema import record as R
-from trainables.schema.space import halving_rungs
 from trainables.schema.spec import StudySpec
 from trainables.schema.trial import SPEC_KEY, resolve_trial_spec, sampled_values, trial_stage
 
@@ -61,19 +60,15 @@ def trial_spec(config: dict[str, Any]) -> StudySpec:
 
 def checkpoint_epochs(spec: StudySpec, *, final: bool = False) -> frozenset[int]:
     """The epochs whose report carries a checkpoint: every ``train.checkpoint_every``-th, the last, and, for a search
-    trial under ``search.scheduler.type: halving``, every rung epoch.
-
-    The rungs whatever ``checkpoint_every`` says: halving PAUSEs a trial at a rung, and Ray resumes a kept one from the
-    checkpoint of its last report; with none there it retrained from an older one (measured: epochs 1, 2, 1, 2, 3, 4
-    with ``checkpoint_every: 3`` and a rung at 2), so the model that went on was not the one ranked, and the replayed
-    epochs were in no bill. ASHA never pauses (a trial goes on or stops), so it adds no epoch here; a final trial
-    belongs to no cell, and no scheduler pauses it.
+    trial, those its scheduler kind needs whatever ``checkpoint_every`` says
+    (:meth:`~trainables.schema.scheduler.SchedulerSpec.checkpoint_epochs`: halving's rungs, where it pauses trials
+    and resumes the kept ones from their last checkpoint). A final trial belongs to no cell, and no scheduler pauses
+    it.
     """
     epochs, every = spec.train.epochs, spec.train.checkpoint_every
     due = {*range(every, epochs + 1, every), epochs}
-    scheduler = spec.search.scheduler
-    if scheduler.type == "halving" and not final:
-        due.update(halving_rungs(epochs, scheduler.first_rung, scheduler.reduction_factor))
+    if not final:
+        due.update(spec.search.scheduler.checkpoint_epochs(epochs))
     return frozenset(due)
 
 

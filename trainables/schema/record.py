@@ -125,6 +125,11 @@ __all__ = [
     "OPTUNA_LAST_TWO",
     "selection_metric",
     "SELECTION_PREFIX",
+    "SELECTION_LINE",
+    "VERDICT_PREFIX",
+    "verdict_tag",
+    "verdict_metric",
+    "is_verdict_tag",
     "FAILURE_NONFINITE",
     "ENV_PREFIX",
     "ENV_TAGS",
@@ -469,3 +474,29 @@ def selection_metric(cell: str, what: str) -> str:
     ``what`` is ``p_best``, ``chance`` (1/n), ``candidates``, ``tie_set`` or ``stability``; e.g.
     ``selection/ms.p0.2/p_best``."""
     return f"{SELECTION_PREFIX}{cell}/{what}"
+
+
+#: The last part of the parent run's tag that holds a cell's selection line (``selection/<cell>/line``).
+SELECTION_LINE: Final = "line"
+
+
+#: The prefix of a table's verdicts on its parent run (dashboards.compare.verdicts).
+VERDICT_PREFIX: Final = "verdict/"
+
+
+def verdict_tag(comparison: str) -> str:
+    """The parent run's tag holding comparison ``comparison``'s verdict line (an arm against the reference on one
+    cell, e.g. ``verdict/bspml.per_class_p0.2``)."""
+    return f"{VERDICT_PREFIX}{comparison}"
+
+
+def verdict_metric(comparison: str, what: str) -> str:
+    """A metric of the parent run: comparison ``comparison``'s ``what`` (``sign`` +1 better, −1 worse, 0 neither;
+    ``delta``, ``low``, ``high``, ``holm_low``, ``holm_high``, ``p_holm``, ``mde``, ``poi``, ``poi_low``,
+    ``poi_high``), e.g. ``verdict/bspml.per_class_p0.2/delta``."""
+    return f"{VERDICT_PREFIX}{comparison}/{what}"
+
+
+def is_verdict_tag(key: str) -> bool:
+    """Whether a parent run's tag is a verdict line (:func:`verdict_tag`)."""
+    return key.startswith(VERDICT_PREFIX) and "/" not in key.removeprefix(VERDICT_PREFIX)

@@ -1,5 +1,5 @@
 """The search space of a spec (``search:``): its parameters (float, int, categorical, each with an optional ``when:``
-condition), the sampler, the scheduler, and the rules Optuna's distributions need checked before a study starts.
+condition), the sampler, the scheduler (one of the kinds of :mod:`trainables.schema.scheduler`), and the rules Optuna's distributions need checked before a study starts.
 Re-exported by :mod:`trainables.schema.spec`."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from pydantic import Field, SerializerFunctionWrapHandler, field_validator, mode
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.metric_names import VAL_PREFIX, mean_last, recall_at
+from trainables.schema.scheduler import SchedulerSpec
+from trainables.schema.scheduler.halving import halving_rungs
 
 __all__ = [
     "FloatParam",
@@ -27,7 +29,6 @@ __all__ = [
     "objective_of",
     "condition_holds",
     "param_extremes",
-    "check_halving",
     "halving_rungs",
 ]
 
@@ -130,51 +131,6 @@ class SamplerSpec(_Strict):
         return self
 
 
-#: Scheduler settings that only some scheduler types take (the others refuse them when a spec sets them).
-_SCHEDULER_KEYS: dict[str, tuple[str, ...]] = {
-    "grace_period": ("asha",),
-    "first_rung": ("halving",),
-    "hedge": ("halving",),
-}
-#: Settings a dump leaves out at their default for the other types: a spec saved before they existed (spec.yaml,
-#: table.yaml) reads the same, so a resume of it sees no change.
-_DUMPED_FOR: dict[str, tuple[str, ...]] = {"first_rung": ("halving",), "hedge": ("halving",)}
-
-
-class SchedulerSpec(_Strict):
-    """Early stopping, the Ray scheduler's job (time = epochs). ``asha``: asynchronous successive halving (Ray's ASHA);
-    ``halving``: synchronous successive halving, every trial of a cell ranked at each rung (study/search/halving.py)."""
-
-    type: Literal["fifo", "asha", "halving"] = "fifo"
-    #: asha: epochs a trial always gets before it can be stopped.
-    grace_period: int = Field(1, ge=1)
-    #: asha, halving: η; a rung keeps about 1/η of the trials that reach it.
-    reduction_factor: float = Field(3.0, gt=1)
-    #: halving: the epoch of the first rung; rungs at ⌈first_rung · η^k⌉ below ``train.epochs``.
-    first_rung: int = Field(1, ge=1)
-    #: halving: each rung keeps max(⌈n/η⌉, min(hedge, n)) of its n trials, so ``hedge`` trials of every cell run to
-    #: the end (the best ``hedge`` at each rung).
-    hedge: int = Field(0, ge=0)
-
-    @model_validator(mode="after")
-    def _check_type_keys(self) -> SchedulerSpec:
-        for key, types in _SCHEDULER_KEYS.items():
-            # A dumped spec states every default: only a changed value is refused, and fifo takes any (a spec may
-            # keep a stopping scheduler's settings ready for ``--set search.scheduler.type=…``).
-            changed = getattr(self, key) != type(self).model_fields[key].default
-            if changed and self.type not in (*types, "fifo"):
-                raise ValueError(f"scheduler.{key} applies to {' and '.join(types)} only, not to {self.type!r}")
-        return self
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        for key, types in _DUMPED_FOR.items():
-            if self.type not in types and getattr(self, key) == type(self).model_fields[key].default:
-                data.pop(key, None)
-        return data
-
-
 class MeanLast(_Strict):
     """``search.select_on: {mean_last: k}``: a trial is ranked by the mean of its last ``k`` epochs' values of
     ``search.metric`` (fewer while it has trained fewer), not by its last value alone."""
@@ -270,19 +226,6 @@ class SearchSpec(_Strict):
         return self
 
 
-def halving_rungs(max_t: int, first_rung: int, eta: float) -> list[int]:
-    """The rungs' epochs of ``halving``: ``⌈first_rung · η^k⌉`` for k = 0, 1, … while below ``max_t`` (at ``max_t`` a
-    trial ends anyway), each epoch once. Here, not in study/search/halving.py, because the trainable needs them too:
-    it checkpoints every rung epoch (:func:`trainables.loop.trainable.checkpoint_epochs`)."""
-    rungs: list[int] = []
-    k = 0
-    while (epoch := math.ceil(round(first_rung * eta**k, 9))) < max_t:
-        if not rungs or epoch > rungs[-1]:
-            rungs.append(epoch)
-        k += 1
-    return rungs
-
-
 def check_mean_last(select_on: SelectOn, epochs: int) -> None:
     """``search.select_on: {mean_last: k}`` averages a trial's last k epochs: more than ``train.epochs`` would be
     named ``mean_last_k`` and average fewer; :class:`ValueError` with one line (for a study and a table alike)."""
@@ -290,19 +233,4 @@ def check_mean_last(select_on: SelectOn, epochs: int) -> None:
         raise ValueError(
             f"search.select_on.mean_last {select_on.mean_last} must be at most train.epochs {epochs}: a trial has "
             f"only {epochs} epochs to average"
-        )
-
-
-def check_halving(scheduler: SchedulerSpec, num_trials: int, epochs: int) -> None:
-    """What synchronous successive halving needs besides its own keys' ranges (study/search/halving.py), for a study
-    and a table alike (their ``search`` and ``train.epochs``); :class:`ValueError` with one line."""
-    if scheduler.first_rung >= epochs:
-        raise ValueError(
-            f"search.scheduler.first_rung {scheduler.first_rung} must be below train.epochs {epochs}: halving "
-            "could never stop a trial"
-        )
-    if scheduler.hedge >= num_trials:
-        raise ValueError(
-            f"search.scheduler.hedge {scheduler.hedge} must be below search.num_trials {num_trials}: every "
-            "trial of a cell would run to the end"
         )

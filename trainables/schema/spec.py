@@ -32,7 +32,6 @@ from trainables.schema.space import (
     SamplerSpec,
     SchedulerSpec,
     SearchSpec,
-    check_halving,
     check_mean_last,
     condition_holds,
     param_extremes,
@@ -203,8 +202,8 @@ class TrainSpec(_Strict):
     #: bf16 autocast of the forward pass on CUDA GPUs that support it (losses stay float32); no effect on CPU.
     amp: bool = True
     #: Checkpoint every n-th epoch; a restarted trial resumes there. The last epoch always checkpoints, and so does
-    #: every rung epoch of ``search.scheduler.type: halving``, where a kept trial resumes from the model that was
-    #: ranked (trainables.loop.trainable.checkpoint_epochs).
+    #: every epoch the search's scheduler kind needs (halving's rungs, where a kept trial resumes from the model that
+    #: was ranked: trainables.schema.scheduler.SchedulerSpec.checkpoint_epochs).
     checkpoint_every: int = Field(1, ge=1)
 
     @field_validator("recall_at")
@@ -469,8 +468,7 @@ class StudySpec(_Strict):
     def _check_scheduler(self) -> StudySpec:
         s = self.search
         check_mean_last(s.select_on, self.train.epochs)
-        if s.scheduler.type == "halving":  # a study is a table of one cell: the table's rule (trainables.schema.table)
-            check_halving(s.scheduler, s.num_trials, self.train.epochs)
+        s.scheduler.check(self.train.epochs, s.num_trials)  # its kind's rule, a table's too (trainables.schema.table)
         return self
 
     @property

@@ -27,7 +27,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, field_validator, mode
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.plain_text import PlainText
-from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec, SelectOn, check_halving, check_select_on
+from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec, SelectOn, check_select_on
 from trainables.schema.spec import (
     DatasetSpec,
     DiagnosticsSpec,
@@ -46,6 +46,7 @@ __all__ = [
     "ExtraCell",
     "TableSearchSpec",
     "TableFinalSpec",
+    "VerdictSpec",
     "TableSpec",
     "SHARED_KEYS",
     "CELL_KEYS",
@@ -190,6 +191,14 @@ class TableFinalSpec(_Strict):
         return drop_unset_race(handler(self))  # a table's table.yaml as it was written before the race existed
 
 
+class VerdictSpec(_Strict):
+    """How the table's report decides its comparisons (dashboards/compare/verdicts.py)."""
+
+    #: The equivalence margin δ (in the primary metric's units): a comparison that is neither better nor worse and whose
+    #: Holm interval lies inside ±δ is ``equivalent within ±δ``. Unset: no comparison is called equivalent.
+    margin: float | None = Field(None, gt=0)
+
+
 class TableSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=96)
     #: The arm every other is compared with (the comparison's reference family).
@@ -209,6 +218,15 @@ class TableSpec(_Strict):
     resources: ResourcesSpec = ResourcesSpec()
     storage: PlainText = "runs"
     tracking: TrackingSpec = TrackingSpec()
+    #: The report's verdicts (``verdict.margin``); read by the report only, never by a cell.
+    verdict: VerdictSpec | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("verdict") is None:  # a table's table.yaml as it was written before verdicts existed
+            data.pop("verdict", None)
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> TableSpec:
@@ -225,19 +243,7 @@ class TableSpec(_Strict):
                 "each family once"
             )
         _check_condition(self.cells, "cells")
-        scheduler = self.search.scheduler
-        if scheduler.type != "fifo" and not self.validation.enabled:
-            raise ValueError(
-                f"search.scheduler {scheduler.type} stops trials on their validation score; with validation.kind none "
-                "it would decide on the test classes: set validation (holdout or kfold) or scheduler fifo"
-            )
-        if scheduler.type == "asha" and scheduler.grace_period >= self.train.epochs:
-            raise ValueError(
-                f"search.scheduler.grace_period {scheduler.grace_period} must be below train.epochs "
-                f"{self.train.epochs}: ASHA could never stop a trial"
-            )
-        if scheduler.type == "halving":
-            check_halving(self.search.scheduler, self.search.num_trials, self.train.epochs)
+        self.search.scheduler.check_table(self.train.epochs, self.search.num_trials, self.validation.enabled)
         check_race(self.final.race, self.final.seeds, self.search.num_trials, self.validation.enabled)
         for key, values in self.cells.items():
             if not values or len(values) != len({repr(v) for v in values}):

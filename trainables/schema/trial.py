@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
+from trainables.schema.scheduler import SCHEDULER_NAMES
 from trainables.schema.spec import StudySpec
 
 __all__ = [
@@ -49,8 +50,9 @@ RACE_KEY = "race"
 CELL_KEY = "cell"
 
 _TOP_LEVEL_SEARCHABLE = ("seed", "family")
-#: Tags pydantic inserts into error locations: the discriminated union's member (``space.lr.float.low``).
-_UNION_TAGS = ("float", "int", "categorical")
+#: Tags pydantic inserts into error locations: the discriminated union's member (``space.lr.float.low``,
+#: ``search.scheduler.halving.first_rung``).
+_UNION_TAGS = ("float", "int", "categorical", *SCHEDULER_NAMES)
 
 
 def spec_error(error: ValidationError) -> SpecError:
@@ -66,6 +68,9 @@ def spec_error(error: ValidationError) -> SpecError:
         return SpecError(f"must be one of float, int, categorical (got {err['input'].get('type')!r})", f"{where}.type")
     if kind == "union_tag_not_found":
         return SpecError("missing 'type' (float, int or categorical)", where)
+    if kind == "scheduler_type":  # the scheduler kinds' union (trainables.schema.scheduler): name the key it reads
+        got = err["input"].get("type") if isinstance(err.get("input"), dict) else err.get("input")
+        return SpecError(f"{str(err['msg']).removeprefix('type ')} (got {got!r})", f"{where}.type")
     msg = str(err["msg"]).removeprefix("Value error, ")
     if kind.endswith(("_type", "_parsing")) or ("input" in err and kind.startswith(("greater", "less"))):
         msg = f"{msg} (got {err['input']!r})"

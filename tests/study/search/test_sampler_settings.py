@@ -64,3 +64,31 @@ def test_a_dumped_spec_loads_again(spec_dict):
         "n_startup_trials": 10,
     }
     assert parse_spec(dumped).search.sampler.type == "random"
+
+
+def test_every_sampler_type_the_spec_names_has_a_builder_and_no_other() -> None:
+    """``make_sampler`` finds a sampler by its name (``SAMPLERS``): the spec's ``type`` choices and the builders are
+    the same names, and each name builds Optuna's sampler of that name."""
+    from typing import get_args
+
+    from study.search.space import SAMPLERS
+    from trainables.schema.space import SamplerSpec
+
+    names = get_args(SamplerSpec.model_fields["type"].annotation)
+    assert set(names) == set(SAMPLERS)
+    optuna_class = {"tpe": "TPESampler", "random": "RandomSampler", "cmaes": "CmaEsSampler", "gp": "GPSampler",
+                    "qmc": "QMCSampler", "grid": "ConditionalGridSampler"}  # fmt: skip
+    space = {"x": {"type": "categorical", "choices": [1, 2]}}
+    for name in names:
+        spec = SamplerSpec(type=name)
+        sampler = make_sampler(spec, {"x": _param(space["x"])})
+        assert type(sampler).__name__ == optuna_class[name]
+
+
+def _param(param: dict) -> object:
+    """A search-space entry as the spec parses it."""
+    from pydantic import TypeAdapter
+
+    from trainables.schema.space import ParamSpec
+
+    return TypeAdapter(ParamSpec).validate_python(param)
