@@ -45,6 +45,10 @@ class ThrottledTable(Callback):
         self.interval_s = interval_s
         self.stream = stream
         self._last = 0.0
+        #: The epochs at which a pausing scheduler ranks trials before the last (halving's rungs), and each trial's
+        #: per-class validation record there: a choice a rung made gets its reliability (:func:`selection_line`).
+        self.rungs: frozenset[int] = frozenset()
+        self.rung_records: dict[str, dict[int, str]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "stream": None}  # Ray pickles callbacks with the experiment; a stream is not state
@@ -60,6 +64,10 @@ class ThrottledTable(Callback):
         print(self.render(trials), file=self.stream or sys.stdout, flush=True)
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        if result.get(EPOCH) in self.__dict__.get("rungs", ()) and isinstance(
+            record := result.get(R.VAL_PER_CLASS), str
+        ):
+            self.__dict__.setdefault("rung_records", {}).setdefault(trial.trial_id, {})[int(result[EPOCH])] = record
         self._print(trials)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
@@ -117,7 +125,7 @@ class ProgressTable(ThrottledTable):
         if done >= self.total_trials:
             search = [t for t in trials if not _staged(t)]  # the race's and the final stage's trials choose nothing
             label = next((str(t.config[CELL_KEY]) for t in search if CELL_KEY in t.config), "this study")
-            line = selection_line(label, search, (self.metric, self.mode), self.total_epochs)
+            line = selection_line(label, search, (self.metric, self.mode), self.total_epochs, self.rung_records)
         return f"{header}\n{table}" + ("" if line is None else f"\n{line}")
 
     def _best(self, trials: list[Trial], rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -150,6 +158,8 @@ class CellProgress(ThrottledTable):
     def __init__(self, plan: StudyPlan, interval_s: float = 15.0, stream: TextIO | None = None) -> None:
         super().__init__(interval_s, stream)
         self.plan = plan
+        epochs = plan.base.train.epochs
+        self.rungs = plan.base.search.scheduler.checkpoint_epochs(epochs) - {epochs}
         self._started: float | None = None
         self._epochs_here = 0
 
@@ -190,7 +200,8 @@ class CellProgress(ThrottledTable):
                 mode,
             )
             ended = sum(t.status in ("TERMINATED", "ERROR") for t in members) >= plan.trials_per_cell
-            if ended and (line := selection_line(label, members, (metric, mode), epochs)) is not None:
+            line = selection_line(label, members, (metric, mode), epochs, self.rung_records) if ended else None
+            if line is not None:
                 lines.append(line)
             rows.append(
                 {
@@ -224,19 +235,27 @@ class CellProgress(ThrottledTable):
         super().on_trial_result(iteration, trials, trial, result, **info)
 
 
-def selection_line(label: str, trials: list[Trial], search: tuple[str, str], epochs: int) -> str | None:
+def selection_line(
+    label: str,
+    trials: list[Trial],
+    search: tuple[str, str],
+    epochs: int,
+    rung_records: dict[str, dict[int, str]] | None = None,
+) -> str | None:
     """The cell's selection line (:meth:`study.final.reliability.Reliability.line`, the one ``--status`` and the
     report print), once its search has ended: its ended trials as :class:`~study.final.reliability.Candidate`
     objects in creation order, each with the per-class validation results of its last epoch and its search metric at
-    the epochs Ray keeps (the last 10: the rank stability's two). ``search``: the search metric and mode. ``None``
-    when there was no choice or it cannot be said (:func:`study.final.reliability.choice`)."""
+    the epochs Ray keeps (the last 10: the rank stability's two). ``search``: the search metric and mode;
+    ``rung_records``: per trial its per-class records at the rungs (:class:`ThrottledTable`). ``None`` when there was
+    no choice or it cannot be said (:func:`study.final.reliability.choice`)."""
     metric, mode = search
-    candidates = [c for i, t in enumerate(trials) if (c := _candidate(i, t, metric)) is not None]
+    rungs = rung_records or {}
+    candidates = [c for i, t in enumerate(trials) if (c := _candidate(i, t, metric, rungs)) is not None]
     found = choice(candidates, mode, epochs)
     return None if found is None else found.line(label)
 
 
-def _candidate(number: int, trial: Trial, metric: str) -> Candidate | None:
+def _candidate(number: int, trial: Trial, metric: str, rungs: dict[str, dict[int, str]]) -> Candidate | None:
     """An ended trial as a :class:`~study.final.reliability.Candidate` (``None``: it failed, runs or has no value)."""
     result = trial.last_result or {}
     value = result.get(metric)
@@ -247,8 +266,10 @@ def _candidate(number: int, trial: Trial, metric: str) -> Candidate | None:
     recent = list(kept.get("10") or kept.get("5") or [])  # Ray's last values of the metric, one per epoch
     values = {epoch - i: float(v) for i, v in enumerate(reversed(recent))}
     values[epoch] = float(value)
-    record = result.get(R.VAL_PER_CLASS)
-    return Candidate(number, epoch, values, {epoch: json.loads(record)} if isinstance(record, str) else {})
+    records = {e: json.loads(r) for e, r in rungs.get(trial.trial_id, {}).items()}
+    if isinstance(record := result.get(R.VAL_PER_CLASS), str):
+        records[epoch] = json.loads(record)
+    return Candidate(number, epoch, values, records)
 
 
 #: The class's name before tables and studies shared one live view (a table's pickled run config names it so:

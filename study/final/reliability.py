@@ -65,7 +65,7 @@ __all__ = [
 #: The user attribute of a cell's Optuna trial holding its per-class validation results at the rungs it passed
 #: (epoch → a :data:`~trainables.schema.record.VAL_PER_CLASS` record), where the searcher keeps them: what lets a
 #: choice the rungs made be bootstrapped on the candidates' scores at the rung.
-RUNG_RECORDS: Final = "val_per_class_at_rungs"
+RUNG_RECORDS: Final = R.OPTUNA_RUNG_RECORDS
 #: Bootstrap resamples and the tie set's level.
 DEFAULT_RESAMPLES = 1000
 DEFAULT_ALPHA = 0.05

@@ -81,6 +81,9 @@ class CellBudget:
     final: FinalSpec | None = None
     #: A full trial's epochs (the best rule prefers trials that trained them all).
     epochs: int = 0
+    #: The epochs at which the scheduler ranks trials before the last (halving's rungs): a trial's per-class record
+    #: there is kept, so a cell whose choice a rung made reports its reliability (study.final.reliability).
+    rungs: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class CellSearch(Searcher):
         self.last_cost: dict[str, dict[str, float]] = {}
         self.final = budget.final
         self.epochs = budget.epochs
+        self.rungs = budget.rungs
         #: Each search trial's fixed and sampled values (a winner's are its final points' params).
         self.sampled: dict[str, dict[str, Any]] = {}
         #: Each running search trial's last value and epoch; each ended one's outcome (the best rule's input).
@@ -240,6 +244,10 @@ class CellSearch(Searcher):
                 self.__dict__.setdefault("lost", {})[trial_id] = given_back
                 searcher.hold_lost(trial_id)
         self.ended.add(trial_id)
+        if result and result.get(EPOCH) != self.last_value.get(trial_id, {}).get(EPOCH):
+            # A result Ray hands to on_trial_complete only (a scheduler stopped the trial on it, at a rung): what the
+            # selection reads of it is kept too, or the trial's record would be its epoch before.
+            self._keep_selection(trial_id, result)
         last = self.__dict__.setdefault("last_cost", {}).pop(trial_id, {})
         self._record_cost(searcher, trial_id, {**last, **(result or {}), **self._selection_attrs(trial_id)})
         final = {**self.last_value.pop(trial_id, {}), **(result or {})}
@@ -307,6 +315,8 @@ class CellSearch(Searcher):
         kept = self.__dict__.setdefault("selection", {}).setdefault(trial_id, {})
         if isinstance(record := result.get(R.VAL_PER_CLASS), str):
             kept[R.VAL_PER_CLASS] = record
+            if (epoch := result.get(EPOCH)) in self.__dict__.get("rungs", ()):
+                kept.setdefault(R.OPTUNA_RUNG_RECORDS, {})[str(epoch)] = record
         if isinstance(value := result.get(self.metric), (int, float)):
             before = self.last_value.get(trial_id, {}).get(self.metric)
             kept[R.OPTUNA_LAST_TWO] = [float(before) if isinstance(before, (int, float)) else None, float(value)]
@@ -316,6 +326,8 @@ class CellSearch(Searcher):
         kept = self.__dict__.setdefault("selection", {}).pop(trial_id, {})
         if isinstance(record := kept.get(R.VAL_PER_CLASS), str):
             kept[R.VAL_PER_CLASS] = json.loads(record)
+        if isinstance(rungs := kept.get(R.OPTUNA_RUNG_RECORDS), dict):
+            kept[R.OPTUNA_RUNG_RECORDS] = {epoch: json.loads(r) for epoch, r in rungs.items()}
         return kept
 
     @staticmethod
@@ -333,7 +345,7 @@ class CellSearch(Searcher):
             for name in COST_METRICS:
                 if isinstance(value := (result or {}).get(name), (int, float)):
                     trial.set_user_attr(name, float(value))
-            for name in (R.VAL_PER_CLASS, R.OPTUNA_LAST_TWO):
+            for name in (R.VAL_PER_CLASS, R.OPTUNA_LAST_TWO, R.OPTUNA_RUNG_RECORDS):
                 if isinstance(value := (result or {}).get(name), (dict, list)):
                     trial.set_user_attr(name, value)
         except UpdateFinishedTrialError:
@@ -387,6 +399,7 @@ class CellSearch(Searcher):
             "final_cells": set(),
             "final_trials": {},
             "lost": {},
+            "rungs": frozenset(),
         }
         self.__dict__.update({**old, **state})
         for _, _, searcher in self.cells:

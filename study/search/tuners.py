@@ -157,7 +157,9 @@ def cell_searcher(plan: StudyPlan, layout: StudyLayout) -> CellSearch:
     s = plan.base.search
     cells = [(c.label, c.fixed, study_searcher(c.spec, layout, c.study_name, plan.lag)) for c in plan.cells]
     final = plan.base.final if plan.final_with_search else None
-    budget = CellBudget(plan.trials_per_cell, plan.replace_lost, final, plan.base.train.epochs)
+    epochs = plan.base.train.epochs
+    rungs = s.scheduler.checkpoint_epochs(epochs) - {epochs}  # where a pausing scheduler ranks (halving's rungs)
+    budget = CellBudget(plan.trials_per_cell, plan.replace_lost, final, epochs, frozenset(rungs))
     return CellSearch(cells, budget, s.objective, s.mode, trials_dir=layout.tune_dir)
 
 
@@ -172,7 +174,10 @@ def _live_view(plan: StudyPlan) -> ProgressTable | CellProgress:
     if plan.view == VIEW_CELLS:
         return CellProgress(plan)
     s = plan.base.search
-    return ProgressTable(TrialColumns(s.objective, s.mode, s.num_trials, plan.base.train.epochs, tuple(s.space)))
+    epochs = plan.base.train.epochs
+    view = ProgressTable(TrialColumns(s.objective, s.mode, s.num_trials, epochs, tuple(s.space)))
+    view.rungs = s.scheduler.checkpoint_epochs(epochs) - {epochs}  # a rung's choice gets its reliability
+    return view
 
 
 def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback) -> Tuner:

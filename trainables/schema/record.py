@@ -123,6 +123,7 @@ __all__ = [
     "OPTUNA_FAILURE",
     "VAL_PER_CLASS",
     "OPTUNA_LAST_TWO",
+    "OPTUNA_RUNG_RECORDS",
     "selection_metric",
     "SELECTION_PREFIX",
     "SELECTION_LINE",
@@ -463,6 +464,10 @@ VAL_PER_CLASS: Final = "val_per_class"
 #: User attribute of a search trial's Optuna trial: its search metric at its last two reported epochs (the cell's rank
 #: stability, study.final.reliability).
 OPTUNA_LAST_TWO: Final = "val_last_two"
+#: User attribute of a search trial's Optuna trial: its :data:`VAL_PER_CLASS` record at each rung epoch it reported
+#: (``{"2": {...}}``; halving's rungs), so a cell whose choice the rungs made has a P(best) among the candidates of
+#: its last rung with two or more (study.final.reliability).
+OPTUNA_RUNG_RECORDS: Final = "val_per_class_at_rungs"
 
 
 #: The prefix of :func:`selection_metric`'s names.
