@@ -119,4 +119,3 @@ def halving_survivors(epochs: int, first_rung: int, eta: float, n: int, hedge: i
     for _ in halving_rungs(epochs, first_rung, eta):
         n = kept_count(n, eta, hedge)
     return n
-
