@@ -35,12 +35,11 @@ from study.final.intervals import (
     CONFIDENCE,
     MIN_SEEDS,
     Part,
-    _arm_parts,  # the crossed interval's own parts, so that a verdict's p-value and MDE are of that interval
-    _seed_part,
     left_out_replicates,
     replicated_delta,
     t_interval,
 )
+from study.final.intervals import delta_parts as crossed_parts  # a verdict's p-value and MDE are of that interval
 
 __all__ = [
     "Difference",
@@ -271,8 +270,7 @@ def delta_parts(a: np.ndarray, b: np.ndarray) -> tuple[Part, ...]:
     """The variance parts of ``mean(a) − mean(b)`` for two (replicates, seeds) layouts on the same seeds, as
     :func:`study.final.intervals.crossed_delta` sums them: the paired per-seed differences' part, then each side's
     replicate part (merged when both sides have 3 or more replicates; none for a side of one replicate)."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return (_seed_part(x.mean(axis=-2) - y.mean(axis=-2)), *_arm_parts(x, y))
+    return tuple(crossed_parts(a, b)[1])
 
 
 def welch_parts(x: Sequence[float], y: Sequence[float]) -> tuple[Part, ...]:

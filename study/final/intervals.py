@@ -68,6 +68,7 @@ __all__ = [
     "crossed_interval",
     "crossed_mean",
     "crossed_delta",
+    "delta_parts",
     "replicated_delta",
     "replicated_mean",
     "left_out_replicates",
@@ -216,12 +217,21 @@ def crossed_mean(layout: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(axis=(-2, -1)), _half_width(parts)
 
 
-def crossed_delta(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``mean(a) − mean(b)`` of two (…, R, n) layouts on the same n seeds (R may differ) and its 95 % half-width:
-    the paired per-seed differences' part plus each arm's own replicate part (:func:`_arm_parts`)."""
+def delta_parts(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, list[Part]]:
+    """``mean(a) − mean(b)`` of two (…, R, n) layouts on the same n seeds (R may differ) and the variance parts of
+    its interval: the paired per-seed differences' part, then each arm's own replicate part (:func:`_arm_parts`:
+    merged when both have R ≥ 3; none for an arm of one replicate). What a verdict's p-value, its minimum detectable
+    effect and the sequential rule's looks are computed from, so all are of this one interval."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     paired = x.mean(axis=-2) - y.mean(axis=-2)
-    return paired.mean(axis=-1), _half_width([_seed_part(paired), *_arm_parts(x, y)])
+    return paired.mean(axis=-1), [_seed_part(paired), *_arm_parts(x, y)]
+
+
+def crossed_delta(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``mean(a) − mean(b)`` of two (…, R, n) layouts on the same n seeds (R may differ) and its 95 % half-width
+    over :func:`delta_parts`, each part at its own t quantile."""
+    delta, parts = delta_parts(a, b)
+    return delta, _half_width(parts)
 
 
 def left_out_replicates(replicates: Sequence[Mapping[int, float]]) -> tuple[int, ...]:

@@ -72,7 +72,7 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
-from study.final.intervals import Part, _arm_parts, _seed_part
+from study.final.intervals import Part, delta_parts
 
 __all__ = [
     "OPEN",
@@ -194,14 +194,6 @@ class Decision:
         if self.is_open:
             return f"open after {self.replicates}"
         return f"decided after {self.replicates}: {self.state}"
-
-
-def delta_parts(arm: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, list[Part]]:
-    """Δ and the variance parts of :func:`study.final.intervals.crossed_delta` for (…, R, n) layouts on the same n
-    seeds: the paired per-seed differences' part and each side's replicate part (merged when both have R ≥ 3)."""
-    x, y = np.asarray(arm, dtype=float), np.asarray(reference, dtype=float)
-    paired = x.mean(axis=-2) - y.mean(axis=-2)
-    return paired.mean(axis=-1), [_seed_part(paired), *_arm_parts(x, y)]
 
 
 def _half(parts: Sequence[Part], alpha: np.ndarray | float) -> np.ndarray:
