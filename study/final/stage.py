@@ -164,9 +164,13 @@ def final_points(spec: StudySpec, best: dict[str, Result]) -> list[dict[str, Any
 
 def seed_points(final: FinalSpec, label: str, sampled: dict[str, Any], source_trial: str) -> list[dict[str, Any]]:
     """One group's final points: its best configuration's ``sampled`` values with ``seed`` (and, with
-    ``final.reseed_noise``, ``dataset.noise.seed``) set to 0 … ``final.seeds``-1."""
+    ``final.reseed_noise``, ``dataset.noise.seed``) set to ``final.seed_offset`` … ``final.seed_offset`` +
+    ``final.seeds``-1 (the offset 0 where the spec has none: seeds 0 … ``final.seeds``-1, as every earlier run planned,
+    so a resumed run plans the same points). Another offset draws other final seeds, which a benchmark that reruns a
+    whole table needs; every group of a run gets the same seeds, so its arms stay paired."""
+    offset = int(getattr(final, "seed_offset", 0))
     points = []
-    for seed in range(final.seeds):
+    for seed in range(offset, offset + final.seeds):
         params = {**sampled, "seed": seed}
         if final.reseed_noise:
             params[NOISE_SEED] = seed
