@@ -44,7 +44,6 @@ It resumes: a table whose ``table.md`` exists is read, not rerun; one with a dir
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import os
 import subprocess
@@ -261,23 +260,53 @@ def _fixed(replicates: Callable[[TableRun], int]) -> Callable[[TableRun], Outcom
 
 
 def _adaptive(run: TableRun) -> Outcome:
-    """(c): the sequential rule replayed over the replicates (``study.final.sequential.replay``: values per cell and
-    replicate, the reference, min, max → per comparison (name, label, arm cell, reference cell, replicates used))."""
-    try:
-        sequential = importlib.import_module("study.final.sequential")
-    except ImportError as e:
-        raise Skip(f"study.final.sequential is not there yet ({e})") from None
-    replay = getattr(sequential, "replay", None)
-    if replay is None:
-        raise Skip("study.final.sequential has no replay(values, reference, minimum, maximum) yet")
+    """(c): the sequential rule (:func:`study.final.sequential.decide`, ``{min: 2, max: M}``) replayed over (b)'s
+    replicates in the order they ran: each comparison decided at the first look that decides it, the rest not
+    detectable at M; the cost counts per cell the replicates its open comparisons needed (:func:`cells_used`)."""
     outcomes = []
     for values in (run.main, _aa_values(run)):
-        decided = replay(values, REFERENCE, 2, run.replicates)
-        labels = {d.name: d.label for d in decided}
-        rounds = {d.name: (str(d.cell), str(d.reference), int(d.replicates)) for d in decided}
+        decided, pairs = _sequential(values, run.replicates)
+        labels = {name: _SEQUENTIAL_LABELS[d.state] for name, d in decided.items()}
+        rounds = {
+            name: (str(pairs[name][0]), str(pairs[name][1]), d.round or run.replicates) for name, d in decided.items()
+        }
         outcomes.append((labels, cells_used(rounds, run.replicates)))
     (main, used), (aa, _) = outcomes
     return Outcome(main, aa, run.cell_epochs * sum(used.values()))
+
+
+def _sequential(values: Mapping[Any, list[dict[int, float]]], replicates: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per comparison (named as the table report names it) the sequential rule's decision, and its (arm, reference)
+    cells; each cell's complete replicates on the seeds common to every one of them."""
+    import numpy as np
+
+    from dashboards.compare.cells import reference_cell
+    from dashboards.compare.verdicts import comparison_name
+    from study.final.intervals import MIN_SEEDS
+    from study.final.sequential import Rule, SequentialPlan, decide
+
+    if replicates < 2:
+        raise Skip("the adaptive design needs --replicates 2 or more (its min is 2)")
+    complete = {c: [r for r in reps if len(r) >= MIN_SEEDS] for c, reps in values.items()}
+    seeds = sorted(set.intersection(*(set(r) for reps in complete.values() for r in reps)))
+    cells = {c: np.array([[r[s] for s in seeds] for r in reps]) for c, reps in complete.items() if reps}
+    firsts = {c: reps[0] for c, reps in complete.items() if reps}
+    pairs = {}
+    for cell in cells:
+        ref = reference_cell(firsts, REFERENCE, cell)
+        if ref is not None and ref != cell and ref in cells:
+            pairs[comparison_name(cell)] = (cell, ref)
+    return decide(Rule(SequentialPlan(2, replicates)), pairs, cells), pairs
+
+
+#: The sequential rule's states as the table report labels verdicts (dashboards.compare.verdicts).
+_SEQUENTIAL_LABELS = {
+    "better": "better",
+    "worse": "worse",
+    "open": "not detectable at this budget",
+    "not detectable": "not detectable at this budget",
+    "equivalent": "equivalent",
+}
 
 
 class Skip(Exception):
@@ -298,7 +327,7 @@ class Design:
 DESIGNS: dict[str, Design] = {
     "a": Design("a", "one search per cell", _fixed(lambda run: 1), needs_replicates=False),
     "b": Design("b", "fixed R = M", _fixed(lambda run: run.replicates)),
-    "c": Design("c", "adaptive {min: 2, max: M}", _adaptive),
+    "c": Design("c", "adaptive {min: 2, max: M} (replayed over (b)'s replicates)", _adaptive),
 }
 
 

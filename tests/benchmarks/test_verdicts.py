@@ -78,3 +78,40 @@ def test_master_seeds_draw_apart() -> None:
     # Sampler seeds of every master, twin and replicate (up to 10) are distinct.
     seeds = [m * SEARCH_STRIDE + t + r for m in range(3) for t in (0, TWIN_SHIFT) for r in range(10)]
     assert len(set(seeds)) == len(seeds)
+
+
+def test_the_adaptive_design_decides_a_large_effect_early_and_costs_less_than_fixed_r() -> None:
+    """(c) replayed over simulated replicates: bspml far better than ms at noise 0.4 is decided before M (at 2
+    replicates a replicate part has one degree of freedom, so here at the second look, 3), a null comparison at 0.2
+    runs to M; its cost is the replicates its open comparisons needed."""
+    import numpy as np
+
+    from benchmarks.verdicts import DESIGNS, TableRun
+    from dashboards.compare.cells import Cell
+
+    rng = np.random.default_rng(0)
+    seeds, m = range(7), 5
+    shared = {s: rng.normal(0, 0.01) for s in seeds}
+
+    def replicates(mean: float) -> list[dict[int, float]]:
+        return [
+            {s: mean + search + shared[s] + rng.normal(0, 0.005) for s in seeds}
+            for search in rng.normal(0, 0.002, size=m)
+        ]
+
+    def cell(family: str, ratio: float) -> Cell:
+        return Cell(family, "per_class", ratio, "all")
+
+    main = {
+        cell("ms", 0.4): replicates(0.50),
+        cell("bspml", 0.4): replicates(0.60),
+        cell("ms", 0.2): replicates(0.55),
+        cell("bspml", 0.2): replicates(0.55),
+    }
+    twin = {cell("ms", 0.4): replicates(0.50), cell("ms", 0.2): replicates(0.55)}
+    run = TableRun(0, main, twin, cell_epochs=10.0, replicates=m)
+    adaptive, fixed = DESIGNS["c"].judge(run), DESIGNS["b"].judge(run)
+    assert adaptive.main["bspml.per_class_p0.4"] == fixed.main["bspml.per_class_p0.4"] == "better"
+    assert adaptive.main["bspml.per_class_p0.2"] == OPEN
+    # The 0.4 cells stop at 3 replicates, the 0.2 cells run to 5: (3 + 3 + 5 + 5) of fixed R's 4 × 5 cell-replicates.
+    assert adaptive.cost == 10.0 * (3 + 3 + 5 + 5) and fixed.cost == 10.0 * 4 * m
