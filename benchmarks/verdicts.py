@@ -56,6 +56,8 @@ from typing import Any
 
 import yaml
 
+from trainables.schema import record as R
+
 __all__ = [
     "DESIGNS",
     "Design",
@@ -194,7 +196,7 @@ class Job:
 def run_table(job: Job) -> float:
     """Run the table (``--resume`` when its directory exists); a finished one (its ``table.md``) is not rerun.
     Returns the wall seconds spent."""
-    if (job.study_dir / "table.md").exists():
+    if (job.study_dir / R.TABLE_REPORT_FILE).exists():
         return 0.0
     sets = [arg for o in job.overrides for arg in ("--set", o)]
     resume = ["--resume"] if job.study_dir.exists() else []
@@ -422,7 +424,7 @@ def main(argv: list[str] | None = None) -> None:
     outcomes: dict[str, dict[int, Outcome]] = {}
     skipped: dict[str, str] = {}
     for main_job, twin_job in pairs:
-        if not all((j.study_dir / "table.md").exists() for j in (main_job, twin_job)):
+        if not all((j.study_dir / R.TABLE_REPORT_FILE).exists() for j in (main_job, twin_job)):
             print(f"master {main_job.master}: not finished yet (its tables: run the other parts)")
             continue
         run = read_run(main_job, twin_job, replicates)

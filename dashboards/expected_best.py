@@ -44,6 +44,8 @@ from typing import Any, Final, Protocol
 
 import numpy as np
 
+from trainables.schema.space import Mode
+
 __all__ = [
     "WITH_REPLACEMENT",
     "WITHOUT_REPLACEMENT",
@@ -101,7 +103,7 @@ def weights(n: int, estimator: str = WITH_REPLACEMENT) -> np.ndarray:
     raise ValueError(f"estimator must be {WITH_REPLACEMENT!r} or {WITHOUT_REPLACEMENT!r}, got {estimator!r}")
 
 
-def _oriented(values: Sequence[float] | np.ndarray, mode: str) -> np.ndarray:
+def _oriented(values: Sequence[float] | np.ndarray, mode: Mode) -> np.ndarray:
     """Larger is better: ``min`` negated; a clear ValueError on an empty or non-finite vector or another mode."""
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
@@ -112,7 +114,7 @@ def _oriented(values: Sequence[float] | np.ndarray, mode: str) -> np.ndarray:
 
 
 def expected_best(
-    values: Sequence[float] | np.ndarray, mode: str = "max", estimator: str = WITH_REPLACEMENT
+    values: Sequence[float] | np.ndarray, mode: Mode = "max", estimator: str = WITH_REPLACEMENT
 ) -> np.ndarray:
     """E[best of k] for k = 1 … n of the n ``values`` (``mode``: which way is better), in the values' units."""
     x = _oriented(values, mode)
@@ -132,7 +134,7 @@ class Curve:
         estimator: :data:`WITH_REPLACEMENT` or :data:`WITHOUT_REPLACEMENT`.
     """
 
-    mode: str
+    mode: Mode
     mean: np.ndarray
     low: np.ndarray
     high: np.ndarray
@@ -150,7 +152,7 @@ class Curve:
 
 def curve(
     values: Sequence[float] | np.ndarray,
-    mode: str = "max",
+    mode: Mode = "max",
     *,
     estimator: str = WITH_REPLACEMENT,
     resamples: int = DEFAULT_RESAMPLES,
@@ -224,7 +226,7 @@ def full_scores(trials: Sequence[_Trial], epochs: int) -> FullScores:
     return FullScores(tuple(v for _, v in kept), tuple(n for n, _ in kept), ended)
 
 
-def tie_spread(values: Sequence[float] | np.ndarray, mode: str, tie_set: int) -> float:
+def tie_spread(values: Sequence[float] | np.ndarray, mode: Mode, tie_set: int) -> float:
     """The spread of a cell's tie set: the best score minus the ``tie_set``-th best. The tie set
     (:class:`study.final.reliability.Reliability`) holds the winner and the candidates its bootstrap cannot tell from
     it, which are, but for rare resamples, the ``tie_set`` best; taking the best ones makes the spread computable from
@@ -309,7 +311,7 @@ class CellCurve:
         return f"budget: {self.label}: no expected best: no trial trained every epoch ({self.scores.text()})"
 
 
-def of_trials(label: str, trials: Sequence[_Trial], epochs: int, mode: str, tie_set: int | None = None) -> CellCurve:
+def of_trials(label: str, trials: Sequence[_Trial], epochs: int, mode: Mode, tie_set: int | None = None) -> CellCurve:
     """A cell's :class:`CellCurve` from its Optuna trials (:func:`full_scores`, :func:`curve`, :func:`budget`)."""
     scores = full_scores(trials, epochs)
     if not scores.values:
@@ -352,7 +354,7 @@ def crossing_line(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,
     names: tuple[str, str] = ("A", "B"),
-    mode: str = "max",
+    mode: Mode = "max",
 ) -> str:
     """One line on two arms' expected-best curves ``a`` and ``b`` (named ``names``): ``the curves cross at k = 3: a
     verdict that flips with the budget (bspml leads at k = 1, ms at k = 20)``, or ``the curves do not cross within

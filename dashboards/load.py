@@ -30,7 +30,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -46,6 +46,7 @@ from trainables.schema.metric_names import (
     VAL_PREFIX,
     mean_last,
 )
+from trainables.schema.space import Mode
 
 # One tqdm bar per downloaded parquet file would flood the end of every study's output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -89,7 +90,7 @@ class StudyInfo:
     status: str | None
     study_dir: str | None
     metric: str
-    mode: str
+    mode: Mode
     num_trials_planned: int | None
     #: Searched parameter names (spec ``search.space`` keys) → whether sampled on a log scale.
     space: dict[str, bool]
@@ -139,7 +140,7 @@ class DashboardData:
         return metrics.pop() if len(metrics) == 1 else OBJECTIVE
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         modes = {s.mode for s in self.studies if s.metric == self.metric}
         return modes.pop() if len(modes) == 1 else "max"
 
@@ -293,7 +294,7 @@ def _study_info(client: MlflowClient, experiment: Any, parent: Run | None, trial
         status=parent.info.status if parent else None,
         study_dir=tags.get(R.STUDY_DIR),
         metric=metric,
-        mode=params.get(R.PARAM_SEARCH_MODE, "max"),
+        mode=cast(Mode, params.get(R.PARAM_SEARCH_MODE, "max")),
         num_trials_planned=int(planned) if planned is not None else None,
         space=space,
         best_trial_id=tags.get(R.BEST_TRIAL_ID) or None,

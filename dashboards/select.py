@@ -22,6 +22,7 @@ from study.final.best import best_by_group
 from study.final.intervals import t_interval
 from trainables.schema import record as R
 from trainables.schema.metric_names import SPLIT_PREFIXES, TEST_PREFIX, bounds_of
+from trainables.schema.space import Mode
 
 __all__ = [
     "GROUP",
@@ -225,7 +226,7 @@ def _creation_order(runs: pl.DataFrame) -> pl.Expr:
     return pl.when(number.is_not_null() & (number != "")).then(number.str.zfill(12)).otherwise(fallback).alias("_order")
 
 
-def _best_per_group(frame: pl.DataFrame, value: str, trial_id: str, mode: str) -> pl.DataFrame:
+def _best_per_group(frame: pl.DataFrame, value: str, trial_id: str, mode: Mode) -> pl.DataFrame:
     """Per :data:`GROUP`, the row :func:`study.final.best.pick_best` picks: best ``value``, ties to the smallest
     ``trial_id`` key (``_order``: the earliest trial, the rule the final stage retrains by, so a page and its study
     agree)."""

@@ -161,17 +161,13 @@ def budget_lines(plan: StudyPlan, curves: Mapping[str, CellCurve]) -> list[str]:
         if a is not None and b is not None and a.curve is not None and b.curve is not None:
             names = (cell.label, ref.label)
             lines.append(
-                f"{cell.label} vs {ref.label}: {crossing_line(a.curve.mean, b.curve.mean, names, _mode(plan))}"
+                f"{cell.label} vs {ref.label}: {crossing_line(a.curve.mean, b.curve.mean, names, plan.base.search.mode)}"
             )
     return lines
 
 
 def _condition_key(cell: Any) -> str:
     return repr(sorted(cell.condition.items()))
-
-
-def _mode(plan: StudyPlan) -> str:
-    return str(plan.base.search.mode)
 
 
 def replicates_cost(plan: StudyPlan, bill: Bill | None, replicates: int = 3) -> str:

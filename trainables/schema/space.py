@@ -15,6 +15,7 @@ from trainables.schema.scheduler import SchedulerSpec
 from trainables.schema.scheduler.halving import halving_rungs
 
 __all__ = [
+    "Mode",
     "FloatParam",
     "IntParam",
     "CategoricalParam",
@@ -31,6 +32,9 @@ __all__ = [
     "param_extremes",
     "halving_rungs",
 ]
+
+#: Whether a larger (``max``) or a smaller (``min``) value of the search metric is better.
+Mode = Literal["max", "min"]
 
 
 def condition_holds(when: dict[str, Any] | None, values: dict[str, Any]) -> bool:
@@ -170,7 +174,7 @@ class SearchSpec(_Strict):
     max_concurrent: int = Field(1, ge=1)
     #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``), filled in by StudySpec.
     metric: str = VAL_PREFIX + recall_at(1)
-    mode: Literal["max", "min"] = "max"
+    mode: Mode = "max"
     #: What ranks a trial, for the searcher, the scheduler's rungs and the final stage's choice alike (issue 59):
     #: ``last`` (its last epoch's ``metric``) or ``{mean_last: k}`` (the mean of its last k epochs' ``metric``, which
     #: evens out the epoch-to-epoch wobble of a small validation set). The trials report it as :attr:`objective`.

@@ -21,13 +21,13 @@ stage, seeds (``seed``), the optimiser's kind and the learning-rate schedule, re
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.plain_text import PlainText
-from trainables.schema.space import ParamSpec, SamplerSpec, SchedulerSpec, SelectOn, check_select_on
+from trainables.schema.space import Mode, ParamSpec, SamplerSpec, SchedulerSpec, SelectOn, check_select_on
 from trainables.schema.spec import (
     DatasetSpec,
     DiagnosticsSpec,
@@ -148,7 +148,7 @@ class TableSearchSpec(_Strict):
     max_concurrent: int = Field(1, ge=1)
     #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``).
     metric: str | None = None
-    mode: Literal["max", "min"] = "max"
+    mode: Mode = "max"
     #: What ranks a cell's trials (``last`` or ``{mean_last: k}``: :attr:`trainables.schema.space.SearchSpec.select_on`),
     #: the same for every arm.
     select_on: SelectOn = "last"

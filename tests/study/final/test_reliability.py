@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from study.final.reliability import Reliability, reliability, scores, spearman
+from study.final.reliability import Bootstrap, Reliability, reliability, scores, spearman
 from trainables.metrics.per_class import PerClass
 
 
@@ -35,7 +35,7 @@ def _random_candidates(n=16, folds=4, classes=32, seed=0, shift=None):
 def test_identical_candidates_share_the_credit_exactly():
     one = [_fold([3.0, 5.5, 7.25, 1.0], [4, 8, 9, 2]), _fold([2.0, 2.0], [3, 5], [7, 9])]
     for n in (2, 5, 16):
-        r = reliability([one] * n, resamples=500)
+        r = reliability([one] * n, bootstrap=Bootstrap(resamples=500))
         assert r.n == n and r.winner == 0
         assert r.p_best == pytest.approx(1 / n, abs=1e-12)
         assert r.tie_set == tuple(range(n))
@@ -83,7 +83,7 @@ def test_bootstrap_matches_exact_enumeration(sums, counts, alpha):
     assert np.all(np.abs(frequency - alpha) > 0.01)  # the test is decisive
     exact_ties = [c for c in np.argsort([-f for f in full], kind="stable") if frequency[c] >= alpha and c != winner]
     resamples = 20_000
-    r = reliability(candidates, resamples=resamples, alpha=alpha, seed=3)
+    r = reliability(candidates, bootstrap=Bootstrap(resamples=resamples, alpha=alpha, seed=3))
     assert r.winner == winner
     assert abs(r.p_best - p_exact) < 4 * sd / np.sqrt(resamples)
     assert r.tie_set == (winner, *exact_ties)
@@ -124,10 +124,10 @@ def test_the_tie_set_is_ordered_by_score_and_a_given_winner_is_kept():
 def test_seeded_and_fast():
     candidates = _random_candidates()
     start = time.perf_counter()
-    r = reliability(candidates, resamples=1000)
+    r = reliability(candidates, bootstrap=Bootstrap(resamples=1000))
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0
-    assert r == reliability(candidates, resamples=1000)
+    assert r == reliability(candidates, bootstrap=Bootstrap(resamples=1000))
     assert 0 < r.p_best < 1 and r.resamples == 1000
 
 
@@ -142,7 +142,7 @@ def test_stability_is_spearman(seed):
     expected = stats.spearmanr(before, after).statistic
     assert spearman(before, after) == pytest.approx(expected, abs=1e-12)
     candidates = _random_candidates(n=n, folds=1, classes=10, seed=seed)
-    r = reliability(candidates, last_two=list(zip(before, after)), resamples=10)
+    r = reliability(candidates, last_two=list(zip(before, after)), bootstrap=Bootstrap(resamples=10))
     assert r.stability == pytest.approx(expected, abs=1e-12)
 
 
@@ -171,18 +171,18 @@ def test_candidates_must_share_each_folds_classes():
 def test_a_resample_where_nothing_counts_is_no_ones_best():
     # Class 1 has no counting query: a resample drawing only it scores NaN for everyone and is left out.
     a, b = [_fold([3.0, 0.0], [4, 0])], [_fold([1.0, 0.0], [4, 0])]
-    r = reliability([a, b], resamples=400)
+    r = reliability([a, b], bootstrap=Bootstrap(resamples=400))
     assert r.winner == 0 and r.tie_set == (0,) and r.p_best == 1.0
     # A candidate whose fold counts nothing where another's does is the worst there: d (2/2) beats c (3/4) unless
     # the resample draws class 0 alone (1/4), where d counts nothing.
     c = [_fold([3.0, 0.0], [4, 0])]
     d = [_fold([0.0, 2.0], [0, 2])]
-    r = reliability([c, d], resamples=4000)
+    r = reliability([c, d], bootstrap=Bootstrap(resamples=4000))
     assert r.winner == 1 and r.tie_set == (1, 0) and r.p_best == pytest.approx(0.75, abs=0.03)
     # Nothing counts at all: nothing tells the candidates apart.
     e = [_fold([0.0, 0.0], [0, 0])]
-    assert reliability([e, e, e], resamples=10).tie_set == (0, 1, 2)
-    assert reliability([e, e, e], resamples=10).p_best == pytest.approx(1 / 3)
+    assert reliability([e, e, e], bootstrap=Bootstrap(resamples=10)).tie_set == (0, 1, 2)
+    assert reliability([e, e, e], bootstrap=Bootstrap(resamples=10)).p_best == pytest.approx(1 / 3)
 
 
 def test_line():

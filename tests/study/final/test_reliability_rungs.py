@@ -10,7 +10,16 @@ import numpy as np
 import optuna
 import pytest
 
-from study.final.reliability import RUNG_RECORDS, Candidate, Reliability, RungChoice, choice, of_trials, reliability
+from study.final.reliability import (
+    RUNG_RECORDS,
+    Bootstrap,
+    Candidate,
+    Reliability,
+    RungChoice,
+    choice,
+    of_trials,
+    reliability,
+)
 from trainables.metrics.per_class import PerClass, to_record
 from trainables.schema import record as R
 
@@ -161,4 +170,4 @@ def test_spearman_ties_and_constant_input_are_defined():
     assert spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]) is None  # constant: undefined, not NaN
     assert spearman([1.0, float("nan"), 2.0], [1.0, 2.0, 3.0]) is None
     candidates = [[PerClass(classes=[0, 1], sums=[1.0, 2.0], counts=[3, 3])]] * 3
-    assert reliability(candidates, last_two=[(0.1, 0.2)] * 3, resamples=10).stability is None
+    assert reliability(candidates, last_two=[(0.1, 0.2)] * 3, bootstrap=Bootstrap(resamples=10)).stability is None
