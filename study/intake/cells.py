@@ -99,6 +99,8 @@ def parse_table(raw: Any, source: str = "table") -> StudyPlan:
     search = {k: v for k, v in (raw.get("search") or {}).items() if k not in _TABLE_SEARCH_ONLY}
     search.update(num_trials=spec.search.num_trials, max_concurrent=spec.search.max_concurrent)
     final: dict[str, Any] = {"seeds": spec.final.seeds, "reseed_noise": spec.final.reseed_noise}
+    if spec.final.seed_offset:  # written only when set: an old table's cells dump as before
+        final["seed_offset"] = spec.final.seed_offset
     if spec.final.race is not None:  # every arm's cells race alike (a table stays fair)
         final["race"] = spec.final.race.model_dump()
     base_tree = {

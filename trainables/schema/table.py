@@ -185,6 +185,9 @@ class TableFinalSpec(_Strict):
     reseed_noise: bool = True
     #: The finalist race before the final stage (:class:`~trainables.schema.spec.RaceSpec`): the same for every arm.
     race: RaceSpec | None = None
+    #: The first final seed (:attr:`~trainables.schema.spec.FinalSpec.seed_offset`): seeds ``seed_offset`` …
+    #: ``seed_offset + seeds - 1``, the same for every arm.
+    seed_offset: int = Field(0, ge=0)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -67,18 +67,26 @@ class FinalSpec(_Strict):
     reseed_noise: bool = False
     #: The finalist race before the final stage: off by default.
     race: RaceSpec | None = None
+    #: The first final seed: the stage retrains with seeds ``seed_offset`` … ``seed_offset + seeds - 1`` (0: seeds
+    #: 0 … ``seeds``-1). Another offset draws other final seeds (a benchmark rerunning a whole table under another
+    #: master seed); every group gets the same seeds, so the arms stay paired.
+    seed_offset: int = Field(0, ge=0)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Dumped only when set: a study's spec.yaml and its Ray experiment's param space, written before the race
-        # existed, stay what this version writes (a resume compares the one, Ray's Tuner.restore the keys of the other).
+        # (and the seed offset) existed, stay what this version writes (a resume compares the one, Ray's
+        # Tuner.restore the keys of the other).
         return drop_unset_race(handler(self))
 
 
 def drop_unset_race(data: dict[str, Any]) -> dict[str, Any]:
-    """A dumped ``final`` section without ``race: null`` (a study's or a table's: dumped only when set)."""
+    """A dumped ``final`` section without ``race: null`` nor ``seed_offset: 0`` (a study's or a table's: each dumped
+    only when set)."""
     if data.get("race", 0) is None:
         data.pop("race")
+    if data.get("seed_offset", 1) == 0:
+        data.pop("seed_offset")
     return data
 
 
