@@ -52,14 +52,13 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
-from ray.tune import Callback
 from ray.tune.search import Searcher
 
 from study.final.best import best_full_trial
 from study.final.stage import point_key, seed_points
 from study.runtime.compat import completed_trials_of, optuna_trials_of
-from study.runtime.stopping import stopping
 from study.runtime.storage import read_bytes
+from study.search.reconcile import _ENDED, _RUNS_AGAIN, _TERMINATED, ReconcileTrials
 from study.search.study_search import StudySearch
 from study.tracking.outage import through_ray
 from trainables.schema import record as R
@@ -67,7 +66,7 @@ from trainables.schema.metric_names import COST_METRICS, EPOCH
 from trainables.schema.spec import FinalSpec
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
-__all__ = ["CellSearch", "CellBudget", "ReconcileTrials", "AdoptRestoredFinals"]
+__all__ = ["CellSearch", "CellBudget", "AdoptRestoredFinals"]
 
 
 @dataclass(frozen=True)
@@ -409,42 +408,10 @@ class CellSearch(Searcher):
 #: The class's name before the searcher dispatched over cells (a table's pickles name it so: study.search.old_names).
 TableSearch = CellSearch
 
-#: Ray's ``Trial.status`` values: a trial Ray runs (again) after a restore; one that ended; one that ended whole.
-_TERMINATED = "TERMINATED"
-_RUNS_AGAIN = frozenset({"PENDING", "RUNNING", "PAUSED"})
-_ENDED = frozenset({_TERMINATED, "ERROR"})
 
+class AdoptRestoredFinals(ReconcileTrials):
+    """The restore's :class:`~study.search.reconcile.ReconcileTrials` under its former name (a restored study's pickled
+    run config may hold one: it adopted the final trials Ray restored; it now also reconciles the trials' ends)."""
 
-class ReconcileTrials(Callback):
-    """The Tune callback that keeps a :class:`CellSearch` and Ray in one truth about each trial.
-
-    ``restored``: on the stage's first step, before Ray asks for a trial, the searcher adopts the final trials Ray
-    restored that its own snapshot does not know (:meth:`CellSearch.adopt_restored`) and reconciles the trials' ends
-    with Ray's (:meth:`CellSearch.reconcile`). At the experiment's end, when it ended whole (every trial ended, no stop
-    signal), after Ray's last snapshot: the held lost trials are told FAIL (:meth:`CellSearch.settle_lost`); after a
-    stop they stay held, and the restore settles them. ``searcher`` is set once built (a new search builds it inside
-    its Tuner's config); the callback is pickled with the Tuner without it.
-    """
-
-    def __init__(self, searcher: CellSearch | None = None, restored: bool = False) -> None:
-        self.searcher = searcher
-        self.restored = restored
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "searcher": None}
-
-    def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
-        if self.restored and self.searcher is not None:
-            self.restored = False
-            self.searcher.adopt_restored([(t.trial_id, t.config or {}) for t in trials])
-            self.searcher.reconcile([(t.trial_id, str(t.status), t.last_result or None) for t in trials])
-
-    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
-        if self.searcher is None or stopping() or any(str(t.status) not in _ENDED for t in trials):
-            return
-        self.searcher.settle_lost(set())
-
-
-def AdoptRestoredFinals(searcher: CellSearch) -> ReconcileTrials:  # noqa: N802 - the callback's former name
-    """The restore's :class:`ReconcileTrials` (its former name, a class of its own before lost trials were held)."""
-    return ReconcileTrials(searcher, restored=True)
+    def __init__(self, searcher: CellSearch) -> None:
+        super().__init__(searcher, restored=True)

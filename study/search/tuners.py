@@ -16,10 +16,11 @@ from study.runtime.compat import restored_run_config, restored_searcher
 from study.runtime.run_progress import run_meter
 from study.runtime.stop_callback import StageLedger, StopOnSignal
 from study.runtime.watchdog import PendingTimeout
-from study.search.cell_search import CellBudget, CellSearch, ReconcileTrials
+from study.search.cell_search import CellBudget, CellSearch
 from study.search.context import StudyContext
 from study.search.old_names import accept_old_names
 from study.search.ordered_sampler import OrderedSampler
+from study.search.reconcile import ReconcileTrials
 from study.search.schedulers import build_scheduler
 from study.search.space import make_sampler, to_optuna
 from study.search.study_search import StudySearch

@@ -188,7 +188,8 @@ def test_a_restored_searcher_adopts_a_final_trial_ray_restored_and_does_not_ask_
     again and the other seed is; before, the resumed study ran the seed twice."""
     from types import SimpleNamespace
 
-    from study.search.cell_search import CellBudget, CellSearch, ReconcileTrials
+    from study.search.cell_search import CellBudget, CellSearch
+    from study.search.reconcile import ReconcileTrials
     from trainables.schema import record as R
     from trainables.schema.spec import FinalSpec
     from trainables.schema.trial import FINAL_KEY
