@@ -11,7 +11,9 @@ C++ warnings go to /dev/null; its verdict becomes a :class:`~trainables.schema.e
 Without an address the study starts a private instance that nothing on another host needs to reach, so it binds
 loopback: node address 127.0.0.1 and every listener (GCS, raylet, agents, workers, the driver) on 127.0.0.1
 (:func:`study.runtime.compat.loopback_local_instance`). Left to itself Ray takes the machine's network address and listens on
-every interface. With an address (a real cluster) Ray's own choice stands.
+every interface. With an address (a real cluster) Ray's own choice stands, except for the warm local head
+(``--address warm``, :mod:`study.runtime.warm_head`): a private instance made long-lived, which the driver joins on
+loopback with the head's own token, and watches as its own.
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from study.runtime.ray_node import gcs_client, loopback_local_instance, own_session_local_instance
+from study.runtime import warm_head
+from study.runtime.ray_node import (
+    WORKER_ENV,
+    gcs_client,
+    loopback_local_instance,
+    own_session_local_instance,
+    reload_auth_settings,
+    watch_attached,
+)
 from study.runtime.storage import is_shared_path
 from trainables.schema.errors import SpecError, StudyError
 
@@ -35,6 +45,7 @@ __all__ = [
     "auth_hint",
     "private_instance_token",
     "connect_ray",
+    "attach_warm_head",
     "check_storage_reachable",
     "quiet_fd2",
 ]
@@ -147,25 +158,41 @@ def connect_ray(address: str | None) -> bool:
     # forgets as little as possible; what it still forgets is reconciled on resume (StudySearch.restore,
     # MlflowTrialCallback's ghost runs).
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
-    # A reused worker (reuse_actors) first waits for the previous trial's thread to end, 2 s by default, and fails
-    # the next trial if it has not: an early-stopped trial tearing down its DataLoader workers on a busy node can
-    # take longer. Workers of a local instance inherit this; on a cluster, set it where Ray starts.
-    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
+    # Workers of a local instance inherit these (ray_node.WORKER_ENV); on a cluster, set them where Ray starts.
+    for key, value in WORKER_ENV.items():
+        os.environ.setdefault(key, value)
+    head = None if address == "local" else attach_warm_head(address)
+    address = head.address if head is not None else address
+    on_loopback = address == "local" or head is not None
     if address != "local":
-        probe_cluster(address)  # unreachable or a missing token: one line now, not a minute of retries
+        with loopback_local_instance() if on_loopback else contextlib.nullcontext():
+            probe_cluster(address)  # unreachable or a missing token: one line now, not a minute of retries
     else:
         private_instance_token()
     try:
         with (
-            contextlib.nullcontext() if address != "local" else loopback_local_instance(),
+            loopback_local_instance() if on_loopback else contextlib.nullcontext(),
             contextlib.nullcontext() if address != "local" else own_session_local_instance(),
         ):
             ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     except Exception as e:
+        watch_attached({})
         if address == "local" or (line := connect_error(e, address)) is None:
             raise
         raise StudyError(line) from None
     return True
+
+
+def attach_warm_head(address: str) -> warm_head.HeadState | None:
+    """When ``address`` names the warm local head (``warm``, or its own ``host:port``): give this driver the head's
+    token, have it watch the head's GCS and raylet as its own instance's, and return the head; else ``None``. Raises
+    :class:`StudyError` for ``warm`` when no head runs."""
+    head = warm_head.resolve(address)
+    if head is not None:
+        warm_head.attach_env(head)
+        reload_auth_settings()
+        watch_attached(dict(head.watched()))
+    return head
 
 
 def shutdown_ray() -> None:
@@ -182,6 +209,7 @@ def shutdown_ray() -> None:
 
     import ray
 
+    watch_attached({})
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()

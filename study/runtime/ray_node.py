@@ -24,6 +24,9 @@ __all__ = [
     "loopback_local_instance",
     "own_session_local_instance",
     "private_node_processes",
+    "WORKER_ENV",
+    "watch_attached",
+    "reload_auth_settings",
 ]
 
 
@@ -52,6 +55,17 @@ def cluster_nodes(address: str, timeout_s: float) -> list[GcsNode]:
 
     infos = gcs_client(address).get_all_node_info(timeout=timeout_s)
     return [GcsNode(n.is_head_node, n.state == GcsNodeInfo.ALIVE, n.temp_dir) for n in infos.values()]
+
+
+def reload_auth_settings() -> None:
+    """Have this process use the ``RAY_AUTH_*`` environment as it is now: Ray reads ``RAY_AUTH_MODE`` into its C++
+    ``RayConfig`` when it is imported, and its token loader caches the first token it finds; a driver that sets them
+    later (to attach to the warm head with its token) reloads both, as Ray's own ``_enable_token_auth`` and
+    ``ensure_token_if_auth_enabled`` do: ``Config.initialize("")``, ``AuthenticationTokenLoader.reset_cache()``."""
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def ray_client_installed() -> bool:
@@ -128,11 +142,30 @@ def own_session_local_instance() -> Iterator[None]:
         services.ConsolePopen = base  # type: ignore[misc]
 
 
+#: Environment that a local instance's processes (its workers: the trials) inherit from the process that starts it, set
+#: there when not set already. A reused worker (reuse_actors) first waits for the previous trial's thread to end, 2 s
+#: by default, and fails the next trial if it has not: an early-stopped trial tearing down its DataLoader workers on a
+#: busy node can take longer. On a cluster, set it where Ray starts.
+WORKER_ENV = {"TUNE_FUNCTION_THREAD_TIMEOUT_S": "60"}
+
+#: The processes of a local instance this driver attached to without starting it (the warm head), by name.
+_attached: dict[str, Any] = {}
+
+
+def watch_attached(processes: dict[str, Any]) -> None:
+    """From now on :func:`private_node_processes` answers ``processes`` (name → an object with ``pid`` and ``poll()``,
+    like ``subprocess.Popen``) for a driver that attached to a local instance it did not start, so that it watches that
+    instance as its own: the warm head (:mod:`study.runtime.warm_head`). Empty: forget them (the driver shuts down)."""
+    _attached.clear()
+    _attached.update(processes)
+
+
 def private_node_processes() -> dict[str, Any]:
     """The processes of the local instance this driver's ``ray.init`` started (no address), by Ray's name for each:
     ``gcs_server`` and ``raylet``, each the ``subprocess.Popen`` Ray keeps in ``Node.all_processes`` (a list of
-    ``ProcessInfo`` per process type) of ``ray._private.worker._global_node``; empty when this driver started none
-    (connected to a cluster, whose processes are another host's, or Ray not initialized)."""
+    ``ProcessInfo`` per process type) of ``ray._private.worker._global_node``; or those of the local instance it
+    attached to (:func:`watch_attached`); empty when this driver started none and attached to none (connected to a
+    cluster, whose processes are another host's, or Ray not initialized)."""
     from ray._private import ray_constants, worker
 
     node = getattr(worker, "_global_node", None)
@@ -141,4 +174,4 @@ def private_node_processes() -> dict[str, Any]:
         infos = getattr(node, "all_processes", {}).get(kind) or []
         if infos and infos[0].process is not None:
             found[kind] = infos[0].process
-    return found
+    return found or dict(_attached)

@@ -51,6 +51,8 @@ def test_the_console_script_is_declared_and_lists_every_command(tmp_path):
         "mlflow-server",
         "slurm",
         "kuberay",
+        "up",
+        "down",
     ]
     bad = _dmlstudy("bogus", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("dmlstudy: error: argument COMMAND")
