@@ -40,11 +40,11 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
         "write a KubeRay RayJob manifest that runs the study on Kubernetes",
     ),
     "up": (
-        "study.runtime.warm_head",
+        "study.head",
         ("up",),
         "start a warm local Ray head for repeated studies (loopback, token); studies attach with --address warm",
     ),
-    "down": ("study.runtime.warm_head", ("down",), "stop the warm local Ray head that `dmlstudy up` started"),
+    "down": ("study.head", ("down",), "stop the warm local Ray head that `dmlstudy up` started"),
 }
 
 

@@ -37,7 +37,6 @@ Measured in docs/performance.md.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -76,7 +75,6 @@ __all__ = [
     "head_processes",
     "start_head",
     "stop_head",
-    "main",
 ]
 
 #: The environment variable that names the head's state directory (tests point it at their own).
@@ -367,55 +365,7 @@ def stop_head(directory: Path, grace_s: float = STOP_GRACE_S) -> HeadState | Non
     return state
 
 
-def _up(args: argparse.Namespace) -> int:
-    head, already = start_head(head_dir())
-    if already:
-        print(f"a warm Ray head already runs (pid {head.pid}, at {head.address}); stop it with: dmlstudy down")
-    else:
-        print(
-            f"started a warm Ray head (pid {head.pid}, at {head.address}, loopback only; its token in "
-            f"{head.token_file}); stop it with: dmlstudy down"
-        )
-    print(ATTACH_LINE, flush=True)
-    return 0
-
-
-def _down(args: argparse.Namespace) -> int:
-    directory = head_dir()
-    was_running = running(directory) is not None
-    state = stop_head(directory)
-    if state is None or not was_running:
-        print(f"no warm Ray head runs (state in {directory})")
-    else:
-        print(f"stopped the warm Ray head (pid {state.pid}, at {state.address})")
-    return 0
-
-
-def _parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="A warm local Ray head for repeated studies.")
-    sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser(
-        "up",
-        help="start one local Ray head (loopback only, token auth) for studies to attach to; prints --address warm",
-        description=f"Start a warm local Ray head; its state in ${HEAD_DIR_ENV} (default {head_dir()}). "
-        "Studies attach with --address warm. When one already runs, says so.",
-    )
-    sub.add_parser("down", help="stop the warm Ray head (only its own processes)", description="Stop the warm head.")
-    return p
-
-
-def main(argv: list[str] | None = None, prog: str = "python -m study.runtime.warm_head") -> int:
-    """``up`` / ``down`` (``--hold DIR``: the holder itself, started by ``up``). Exit 0, or 2 with one line."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--hold"] and len(argv) == 2:
-        return _hold(Path(argv[1]))
-    args = _parser(prog).parse_args(argv)
-    try:
-        return _up(args) if args.command == "up" else _down(args)
-    except StudyError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the holder itself, started by start_head: python -m study.runtime.warm_head --hold DIR
+    if sys.argv[1:2] != ["--hold"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m study.runtime.warm_head --hold DIR (started by `dmlstudy up`)")
+    sys.exit(_hold(Path(sys.argv[2])))

@@ -34,6 +34,7 @@ from harness.driver import (
     tiny_spec,
 )
 from harness.sockets import is_loopback, process_tree, sockets_of
+from study import head as head_command
 from study.runtime import warm_head as W
 from study.runtime.ray_node import private_node_processes, reload_auth_settings, watch_attached
 from trainables.schema.errors import StudyError
@@ -177,16 +178,16 @@ def test_up_and_down_say_what_they_did_without_the_token(head_dir, monkeypatch, 
     try:
         _write_state(head_dir, holder.pid, {}, address="127.0.0.1:4242")
         W._write_private(head_dir / W.TOKEN_FILE, "0123456789abcdef")
-        assert W.main(["up"], prog="dmlstudy") == 0
+        assert head_command.main(["up"], prog="dmlstudy") == 0
         out = capsys.readouterr().out.splitlines()
         assert out == [
             f"a warm Ray head already runs (pid {holder.pid}, at 127.0.0.1:4242); stop it with: dmlstudy down",
             "--address warm",
         ]
-        assert W.main(["down"], prog="dmlstudy") == 0
+        assert head_command.main(["down"], prog="dmlstudy") == 0
         assert capsys.readouterr().out == f"stopped the warm Ray head (pid {holder.pid}, at 127.0.0.1:4242)\n"
         assert holder.wait(5) == -signal.SIGTERM
-        assert W.main(["down"], prog="dmlstudy") == 0
+        assert head_command.main(["down"], prog="dmlstudy") == 0
         assert capsys.readouterr().out.startswith("no warm Ray head runs")
     finally:
         holder.kill()
