@@ -44,7 +44,11 @@ def parser(prog: str = "python -m study.run") -> argparse.ArgumentParser:
         help="override a spec value by dotted key, e.g. --set train.epochs=3 (repeatable)",
     )
     p.add_argument("--resume", action="store_true", help="continue an existing study of this name")
-    p.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
+    p.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster address, or `warm` for the head `dmlstudy up` started (default: $RAY_ADDRESS, else local)",
+    )
     p.add_argument(
         "--max-failures",
         type=max_failures,
