@@ -89,6 +89,8 @@ def check(example: Example, cwd: Path) -> None:
         "RAY_TMPDIR": ray_tmp,
         "PYTHONUNBUFFERED": "1",
         "NO_COLOR": "1",
+        # cli.md's `dmlstudy up` / `down`: the example's own warm head, never one the user keeps running.
+        "DMLSTUDY_HEAD_DIR": str(cwd / "warm_head"),
     }
     env.pop("RAY_ADDRESS", None)
     try:
