@@ -24,6 +24,7 @@ __all__ = [
     "loopback_local_instance",
     "own_session_local_instance",
     "private_node_processes",
+    "watching_attached",
     "WORKER_ENV",
     "watch_attached",
     "reload_auth_settings",
@@ -158,6 +159,11 @@ def watch_attached(processes: dict[str, Any]) -> None:
     instance as its own: the warm head (:mod:`study.runtime.warm_head`). Empty: forget them (the driver shuts down)."""
     _attached.clear()
     _attached.update(processes)
+
+
+def watching_attached() -> bool:
+    """Whether the instance watched is one this driver attached to (the warm head), not one it started."""
+    return bool(_attached)
 
 
 def private_node_processes() -> dict[str, Any]:

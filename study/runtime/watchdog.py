@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from study.runtime.compat import before_trial_failure
-from study.runtime.ray_node import private_node_processes
+from study.runtime.ray_node import private_node_processes, watching_attached
 from trainables.schema.errors import SpecError, StudyStalledError
 
 if TYPE_CHECKING:
@@ -163,7 +163,8 @@ class PrivateRayWatch:
         """End the driver now when the instance died (any thread)."""
         if not self._stopped.is_set() and (what := self.died()) is not None:
             self._stopped.set()
-            self.end(f"the study's private Ray node died ({what})")
+            node = "the warm Ray head (dmlstudy up)" if watching_attached() else "the study's private Ray node"
+            self.end(f"{node} died ({what})")
 
     def _run(self) -> None:
         while not self._stopped.wait(self.every_s):
