@@ -24,6 +24,7 @@ from study.intake.plan import StudyPlan
 from study.runtime.lock import driver_text
 from study.runtime.run_progress import StageCounts
 from study.runtime.slurm_status import print_job_line, print_unstarted
+from study.search.stages import STAGES
 from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -52,13 +53,8 @@ def print_status(plan: StudyPlan) -> int:
     print(size_line(plan))
     _print_trials(plan, cells, layout)
     tags = tracking_peek.parent_tags(layout.tracking_uri, plan.name)
-    stage = tags.get(R.STAGE, R.STAGE_SEARCH)
-    if stage == R.STAGE_FINAL:
-        stage += f" (retraining the best configurations: {int(tags.get(R.FINAL_PLANNED, 0))} runs planned)"
-    elif stage == R.STAGE_RACE:
-        stage += f" (racing the finalists on more seeds: {int(tags.get(R.RACE_PLANNED, 0))} runs planned)"
     validated = R.SELECTION_VALIDATION if plan.base.validation.enabled else R.SELECTION_TEST
-    print(f"  stage: {stage}; hyperparameters selected on the {tags.get(R.SELECTION, validated)} classes")
+    print(f"  stage: {_stage_text(tags)}; hyperparameters selected on the {tags.get(R.SELECTION, validated)} classes")
     for line in status_lines(tags):  # a finished table's verdicts, as its report tagged the parent run
         print(f"  {line}")
     if len(cells) == 1 and (best := cells[0]).best_value is not None:
@@ -79,6 +75,16 @@ def print_status(plan: StudyPlan) -> int:
     print(f"  tracking: {layout.tracking_uri}")
     print(f"  optuna:   {layout.optuna_url} (optuna-dashboard {layout.optuna_url})")
     return 0
+
+
+def _stage_text(tags: dict[str, str]) -> str:
+    """``final (retraining the best configurations: 12 runs planned)``: the stage the driver tagged the parent run
+    with, and what it does with the runs it planned as it started."""
+    tag = tags.get(R.STAGE, R.STAGE_SEARCH)
+    kind = next((stage for stage in STAGES if stage.tag == tag), None)
+    if kind is None or kind.planned_tag is None:
+        return tag
+    return f"{tag} ({kind.doing}: {int(tags.get(kind.planned_tag, 0))} runs planned)"
 
 
 def _planned(tags: dict[str, str], tag: str) -> int | None:

@@ -1,6 +1,6 @@
-"""Ray Tune orchestration: one study = a search Tuner driven by OptunaSearch, then a final-stage Tuner that
-retrains the best configuration with several seeds (:mod:`study.final.stage`), both tracked in MLflow. The two
-Tuners are wired in :mod:`study.search.tuners`, Ray is connected by :mod:`study.runtime.cluster`, a resume is checked by
+"""Ray Tune orchestration: a run is its plan's stages in run order (:mod:`study.search.stages`: the search, then the
+stages its spec asks for, each in a Tuner of its own), tracked in MLflow. The Tuners are wired in
+:mod:`study.search.tuners`, Ray is connected by :mod:`study.runtime.cluster`, a resume is checked by
 :mod:`study.search.resume`; where the study's files live is :mod:`study.intake.layout`.
 
 ``storage`` may be a local path, a shared mount (NFS, Lustre, a FUSE bucket) or an ``s3://``/``gs://`` URI
@@ -29,32 +29,24 @@ from study.runtime.cluster import check_storage_reachable, connect_ray, shutdown
 from study.runtime.compat import snapshot_failed_trials
 from study.runtime.lock import study_lock
 from study.runtime.stop_callback import RayLossWatch, caused_by_stop
-from study.runtime.stopping import StudyStopped, check_stop, fit_window
+from study.runtime.stopping import StudyStopped, check_stop
 from study.runtime.storage import read_bytes, write_bytes
 from study.runtime.store_errors import quiet_store_failures
 from study.runtime.watchdog import PrivateRayWatch, check_cluster_resources, check_local_resources
 from study.search.context import RunOptions, StudyContext
 from study.search.environment import numerics_tags
-from study.search.outcome import (
-    SearchResults,
-    StageProgress,
-    StudyOutcome,
-    raced_outcome,
-    summarize,
-)
+from study.search.outcome import StageProgress, StudyOutcome
 from study.search.resume import check_resume, written_text
-from study.search.stages import run_final_stage, run_race_stage
-from study.search.trial_record import describe_trial, selection_tag, stage_callback, trial_spec_data
-from study.search.tuners import search_tuner, stage_ledger
+from study.search.stages import StageResult, StageRun, stages_of
+from study.search.trial_record import describe_trial, selection_tag
 from study.tracking.credentials import check_tracking_env, redacted_spec
-from study.tracking.optuna_link import trial_numbers
-from study.tracking.outage import set_budget, unwrapped
+from study.tracking.outage import set_budget
 from study.tracking.preflight import preflight_stores
 from study.tracking.store import TrackingStore, preload_in_background
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.spec import StudySpec
-from trainables.schema.trial import SPEC_KEY, flatten
+from trainables.schema.trial import flatten
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -211,51 +203,20 @@ def _open_study(context: StudyContext, study_log: StudyLog) -> tuple[TrackingSto
 
 
 def _run_stages(context: StudyContext, store: TrackingStore, parent: str) -> StudyOutcome:
-    """The search stage from the plan, then (when it succeeded) the final stage."""
-    spec, layout = context.spec, context.layout
+    """The plan's stages in run order (:func:`~study.search.stages.stages_of`), each from what the one before it left,
+    until one does not go on: a stop (its outcome says where it stands), or a search whose every trial failed."""
     # A failed trial is ERROR in Ray's snapshots as it is in Optuna and MLflow: one whose actor died stayed RUNNING
     # there, and --resume ran it again after its cell had replaced it.
     snapshot_failed_trials()
-    callback = stage_callback(context, store, parent, stage=R.STAGE_SEARCH)
     started = time.perf_counter()
-    store.set_tags(parent, {R.STAGE: R.STAGE_SEARCH} if not context.resuming else {})
-    tuner = search_tuner(context, {SPEC_KEY: trial_spec_data(spec)}, callback)
-    check_stop("before the search stage started")
-    with fit_window():
-        results = SearchResults.of(unwrapped(tuner.fit))
-    ledger = stage_ledger(tuner)
-    # A table replaces its cells' lost trials (study.search.cell_search): after a stop, one may still be due. Its
-    # cells' final trials are the experiment's too.
-    planned = context.plan.search_trials + len(results.finals)
-    done = ledger.finished(planned, errors_replaced=context.plan.replace_lost)
-    progress = None if done else StageProgress.of(ledger, R.STAGE_SEARCH, planned)
-    order = trial_numbers(layout.optuna_url, spec.name)
-    outcome = dataclasses.replace(
-        summarize(spec, results.trials, order, progress),
-        parent_run_id=parent,
-        wall_time_s=time.perf_counter() - started,
-        experiment_id=store.experiment_id,
-    )
-    if not (outcome.succeeded and spec.final.seeds > 0):
-        return outcome
-    if spec.final.race is not None:
-        check_stop("after the search stage, before the race")
-        raced, table, progress = run_race_stage(context, store, parent, results, outcome.failures)
-        if progress is not None:
-            return dataclasses.replace(
-                outcome, interrupted=True, wall_time_s=time.perf_counter() - started, progress=progress
-            )
-        outcome = raced_outcome(spec, outcome, raced, table)
-        results = dataclasses.replace(results, raced=raced)
-    check_stop("after the search stage, before the final stage")
-    groups, progress = run_final_stage(context, store, parent, results, outcome.failures)
-    return dataclasses.replace(
-        outcome,
-        final=groups,
-        interrupted=progress is not None,
-        wall_time_s=time.perf_counter() - started,
-        progress=progress,
-    )
+    run = StageRun(context, store, parent)
+    result: StageResult | None = None
+    for stage in stages_of(context.plan):
+        if result is not None and not result.goes_on:
+            break
+        result = stage.run(run, result)
+    assert result is not None, "every plan runs its search"
+    return dataclasses.replace(result.outcome, wall_time_s=time.perf_counter() - started)
 
 
 def _close_study(spec: StudySpec, store: TrackingStore, parent: str, outcome: StudyOutcome) -> None:

@@ -7,10 +7,10 @@ command line) does not read the driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from study.final.stage import ALL, FinalGroup, best_per_cell, result_trial_id, results_of
+from study.final.stage import FinalGroup, best_per_cell, result_trial_id, results_of
 from study.tracking.callback import error_line
 from trainables.schema.trial import FINAL_KEY, sampled_values
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from study.runtime.stop_callback import StageLedger
     from trainables.schema.spec import StudySpec
 
-__all__ = ["StageProgress", "StudyOutcome", "SearchResults", "config_of", "summarize", "raced_outcome", "failures_of"]
+__all__ = ["StageProgress", "StudyOutcome", "SearchResults", "config_of", "summarize", "failures_of"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class StageProgress:
     """Where a stage that did not finish stands (Tune's statuses when its loop ended: :class:`StageLedger`).
 
     Args:
-        stage: ``search`` or ``final``.
+        stage: the stage's tag (:attr:`study.search.stages.base.Stage.tag`).
         planned: the trials the stage is to run.
         trials: the trials that exist.
         failed: those that ended in ERROR.
@@ -88,9 +88,9 @@ class SearchResults:
 
     trials: list[Result]
     finals: list[Result]
-    #: Per group, the trial the final stage retrains when the finalist race chose it (``final.race``); ``None``: the
-    #: search's best (:func:`study.final.stage.best_per_group`).
-    raced: dict[str, Result] | None = None
+    #: Per group, the trial the final stage retrains when a stage before it chose it (the finalist race,
+    #: :mod:`study.search.stages.race`); ``None``: the search's best (:func:`study.final.stage.best_per_group`).
+    chosen: dict[str, Result] | None = None
 
     @classmethod
     def of(cls, grid: ResultGrid) -> SearchResults:
@@ -124,30 +124,6 @@ def summarize(
         failures=failures_of(results),
         progress=progress,
         cell_bests={label: (result_trial_id(r), float((r.metrics or {})[s.objective])) for label, r in cells.items()},
-    )
-
-
-def raced_outcome(
-    spec: StudySpec, outcome: StudyOutcome, winners: dict[str, Result], race: list[Standing]
-) -> StudyOutcome:
-    """The search's outcome with each group's race winner in place of its search best (``final.race``): the trial the
-    console, ``--status`` and the parent run's ``best_trial_id`` and ``best_<objective>`` name is the one the final
-    stage retrains. Its value stays its search value (the race's means are in ``race``)."""
-    objective = spec.search.objective
-    cell_bests = dict(outcome.cell_bests)
-    for label, r in winners.items():
-        if label in cell_bests:
-            cell_bests[label] = (result_trial_id(r), float((r.metrics or {})[objective]))
-    own = winners.get(spec.name) or winners.get(ALL)
-    if own is None:
-        return replace(outcome, cell_bests=cell_bests, race=race)
-    return replace(
-        outcome,
-        best_trial_id=result_trial_id(own),
-        best_value=float((own.metrics or {})[objective]),
-        best_params=sampled_values(own.config or {}),
-        cell_bests=cell_bests,
-        race=race,
     )
 
 

@@ -1,0 +1,178 @@
+"""The stages of a run as kinds over one base: the plan's stages in run order, each kind's tag, Ray experiment and
+planned runs against hand counts, the driver's loop over them (one exit for a stop, no stage after a failed search), a
+new kind being one class in the stage list, and the race's winners in the outcome."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from harness.driver import honest_spec
+from study.intake.loading import parse_spec
+from study.intake.plan import StudyPlan
+from study.search import driver
+from study.search import stages as stages_module
+from study.search.outcome import SearchResults, StageProgress, StudyOutcome
+from study.search.stages import STAGES, Stage, StageResult, StageRun, stages_of
+from study.search.stages.race import raced_outcome
+
+
+def _plan(**final: Any) -> StudyPlan:
+    """honest_spec's study (2 search trials, 2 epochs) with ``final`` in place of its final section."""
+    return StudyPlan.of_study(parse_spec(honest_spec(final=final)))
+
+
+def _outcome(**over: Any) -> StudyOutcome:
+    fields: dict[str, Any] = dict(
+        num_trials=2,
+        num_failed=0,
+        best_trial_id="a",
+        best_value=0.5,
+        best_params={},
+        parent_run_id="p",
+        interrupted=False,
+        wall_time_s=0.0,
+    )
+    return StudyOutcome(**{**fields, **over})
+
+
+@pytest.mark.parametrize(
+    ("final", "expected"),
+    [
+        ({"seeds": 0}, ["search"]),
+        ({"seeds": 2}, ["search", "final"]),
+        ({"seeds": 2, "race": {"finalists": 2, "seeds": 3}}, ["search", "race", "final"]),
+    ],
+)
+def test_the_plan_runs_the_stages_its_spec_asks_for_in_run_order(final, expected):
+    assert [stage.tag for stage in stages_of(_plan(**final))] == expected
+
+
+def test_each_kind_keeps_its_mlflow_tag_and_the_experiment_folder_existing_studies_hold():
+    # The folders and tags are what studies on disk and in MLflow already carry: a resume finds them by these names.
+    assert [(s.tag, s.experiment) for s in STAGES] == [
+        ("search", "tune"),
+        ("race", "tune_race"),
+        ("final", "tune_final"),
+    ]
+
+
+def test_each_kind_plans_the_runs_counted_by_hand():
+    # 2 search trials, both train every epoch (fifo): the race retrains both finalists on 3 seeds; the final stage
+    # retrains the one winner on 4 seeds.
+    plan = _plan(seeds=4, race={"finalists": 2, "seeds": 3})
+    assert {s.tag: s.planned(plan) for s in stages_of(plan)} == {"search": 2, "race": 2 * 3, "final": 1 * 4}
+    assert {s.tag: s.planned(_plan(seeds=0)) for s in STAGES} == {"search": 2, "race": 0, "final": 0}
+
+
+def test_the_base_asks_a_kind_for_at_most_three_methods_and_refuses_a_kind_without_them():
+    assert Stage.__abstractmethods__ == {"runs_in", "planned", "run"}
+
+    class Half(Stage):
+        tag = "half"
+        experiment = "tune_half"
+
+        def runs_in(self, plan: StudyPlan) -> bool:
+            return True
+
+    with pytest.raises(TypeError):
+        Half()
+
+
+class _Recorder(Stage):
+    """A stage that records its call and leaves ``outcome_of(before)`` as the run's outcome."""
+
+    experiment = "tune_fake"
+
+    def __init__(self, tag: str, calls: list[str], **outcome: Any) -> None:
+        self.tag, self.calls, self.outcome = tag, calls, outcome  # type: ignore[misc]
+
+    def runs_in(self, plan: StudyPlan) -> bool:
+        return True
+
+    def planned(self, plan: StudyPlan) -> int:
+        return 1
+
+    def run(self, run: StageRun, before: StageResult | None) -> StageResult:
+        self.calls.append(f"{self.tag} after {before.outcome.best_trial_id if before else None}")
+        outcome = _outcome(best_trial_id=self.tag, **self.outcome)
+        return StageResult(outcome, SearchResults([], []))
+
+
+def _loop(monkeypatch: pytest.MonkeyPatch, kinds: list[Stage]) -> StudyOutcome:
+    """The driver's loop over ``kinds`` as the plan's stages."""
+    monkeypatch.setattr(driver, "snapshot_failed_trials", lambda: None)
+    monkeypatch.setattr(driver, "stages_of", lambda plan: kinds)
+    context: Any = dataclasses.make_dataclass("Context", ["plan"])(None)
+    return driver._run_stages(context, object(), "p")  # type: ignore[arg-type]
+
+
+def test_the_driver_runs_each_stage_on_what_the_one_before_left(monkeypatch):
+    calls: list[str] = []
+    outcome = _loop(monkeypatch, [_Recorder(t, calls) for t in ("search", "race", "final")])
+    assert calls == ["search after None", "race after search", "final after race"]
+    assert outcome.best_trial_id == "final" and outcome.succeeded and outcome.wall_time_s > 0
+
+
+def test_a_stop_in_a_stage_is_the_runs_one_exit_and_no_later_stage_starts(monkeypatch):
+    calls: list[str] = []
+    stopped = StageProgress("race", planned=6, trials=4, failed=1, unfinished=2)
+    kinds = [_Recorder("search", calls), _Recorder("race", calls, interrupted=True, progress=stopped)]
+    outcome = _loop(monkeypatch, [*kinds, _Recorder("final", calls)])
+    assert calls == ["search after None", "race after search"]
+    assert outcome.interrupted and outcome.progress == stopped and not outcome.succeeded
+
+
+def test_no_stage_follows_a_search_whose_every_trial_failed(monkeypatch):
+    calls: list[str] = []
+    outcome = _loop(monkeypatch, [_Recorder("search", calls, num_failed=2), _Recorder("final", calls)])
+    assert calls == ["search after None"] and outcome.num_failed == 2 and not outcome.interrupted
+
+
+def test_a_new_kind_is_one_class_and_one_line_in_the_stage_list(monkeypatch):
+    class Rounds(_Recorder):
+        def runs_in(self, plan: StudyPlan) -> bool:
+            return plan.base.final.seeds > 0
+
+    rounds = Rounds("rounds", [])
+    search, race, final = STAGES
+    monkeypatch.setattr(stages_module, "STAGES", (search, race, rounds, final))
+    assert [s.tag for s in stages_module.stages_of(_plan(seeds=2))] == ["search", "rounds", "final"]
+    assert [s.tag for s in stages_module.stages_of(_plan(seeds=0))] == ["search"]
+
+
+def _result(objective: str, trial: str, value: float) -> Any:
+    """A search trial's result as Ray hands it over: its directory names its trial, its config its sampled values."""
+    from ray.tune import Result
+
+    metrics = {objective: value, "config": {"lr": value}}
+    return Result(metrics=metrics, checkpoint=None, error=None, path=f"/x/trial_{trial}")
+
+
+def test_the_race_winner_takes_the_search_bests_place_with_its_search_value():
+    spec = parse_spec(honest_spec(final={"seeds": 2, "race": {"finalists": 2, "seeds": 3}}))
+    before = _outcome(best_trial_id="a", best_value=0.9, cell_bests={spec.name: ("a", 0.9), "other": ("c", 0.1)})
+    objective = spec.search.objective
+    winners = {spec.name: _result(objective, "b", 0.7), "absent": _result(objective, "d", 0.3)}
+    after = raced_outcome(spec, before, winners, [])
+    assert (after.best_trial_id, after.best_value) == ("b", 0.7)
+    assert after.cell_bests == {spec.name: ("b", 0.7), "other": ("c", 0.1)}
+    assert after.best_params == {"lr": 0.7}
+
+
+@pytest.mark.parametrize(
+    ("tags", "line"),
+    [
+        ({}, "search"),
+        ({"stage": "search"}, "search"),
+        ({"stage": "race", "race_planned": "8"}, "race (racing the finalists on more seeds: 8 runs planned)"),
+        ({"stage": "final", "final_planned": "12"}, "final (retraining the best configurations: 12 runs planned)"),
+        ({"stage": "done", "final_planned": "12"}, "done"),
+    ],
+)
+def test_status_names_the_tagged_stage_and_what_it_planned_as_before(tags, line):
+    from study.status import _stage_text
+
+    assert _stage_text(tags) == line
