@@ -20,7 +20,7 @@ Layers, lowest first (:data:`LAYERS`; modules of one rank may import each other)
    - ``study.deploy`` (Slurm and KubeRay launchers, which price plans);
 
 3. ``dashboards``;
-4. the command lines: ``study.status`` and ``study.mlflow_server``, then ``study.run`` and ``study.invocation``
+4. the command lines: ``study.status``, ``study.mlflow_server`` and ``study.head`` (``dmlstudy up``/``down``), then ``study.run`` and ``study.invocation``
    (which compose a run, its report and its dashboard, and answer ``--status``), then ``study.cli`` (``dmlstudy``, which dispatches to every command
    line).
 
@@ -82,7 +82,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("study.bill", "study.cell_status"),
     ("study.deploy",),
     ("dashboards",),
-    ("study.status", "study.mlflow_server"),
+    ("study.status", "study.mlflow_server", "study.head"),
     ("study.run", "study.invocation"),
     ("study.cli",),
 )

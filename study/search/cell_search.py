@@ -56,7 +56,13 @@ from ray.tune.search import Searcher
 
 from study.final.best import best_full_trial
 from study.final.stage import point_key, seed_points
-from study.runtime.compat import completed_trials_of, optuna_trials_of
+from study.runtime.compat import (
+    completed_trials_of,
+    optuna_study_of,
+    optuna_trials_of,
+    storage_trial_id,
+    study_storage,
+)
 from study.runtime.storage import read_bytes
 from study.search.reconcile import _ENDED, _RUNS_AGAIN, _TERMINATED, ReconcileTrials
 from study.search.study_search import StudySearch
@@ -283,8 +289,24 @@ class CellSearch(Searcher):
         runs_again = {tid for tid, status, _ in ray_trials if status in _RUNS_AGAIN}
         for trial_id, status, last in ray_trials:
             if trial_id in self.trial_cell and trial_id not in self.ended and status in _ENDED:
-                self.on_trial_complete(trial_id, last if status == _TERMINATED else None, error=status != _TERMINATED)
+                ended = status == _TERMINATED
+                self.on_trial_complete(trial_id, self._last_result(trial_id, last) if ended else None, error=not ended)
         return self.settle_lost(runs_again)
+
+    def _last_result(self, trial_id: str, ray_last: dict[str, Any] | None) -> dict[str, Any] | None:
+        """What a trial that Ray restored as finished last reported: Ray's restored last result when it holds the
+        metric (it may not: seen empty after a warm head died mid-study, and the trial was then told PRUNED), else the
+        last epoch Optuna recorded for it (its storage is written at each epoch, before any snapshot)."""
+        if ray_last and self.metric in ray_last:
+            return ray_last
+        searcher = self.cells[self.trial_cell[trial_id]][2]
+        trial = optuna_trials_of(searcher).get(trial_id)
+        storage = study_storage(optuna_study_of(searcher))
+        steps = {} if trial is None else storage.get_trial(storage_trial_id(trial)).intermediate_values
+        if not steps:
+            return ray_last
+        epoch = max(steps)
+        return {**(ray_last or {}), self.metric: steps[epoch], EPOCH: epoch, "training_iteration": epoch}
 
     def _start_final(self, index: int) -> None:
         """Once every trial of cell ``index`` has ended and its budget is spent, queue its final points: its best

@@ -194,3 +194,22 @@ def test_a_trial_that_finished_after_the_searchers_snapshot_is_told_complete_on_
     ray.finish_all(restored)
     states = _states(plan)
     assert all(st == ["COMPLETE"] * BUDGET for st in states.values()), states
+
+
+def test_a_trial_ray_restored_as_finished_without_its_last_result_is_told_complete_from_optuna(tmp_path):
+    """The driver died after the trial's last epoch reached Optuna and Ray marked it finished, before the searcher
+    was told; Ray's restored trial carries no last result (seen after a warm head died mid-study: the trial was then
+    told PRUNED). The restore tells it COMPLETE with the last epoch Optuna recorded."""
+    plan = _plan(tmp_path)
+    search, ray = _searcher(plan), Ray()
+    ray.ask(search)
+    done = next(iter(ray.running))
+    search.on_trial_result(done, _result(ray.running.pop(done)))  # its last epoch, recorded in Optuna
+    snapshot = tmp_path / "searcher.pkl"
+    search.save(str(snapshot))
+
+    restored = _restored(plan, snapshot)
+    restored.reconcile([(done, "TERMINATED", None), *((t, "RUNNING", None) for t in ray.running)])
+    ray.finish_all(restored)
+    states = _states(plan)
+    assert all(st == ["COMPLETE"] * BUDGET for st in states.values()), states

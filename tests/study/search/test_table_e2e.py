@@ -72,6 +72,8 @@ def test_the_quick_glyphs_table_end_to_end(tmp_path, run_cli):
         line = next(ln for ln in status.stdout.splitlines() if ln.startswith(cell + " "))
         assert " 2/2 " in line and line.count("2/2") == 2, line  # trials 2/2, final seeds 2/2
     # the lock is free: no "running"
-    assert (
-        "  stage: done; hyperparameters selected on the validation classes\n  driver: ended FINISHED\n" in status.stdout
-    )
+    assert "  stage: done; hyperparameters selected on the validation classes\n" in status.stdout
+    assert "  driver: ended FINISHED\n" in status.stdout
+    # Between the two, each comparison's verdict as the report tagged the parent run (one per arm × cell).
+    verdicts = [ln for ln in status.stdout.splitlines() if ln.startswith("  verdict: ")]
+    assert len(verdicts) == 2 and all("bspml" in ln for ln in verdicts), verdicts
