@@ -1,5 +1,5 @@
 """Should a synchronous-halving rung decide on a trial's value at the rung's epoch, or on the mean of its last two
-epochs (issue 50, item 1: "a rung may decide on the mean of the last two epochs if that measures better")?
+epochs ("a rung may decide on the mean of the last two epochs if that measures better")?
 
 Replayed offline on FIFO tables, where every trial trained every epoch and Optuna holds each trial's validation value
 per epoch (its intermediate values): for each cell (one Optuna study), :mod:`study.search.halving`'s own rungs and

@@ -15,16 +15,16 @@ its own Ray, then reads every run back from its stores and prints
 - the agreement between conclusions: how often a scheduler's replicate draws FIFO's conclusion, next to how often
   two replicates of one scheduler agree (the search's own variance, the floor any scheduler is measured against).
   Two rules (:func:`agrees`): **match**, the same sign of Δ and significant under both or under neither; **no flip**,
-  no Δ significant under one has the other sign (or is 0) under the other (issue 42's rule, :func:`conclusions`);
+  no Δ significant under one has the other sign (or is 0) under the other (the rule of the first scheduler comparison, :func:`conclusions`);
 - the bill the run printed before it started (its size line: FIFO's hours and the scheduled ones, measured on this
   machine) against what the run cost (the report's "Bill against actual" line, and the driver's wall).
 
 The default table: the glyphs table (``search_spaces/table_glyphs.yaml``) reduced to **ms** (the reference) and
-**bspml** at **20 % noise**, the one comparison that flipped under ASHA in issue 42's run and changed sign across
+**bspml** at **20 % noise**, the one comparison that flipped under ASHA in the first scheduler comparison and changed sign across
 search seeds under FIFO ("The search's own variance", docs/tables.md), with room for rungs: **20 epochs, 12 trials a
 cell** (the shipped 7 epochs leave no rung past the start). Halving: **first rung 3, η 3** (rungs at epochs 3 and 9 of
 20; exactly 34 % of FIFO's search model-epochs with 12 trials, ``trainables.schema.scheduler.halving.halving_share``): epoch 3 is
-past the first epochs, whose rungs in issue 42's run judged how fast MS's α/β start rather than where they end, and
+past the first epochs, whose rungs in that comparison judged how fast MS's α/β start rather than where they end, and
 it is the latest first rung that meets the 35 % goal at this size (first rung 4, η 3: 40 %; first rung 3, η 2:
 37 %). ASHA: grace 3, η 3, the same rungs, so the two differ by their rule only.
 

@@ -10,7 +10,7 @@ what a final group is, which live view suits the run).
 
 Each search trial carries its cell's label in its config (:data:`~trainables.schema.trial.CELL_KEY`, stamped by the
 searcher when it asks), so the scheduler, the progress view and the final stage read it; only a trial asked before
-issue 49 (a run started then and resumed now) is found by its cell's fixed values instead (:meth:`StudyPlan.cell_of`).
+cells were stamped (a run started then and resumed now) is found by its cell's fixed values instead (:meth:`StudyPlan.cell_of`).
 
 Pure data over validated specs: no Ray, no stores (the command line builds a plan before anything starts).
 """
@@ -44,7 +44,7 @@ VIEW_TRIALS, VIEW_CELLS = "trials", "cells"
 
 #: Replicate r's sampler seed is the arm's + r × this, mod 2³² (:func:`replicate_seed`): 1, so replicate r of a table
 #: is the table run with ``search.sampler.seed`` + r, which anyone can rerun as a plain table (R = 3 at seed 0 is the
-#: three searches at seeds 0, 1 and 2 of issue 50's measurement); no two replicates of an arm share a seed.
+#: three searches at seeds 0, 1 and 2 of the replicates' first measurement, docs/tables.md); no two replicates of an arm share a seed.
 REPLICATE_SEED_STEP = 1
 
 

@@ -188,7 +188,7 @@ class TrialRun:
         state = torch.load(directory / CHECKPOINT_FILE, map_location=self.members[0].device, weights_only=False)
         assert len(state["members"]) == len(self.members), "a checkpoint of another validation layout"
         self.spent_s = float(state.get("spent_s", 0.0))  # a checkpoint written before costs were kept: from 0
-        recent = state.get("recent") or {}  # a checkpoint written before issue 59 ranked on the last epoch alone
+        recent = state.get("recent") or {}  # a checkpoint written before select_on ranked on the last epoch alone
         self.recent, self.recent_classes = list(recent.get("values", [])), list(recent.get("classes", []))
         for member, member_state in zip(self.members, state["members"]):
             member.load_state(member_state)  # the RNG states are equal: the last one restored is the live one

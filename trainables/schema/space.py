@@ -142,7 +142,7 @@ class MeanLast(_Strict):
     mean_last: int = Field(ge=2)
 
 
-#: What ranks a trial (issue 59): ``last``, its last epoch's value of ``search.metric``, or :class:`MeanLast`.
+#: What ranks a trial: ``last``, its last epoch's value of ``search.metric``, or :class:`MeanLast`.
 SelectOn = Literal["last"] | MeanLast
 
 
@@ -164,9 +164,9 @@ def objective_of(metric: str, select_on: SelectOn) -> str:
     return metric if select_on == "last" else mean_last(select_on.mean_last, metric)
 
 
-#: A study's ``search`` keys gained after studies were started (``replicates`` … a table had alone before issue 50;
-#: ``select_on``: issue 59): their defaults are not dumped.
-_STUDY_KEYS_SINCE_ISSUE_50 = ("replicates", "max_hours", "epoch_seconds", "select_on")
+#: A study's ``search`` keys gained after studies were started (``replicates`` … a table had them alone at first;
+#: ``select_on`` came later): their defaults are not dumped.
+_STUDY_KEYS_ADDED_LATER = ("replicates", "max_hours", "epoch_seconds", "select_on")
 
 
 class SearchSpec(_Strict):
@@ -175,7 +175,7 @@ class SearchSpec(_Strict):
     #: Default: ``val/recall_at_1`` (``test/recall_at_1`` with ``validation.kind: none``), filled in by StudySpec.
     metric: str = VAL_PREFIX + recall_at(1)
     mode: Mode = "max"
-    #: What ranks a trial, for the searcher, the scheduler's rungs and the final stage's choice alike (issue 59):
+    #: What ranks a trial, for the searcher, the scheduler's rungs and the final stage's choice alike:
     #: ``last`` (its last epoch's ``metric``) or ``{mean_last: k}`` (the mean of its last k epochs' ``metric``, which
     #: evens out the epoch-to-epoch wobble of a small validation set). The trials report it as :attr:`objective`.
     select_on: SelectOn = "last"
@@ -206,11 +206,11 @@ class SearchSpec(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Keys gained after studies were started (issue 50, 59) are dumped only when set: a study's saved spec.yaml and the
+        # Keys gained after studies were started are dumped only when set: a study's saved spec.yaml and the
         # spec in its Ray experiment's param space, both written before, stay what this version writes (a resume
         # compares the one, Ray's Tuner.restore the keys of the other).
         data: dict[str, Any] = handler(self)
-        for key in _STUDY_KEYS_SINCE_ISSUE_50:
+        for key in _STUDY_KEYS_ADDED_LATER:
             if getattr(self, key) == type(self).model_fields[key].default:
                 data.pop(key, None)
         return data
