@@ -90,25 +90,34 @@ def run_study(trials: int, epochs: int, concurrent: int = 1, repo: Path = REPO) 
         args += [f"--set={o}" for o in study_overrides(trials, epochs, concurrent)]
         t0 = time.time()
         proc = subprocess.run(args, cwd=work, env=_env(ray_tmp, repo), capture_output=True, text=True)
-        t1 = time.time()
-        if proc.returncode != 0:
-            raise RuntimeError(f"study failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        times = _study_times(work / "ms_digits" / R.MLFLOW_DB)
-        if len(times["starts"]) != trials:
-            raise RuntimeError(f"expected {trials} trial runs, found {len(times['starts'])}")
-        first, last = min(times["starts"]), max(times["ends"])
-        span = last - first
-        return {
-            "total": t1 - t0,
-            "startup": first - t0,
-            "per_trial": span / trials,
-            "platform_per_trial": (span - sum(times["work"]) / concurrent) / trials,
-            "tail": t1 - last,
-            "trial_phase": span,
-        }
+        return timed_study(proc, (t0, time.time()), work, (trials, concurrent))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def timed_study(
+    proc: subprocess.CompletedProcess[str], span_s: tuple[float, float], work: Path, size: tuple[int, int]
+) -> dict[str, float]:
+    """A finished study command's figures from its MLflow runs: total, startup (command → first trial), per trial,
+    the platform's share per trial (trial time less its own epochs and evaluation, over ``concurrent`` slots), tail
+    (last trial → exit). ``span_s``: the command's start and end; ``size``: (trials, concurrent)."""
+    (t0, t1), (trials, concurrent) = span_s, size
+    if proc.returncode != 0:
+        raise RuntimeError(f"study failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    times = _study_times(work / "ms_digits" / R.MLFLOW_DB)
+    if len(times["starts"]) != trials:
+        raise RuntimeError(f"expected {trials} trial runs, found {len(times['starts'])}")
+    first, last = min(times["starts"]), max(times["ends"])
+    span = last - first
+    return {
+        "total": t1 - t0,
+        "startup": first - t0,
+        "per_trial": span / trials,
+        "platform_per_trial": (span - sum(times["work"]) / concurrent) / trials,
+        "tail": t1 - last,
+        "trial_phase": span,
+    }
 
 
 def run_bare(trials: int, epochs: int) -> dict[str, float]:

@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.study_overhead import REPO, SPEC, _env, _study_times, fmt, run_bare, study_overrides, summarize
+from benchmarks.study_overhead import REPO, SPEC, _env, fmt, run_bare, study_overrides, summarize, timed_study
 from study.runtime import warm_head
-from trainables.schema import record as R
 
 __all__ = ["run_study", "compare", "report"]
 
@@ -48,19 +47,7 @@ def run_study(trials: int, epochs: int, head: Path | None) -> dict[str, float]:
     try:
         t0 = time.time()
         proc = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True)
-        t1 = time.time()
-        if proc.returncode != 0:
-            raise RuntimeError(f"study failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        times = _study_times(work / "ms_digits" / R.MLFLOW_DB)
-        first, last = min(times["starts"]), max(times["ends"])
-        span = last - first
-        return {
-            "total": t1 - t0,
-            "startup": first - t0,
-            "per_trial": span / trials,
-            "platform_per_trial": (span - sum(times["work"])) / trials,
-            "tail": t1 - last,
-        }
+        return timed_study(proc, (t0, time.time()), work, (trials, 1))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(ray_tmp, ignore_errors=True)

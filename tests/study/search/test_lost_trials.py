@@ -110,6 +110,20 @@ def _lose_one(search: CellSearch, ray: Ray) -> str:
     return lost
 
 
+def _lose_with_snapshot(search: CellSearch, ray: Ray, tmp_path: Path, snapshot_at: str) -> tuple[str, Path]:
+    """Start two trials and lose the first, the searcher's snapshot (Ray's ``save``) taken ``snapshot_at``: "before
+    the error" or "after the error". Returns the lost trial and the snapshot."""
+    ray.ask(search)
+    lost = next(iter(ray.running))
+    snapshot = tmp_path / "searcher.pkl"
+    if snapshot_at == "before the error":
+        search.save(str(snapshot))
+    search.on_trial_complete(lost, None, error=True)
+    if snapshot_at == "after the error":
+        search.save(str(snapshot))
+    return lost, snapshot
+
+
 def test_a_lost_trial_stays_running_in_optuna_until_the_search_ends_whole_then_fails_and_is_replaced(tmp_path):
     plan = _plan(tmp_path)
     search, ray = _searcher(plan), Ray()
@@ -130,15 +144,8 @@ def test_a_trial_ray_restores_and_finishes_counts_once_as_complete(tmp_path, sna
     """The driver ends after the trial's error; Ray's snapshot holds the trial unfinished (it restores it from its
     checkpoint); the searcher's snapshot is from before the error, or after it (written after Ray's trial list)."""
     plan = _plan(tmp_path)
-    search, ray = _searcher(plan), Ray()
-    ray.ask(search)
-    lost = next(iter(ray.running))
-    snapshot = tmp_path / "searcher.pkl"
-    if snapshot_at == "before the error":
-        search.save(str(snapshot))
-    search.on_trial_complete(lost, None, error=True)
-    if snapshot_at == "after the error":
-        search.save(str(snapshot))
+    ray = Ray()
+    lost, snapshot = _lose_with_snapshot(_searcher(plan), ray, tmp_path, snapshot_at)
 
     restored = _restored(plan, snapshot)
     told = restored.reconcile([(t, "RUNNING", None) for t in ray.running])
@@ -154,15 +161,8 @@ def test_a_trial_ray_holds_as_errored_is_told_fail_once_and_replaced(tmp_path, s
     """Ray's snapshot holds the trial ERROR (it will not run it again); the searcher's snapshot is from before the
     error (older than Ray's trial list) or after it (the trial held as lost)."""
     plan = _plan(tmp_path)
-    search, ray = _searcher(plan), Ray()
-    ray.ask(search)
-    lost = next(iter(ray.running))
-    snapshot = tmp_path / "searcher.pkl"
-    if snapshot_at == "before the error":
-        search.save(str(snapshot))
-    search.on_trial_complete(lost, None, error=True)
-    if snapshot_at == "after the error":
-        search.save(str(snapshot))
+    ray = Ray()
+    lost, snapshot = _lose_with_snapshot(_searcher(plan), ray, tmp_path, snapshot_at)
     ray.running.pop(lost)
 
     restored = _restored(plan, snapshot)
