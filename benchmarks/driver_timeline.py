@@ -36,9 +36,15 @@ def _mark(name: str) -> None:
     _EVENTS.append((name, time.time()))
 
 
-def _wrap(owner: Any, attr: str, name: str) -> None:
-    """Mark ``name:begin`` / ``name:end`` around ``owner.attr``."""
-    original = getattr(owner, attr)
+def _wrap(name: str, *places: tuple[Any, str]) -> None:
+    """Mark ``name:begin`` / ``name:end`` around the first of ``places`` (owner, attribute) that exists: the phases
+    moved between modules over time, and ``--repo`` may run an older checkout."""
+    for owner, attr in places:
+        original = getattr(owner, attr, None)
+        if original is not None:
+            break
+    else:
+        raise AttributeError(f"none of {[f'{o.__name__}.{a}' for o, a in places]} exists: where did {name!r} go?")
 
     @functools.wraps(original)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -59,13 +65,21 @@ def _child(argv: list[str], out: str) -> int:
     import study.search.driver as tuner
     import study.tracking.callback as tracking
 
+    try:  # the search's Tuner and the summary moved out of the driver (study/search/tuners.py, outcome.py)
+        import study.search.outcome as outcome
+        import study.search.tuners as tuners
+    except ImportError:
+        outcome = tuners = tuner
+
     _mark("child:imports:end")
-    _wrap(study.intake.loading, "load_spec", "load_spec")
-    _wrap(tuner, "run_study", "run_study")
-    _wrap(tuner, "connect_ray", "ray_init")
-    _wrap(tuner, "TrackingStore", "mlflow_store")
-    _wrap(tuner, "search_tuner", "build_tuner")
-    _wrap(tuner, "_summarize", "summarize")
+    # The spec is loaded through the run module's own name (``load_plan`` today, ``load_spec`` before the plan).
+    _wrap("load_spec", (run_module, "load_plan"), (study.intake.loading, "load_spec"))
+    _wrap("run_study", (tuner, "run_study"))
+    _wrap("ray_init", (tuner, "connect_ray"))
+    _wrap("mlflow_store", (tuner, "TrackingStore"))
+    # The stages import these when they run, so that wrapping the module's attribute reaches them.
+    _wrap("build_tuner", (tuners, "search_tuner"))
+    _wrap("summarize", (outcome, "summarize"), (tuner, "_summarize"))
     cb = tracking.MlflowTrialCallback
     for hook in ("on_trial_start", "on_trial_result", "on_trial_complete"):
         original = getattr(cb, hook)
@@ -80,7 +94,7 @@ def _child(argv: list[str], out: str) -> int:
         setattr(cb, hook, hooked)
     import ray
 
-    _wrap(ray, "shutdown", "ray_shutdown")
+    _wrap("ray_shutdown", (ray, "shutdown"))
     try:
         code = run_module.main(argv)
     finally:
