@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -22,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,6 +60,10 @@ def _wrap(name: str, *places: tuple[Any, str]) -> None:
     setattr(owner, attr, wrapped)
 
 
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
 def _child(argv: list[str], out: str) -> int:
     """The instrumented driver: wrap the phases, run ``study.run.main``, dump the events as JSON."""
     _mark("child:imports:begin")
@@ -65,11 +72,9 @@ def _child(argv: list[str], out: str) -> int:
     import study.search.driver as tuner
     import study.tracking.callback as tracking
 
-    try:  # the search's Tuner and the summary moved out of the driver (study/search/tuners.py, outcome.py)
-        import study.search.outcome as outcome
-        import study.search.tuners as tuners
-    except ImportError:
-        outcome = tuners = tuner
+    # The search's Tuner and the summary moved out of the driver (study/search/tuners.py, outcome.py).
+    outcome: ModuleType = importlib.import_module("study.search.outcome") if _has("study.search.outcome") else tuner
+    tuners: ModuleType = importlib.import_module("study.search.tuners") if _has("study.search.tuners") else tuner
 
     _mark("child:imports:end")
     # The spec is loaded through the run module's own name (``load_plan`` today, ``load_spec`` before the plan).
