@@ -116,10 +116,20 @@ def table_spec(out: Path, name: str, twin: bool, replicates: int, size: Size) ->
     return path
 
 
+def finished(job: Job) -> bool:
+    """Whether the table ran to its end: its ``table.md``, or, for a twin of one cell (the smoke's single noise level,
+    which the driver reports as a study and writes no ``table.md`` for), the mark :func:`run_table` leaves on exit 0."""
+    return (job.study_dir / R.TABLE_REPORT_FILE).exists() or _done_mark(job).exists()
+
+
+def _done_mark(job: Job) -> Path:
+    return job.study_dir.parent / f"{job.study_dir.name}.finished"
+
+
 def run_table(job: Job) -> float:
-    """Run the table (``--resume`` when its directory exists); a finished one (its ``table.md``) is not rerun.
+    """Run the table (``--resume`` when its directory exists); a finished one (:func:`finished`) is not rerun.
     Returns the wall seconds spent."""
-    if (job.study_dir / R.TABLE_REPORT_FILE).exists():
+    if finished(job):
         return 0.0
     sets = [arg for o in job.overrides for arg in ("--set", o)]
     resume = ["--resume"] if job.study_dir.exists() else []
@@ -128,6 +138,7 @@ def run_table(job: Job) -> float:
     done = subprocess.run(args, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{job.spec.name}: exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    _done_mark(job).write_text("exit 0\n")
     return time.perf_counter() - started
 
 
@@ -137,10 +148,11 @@ def run_table(job: Job) -> float:
 def summary(outcomes: Mapping[str, Mapping[int, Outcome]], skipped: Mapping[str, str]) -> list[str]:
     """Per design: agreement, false verdicts on A-vs-A, cost against (a); then each run's verdicts."""
     baseline = sum(o.cost for o in outcomes.get("a", {}).values())
-    lines = [f"{'design':<30} {'agreement':>10} {'A-vs-A false':>13} {'model-epochs':>13} {'vs (a)':>7}"]
+    width = max(len(d.text) for d in DESIGNS.values()) + 4  # "(c) " and the longest design's words
+    lines = [f"{'design':<{width}} {'agreement':>10} {'A-vs-A false':>13} {'model-epochs':>13} {'vs (a)':>7}"]
     for key, design in DESIGNS.items():
         if key in skipped:
-            lines.append(f"({key}) {design.text:<26} skipped: {skipped[key]}")
+            lines.append(f"({key}) {design.text:<{width - 4}} skipped: {skipped[key]}")
             continue
         if key not in outcomes:
             continue
@@ -149,7 +161,7 @@ def summary(outcomes: Mapping[str, Mapping[int, Outcome]], skipped: Mapping[str,
         wrong, judged = false_verdicts({m: o.aa for m, o in runs.items()})
         cost = sum(o.cost for o in runs.values())
         lines.append(
-            f"({key}) {design.text:<26} {same:>4}/{total:<5} {wrong:>6}/{judged:<6} {cost:>13.0f} "
+            f"({key}) {design.text:<{width - 4}} {same:>5}/{total:<4} {wrong:>6}/{judged:<6} {cost:>13.0f} "
             f"{cost_ratio(cost, baseline):>7.2f}"
         )
     lines.append("")
@@ -199,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     outcomes: dict[str, dict[int, Outcome]] = {}
     skipped: dict[str, str] = {}
     for main_job, twin_job in pairs:
-        if not all((j.study_dir / R.TABLE_REPORT_FILE).exists() for j in (main_job, twin_job)):
+        if not all(finished(j) for j in (main_job, twin_job)):
             print(f"master {main_job.master}: not finished yet (its tables: run the other parts)")
             continue
         run = read_run(main_job, twin_job, replicates)
