@@ -29,6 +29,7 @@ import polars as pl
 from dashboards.compare.cli import read_study, render_markdown
 from dashboards.compare.render import _md_table
 from dashboards.compare.replicates import ReplicateRow, replicate_rows, replicate_values, replicates_legend
+from dashboards.compare.rounds import frozen, ran_cells
 from dashboards.compare.rows import Comparison, build_comparison, with_verdicts
 from dashboards.compare.verdicts import (
     Verdict,
@@ -275,7 +276,7 @@ def table_verdicts(plan: StudyPlan, runs: pl.DataFrame, metric: str) -> tuple[Co
     )
     if plan.replicates == 1:
         return comparison, []
-    values = replicate_values(runs, metric, {c.label: c.replicate for c in plan.cells})
+    values = replicate_values(runs, metric, {c.label: c.replicate for c in ran_cells(plan, runs)})
     rows = replicate_rows(values, plan.reference)
     verdicts = judge(replicate_evidence(rows), metric, margin=_margin(plan), higher_is_better=higher)
     return with_verdicts(comparison, verdicts, replicated=True), rows
@@ -302,6 +303,7 @@ def _comparison(plan: StudyPlan, study_dir: str) -> _Compared:
     try:
         data = read_study(study_dir)
         comparison, rows = table_verdicts(plan, data.runs, _primary(plan))
+        comparison = frozen(plan, comparison, _margin(plan))  # {min, max}: the verdicts its rounds froze
         parts = [render_markdown(comparison)]
         if plan.replicates > 1:
             parts += replicates_legend(rows, plan.reference, plan.replicates)

@@ -222,7 +222,9 @@ def _shape(plan: StudyPlan) -> str:
     if keys > 1:
         extra = keys - arms * plan.grid
         parts.append(f"{arms} arms × {plan.grid} cells" + (f" + {extra} extra" if extra > 0 else ""))
-    if plan.replicates > 1:
+    if plan.sequential is not None:
+        parts.append(f"{plan.sequential.min}–{plan.sequential.max} replicates")
+    elif plan.replicates > 1:
         parts.append(f"{plan.replicates} replicates")
     return " × ".join([*parts, f"{plan.trials_per_cell} trials"])
 
@@ -255,6 +257,7 @@ def _final_text(plan: StudyPlan) -> str:
 def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
     """The run's size in one line, priced by ``bill`` (default: the spec's assumed ``epoch_seconds``, if any): FIFO's
     hours, then the scheduler's; and a note when every trial of a cell is its sampler's random start-up."""
+    plan = plan.at_most  # with search.replicates {min, max}: the most it can run (the least is said at the end)
     b = plan.base
     v, slots, epochs = b.validation, b.search.max_concurrent, b.train.epochs
     bill = bill or bill_of(plan)
@@ -275,13 +278,32 @@ def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
             f"; every trial of a cell is the {sampler.type} sampler's random start-up "
             f"(search.sampler.n_startup_trials {sampler.n_startup_trials} ≥ {plan.trials_per_cell}): a random search"
         )
-    return line
+    return line + _rounds_text(plan, bill)
+
+
+def _rounds_text(plan: StudyPlan, bill: Bill | None) -> str:
+    """``; by rounds (…): at least 120 model-epochs (≈ 1.0 h), at most 300 (≈ 2.5 h)``: with ``search.replicates
+    {min, max}``, the least (``min`` replicates of every cell: every comparison decided at the first look) and the most
+    (``max`` everywhere: none decided) the run trains, FIFO and, with a scheduler, at its expected share."""
+    if plan.sequential is None:
+        return ""
+
+    def price(side: StudyPlan, unit: str) -> str:
+        hours = estimated_hours(side, None, bill)
+        return f"{model_epochs(side):.0f}{unit}" + ("" if hours is None else f" (≈ {hours:.1f} h)")
+
+    m, most = plan.sequential.min, plan.sequential.max
+    return (
+        f"; by rounds ({m} replicates per cell, then one more per round while a comparison of the cell is open, up "
+        f"to {most}): at least {price(plan.at_least, ' model-epochs')}, at most {price(plan.at_most, '')}"
+    )
 
 
 def check_budget(plan: StudyPlan, bill: Bill | None = None) -> None:
     """Refuse, before anything starts, a run whose bill (measured, else assumed) exceeds ``search.max_hours``; the
-    refusal names FIFO's bill and the cheaper scheduled one (the run's scheduler, else halving)."""
-    priced(plan).check(bill or bill_of(plan), plan.max_hours, plan.noun)
+    refusal names FIFO's bill and the cheaper scheduled one (the run's scheduler, else halving). With
+    ``search.replicates {min, max}`` the bill is the most it can run (every replicate to ``max``)."""
+    priced(plan.at_most).check(bill or bill_of(plan), plan.max_hours, plan.noun)  # {min, max}: held to its most
 
 
 def run_bill(plan: StudyPlan, calibration: Calibration | None) -> Bill | None:

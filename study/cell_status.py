@@ -23,17 +23,29 @@ from typing import Any
 
 from study.final.best import pick_best
 from study.final.reliability import Choice, of_trials
+from study.final.sequential import Decision
 from study.intake.layout import StudyLayout
 from study.intake.plan import PlanCell, StudyPlan
 from study.runtime.storage import read_bytes
+from study.search.stages.rounds import decisions_of
 from study.tracking import peek as tracking_peek
 from study.tracking.stores import load_optuna_study, mlflow_client, optuna_storage, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
-from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL
+from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL, final_metric
 from trainables.schema.space import CategoricalParam, ParamSpec
 
-__all__ = ["CellStatus", "SlotUse", "cells_status", "slot_use", "edge_flag", "winner_text", "EDGE_SHARE"]
+__all__ = [
+    "CellStatus",
+    "SlotUse",
+    "cells_status",
+    "slot_use",
+    "edge_flag",
+    "winner_text",
+    "EDGE_SHARE",
+    "ended_final_values",
+    "comparison_states",
+]
 
 #: A winner within this share of its range (log scale for ``log: true``) from an end is flagged.
 EDGE_SHARE = 0.05
@@ -277,3 +289,31 @@ def winner_text(status: CellStatus) -> str:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         parts.append(f"{name}={shown}" + (f" ({flag})" if flag else ""))
     return ", ".join(parts)
+
+
+def ended_final_values(plan: StudyPlan) -> dict[str, dict[int, float]]:
+    """Per cell label whose final stage has ended (a run FINISHED or FAILED for each of its ``final.seeds``), its
+    FINISHED runs' values of the final test metric by seed: what the rounds of ``search.replicates: {min, max}`` judge
+    (:func:`study.search.stages.rounds.decisions_of`). A cell still running its final seeds is left out."""
+    layout = StudyLayout.for_spec(plan.base)
+    metric = final_metric(plan.base.search.metric)
+    query = f"tags.`{R.ROLE_TAG}` = '{R.ROLE_TRIAL}' and tags.`{R.STAGE}` = '{R.STAGE_FINAL}'"
+    ended: dict[str, set[int]] = {}
+    values: dict[str, dict[int, float]] = {}
+    for run in tracking_peek.runs_of(layout.tracking_uri, plan.name, query) or []:
+        label, seed = run.data.tags.get(R.GROUP, ""), int(run.data.tags.get(R.SEED, "-1"))
+        if run.info.status not in ("FINISHED", "FAILED"):
+            continue
+        ended.setdefault(label, set()).add(seed)
+        value = run.data.metrics.get(metric)
+        if run.info.status == "FINISHED" and value is not None and math.isfinite(value):
+            values.setdefault(label, {})[seed] = float(value)
+    return {label: values.get(label, {}) for label, seeds in ended.items() if len(seeds) >= plan.base.final.seeds}
+
+
+def comparison_states(plan: StudyPlan) -> dict[str, Decision]:
+    """With ``search.replicates: {min, max}``, every comparison's state as the driver decides it, replayed from the
+    final runs that ended (:func:`ended_final_values`); a comparison not looked at yet is absent. Empty otherwise."""
+    if plan.sequential is None or not plan.comparisons:
+        return {}
+    return decisions_of(plan, ended_final_values(plan))

@@ -16,8 +16,9 @@ from pathlib import Path
 from dashboards.compare.verdicts import status_lines
 from study.arguments import ArgumentParser, one_line
 from study.bill import size_line
-from study.cell_status import CellStatus, cells_status, slot_use, winner_text
+from study.cell_status import CellStatus, cells_status, comparison_states, slot_use, winner_text
 from study.console import format_table
+from study.final.sequential import NOT_DETECTABLE
 from study.intake.layout import StudyLayout
 from study.intake.load import load_plan
 from study.intake.plan import StudyPlan
@@ -57,13 +58,15 @@ def print_status(plan: StudyPlan) -> int:
     print(f"  stage: {_stage_text(tags)}; hyperparameters selected on the {tags.get(R.SELECTION, validated)} classes")
     for line in status_lines(tags):  # a finished table's verdicts, as its report tagged the parent run
         print(f"  {line}")
+    for line in _round_lines(plan):  # search.replicates {min, max}: each comparison's state, replayed from the stores
+        print(f"  {line}")
     if len(cells) == 1 and (best := cells[0]).best_value is not None:
         print(f"  best so far: Optuna trial {best.best_number}: {plan.base.search.objective} = {best.best_value:.4f}")
         for name, value in best.best_params.items():
             print(f"    {name} = {value}")
     parent = tracking_peek.parent_status(layout.tracking_uri, plan.name)
     counts = StageCounts(
-        searched=tuple(c.finished + c.failed for c in cells),
+        searched=tuple(c.finished + c.failed for c in _started(plan, cells)),
         trials_per_cell=plan.trials_per_cell,
         searched_ok=any(c.finished for c in cells),
         race=(sum(c.race_done for c in cells), _planned(tags, R.RACE_PLANNED)) if plan.race_per_cell else None,
@@ -75,6 +78,39 @@ def print_status(plan: StudyPlan) -> int:
     print(f"  tracking: {layout.tracking_uri}")
     print(f"  optuna:   {layout.optuna_url} (optuna-dashboard {layout.optuna_url})")
     return 0
+
+
+def _started(plan: StudyPlan, cells: list[CellStatus]) -> list[CellStatus]:
+    """The cells the run has to search: every cell, but with ``search.replicates: {min, max}`` a later round's only
+    once it started (the rounds decide whether it runs)."""
+    if plan.sequential is None:
+        return cells
+    return [c for c in cells if c.counts or c.cell.replicate < plan.sequential.min]
+
+
+def _round_lines(plan: StudyPlan) -> list[str]:
+    """``comparison spl.p0.2 vs ms.p0.2: open after 3 of ≤ 5 replicates`` or ``… decided after 2: better (Δ +0.0123
+    [+0.0040, +0.0206])``: each comparison's state under ``search.replicates: {min, max}`` (none without)."""
+    if plan.sequential is None:
+        return []
+    states = comparison_states(plan)
+    low, high = plan.sequential.min, plan.sequential.max
+    lines = [
+        f"rounds: {low} replicates per cell, then one more per round while a comparison of the cell is open, ≤ {high}"
+    ]
+    for name, (arm, reference) in plan.comparisons.items():
+        d = states.get(name)
+        if d is None:
+            state = f"open, before its first look (after {low} replicates)"
+        elif d.is_open:
+            state = f"open after {d.replicates} of ≤ {high} replicates"
+        elif d.state == NOT_DETECTABLE:
+            mde = "" if d.mde != d.mde else f", minimum detectable effect {d.mde:.4f}"
+            state = f"not detectable at this budget after {d.replicates}{mde}"
+        else:
+            state = f"decided after {d.round}: {d.state} (Δ {d.delta:+.4f} [{d.low:+.4f}, {d.high:+.4f}])"
+        lines.append(f"  comparison {arm} vs {reference}: {state}")
+    return lines
 
 
 def _stage_text(tags: dict[str, str]) -> str:

@@ -66,13 +66,14 @@ whatever α it is given. At m = 3 (2 degrees of freedom) 2 × MDE decides at m i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 import numpy as np
 
-from study.final.intervals import Part, delta_parts
+from study.final.intervals import MIN_SEEDS, Part, delta_parts
 
 __all__ = [
     "OPEN",
@@ -89,6 +90,7 @@ __all__ = [
     "look_states",
     "decide_round",
     "decide",
+    "replay",
     "cells_to_continue",
     "min_detectable_effect",
 ]
@@ -293,6 +295,46 @@ def decide(rule: Rule, comparisons: Mapping[K, tuple[C, C]], cells: Mapping[C, n
         looks = {k: Look(cells[comparisons[k][0]][:r], cells[comparisons[k][1]][:r]) for k in open_}
         decisions = decide_round(rule, decisions, looks)
     return decisions
+
+
+def replay(
+    rule: Rule, comparisons: Mapping[K, tuple[C, C]], replicates: Mapping[C, Sequence[Mapping[int, float]]]
+) -> dict[K, Decision]:
+    """Every comparison's decision from the replicates run so far, the looks replayed in order, as a run takes them:
+    ``replicates`` holds per cell its complete replicates in the order they ran (replicate r at index r), each its
+    final seeds' values by seed. Look k is taken once every comparison open before it has m + k replicates on both
+    cells, each comparison on the seeds common to those replicates (so a later replicate that lost a seed never
+    changes an earlier look: a resumed run replays the decisions it acted on). A comparison whose replicates share
+    fewer than :data:`~study.final.intervals.MIN_SEEDS` seeds cannot be judged at that look: it stays open (``not
+    detectable`` at the last look, its interval and minimum detectable effect NaN) and is left out of Holm's count."""
+    decisions: dict[K, Decision] = {}
+    for look in range(rule.plan.looks):
+        r = rule.plan.replicates(look)
+        open_ = [k for k in comparisons if k not in decisions or decisions[k].is_open]
+        if not open_ or any(len(replicates.get(c, ())) < r for k in open_ for c in comparisons[k]):
+            break
+        looks: dict[K, Look] = {}
+        for k in open_:
+            arm, reference = (list(replicates[c])[:r] for c in comparisons[k])
+            seeds = sorted(set.intersection(*(set(values) for values in [*arm, *reference])))
+            if len(seeds) >= MIN_SEEDS:
+                looks[k] = Look(_layout(arm, seeds), _layout(reference, seeds))
+        judged = {k: d for k, d in decisions.items() if k in looks or not d.is_open}
+        decisions = {**decisions, **(decide_round(rule, judged, looks) if looks else judged)}
+        last = look == rule.plan.looks - 1
+        for k in (k for k in open_ if k not in looks):
+            nan = math.nan
+            decisions[k] = (
+                Decision(NOT_DETECTABLE, r, nan, nan, nan, nan, nan, r)
+                if last
+                else Decision(OPEN, None, nan, nan, nan, nan, nan, r)
+            )
+    return decisions
+
+
+def _layout(replicates: Sequence[Mapping[int, float]], seeds: Sequence[int]) -> np.ndarray:
+    """A (replicates, seeds) layout of ``replicates``' values on ``seeds``."""
+    return np.array([[values[s] for s in seeds] for values in replicates], dtype=float)
 
 
 def cells_to_continue(decisions: Mapping[K, Decision], comparisons: Mapping[K, tuple[C, C]]) -> set[C]:

@@ -13,7 +13,9 @@ With ``search.replicates: R`` every arm × condition is R cells, each a full sea
 seed (:func:`study.intake.plan.replicate_seed`): replicate 0 is the table as it was (its labels, Optuna study names
 and seeds), replicate r ≥ 1 is labelled ``<arm>.<condition>.r<r>`` (study ``<table>.<arm>.<condition>.r<r>``). Each is
 a cell like any other for the driver, the status screen and the final stage; the report groups them back by
-:attr:`~study.intake.plan.PlanCell.key`.
+:attr:`~study.intake.plan.PlanCell.key`. With ``search.replicates: {min, max}`` the plan holds every replicate up to
+``max``; the driver runs its :attr:`~study.intake.plan.StudyPlan.first_round` (``min`` each) and then one round at a
+time while a comparison is open (:mod:`study.search.stages.rounds`).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from study.final.sequential import SequentialPlan
 from study.intake.loading import parse_spec
 from study.intake.plan import VIEW_CELLS, PlanCell, StudyPlan, replicate_seed
 from study.tracking.credentials import redacted_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
+from trainables.schema.replicates import ReplicateRange, replicate_bounds
 from trainables.schema.spec import StudySpec
 from trainables.schema.table import TableSpec
 from trainables.schema.trial import set_path, spec_error
@@ -68,11 +72,14 @@ def _plan(spec: TableSpec, base: StudySpec, cells: tuple[PlanCell, ...]) -> Stud
         title=f"table {spec.name}",
         noun="table",
         reference=spec.arms[spec.reference].family,
-        replicates=s.replicates,
+        replicates=replicate_bounds(s.replicates)[1],
         grid=math.prod(len(v) for v in spec.cells.values()),
         max_hours=s.max_hours,
         epoch_seconds=s.epoch_seconds,
         written=written,
+        sequential=SequentialPlan(s.replicates.min, s.replicates.max)
+        if isinstance(s.replicates, ReplicateRange)
+        else None,
     )
 
 
@@ -111,7 +118,7 @@ def parse_table(raw: Any, source: str = "table") -> StudyPlan:
         "final": final,
     }
     sections = _Sections(shared, search, final)
-    replicates = range(spec.search.replicates)
+    replicates = range(replicate_bounds(spec.search.replicates)[1])  # {min, max}: every replicate up to max
     cells = [_cell(spec, sections, point, r, source) for point in _conditions(spec, base_tree) for r in replicates]
     labels = [c.label for c in cells]
     if len(set(labels)) != len(labels):

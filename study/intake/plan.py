@@ -18,9 +18,10 @@ Pure data over validated specs: no Ray, no stores (the command line builds a pla
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from study.final.sequential import SequentialPlan
 from trainables.schema import record as R
 from trainables.schema.grid import grid_points
 from trainables.schema.space import CategoricalParam, FloatParam, IntParam, SearchSpec
@@ -172,6 +173,9 @@ class StudyPlan:
         epoch_seconds: ``search.epoch_seconds``, the bill the spec assumes.
         written: the spec as written, where it is not the base (a table's, kept as ``table.yaml`` and held to on
             ``--resume``); empty for a study, whose ``spec.yaml`` is the base.
+        sequential: a table's ``search.replicates: {min, max}`` (:mod:`study.final.sequential`): :attr:`cells` holds
+            every replicate up to ``max`` (the most the table can run), :attr:`first_round` the ``min`` it runs first.
+        later: on a first round's plan, the cells a later round may add (replicates ``min`` … ``max − 1``).
 
     The fields after ``groups_are_cells`` have defaults so that a plan pickled before they existed still reads.
     """
@@ -192,6 +196,8 @@ class StudyPlan:
     max_hours: float | None = None
     epoch_seconds: float | None = None
     written: dict[str, Any] = field(default_factory=dict)
+    sequential: SequentialPlan | None = None
+    later: tuple[PlanCell, ...] = ()
 
     @classmethod
     def of_study(cls, spec: StudySpec) -> StudyPlan:
@@ -316,3 +322,59 @@ class StudyPlan:
         """The final-stage group of a search trial when groups are cells: its cell's label."""
         cell = self.cell_of(config)
         return None if cell is None else cell.label
+
+    @property
+    def every_cell(self) -> tuple[PlanCell, ...]:
+        """The cells this plan runs and those a later round may add (a first round's :attr:`later`)."""
+        return self.cells + self.later
+
+    @property
+    def first_round(self) -> StudyPlan:
+        """What the driver runs first: with ``search.replicates: {min, max}`` the ``min`` replicates of every cell
+        (the rest held as :attr:`later`), else the plan itself."""
+        if self.sequential is None:
+            return self
+        first = [c for c in self.cells if c.replicate < self.sequential.min]
+        later = tuple(c for c in self.cells if c.replicate >= self.sequential.min) + self.later
+        return replace(self.round_of(first), sequential=self.sequential, later=later)
+
+    def round_of(self, cells: list[PlanCell]) -> StudyPlan:
+        """A round of ``cells`` as a plan of its own (no later rounds): its lag from its own cells, as
+        :func:`study.intake.cells.parse_table` computes a table's (the scheduler's, else ⌈max_concurrent / cells⌉)."""
+        s = self.base.search
+        lag = s.scheduler.lag(self.trials_per_cell) or max(1, math.ceil(s.max_concurrent / max(1, len(cells))))
+        return replace(self, cells=tuple(cells), lag=lag, sequential=None, later=())
+
+    @property
+    def at_most(self) -> StudyPlan:
+        """The plan at its most: every replicate of every cell (the plan itself without ``{min, max}``)."""
+        return replace(self, cells=self.every_cell, later=())
+
+    @property
+    def at_least(self) -> StudyPlan:
+        """The plan at its least: ``min`` replicates of every cell (the plan itself without ``{min, max}``)."""
+        return replace(self.first_round, later=())
+
+    @property
+    def comparisons(self) -> dict[str, tuple[str, str]]:
+        """A table's comparisons as its report makes them (:func:`dashboards.compare.cells.reference_cell`): every
+        arm × condition (its :attr:`PlanCell.key`, the comparison's name) against the reference arm's on the same
+        noise and the full training set (at noise 0: the reference's clean cell), as (arm key, reference key); a
+        study has none."""
+        if not self.groups_are_cells or self.noun != "table":
+            return {}
+        firsts = [c for c in self.every_cell if c.replicate == 0]
+        ours = [c for c in firsts if c.spec.family == self.reference]
+        out: dict[str, tuple[str, str]] = {}
+        for cell in firsts:
+            noise = _noise(cell)
+            ref = next((c for c in ours if _noise(c) == noise and c.spec.dataset.subset == "all"), None)
+            if ref is not None and ref.key != cell.key:
+                out[cell.key] = (cell.key, ref.key)
+        return out
+
+
+def _noise(cell: PlanCell) -> tuple[str, float]:
+    """A cell's noise as the report's columns name it: at ratio 0 the kind means nothing (one clean column)."""
+    noise = cell.spec.dataset.noise
+    return (noise.kind if noise.ratio > 0 else "none", noise.ratio)

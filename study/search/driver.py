@@ -94,7 +94,8 @@ def run_study(
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     check_stop("before the study started")
     with study_lock(layout.root), library_log() as study_log:
-        context = StudyContext(spec, layout, options, check_resume(plan, layout, options.resume), plan)
+        # With search.replicates {min, max} the stages start with the first round (the rounds stage adds the rest).
+        context = StudyContext(spec, layout, options, check_resume(plan, layout, options.resume), plan.first_round)
         preload_in_background()
         started_ray = connect_ray(options.address)
         import ray

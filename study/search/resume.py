@@ -37,7 +37,10 @@ def _changed(saved: bytes | None, current: dict[str, Any], before: dict[str, Any
     how to run it (:data:`OPERATIONAL_KEYS`); ``before``: what the saved one held implicitly."""
     if saved is None:
         return []
-    old = {**flatten(before or {}), **flatten(yaml.safe_load(saved) or {})}
+    kept = flatten(yaml.safe_load(saved) or {})
+    # What it held implicitly, unless it holds a mapping there (search.replicates: {min, max} against the default 1).
+    implied = {k: v for k, v in flatten(before or {}).items() if not any(s.startswith(f"{k}.") for s in kept)}
+    old = {**implied, **kept}
     new = flatten(current)
     return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in OPERATIONAL_KEYS)
 

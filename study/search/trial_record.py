@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from study.intake.layout import StudyLayout
 from study.intake.validation import spec_from_tune_config, trial_params
 from study.search.context import StudyContext
 from study.tracking.callback import MlflowTrialCallback, ParentRun
@@ -61,10 +62,20 @@ def stage_callback(context: StudyContext, store: TrackingStore, parent: str, sta
     final trials too, or the final stage's): child runs under ``parent``, each tagged with its own stage and its
     Tuner's experiment; a search run's id is written to its Optuna trial too."""
     spec, layout = context.spec, context.layout
-    return MlflowTrialCallback(
+    callback = MlflowTrialCallback(
         ParentRun(layout.tracking_uri, store.experiment_id, parent),
         describe_trial=describe_trial,
         total_epochs=spec.train.epochs,
         stage=stage,
         on_run=OptunaRunLink(layout.optuna_url, spec.name) if stage == R.STAGE_SEARCH else None,
     )
+    # A later round's experiments lie below the study directory (study.search.stages.rounds, ``rounds/3/tune``): their
+    # runs are tagged apart, so that a round's Tuner reconciles its own runs only, never an earlier round's.
+    if within := _within(layout.root, StudyLayout.for_spec(spec).root):
+        callback.ray_experiment = f"{within}/{callback.ray_experiment}"
+    return callback
+
+
+def _within(root: str, study_root: str) -> str:
+    """Where ``root`` lies below ``study_root`` (``rounds/3``); empty at the top, or elsewhere."""
+    return root[len(study_root) + 1 :] if root.startswith(study_root + "/") else ""

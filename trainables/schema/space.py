@@ -11,6 +11,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, field_validator, mode
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.metric_names import VAL_PREFIX, mean_last, recall_at
+from trainables.schema.replicates import check_study_replicates
 from trainables.schema.scheduler import SchedulerSpec
 from trainables.schema.scheduler.halving import halving_rungs
 
@@ -198,6 +199,7 @@ class SearchSpec(_Strict):
     epoch_seconds: float | None = Field(None, gt=0)
 
     _select_on = field_validator("select_on", mode="before")(check_select_on)
+    _replicates = field_validator("replicates", mode="before")(check_study_replicates)
 
     @property
     def objective(self) -> str:

@@ -27,6 +27,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, field_validator, mode
 
 from trainables.schema._strict import Seed, _Strict
 from trainables.schema.plain_text import PlainText
+from trainables.schema.replicates import Replicates
 from trainables.schema.space import Mode, ParamSpec, SamplerSpec, SchedulerSpec, SelectOn, check_select_on
 from trainables.schema.spec import (
     DatasetSpec,
@@ -164,8 +165,10 @@ class TableSearchSpec(_Strict):
     scheduler: SchedulerSpec = SchedulerSpec()
     #: The search's own variance (docs/tables.md): each cell is searched ``replicates`` times, each replicate with the
     #: full per-cell budget and its own sampler seed (:func:`study.intake.plan.replicate_seed`; replicate 0 keeps the
-    #: table's seeds, names and labels), and each replicate's winner is retrained on the same final seeds.
-    replicates: int = Field(1, ge=1)
+    #: table's seeds, names and labels), and each replicate's winner is retrained on the same final seeds. ``{min: m,
+    #: max: M}``: m replicates per cell, then one more per round while a comparison of the cell is open, up to M
+    #: (:class:`~trainables.schema.replicates.ReplicateRange`, the sequential rule of study/final/sequential.py).
+    replicates: Replicates = 1
     #: Refuse a table whose bill exceeds this many hours on its ``max_concurrent`` slots: the bill measured on this
     #: machine before the table starts (study/search/calibration.py), or priced from ``epoch_seconds`` when set.
     max_hours: float | None = Field(None, gt=0)

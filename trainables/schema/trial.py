@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
+from trainables.schema.replicates import REPLICATE_TAGS
 from trainables.schema.scheduler import SCHEDULER_NAMES
 from trainables.schema.spec import StudySpec
 
@@ -52,7 +53,7 @@ CELL_KEY = "cell"
 _TOP_LEVEL_SEARCHABLE = ("seed", "family")
 #: Tags pydantic inserts into error locations: the discriminated union's member (``space.lr.float.low``,
 #: ``search.scheduler.halving.first_rung``).
-_UNION_TAGS = ("float", "int", "categorical", *SCHEDULER_NAMES)
+_UNION_TAGS = ("float", "int", "categorical", *SCHEDULER_NAMES, *REPLICATE_TAGS)
 
 
 def spec_error(error: ValidationError) -> SpecError:

@@ -56,6 +56,7 @@ def test_each_kind_keeps_its_mlflow_tag_and_the_experiment_folder_existing_studi
         ("search", "tune"),
         ("race", "tune_race"),
         ("final", "tune_final"),
+        ("rounds", "rounds"),  # search.replicates {min, max}: the later rounds, each under rounds/<R>/
     ]
 
 
@@ -64,7 +65,7 @@ def test_each_kind_plans_the_runs_counted_by_hand():
     # retrains the one winner on 4 seeds.
     plan = _plan(seeds=4, race={"finalists": 2, "seeds": 3})
     assert {s.tag: s.planned(plan) for s in stages_of(plan)} == {"search": 2, "race": 2 * 3, "final": 1 * 4}
-    assert {s.tag: s.planned(_plan(seeds=0)) for s in STAGES} == {"search": 2, "race": 0, "final": 0}
+    assert {s.tag: s.planned(_plan(seeds=0)) for s in STAGES} == {"search": 2, "race": 0, "final": 0, "rounds": 0}
 
 
 def test_the_base_asks_a_kind_for_at_most_three_methods_and_refuses_a_kind_without_them():
@@ -137,7 +138,7 @@ def test_a_new_kind_is_one_class_and_one_line_in_the_stage_list(monkeypatch):
             return plan.base.final.seeds > 0
 
     rounds = Rounds("rounds", [])
-    search, race, final = STAGES
+    search, race, final, _ = STAGES
     monkeypatch.setattr(stages_module, "STAGES", (search, race, rounds, final))
     assert [s.tag for s in stages_module.stages_of(_plan(seeds=2))] == ["search", "rounds", "final"]
     assert [s.tag for s in stages_module.stages_of(_plan(seeds=0))] == ["search"]
