@@ -1,6 +1,8 @@
 """Kill a study's driver at a chosen point, resume it, and check that nothing was lost or repeated.
 
-Used by ``tests/study/test_resume.py`` and ``benchmarks/kill_resume.py`` (which repeats it at random points).
+Used by the stop-and-resume tests (``tests/study/test_resume.py``, ``tests/study/runtime/test_stop_signal.py`` and
+others) and ``benchmarks/kill_resume.py`` (which repeats it at random points). A chain of stops in one study (a
+SIGKILL, a resume stopped in turn, ...) is built from :func:`run_and_stop`, :func:`status_of` and :func:`run_to_end`.
 """
 
 from __future__ import annotations
@@ -139,6 +141,70 @@ def continue_args(output: str) -> list[str]:
     return words[3:]
 
 
+def status_of(workdir: Path, env: dict[str, str], args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``python -m study.status ARGS`` (a process of several seconds: only for a test that reads it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "study.status", *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def run_to_end(
+    workdir: Path, env: dict[str, str], args: list[str], timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python -m study.run ARGS`` to its end (a resume: the arguments :func:`continue_args` read, or ``--resume``);
+    the default ``timeout`` is generous, for a test sharing 2 loaded cores (pytest's own per-test limit still holds)."""
+    return subprocess.run(
+        [sys.executable, "-m", "study.run", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def runs_left(study_dir: Path, name: str) -> dict:
+    """Where a stopped study's stores stand: the parent run's (status, stage), its children's and Optuna's states."""
+    _, parents, children = mlflow_children(study_dir, name)
+    return {
+        "parent": [(p.info.status, p.data.tags.get(R.STAGE)) for p in parents],
+        "children": sorted(c.info.status for c in children),
+        "optuna": sorted(t.state.name for t in optuna_trials(study_dir, name)),
+    }
+
+
+def leave_checkpoints_as_ray_does(study_dir: Path) -> list[tuple[str, int]]:
+    """Leave a SIGKILLed study as Ray's checkpoint window does (Ray issue 30073,
+    :mod:`study.runtime.checkpoint_repair`): every trial RUNNING in the snapshot, with the checkpoint its snapshot
+    names (epoch e), has that checkpoint moved one index up, as if Ray had registered a newer one and deleted it (a
+    copy: the newer one holds epoch e, whose result MLflow has, as Ray logs a result before it registers its
+    checkpoint). A folder the worker wrote past it, whose result the driver never saw, is deleted. Returns, per trial
+    moved, (trial id, e): ``--resume`` should train it on from epoch e + 1."""
+    tune_dir = study_dir / R.SEARCH_EXPERIMENT
+    state = max(tune_dir.glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    done = []
+    for trial_json, metadata_json in json.loads(state.read_text())["trial_data"]:
+        trial, last = json.loads(trial_json), json.loads(metadata_json).get("last_result") or {}
+        if trial["status"] != "RUNNING" or not last.get("checkpoint_dir_name"):
+            continue
+        folder = tune_dir / R.trial_dir(trial["trial_id"])
+        named = folder / last["checkpoint_dir_name"]
+        newer = named.with_name(f"checkpoint_{int(named.name.split('_')[1]) + 1:06d}")
+        for past in folder.glob("checkpoint_*"):
+            if past.name > named.name:
+                shutil.rmtree(past)
+        shutil.copytree(named, newer)
+        shutil.rmtree(named)
+        done.append((trial["trial_id"], int(last["training_iteration"])))
+    return done
+
+
+def trial_rows(study_dir: Path, trial_id: str) -> list[dict]:
+    """Every result Ray wrote for search trial ``trial_id`` (its ``result.json``), in order."""
+    path = study_dir / R.SEARCH_EXPERIMENT / R.trial_dir(trial_id) / "result.json"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def kill_then_resume(
     workdir: Path,
     spec: dict,
@@ -183,28 +249,10 @@ def kill_then_resume(
         epochs_at_kill = logged_epochs(study_dir, spec["name"])
         progress = read_run_progress(study_dir)
         seen = between(study_dir) if between is not None else None
-        shown = (
-            subprocess.run(
-                [sys.executable, "-m", "study.status", str(path), *located],
-                cwd=workdir,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            if status
-            else None
-        )
+        shown = status_of(workdir, env, [str(path), *located]) if status else None
         # A driver that stopped by itself said what continues it: that command, as printed.
         args = continue_args(first["output"]) if first["code"] == EXIT_STOPPED else [str(path), *located, "--resume"]
-        resumed = subprocess.run(
-            [sys.executable, "-m", "study.run", *args, *resume_args],
-            cwd=workdir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        resumed = run_to_end(workdir, env, [*args, *resume_args], timeout)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     return {
@@ -231,7 +279,7 @@ def kill_and_resume(
     in_flight: bool = False,
 ) -> dict:
     """The digits study of :func:`kill_spec`, killed once ``kill_after_epochs`` epochs are in MLflow and, with
-    ``in_flight``, once Ray's snapshot holds a checkpointed trial in flight. Shared by the test and
+    ``in_flight``, once Ray's snapshot holds a checkpointed trial in flight. Used by
     ``benchmarks/kill_resume.py``."""
     spec = kill_spec(batches_per_epoch)
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from harness.driver import mlflow_children, optuna_trials
+from study import status
 from trainables.schema import record as R
 
 pytestmark = pytest.mark.e2e
@@ -16,12 +18,16 @@ def _tiny(spec_dict: dict, name: str, epochs: int) -> dict:
     return spec_dict
 
 
-def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, run_cli, tmp_path):
+def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, run_cli, tmp_path, capsys):
+    """One study of a raising, a NaN and good trials, on 20 % uniform label noise: each failure fails alone and says
+    why, the study goes on and ends 0, Optuna counts the same failures, and the good trials carry the noisy-label
+    record (tests/PROMISES.md F1, F2, B5, DA3)."""
     spec = _tiny(spec_dict, "t_fail", epochs=1)
+    spec["dataset"] = {"name": "digits", "noise": {"kind": "uniform", "ratio": 0.2}}
     spec["search"] = {
         "num_trials": 4,
         "max_concurrent": 2,
-        "sampler": {"type": "random", "seed": 2},
+        "sampler": {"type": "random", "seed": 2},  # the data and its noise do not move the sampler's draws
         "space": {
             # resnet18 needs RGB input and digits are grey: building the trial raises DataError. (A batch of more classes
             # than the data has no longer gets this far: the driver checks it, see test_fuzz_specs.py.)
@@ -30,7 +36,7 @@ def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, 
         },
     }
     spec["train"]["optimizer"] = {"name": "sgd", "lr": 1e-3}
-    proc = run_cli(str(write_spec(spec)), "--max-failures", "1")
+    proc = run_cli(str(write_spec(spec)), "--max-failures", "1", "--no-dashboard")
     assert proc.returncode == 0, proc.stderr[-3000:]
     study_dir = tmp_path / "runs" / "t_fail"
     client, parents, children = mlflow_children(study_dir, "t_fail")
@@ -50,11 +56,23 @@ def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, 
         else:
             kinds.add("ok")
             assert run.info.status == "FINISHED" and "test/recall_at_1" in run.data.metrics
+            assert run.data.tags["noise_ratio"] == "0.2" and run.data.tags["noise_kind"] == "uniform"
+            # The noisy-label record travels from the trial's checkpoint into MLflow.
+            path = client.download_artifacts(run.info.run_id, "train_labels.npz", str(tmp_path / run.info.run_id))
+            record = np.load(path)
+            assert record["noisy"].mean() == pytest.approx(0.2, abs=0.03)
+            assert np.array_equal(record["noisy"], record["labels"] != record["true_labels"])
     assert kinds == {"raises", "nan", "ok"}  # the sampler seed was chosen to draw all three
     trials = optuna_trials(study_dir, "t_fail")
     failed = sorted(t.number for t in trials if t.state.name == "FAIL")
     assert len(failed) == sum(r.info.status == "FAILED" for r in children)
     assert all(t.state.name == "COMPLETE" for t in trials if t.number not in failed)
+    # The summary and `--status` name each failed trial with its reason (a study whose every trial fails exits 1:
+    # test_hardening.py::test_failed_trials_are_listed_with_their_reason).
+    assert proc.stdout.count("  failed: trial ") == len(failed) and "NonFiniteLossError" in proc.stdout, proc.stdout
+    capsys.readouterr()
+    assert status.main([str(study_dir)]) == 0
+    assert capsys.readouterr().out.count("failed (search): trial") == len(failed)
 
 
 def test_asha_stopped_trials_are_pruned_in_optuna(spec_dict, write_spec, run_cli, tmp_path):

@@ -1,15 +1,21 @@
 """A bad spec or command line is answered without importing torch, Ray or MLflow; ``--status`` imports no trainer.
 
-Each case runs the real CLI in a fresh interpreter with ``-X importtime`` (every module imported, one line each on
-stderr), so a new module-level import anywhere on the error path fails here. Latencies are in the issue's notes
-(``benchmarks`` are for speed; this checks what is imported, which does not depend on the machine's load).
+Each case runs the real CLI (``runpy``, as ``python -m`` does) in a process of its own, forked from one server per
+module that imported the CLIs' module-level closure once (``study.run``, ``study.status``), and reads that process's
+``sys.modules`` when it exits. A heavy import at module level shows in the server (checked once, and again in every
+case, since a child inherits it); one on an error path shows in that case's child. So a new heavy import anywhere on
+the error path fails here, as with a fresh interpreter per case, without paying the CLIs' 1.5 s import per case.
+The two scripts at the end check other import closures (every spec, every family's rules) in fresh interpreters.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,24 +24,84 @@ import yaml
 from trainables import backbones
 
 HEAVY = ("torch", "ray", "mlflow")
+#: What each case reports: exit code, its stdout, its stderr lines, the top-level packages it had imported at exit.
+CliResult = tuple[int, str, list[str], set[str]]
+
+#: The server: imports the modules named in argv, says which packages it holds, then forks one child per request line
+#: (module, args, cwd). The child runs the module as ``__main__`` with its stdout and stderr on files and, from an
+#: ``atexit`` handler registered first (so it runs last, also when the CLI leaves through ``os._exit`` after running
+#: the handlers itself), writes its ``sys.modules``' packages.
+_SERVER = r"""
+import atexit, json, os, runpy, sys, traceback
+for name in sys.argv[1:]:
+    __import__(name)
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})), flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            for fd, path in ((1, request["out"]), (2, request["err"])):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            os.chdir(request["cwd"])
+
+            def _modules(path=request["modules"]):
+                with open(path, "w") as f:
+                    json.dump(sorted({m.split(".")[0] for m in sys.modules}), f)
+
+            atexit.register(_modules)
+            sys.argv = [request["module"], *request["args"]]
+            sys.modules.pop(request["module"], None)  # as under -m: the module runs as __main__ only (its imports stay)
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        except SystemExit as e:  # what the interpreter does with it
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    print(json.dumps(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])), flush=True)
+"""
 
 
-def _cli(module: str, args: list[str], cwd: Path) -> tuple[int, list[str], set[str]]:
-    """Exit code, the CLI's own stderr lines and the top-level packages it imported."""
+@pytest.fixture(scope="module")
+def cli() -> Iterator[Callable[[str, list[str], Path], CliResult]]:
+    """``cli(module, args, cwd)``: one forked run of ``python -m module args`` in ``cwd``."""
     env = {**os.environ}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", module, *args],
-        cwd=cwd,
+    server = subprocess.Popen(
+        [sys.executable, "-c", _SERVER, "study.run", "study.status"],
         env=env,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         text=True,
-        timeout=120,
     )
-    lines = proc.stderr.splitlines()
-    imported = {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in lines if ln.startswith("import time:")}
-    own = [ln for ln in lines if not ln.startswith("import time:")]
-    return proc.returncode, own, imported
+    requests, replies = server.stdin, server.stdout
+    assert requests is not None and replies is not None
+    preloaded = set(json.loads(replies.readline()))
+    # The probe sees the CLIs' module-level imports; none of them is heavy.
+    assert {"study", "trainables"} <= preloaded and preloaded.isdisjoint(HEAVY), sorted(preloaded & set(HEAVY))
+    scratch = Path(tempfile.mkdtemp(prefix="fast_errors_"))
+
+    def run(module: str, args: list[str], cwd: Path) -> CliResult:
+        paths = {key: str(scratch / key) for key in ("out", "err", "modules")}
+        print(json.dumps({"module": module, "args": args, "cwd": str(cwd), **paths}), file=requests, flush=True)
+        code = json.loads(replies.readline())
+        modules = Path(paths["modules"])
+        imported = set(json.loads(modules.read_text())) if modules.exists() else set()
+        modules.unlink(missing_ok=True)
+        out, err = (Path(paths[key]).read_text() for key in ("out", "err"))
+        assert imported, f"the case left without listing its modules (exit {code}): {err[-2000:]}"
+        return code, out, err.splitlines(), imported
+
+    yield run
+    requests.close()
+    server.wait(timeout=60)
 
 
 @pytest.mark.parametrize(
@@ -53,8 +119,10 @@ def _cli(module: str, args: list[str], cwd: Path) -> tuple[int, list[str], set[s
         (["--max-failures", "-7"], "argument --max-failures: must be -1 (retry always) or a count >= 0, got -7"),
     ],
 )
-def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(tmp_path, spec_dict, write_spec, overrides, message):
-    code, err, imported = _cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
+def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(
+    cli, tmp_path, spec_dict, write_spec, overrides, message
+):
+    code, _, err, imported = cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
     assert code == 2 and len(err) == 1 and message in err[0], err
     assert "trainables" in imported  # the probe sees this interpreter's imports
     assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
@@ -73,24 +141,26 @@ def test_a_bad_spec_or_command_line_imports_no_torch_ray_or_mlflow(tmp_path, spe
         ("proxy_anchor", ["--set", "params.nosuch=1"], "unknown parameter params.nosuch for family 'proxy_anchor'"),
     ],
 )
-def test_a_bad_family_param_imports_no_torch_ray_or_mlflow(tmp_path, spec_dict, write_spec, family, overrides, message):
+def test_a_bad_family_param_imports_no_torch_ray_or_mlflow(
+    cli, tmp_path, spec_dict, write_spec, family, overrides, message
+):
     """A family's own rules (its folder's ``params.py``) are checked without its torch module."""
     spec_dict["family"] = family
     spec_dict["search"]["space"].pop("ms_alpha")
-    code, err, imported = _cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
+    code, _, err, imported = cli("study.run", [str(write_spec(spec_dict)), *overrides], tmp_path)
     assert code == 2 and len(err) == 1 and message in err[0], err
     assert "trainables" in imported and imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
 
 
-def test_an_unreadable_spec_imports_no_torch(tmp_path):
+def test_an_unreadable_spec_imports_no_torch(cli, tmp_path):
     (tmp_path / "bad.yaml").write_text("name: [unclosed\n")
-    code, err, imported = _cli("study.run", ["bad.yaml"], tmp_path)
+    code, _, err, imported = cli("study.run", ["bad.yaml"], tmp_path)
     assert code == 2 and len(err) == 1 and err[0].startswith("error: bad.yaml: invalid YAML"), err
     assert imported.isdisjoint(HEAVY)
 
 
-def test_status_reads_the_stores_without_torch_or_ray(tmp_path, spec_dict, write_spec):
+def test_status_reads_the_stores_without_torch_or_ray(cli, tmp_path, spec_dict, write_spec):
     """A study with an Optuna record (one finished trial) and no MLflow store yet: both CLIs print its progress
     from the stores, importing Optuna but neither the trainer (torch) nor Ray."""
     import optuna
@@ -105,12 +175,9 @@ def test_status_reads_the_stores_without_torch_or_ray(tmp_path, spec_dict, write
     )
     study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.625))
     for module, args in (("study.run", [str(spec_path), "--status"]), ("study.status", [str(spec_path)])):
-        proc = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", module, *args], cwd=tmp_path, capture_output=True, text=True
-        )
-        imported = {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in proc.stderr.splitlines() if "|" in ln}
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "1 done (1 complete" in proc.stdout and "= 0.6250" in proc.stdout, proc.stdout
+        code, out, err, imported = cli(module, args, tmp_path)
+        assert code == 0, err[-20:]
+        assert "1 done (1 complete" in out and "= 0.6250" in out, out
         assert "optuna" in imported and imported.isdisjoint({"torch", "ray"}), sorted(imported & {"torch", "ray"})
 
 

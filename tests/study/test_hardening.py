@@ -227,41 +227,46 @@ def test_pending_timeout_fails_only_when_nothing_runs(monkeypatch):
 
 
 @pytest.mark.e2e
-def test_failed_trials_are_listed_with_their_reason(spec_dict, write_spec, run_cli, tmp_path):
+def test_failed_trials_are_listed_with_their_reason(spec_dict, write_spec, run_cli, tmp_path, capsys):
+    """A study whose every trial fails exits 1 and names each failure and its reason, on the console and in
+    ``--status`` (a study with some failed trials lists them too and ends 0: test_failures.py)."""
+    from study import status
+
     spec_dict["name"] = "t_reason"
-    spec_dict["train"].update(epochs=2, batches_per_epoch=3, recall_at=[1])
+    spec_dict["train"].update(epochs=1, batches_per_epoch=3, recall_at=[1])
     spec_dict["train"]["optimizer"] = {"name": "sgd", "lr": 1e38}  # the loss is NaN at once
     spec_dict["search"]["num_trials"] = 1
     del spec_dict["search"]["space"]["train.optimizer.lr"]
     proc = run_cli(str(write_spec(spec_dict)), "--no-dashboard")
     assert proc.returncode == 1
     assert "failed: trial " in proc.stdout and "NonFiniteLossError" in proc.stdout, proc.stdout[-2000:]
-    status = subprocess.run(
-        [sys.executable, "-m", "study.status", str(tmp_path / "spec.yaml")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert status.returncode == 0 and "failed (search): trial" in status.stdout, status.stdout + status.stderr
+    capsys.readouterr()
+    assert status.main([str(tmp_path / "runs" / "t_reason")]) == 0
+    shown = capsys.readouterr()
+    assert "failed (search): trial" in shown.out, shown.out + shown.err
     _, _, children = mlflow_children(tmp_path / "runs" / "t_reason", "t_reason")
     assert [r.info.status for r in children] == ["FAILED"]
 
 
 @pytest.mark.e2e
 def test_tracking_server_restart_mid_study_loses_nothing(tmp_path, monkeypatch):
-    """The MLflow server is killed after the first epoch is logged and restarted 5 s later on the same port: the
-    study goes on (MLflow's client retries), every trial has every epoch's metrics, and no run stays RUNNING."""
+    """A study tracked through a local MLflow server (runs and artifacts through its proxy, no local ``mlflow.db``)
+    whose server is killed after the first epoch is logged and restarted 5 s later on the same port: the study goes
+    on (MLflow's client retries), every trial has every epoch's metrics, no run stays RUNNING, and the noisy-label
+    record reached the server's artifacts (tests/PROMISES.md F9, D7, DA3)."""
+    import numpy as np
     from mlflow import MlflowClient
 
     from study.tracking.server import start_server
 
-    epochs, num_trials = 3, 3
+    epochs, num_trials = 2, 2
     spec = tiny_spec("t_restart", epochs=epochs, num_trials=num_trials)
+    spec["dataset"]["noise"] = {"kind": "uniform", "ratio": 0.2}
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     # Both servers without MLflow's job runner (four huey consumers that serve nothing here): each is up ~5 s sooner.
     monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     server = start_server(tmp_path / "mlflow")
+    assert server.uri.startswith("http://127.0.0.1:")
     ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONUNBUFFERED": "1"}
     env.pop("RAY_ADDRESS", None)
@@ -276,7 +281,8 @@ def test_tracking_server_restart_mid_study_loses_nothing(tmp_path, monkeypatch):
             )
             if any(r.data.metrics for r in runs):
                 break
-            time.sleep(0.5)
+            time.sleep(0.2)
+        # The first trial's second epoch and the whole second trial (its worker's start included) are still to come.
         assert proc.poll() is None, "the study ended before the server could be killed"
         port = server.port
         server.stop()
@@ -289,9 +295,19 @@ def test_tracking_server_restart_mid_study_loses_nothing(tmp_path, monkeypatch):
         runs = client.search_runs([experiment.experiment_id])
         trials = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
         assert len(trials) == num_trials and all(r.info.status == "FINISHED" for r in runs)
+        assert len(runs) == num_trials + 1  # and one parent
         for run in trials:
             steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1"))
             assert steps == list(range(1, epochs + 1)), (run.info.run_id, steps)
+            assert float(run.data.params["dataset.noise.ratio"]) == 0.2
+            # Artifacts went through the server's proxy into its artifacts directory.
+            local = client.download_artifacts(run.info.run_id, "train_labels.npz", str(tmp_path / run.info.run_id))
+            assert np.load(local)["noisy"].mean() == pytest.approx(0.2, abs=0.03)
+        assert len(list((tmp_path / "mlflow" / "artifacts").rglob("train_labels.npz"))) == num_trials
+        # Nothing was written to a local sqlite store in the study directory.
+        assert (tmp_path / "runs" / "t_restart").is_dir() and not (
+            tmp_path / "runs" / "t_restart" / "mlflow.db"
+        ).exists()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,35 +1,145 @@
-"""Resume after a lost driver: SIGKILL mid-study, then ``--resume``; ASHA rungs survive; ``--status``."""
+"""Resume after a lost driver: SIGKILL mid-study (in Ray's checkpoint window), ``--status``, ``--resume``, and that
+resume itself stopped (SIGUSR1) and continued with the command it printed; ASHA rungs survive; searchers reconcile."""
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+import yaml
 
-from harness.kill_resume import EPOCHS, NUM_TRIALS, check_resumed, kill_and_resume, restarted_rows
+from harness.driver import driver_env, logged_epochs, mlflow_children, optuna_trials
+from harness.kill_resume import (
+    EPOCHS,
+    NUM_TRIALS,
+    check_resumed,
+    continue_args,
+    kill_spec,
+    leave_checkpoints_as_ray_does,
+    run_and_stop,
+    run_to_end,
+    runs_left,
+    signal_driver,
+    snapshot_has_checkpointed_trial_in_flight,
+    status_of,
+    trial_rows,
+)
+from study.runtime.run_progress import read_run_progress
+from study.runtime.stopping import EXIT_STOPPED
+from trainables.schema import record as R
+from trainables.schema.metric_names import EPOCH
+
+#: Seconds one driver of the chain may take to reach its stop (or to stop): generous, for 2 cores shared with another
+#: test (pytest's per-test limit, 900 s, still bounds the whole chain).
+DRIVER_S = 600
 
 
 @pytest.mark.e2e
-def test_driver_killed_mid_study_then_resumed(tmp_path):
-    # Mid-way through the second trial: one trial finished, one in flight with a checkpoint, one not started.
-    # Killed once the second trial is in flight with a checkpoint in Ray's snapshot (epochs of ~1 s).
-    out = kill_and_resume(tmp_path, kill_after_epochs=EPOCHS + 1, batches_per_epoch=160, in_flight=True)
-    assert not out["finished_before_kill"]
-    assert EPOCHS + 1 <= out["epochs_at_kill"] < NUM_TRIALS * EPOCHS
-    check_resumed(out)
-    # The trial in flight went on from its last checkpoint (epoch 2), not from scratch.
-    assert restarted_rows(out["study_dir"]), "no trial resumed from a checkpoint"
-    # Between the kill and the resume, --status saw the interrupted study without starting anything.
-    status = out["status"]
+def test_killed_in_rays_checkpoint_window_then_sigusr1_once_every_trial_exists_then_the_printed_command_finishes(
+    tmp_path,
+):
+    # One study, three drivers (each stop of a chain costs a driver start, not a study):
+    # 1. SIGKILL of the driver and its Ray mid-search: one trial finished, one in flight with a checkpoint in Ray's
+    #    snapshot, one not started (S4). Between the drivers, the in-flight trial's folder is left as Ray leaves it when
+    #    the driver dies inside its checkpoint window (S9: the snapshot names a checkpoint a newer one replaced), and
+    #    --status says where the study stands, starting nothing (P7).
+    # 2. --resume goes on from the checkpoint that replaced it, and is itself stopped with SIGUSR1 once every trial
+    #    exists (the last at epoch 1 of 3, final.seeds 0: only Tune's state of each trial says the study is not done),
+    #    exit 3, "no result yet" (S7), its last line the command that continues it with its --set storage= (P1).
+    # 3. That command, as printed, finishes: every trial and epoch once, ranked on the mean of its own last 2 epochs.
+    spec = kill_spec(160, name="t_kill_chain")
+    spec["search"]["select_on"] = {"mean_last": 2}
+    name, storage = spec["name"], tmp_path / "elsewhere"
+    path = tmp_path / R.SPEC_FILE
+    path.write_text(yaml.safe_dump(spec))
+    located = [str(path), "--set", f"storage={storage}"]
+    study_dir = storage / name
+
+    def in_flight(d):
+        return logged_epochs(d, name) >= EPOCHS + 1 and snapshot_has_checkpointed_trial_in_flight(d)
+
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
+    try:
+        env = driver_env(ray_tmp)
+        killed = run_and_stop(tmp_path, env, located, study_dir, in_flight, None, timeout=DRIVER_S)
+        assert not killed["finished_before_kill"], killed["output"][-2000:]
+        assert EPOCHS + 1 <= logged_epochs(study_dir, name) < NUM_TRIALS * EPOCHS
+        moved = leave_checkpoints_as_ray_does(study_dir)
+        status = status_of(tmp_path, env, located)
+        stopped = run_and_stop(
+            tmp_path,
+            env,
+            [*located, "--resume"],
+            study_dir,
+            lambda d: logged_epochs(d, name) >= (NUM_TRIALS - 1) * EPOCHS + 1,
+            signal_driver(signal.SIGUSR1),
+            timeout=DRIVER_S,
+        )
+        left, progress = runs_left(study_dir, name), read_run_progress(study_dir)
+        resumed = run_to_end(tmp_path, env, continue_args(stopped["output"]))
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+    # --status between the kill and the resume: MLflow still says RUNNING; the study's lock, free since the kill,
+    # says no driver is alive.
     assert status.returncode == 0, status.stderr
     assert f"of {NUM_TRIALS}" in status.stdout and "best so far" in status.stdout
-    assert "continue with --resume" in status.stdout and str(out["study_dir"]) in status.stdout
-    # MLflow still says RUNNING; the study's lock, free since the kill, says no driver is alive.
+    assert "continue with --resume" in status.stdout and str(study_dir) in status.stdout
     assert "driver: not running (it was killed or lost): continue with --resume" in status.stdout
     assert "optuna:   sqlite:///" in status.stdout
+
+    # The trial in flight (exactly one: one at a time) resumed from the checkpoint that replaced the one its snapshot
+    # named, at the epoch after it, not from scratch; Ray's count stayed the epoch.
+    second = stopped["output"]
+    assert len(moved) == 1, (moved, killed["output"][-2000:])
+    assert "is gone: it resumes from" in second, second[-3000:]
+    ((moved_trial, moved_epoch),) = moved
+    rows = trial_rows(study_dir, moved_trial)
+    assert all(r["training_iteration"] == r[EPOCH] for r in rows), rows
+    restarts = [r["training_iteration"] for r in rows if r["iterations_since_restore"] == 1]
+    assert restarts[-1] == moved_epoch + 1 and rows[-1]["training_iteration"] == EPOCHS, rows
+
+    # The SIGUSR1 once every trial exists: exit 3, nothing half-written, the exact command that continues it.
+    assert not stopped["finished_before_kill"], "the study ended before the signal"
+    assert stopped["code"] == EXIT_STOPPED, second[-3000:]
+    assert "SIGUSR1 received" in second and "Best trial" not in second
+    assert "stopped on SIGUSR1 in its search stage" in second, second[-3000:]
+    assert f"{NUM_TRIALS - 1} of {NUM_TRIALS} trials ended (0 failed), 1 stopped mid-way; no result yet" in second
+    assert second.strip().splitlines()[-1] == (
+        f"stopped on SIGUSR1; continue it with: python -m study.run {shlex.join(located)} --resume"
+    )
+    assert left["parent"] == [("KILLED", R.STAGE_SEARCH)], left
+    assert left["children"] == ["FINISHED"] * (NUM_TRIALS - 1) + ["KILLED"], left
+    assert left["optuna"] == ["COMPLETE"] * (NUM_TRIALS - 1) + ["RUNNING"], left  # the last one continues
+    # The stopped run's progress: every epoch it checkpointed (the resumed trial's last ones, the last trial's up to
+    # the stop's drained one), timed, and how it ended.
+    assert progress is not None and (progress.exit_code, progress.stopped_on) == (EXIT_STOPPED, "SIGUSR1")
+    resumed_epochs = EPOCHS - moved_epoch
+    assert resumed_epochs + 1 <= progress.epochs_checkpointed < resumed_epochs + EPOCHS, (progress, moved)
+    assert progress.startup_s is not None and 0 < progress.startup_s < progress.run_s, progress
+    assert progress.epoch_s is not None and progress.epoch_s > 0, progress
+
+    # The printed command finished: every trial COMPLETE once, each epoch's metrics once, ranked on its last 2 epochs.
+    out = {"resumed": resumed, "study_dir": study_dir, "name": name, "first_output": second}
+    check_resumed(out, "test/mean_last_2/recall_at_1")
+    ended = read_run_progress(study_dir)
+    assert ended is not None and (ended.exit_code, ended.stopped_on) == (0, None), ended
+    assert ended.epochs_checkpointed >= 1, ended
+    client, _, children = mlflow_children(study_dir, name)
+    history = [
+        sorted(client.get_metric_history(c.info.run_id, "test/recall_at_1"), key=lambda m: m.step) for c in children
+    ]
+    means = sorted(np.mean([m.value for m in h[-2:]]) for h in history)
+    ranked = sorted(t.value for t in optuna_trials(study_dir, name))
+    assert ranked == pytest.approx(means, abs=1e-9), (ranked, means)
 
 
 def test_status_of_a_study_that_does_not_exist_exits_2(spec_dict, write_spec, tmp_path):

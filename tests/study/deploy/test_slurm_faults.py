@@ -33,9 +33,7 @@ from harness.driver import REPO, logged_epochs, mlflow_children, optuna_trials, 
 from harness.slurm import SlurmCluster, slurm_unavailable_reason
 from trainables.schema import record as R
 
-# Real studies through a real Slurm: minutes, not the fast lane. One xdist worker runs every Slurm module in turn: their
-# time limits and signal leads are seconds, and two test clusters beside each other would compete for the 2 cores.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm")]
+pytestmark = pytest.mark.e2e  # real studies through a real Slurm: minutes, not the fast lane
 
 OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation none)
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "gone")

@@ -1,6 +1,6 @@
 """Multi-node: a simulated Ray cluster (``ray.cluster_utils.Cluster``: a head and two workers on this
-machine, every node on 127.0.0.1), a worker lost mid-trial, the local-storage refusal, and tracking through a real MLflow
-server."""
+machine, every node on 127.0.0.1), a worker lost mid-trial and the local-storage refusal. (Tracking through a real
+MLflow server: tests/study/test_hardening.py::test_tracking_server_restart_mid_study_loses_nothing.)"""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
@@ -157,37 +156,3 @@ def test_worker_lost_mid_trial_resumes_from_checkpoint_on_another_node(cluster, 
     steps = [m.step for m in client.get_metric_history(children[0].info.run_id, "test/recall_at_1")]
     assert steps == list(range(1, epochs + 1))
     assert [t.state.name for t in optuna_trials(study_dir, "t_node")] == ["COMPLETE"]
-
-
-def test_tracking_through_a_local_mlflow_server(tmp_path, run_cli, monkeypatch):
-    from mlflow import MlflowClient
-
-    from study.tracking.server import serve
-
-    # The server without MLflow's job runner (four huey consumers that serve nothing here): up ~5 s sooner, and they
-    # take no CPU from the study.
-    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-    with serve(tmp_path / "mlflow_server") as server:
-        assert server.uri.startswith("http://127.0.0.1:")
-        spec = _spec("t_http", 1, tracking={"uri": server.uri})
-        spec["dataset"]["noise"] = {"kind": "uniform", "ratio": 0.2}
-        path = tmp_path / "spec.yaml"
-        path.write_text(yaml.safe_dump(spec))
-        proc = run_cli(str(path), timeout=300)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        client = MlflowClient(server.uri)
-        experiment = client.get_experiment_by_name("t_http")
-        runs = client.search_runs([experiment.experiment_id])
-        children = [r for r in runs if r.data.tags.get("dmlstudy.role") == "trial"]
-        parents = [r for r in runs if r.data.tags.get("dmlstudy.role") == "study"]
-        assert len(children) == 1 and len(parents) == 1
-        run = children[0]
-        assert run.info.status == "FINISHED" and parents[0].info.status == "FINISHED"
-        assert [m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1")] == [1]
-        assert float(run.data.params["dataset.noise.ratio"]) == 0.2
-        # Artifacts went through the server's proxy into its artifacts directory.
-        local = client.download_artifacts(run.info.run_id, "train_labels.npz", str(tmp_path))
-        assert np.load(local)["noisy"].mean() == pytest.approx(0.2, abs=0.03)
-        assert list((tmp_path / "mlflow_server" / "artifacts").rglob("train_labels.npz"))
-        # Nothing was written to a local sqlite store in the study directory.
-        assert not (tmp_path / "runs" / "t_http" / "mlflow.db").exists()

@@ -16,7 +16,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
@@ -24,11 +23,12 @@ from harness.driver import count_in_mlflow, driver_env, logged_epochs, mlflow_ch
 from harness.kill_resume import (
     EPOCHS,
     NUM_TRIALS,
-    check_resumed,
     continue_args,
     kill_spec,
-    kill_then_resume,
     run_and_stop,
+    run_to_end,
+    runs_left,
+    signal_driver,
     signal_group,
 )
 from study.runtime.run_progress import read_run_progress
@@ -36,6 +36,9 @@ from study.runtime.stopping import EXIT_STOPPED
 from trainables.schema import record as R
 
 FINAL_SEEDS = 2
+#: Seconds one driver of a chain may take to reach its stop (or to stop): generous, for 2 cores shared with another
+#: test (pytest's per-test limit, 900 s, still bounds the whole chain).
+DRIVER_S = 600
 
 
 def _final_runs(study_dir: Path) -> int:
@@ -47,52 +50,89 @@ def _final_runs(study_dir: Path) -> int:
     )
 
 
-def _stopped_cleanly(out: dict) -> None:
-    """The first driver stopped by itself with exit 3, saying how to continue, and left no run FAILED."""
-    assert not out["finished_before_kill"], "the study ended before the signal"
-    assert out["first_code"] == EXIT_STOPPED, out["first_output"][-3000:]
-    assert "continue" in out["first_output"] and "--resume" in out["first_output"]
-
-
-def _runs_left(study_dir: Path, name: str) -> dict:
-    """Where a stopped study's stores stand: the parent run's (status, stage), its children's and Optuna's states."""
-    _, parents, children = mlflow_children(study_dir, name)
-    return {
-        "parent": [(p.info.status, p.data.tags.get(R.STAGE)) for p in parents],
-        "children": sorted(c.info.status for c in children),
-        "optuna": sorted(t.state.name for t in optuna_trials(study_dir, name)),
-    }
-
-
-def _continue(workdir: Path, env: dict[str, str], output: str) -> subprocess.CompletedProcess[str]:
-    """Run the command a stopped driver's last line printed (its ``--resume`` line), to the end."""
-    return subprocess.run(
-        [sys.executable, "-m", "study.run", *continue_args(output)],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def _killed_not_done(left: dict) -> None:
-    """A stopped study: its parent run KILLED and not "done", no run FAILED or left RUNNING."""
-    assert left["parent"] == [("KILLED", R.STAGE_SEARCH)], left
+def _killed_not_done(left: dict, stage: str = R.STAGE_SEARCH) -> None:
+    """A stopped study: its parent run KILLED in ``stage`` and not "done", no run FAILED or left RUNNING."""
+    assert left["parent"] == [("KILLED", stage)], left
     assert set(left["children"]) <= {"FINISHED", "KILLED"}, left
 
 
+def _stopped(run: dict, signal_name: str) -> str:
+    """A driver stopped by ``signal_name`` with exit 3, not ended before it; its output."""
+    out = run["output"]
+    assert not run["finished_before_kill"], "the study ended before the signal: " + out[-2000:]
+    assert run["code"] == EXIT_STOPPED, out[-3000:]
+    assert f"{signal_name} received" in out and "continue it with: " in out and "--resume" in out, out[-3000:]
+    return out
+
+
 @pytest.mark.e2e
-def test_sigterm_in_the_final_stage_then_resume_finishes(tmp_path):
-    # Preemption while the best configuration is being retrained: the final stage stops like the search, and
-    # --resume continues Ray's final experiment (no final run twice, none lost).
-    spec = kill_spec(160, name="t_stop_final")
+def test_ctrl_c_then_a_preemption_of_every_process_then_sigterm_in_the_final_stage_each_printed_command_continues(
+    tmp_path,
+):
+    # One study (2 final seeds), four drivers, each continued with the command the last one printed:
+    # 1. Ctrl-C (SIGINT to the driver's process group) with the first trial mid-way: the private Ray runs in sessions
+    #    of its own, so it is still there to save the study (S5).
+    # 2. In the run that continues it, a preemption as Slurm does it (SIGTERM to the driver's group and to every
+    #    process of its Ray at once) with the second trial mid-way: the driver does not wait Ray's minute for its GCS,
+    #    exits 3 and writes its progress (S8).
+    # 3. In the run that continues that one, SIGTERM while the best configuration is being retrained: the final stage
+    #    stops like the search (S14).
+    # 4. The last command continues Ray's final experiment to the end: no final run twice, none lost, every epoch once.
+    spec = kill_spec(160, name="t_stop_chain")
     spec["final"] = {"seeds": FINAL_SEEDS}
-    out = kill_then_resume(tmp_path, spec, lambda d: _final_runs(d) >= 1, stop_signal=signal.SIGTERM, status=False)
-    _stopped_cleanly(out)
-    assert "SIGTERM received" in out["first_output"]
-    study_dir, name = out["study_dir"], spec["name"]
-    resumed = out["resumed"]
+    path = tmp_path / R.SPEC_FILE
+    path.write_text(yaml.safe_dump(spec))
+    name, study_dir = spec["name"], tmp_path / R.DEFAULT_STORAGE / spec["name"]
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
+    try:
+        env = driver_env(ray_tmp)
+        first = run_and_stop(
+            tmp_path,
+            env,
+            [str(path)],
+            study_dir,
+            lambda d: logged_epochs(d, name) >= 1,
+            signal_group(signal.SIGINT),
+            timeout=DRIVER_S,
+        )
+        out = _stopped(first, "SIGINT")
+        assert "went away" not in out, out[-3000:]
+        _killed_not_done(runs_left(study_dir, name))
+        second = run_and_stop(
+            tmp_path,
+            env,
+            continue_args(out),
+            study_dir,
+            lambda d: logged_epochs(d, name) >= EPOCHS + 2,
+            signal_group(signal.SIGTERM, with_ray=True),
+            timeout=DRIVER_S,
+        )
+        out = _stopped(second, "SIGTERM")
+        assert "went away during the stop" in out, out[-3000:]
+        _killed_not_done(runs_left(study_dir, name))
+        progress = read_run_progress(study_dir)
+        assert progress is not None and (progress.exit_code, progress.stopped_on) == (EXIT_STOPPED, "SIGTERM")
+        third = run_and_stop(
+            tmp_path,
+            env,
+            continue_args(out),
+            study_dir,
+            lambda d: _final_runs(d) >= 1,
+            signal_driver(signal.SIGTERM),
+            timeout=DRIVER_S,
+        )
+        out = _stopped(third, "SIGTERM")
+        assert "stopped on SIGTERM in its final stage" in out, out[-3000:]
+        left = runs_left(study_dir, name)
+        _killed_not_done(left, R.STAGE_FINAL)
+        assert left["optuna"] == ["COMPLETE"] * NUM_TRIALS, left  # the search had ended
+        print(
+            f"signal to exit: Ctrl-C {first['stop_s']:.1f} s, SIGTERM to every process {second['stop_s']:.1f} s, "
+            f"SIGTERM in the final stage {third['stop_s']:.1f} s"
+        )
+        resumed = run_to_end(tmp_path, env, continue_args(out))
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert sorted(t.state.name for t in optuna_trials(study_dir, name)) == ["COMPLETE"] * NUM_TRIALS
     client, parents, children = mlflow_children(study_dir, name)
@@ -104,109 +144,20 @@ def test_sigterm_in_the_final_stage_then_resume_finishes(tmp_path):
         assert run.info.status == "FINISHED", run.info
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "test/recall_at_1")]
         assert sorted(steps) == list(range(1, EPOCHS + 1)), (run.data.tags.get(R.STAGE), steps)
-
-
-@pytest.mark.e2e
-def test_sigusr1_once_every_trial_exists_is_no_result_and_resume_finishes(tmp_path):
-    # The worst moment for counting trials: all of them exist (the last one at epoch 1 of 3) and final.seeds is 0, so
-    # only Tune's own state of each trial says the study is not done. The signal stops new trials (none is left to
-    # start here), the running one reaches its next checkpoint, and the driver exits 3. The study lives where
-    # --set storage= puts it, so the command the driver prints (kill_then_resume resumes with it) must carry it.
-    spec = kill_spec(160, name="t_stop_last")
-    # Ranked on the mean of the last 2 epochs (search.select_on): the stopped trial's history goes through its
-    # checkpoint, so after --resume every trial's Optuna value is the mean of its own last 2 logged epochs.
-    spec["search"]["select_on"] = {"mean_last": 2}
-    storage = tmp_path / "elsewhere"
-    out = kill_then_resume(
-        tmp_path,
-        spec,
-        lambda d: logged_epochs(d, spec["name"]) >= (NUM_TRIALS - 1) * EPOCHS + 1,
-        stop_signal=signal.SIGUSR1,
-        storage=storage,
-        between=lambda d: _runs_left(d, spec["name"]),
-    )
-    _stopped_cleanly(out)
-    first = out["first_output"]
-    assert "SIGUSR1 received" in first and out["epochs_at_kill"] < NUM_TRIALS * EPOCHS
-    # Between the two drivers the study says where it stands, starting nothing.
-    assert out["status"].returncode == 0 and f"of {NUM_TRIALS}" in out["status"].stdout, out["status"]
-    assert "Best trial" not in first and "stopped on SIGUSR1 in its search stage" in first, first[-3000:]
-    assert f"{NUM_TRIALS - 1} of {NUM_TRIALS} trials ended (0 failed), 1 stopped mid-way; no result yet" in first
-    located = shlex.join([str(tmp_path / R.SPEC_FILE), "--set", f"storage={storage}"])
-    assert first.strip().splitlines()[-1] == (
-        f"stopped on SIGUSR1; continue it with: python -m study.run {located} --resume"
-    )
-    left = out["between"]
-    _killed_not_done(left)
-    assert left["children"] == ["FINISHED"] * (NUM_TRIALS - 1) + ["KILLED"], left
-    assert left["optuna"] == ["COMPLETE"] * (NUM_TRIALS - 1) + ["RUNNING"], left  # the last one continues
-    # The run's progress: every epoch it checkpointed (the stop's drained one included), timed, and how it ended.
-    progress = out["progress"]
-    assert progress is not None and (progress.exit_code, progress.stopped_on) == (EXIT_STOPPED, "SIGUSR1")
-    assert (NUM_TRIALS - 1) * EPOCHS + 1 <= progress.epochs_checkpointed < NUM_TRIALS * EPOCHS, progress
-    assert progress.startup_s is not None and 0 < progress.startup_s < progress.run_s, progress
-    assert progress.epoch_s is not None and progress.epoch_s > 0, progress
-    check_resumed(out, "test/mean_last_2/recall_at_1")  # exit 0, each trial COMPLETE once, epochs 1..EPOCHS once
-    resumed = read_run_progress(out["study_dir"])
-    assert resumed is not None and (resumed.exit_code, resumed.stopped_on) == (0, None), resumed
-    assert resumed.epochs_checkpointed >= 1, resumed
-    client, _, children = mlflow_children(out["study_dir"], spec["name"])
-    history = [
-        sorted(client.get_metric_history(c.info.run_id, "test/recall_at_1"), key=lambda m: m.step) for c in children
-    ]
-    means = sorted(np.mean([m.value for m in h[-2:]]) for h in history)
-    ranked = sorted(t.value for t in optuna_trials(out["study_dir"], spec["name"]))
-    assert ranked == pytest.approx(means, abs=1e-9), (ranked, means)
-
-
-@pytest.mark.e2e
-def test_ctrl_c_then_a_preemption_of_every_process_exit_3_and_resume_finishes(tmp_path):
-    # Ctrl-C (SIGINT to the driver's process group) with the first trial mid-way: the private Ray runs in sessions of
-    # its own, so it is still there to save the study. Then, in the run that continues it, a preemption as Slurm
-    # does it (SIGTERM to the driver's group and to every process of its Ray at once) with the second trial mid-way:
-    # the driver does not wait Ray's minute for its GCS, exits 3 and writes its progress. The third run finishes.
-    spec = kill_spec(160, name="t_stop_group")
-    path = tmp_path / R.SPEC_FILE
-    path.write_text(yaml.safe_dump(spec))
-    name, study_dir = spec["name"], tmp_path / R.DEFAULT_STORAGE / spec["name"]
-    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")
-    try:
-        env = driver_env(ray_tmp)
-        first = run_and_stop(
-            tmp_path, env, [str(path)], study_dir, lambda d: logged_epochs(d, name) >= 1, signal_group(signal.SIGINT)
-        )
-        out = first["output"]
-        assert not first["finished_before_kill"] and first["code"] == EXIT_STOPPED, out[-3000:]
-        assert "SIGINT received" in out and "went away" not in out, out[-3000:]
-        _killed_not_done(_runs_left(study_dir, name))
-        second = run_and_stop(
-            tmp_path,
-            env,
-            continue_args(out),
-            study_dir,
-            lambda d: logged_epochs(d, name) >= EPOCHS + 2,
-            signal_group(signal.SIGTERM, with_ray=True),
-        )
-        out = second["output"]
-        assert not second["finished_before_kill"] and second["code"] == EXIT_STOPPED, out[-3000:]
-        assert "SIGTERM received" in out and "went away during the stop" in out, out[-3000:]
-        _killed_not_done(_runs_left(study_dir, name))
-        progress = read_run_progress(study_dir)
-        assert progress is not None and (progress.exit_code, progress.stopped_on) == (EXIT_STOPPED, "SIGTERM")
-        print(f"signal to exit: Ctrl-C {first['stop_s']:.1f} s, SIGTERM to every process {second['stop_s']:.1f} s")
-        resumed = _continue(tmp_path, env, out)
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    check_resumed({"resumed": resumed, "study_dir": study_dir, "name": name, "first_output": out})
+    # Each search trial's Optuna value is the last Recall@1 its run logged, across the three drivers that trained it.
+    values = sorted(float(t.value) for t in optuna_trials(study_dir, name))
+    assert values == pytest.approx(sorted(r.data.metrics["test/recall_at_1"] for r in search))
 
 
 @pytest.mark.e2e
 def test_a_second_ctrl_c_stops_without_finishing_the_epoch_and_resume_finishes(tmp_path):
     # Ctrl-C, then Ctrl-C again half a second later, right after the trial logged its first epoch of ~10 s: the driver
     # exits 3 well before that epoch could end (the trial's actor is ended; before: Tune's cleanup let it train the
-    # epoch, 11.5 s from the second Ctrl-C to the exit, against 1.9 s now), and --resume trains epochs 2 and 3 once.
+    # epoch, 11.5 s from the second Ctrl-C to the exit, against 1.9 s now), and --resume trains epoch 2, the last, once
+    # (2 epochs: one to wait for, one in flight at the stop).
     spec = kill_spec(1500, name="t_ctrl_c_twice")
     spec["search"]["num_trials"] = 1
+    epochs = spec["train"]["epochs"] = 2
     path = tmp_path / R.SPEC_FILE
     path.write_text(yaml.safe_dump(spec))
     name, study_dir = spec["name"], tmp_path / R.DEFAULT_STORAGE / spec["name"]
@@ -230,14 +181,14 @@ def test_a_second_ctrl_c_stops_without_finishing_the_epoch_and_resume_finishes(t
         print(f"second Ctrl-C to exit {after_second:.1f} s; an epoch takes {progress.epoch_s:.1f} s")
         assert after_second < progress.epoch_s / 2, (after_second, progress.epoch_s)
         assert logged_epochs(study_dir, name) == 1  # the epoch in flight was not finished
-        resumed = _continue(tmp_path, env, out)
+        resumed = run_to_end(tmp_path, env, continue_args(out))
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     client, _, children = mlflow_children(study_dir, name)
     assert [c.info.status for c in children] == ["FINISHED"]
     steps = [m.step for m in client.get_metric_history(children[0].info.run_id, "test/recall_at_1")]
-    assert steps == list(range(1, EPOCHS + 1)), steps
+    assert steps == list(range(1, epochs + 1)), steps
 
 
 #: ``python -m study.run SPEC`` with the signal already received when ``main`` begins (the handler recorded it).

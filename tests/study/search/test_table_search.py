@@ -130,5 +130,6 @@ def test_what_each_cell_samples_does_not_depend_on_timing(tmp_path, slots):
 
 def test_without_the_ordering_timing_changes_what_a_cell_samples(tmp_path):
     """The failure power of the test above: the same table with ``search.reproducible: false``."""
-    runs = [run_table_search(tmp_path / f"order{seed}", seed, 3, reproducible=False)[0] for seed in range(3)]
-    assert any(p != runs[0] for p in runs[1:])
+    first = run_table_search(tmp_path / "order0", 0, 3, reproducible=False)[0]
+    # The same orders as above, run lazily: the first order that samples differently is enough.
+    assert any(run_table_search(tmp_path / f"order{seed}", seed, 3, reproducible=False)[0] != first for seed in (1, 2))

@@ -65,31 +65,40 @@ def _hangup_by_default() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
-def _start(directory: Path, port: int, via_parent: bool = False) -> tuple[subprocess.Popen, int]:
-    """The CLI (``via_parent``: under an intermediate ``sh`` that waits for it); returns (top process, CLI pid)
-    once the CLI says it serves."""
+def _launch(directory: Path, port: int, via_parent: bool = False) -> subprocess.Popen:
+    """The CLI (``via_parent``: under an intermediate ``sh`` that waits for it). Started from the main thread: the
+    CLI asks for its parent's death signal, and Linux sends it when the *thread* that forked it ends."""
     cmd = [sys.executable, "-m", "study.mlflow_server", str(directory), "--port", str(port)]
     if via_parent:
         cmd = ["sh", "-c", '"$@" & echo "cli $!"; wait', "sh", *cmd]
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
-        preexec_fn=_hangup_by_default,  # noqa: PLW1509 - a single-threaded test process
+        preexec_fn=_hangup_by_default,  # noqa: PLW1509 - forked from the main thread, nothing else runs Python here
     )
-    cli = proc.pid
+
+
+def _serving(proc: subprocess.Popen, port: int) -> tuple[subprocess.Popen, int]:
+    """(top process, CLI pid) once the CLI says it serves."""
+    cli, said = proc.pid, []
     deadline = time.monotonic() + 180
     assert proc.stdout is not None
     for line in proc.stdout:
+        said.append(line)
         if line.startswith("cli "):
             cli = int(line.split()[1])
         if line.startswith("MLflow server for"):
             break
         assert time.monotonic() < deadline, "the server did not start"
-    assert _serves(port)
+    assert _serves(port), "".join(said)[-3000:]
     return proc, cli
+
+
+def _start(directory: Path, port: int, via_parent: bool = False) -> tuple[subprocess.Popen, int]:
+    return _serving(_launch(directory, port, via_parent), port)
 
 
 def _wait_gone(pids: set[int], port: int, timeout: float = 60) -> None:
@@ -103,10 +112,26 @@ def _wait_gone(pids: set[int], port: int, timeout: float = 60) -> None:
     assert not _serves(port)
 
 
+def _start_both(directory: Path, ports: tuple[int, int], via_parent: bool = False):
+    """Two servers started at the same time (the first under a parent shell if ``via_parent``): a start is mostly
+    the server's imports, and the ends a test checks need not wait for each other."""
+    one = _launch(directory / "one", ports[0], via_parent)
+    two = _launch(directory / "two", ports[1])
+    return _serving(one, ports[0]), _serving(two, ports[1])
+
+
+def _free_for_a_restart(port: int) -> None:
+    """What a restart needs of the port: a listening socket binds it (as the server's does, with SO_REUSEADDR)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+
+
 def test_a_signal_ends_the_whole_server_and_the_port_can_be_reused(tmp_path):
-    port = free_port()
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # each later start reuses the port the one before freed
-        proc, cli = _start(tmp_path / "mlflow", port)
+    ports = free_port(), free_port()
+    started = _start_both(tmp_path, ports)
+    for (proc, cli), port, sig in zip(started, ports, (signal.SIGTERM, signal.SIGHUP)):
         tree = _descendants(cli) | {cli}
         assert len(tree) >= 3, tree  # the CLI, mlflow server, its uvicorn worker
         listeners = [s for s in sockets_of(tree) if s.listening]  # by default the server is this machine's only
@@ -114,23 +139,22 @@ def test_a_signal_ends_the_whole_server_and_the_port_can_be_reused(tmp_path):
         os.kill(cli, sig)
         assert proc.wait(60) == 0
         _wait_gone(tree, port)
-    proc, cli = _start(tmp_path / "mlflow", port)
+        _free_for_a_restart(port)
+    proc, cli = _start(tmp_path / "one", ports[0])  # a restart on the port the SIGTERM freed
     tree = _descendants(cli) | {cli}
     os.kill(cli, signal.SIGINT)  # Ctrl-C
     proc.wait(60)
-    _wait_gone(tree, port)
+    _wait_gone(tree, ports[0])
 
 
 def test_the_death_of_its_parent_or_a_sigkill_ends_the_server(tmp_path):
-    port = free_port()
-    proc, cli = _start(tmp_path / "mlflow", port, via_parent=True)
-    tree = _descendants(proc.pid)
-    assert cli in tree and len(tree) >= 3, tree
-    os.kill(proc.pid, signal.SIGKILL)  # the parent shell dies; the CLI is reparented and must notice
-    proc.wait()
-    _wait_gone(tree, port)
-    proc, cli = _start(tmp_path / "mlflow", port)
-    tree = _descendants(cli)
+    ports = free_port(), free_port()
+    (orphan, orphan_cli), (proc, cli) = _start_both(tmp_path, ports, via_parent=True)
+    orphan_tree, tree = _descendants(orphan.pid), _descendants(cli)
+    assert orphan_cli in orphan_tree and len(orphan_tree) >= 3, orphan_tree
+    os.kill(orphan.pid, signal.SIGKILL)  # the parent shell dies; the CLI is reparented and must notice
     os.kill(cli, signal.SIGKILL)  # no handler runs: the server's own parent-death signal ends it
+    orphan.wait()
     proc.wait()
-    _wait_gone(tree, port)
+    _wait_gone(orphan_tree, ports[0])
+    _wait_gone(tree, ports[1])

@@ -24,8 +24,6 @@ from trainables.schema.errors import StoreOutageError
 
 _reason = postgres_unavailable_reason()
 needs_postgres = pytest.mark.skipif(_reason is not None, reason=f"needs a real PostgreSQL to restart: {_reason}")
-# One xdist worker runs the module: its PostgreSQL (the module's fixture) starts once, not once per worker.
-pytestmark = pytest.mark.xdist_group("test_outage")
 
 
 @pytest.fixture(scope="module")

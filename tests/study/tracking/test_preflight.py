@@ -1,7 +1,11 @@
 """Pre-flight of the stores on servers (``study/tracking/preflight.py``), through the CLI against real servers: a PostgreSQL
 started by the test (Debian's package) and moto's server mode, an S3 *emulator*. Each broken store is one line, exit
 2, naming the spec key, the redacted URL's host:port and the fix; Ray is never started and nothing is written (no
-study directory, no lock, no object in the bucket). The password is never printed."""
+study directory, no lock, no object in the bucket). The password is never printed.
+
+Each test runs its own drivers (a test that needs several runs them at once): ``--dist loadgroup`` may deal this
+module's tests to both workers of ``pytest -n 2`` (``xdist_group`` is ignored under pytest 9.2 with xdist 3.8), and a
+module fixture that started every test's driver would then start them all twice."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,25 +35,28 @@ def pg():
         yield server
 
 
-def _run(tmp_path: Path, tracking: dict, env: dict[str, str] | None = None, storage: str | None = None):
+def _run(directory: Path, tracking: dict, env: dict[str, str] | None = None, storage: str | None = None) -> str:
+    """The driver's one line on a spec with ``tracking`` and ``storage`` (in ``directory``, its own), after checking
+    that it refused: exit 2, one line, no study directory, Ray not started, the password not printed."""
+    directory.mkdir()
     spec = tiny_spec("t_preflight", epochs=1)
     spec["tracking"] = tracking
-    spec["storage"] = storage or str(tmp_path / "runs")
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    spec["storage"] = storage or str(directory / "runs")
+    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
     ray_tmp = tempfile.mkdtemp(prefix="rp", dir="/tmp")
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp, **(env or {})}
     done = subprocess.run(
         [sys.executable, "-m", "study.run", "spec.yaml", "--no-dashboard"],
-        cwd=tmp_path,
+        cwd=directory,
         env=full_env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # a driver may share the CPUs with the test's other drivers, and on CI with another test
     )
     print(done.stderr.strip())
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr[-3000:]  # one line
-    assert not (tmp_path / "runs").exists()  # no study directory, no lock, no mlflow.db
+    assert not (directory / "runs").exists()  # no study directory, no lock, no mlflow.db
     assert not any(Path(ray_tmp).iterdir()), "Ray was started"
     assert os.environ[PASSWORD_ENV] not in done.stderr + done.stdout
     return done.stderr.strip()
@@ -60,7 +68,7 @@ def test_driver_missing(pg, tmp_path):
     (fake / "psycopg" / "__init__.py").write_text(
         "raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n"
     )
-    line = _run(tmp_path, {"optuna_uri": pg.url("optuna")}, {"PYTHONPATH": f"{fake}:{REPO}"})
+    line = _run(tmp_path / "run", {"optuna_uri": pg.url("optuna")}, {"PYTHONPATH": f"{fake}:{REPO}"})
     assert line.startswith("error: tracking.optuna_uri: postgresql://postgres:***@127.0.0.1:")
     assert 'psycopg, which is not installed: pip install -e ".[postgres]"' in line
 
@@ -68,26 +76,26 @@ def test_driver_missing(pg, tmp_path):
 def test_server_unreachable(pg, tmp_path):
     port = free_port()
     url = pg.url("optuna").replace(f":{pg.port}/", f":{port}/")
-    line = _run(tmp_path, {"optuna_uri": url})
+    line = _run(tmp_path / "run", {"optuna_uri": url})
     assert line.startswith(f"error: tracking.optuna_uri: cannot reach the database server at 127.0.0.1:{port}")
     assert "start it" in line
 
 
 def test_wrong_password(pg, tmp_path):
-    line = _run(tmp_path, {"optuna_uri": pg.url("optuna", password="wrong-sentinel-pw")})
+    line = _run(tmp_path / "run", {"optuna_uri": pg.url("optuna", password="wrong-sentinel-pw")})
     assert "refused the login of user 'postgres'" in line and f"127.0.0.1:{pg.port}" in line
     assert "wrong-sentinel-pw" not in line and "postgres:***@" in line
 
 
 def test_database_missing(pg, tmp_path):
-    line = _run(tmp_path, {"optuna_uri": pg.url("nosuchdb")})
+    line = _run(tmp_path / "run", {"optuna_uri": pg.url("nosuchdb")})
     assert line.startswith("error: tracking.optuna_uri: database 'nosuchdb' does not exist on the server at ")
     assert "create it (createdb" in line
 
 
 def test_tracking_server_unreachable(pg, tmp_path):
     port = free_port()
-    line = _run(tmp_path, {"optuna_uri": pg.url("optuna"), "uri": f"http://127.0.0.1:{port}"})
+    line = _run(tmp_path / "run", {"optuna_uri": pg.url("optuna"), "uri": f"http://127.0.0.1:{port}"})
     assert line.startswith(f"error: tracking.uri: cannot reach the MLflow tracking server at 127.0.0.1:{port}")
 
 
@@ -96,21 +104,18 @@ def test_bucket_missing_or_unreachable(pg, tmp_path):
     with s3_server(tmp_path) as s3:
         s3.create_bucket("studies-present")
         tracking = {"optuna_uri": pg.url("optuna"), "uri": f"http://127.0.0.1:{free_port()}"}
-        line = _run(tmp_path, tracking, s3.env(), storage="s3://studies-absent/runs")
-        assert line == (
+        elsewhere = {**s3.env(), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}
+        with ThreadPoolExecutor(3) as pool:  # three drivers that share nothing: at once
+            absent = pool.submit(_run, tmp_path / "absent", tracking, s3.env(), "s3://studies-absent/runs")
+            unreachable = pool.submit(_run, tmp_path / "unreachable", tracking, elsewhere, "s3://studies-present/runs")
+            present = pool.submit(_run, tmp_path / "present", tracking, s3.env(), "s3://studies-present/runs")
+        assert absent.result() == (
             f"error: storage: the bucket 'studies-absent' of s3://studies-absent/runs/t_preflight does not exist at "
             f"{s3.endpoint}: create it (aws s3 mb s3://studies-absent), or fix storage"
         )
-        line = _run(
-            tmp_path,
-            tracking,
-            {**s3.env(), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"},
-            "s3://studies-present/runs",
-        )
-        assert "error: storage: cannot reach the object store at http://127.0.0.1:" in line
+        assert "error: storage: cannot reach the object store at http://127.0.0.1:" in unreachable.result()
         # the bucket is reachable and writable: the probe leaves nothing, and the next store (MLflow) is refused
-        line = _run(tmp_path, tracking, s3.env(), storage="s3://studies-present/runs")
-        assert line.startswith("error: tracking.uri: cannot reach the MLflow tracking server")
+        assert present.result().startswith("error: tracking.uri: cannot reach the MLflow tracking server")
         assert s3.keys("studies-present") == []
 
 
@@ -120,7 +125,7 @@ def test_bucket_not_writable(pg, tmp_path):
         s3.create_bucket("studies-readonly")
         reader = s3.read_only_user("studies-readonly")
         tracking = {"optuna_uri": pg.url("optuna"), "uri": f"http://127.0.0.1:{free_port()}"}
-        line = _run(tmp_path, tracking, reader, storage="s3://studies-readonly/runs")
+        line = _run(tmp_path / "run", tracking, reader, storage="s3://studies-readonly/runs")
         assert line == (
             f"error: storage: s3://studies-readonly/runs/t_preflight cannot be written at {s3.endpoint} (access "
             "denied): grant these credentials write access to the bucket, or fix storage / the AWS_* credentials"

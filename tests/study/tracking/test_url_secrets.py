@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import string
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -225,19 +227,24 @@ def test_storage_preflight_never_quotes_the_endpoints_password(password, monkeyp
     assert not _leaks(str(e.value), password), str(e.value)
 
 
-def _cli(tmp_path: Path, spec: dict) -> subprocess.CompletedProcess:
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+def _cli(directory: Path, spec: dict) -> subprocess.CompletedProcess:
+    """``python -m study.run`` on ``spec`` in ``directory`` (its own: these run at the same time); Ray must not start."""
+    directory.mkdir()
+    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
     ray_tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}
-    done = subprocess.run(
-        [sys.executable, "-m", "study.run", "spec.yaml", "--no-dashboard"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert not any(Path(ray_tmp).iterdir()), "Ray was started"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "study.run", "spec.yaml", "--no-dashboard"],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,  # three at once, on CI beside another test
+        )
+        assert not any(Path(ray_tmp).iterdir()), "Ray was started"
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     return done
 
 
@@ -250,7 +257,8 @@ _CLI_PASSWORDS = ["Zx9Secret/Qk", "p@ssWORD1", "QK:LM:NP", "a?bcdefgh", "abc#def
     [(p, False) for p in _CLI_PASSWORDS] + [(p, True) for p in ("Zx9Secret/Qk", "p@ssWORD1", "KQ@ZZ/RT?XV#WB:Y")],
 )
 def test_command_line_never_prints_a_password(password, encoded, tmp_path):
-    """Raw, the spec refuses the URL; percent-encoded, the pre-flight cannot connect: one line, exit 2 either way."""
+    """Raw, the spec refuses the URL; percent-encoded, the pre-flight cannot connect: one line, exit 2 either way.
+    The three drivers run at the same time (each pays the study's imports before its pre-flight refuses)."""
     written = quote(password, safe="") if encoded else password
     port = free_port()  # nobody listens: an accepted URL fails the pre-flight
     cases = {
@@ -258,14 +266,19 @@ def test_command_line_never_prints_a_password(password, encoded, tmp_path):
         "mlflow": {"tracking": {"uri": f"http://mlflow:{written}@127.0.0.1:{port}"}},
         "storage": {"storage": f"s3://AKIAKEY:{written}@bucket/prefix"},
     }
-    for name, over in cases.items():
-        spec = {**tiny_spec("t_secret", epochs=1), "storage": str(tmp_path / "runs"), **over}
-        done = _cli(tmp_path, spec)
+    specs = {
+        name: {**tiny_spec("t_secret", epochs=1), "storage": str(tmp_path / name / "runs"), **over}
+        for name, over in cases.items()
+    }
+    with ThreadPoolExecutor(len(specs)) as pool:
+        runs = {name: pool.submit(_cli, tmp_path / name, spec) for name, spec in specs.items()}
+        done_of = {name: run.result() for name, run in runs.items()}
+    for name, done in done_of.items():
         out = done.stdout + done.stderr
         assert done.returncode == 2, (name, out[-2000:])
         assert done.stderr.splitlines() == [done.stderr.strip()], (name, out[-2000:])  # one line
         assert not _leaks(out, password), (name, out)
-        assert not (tmp_path / "runs").exists()
+        assert not (tmp_path / name / "runs").exists()
 
 
 # --- secrets by meaning: a key as its driver decodes it (issue 60) ----------------------------------------------------
