@@ -6,14 +6,11 @@ Optuna and MLflow, not from the driver's output alone."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import optuna
@@ -21,8 +18,8 @@ import pytest
 import yaml
 
 from harness.driver import REPO, tiny_table
-from harness.postgres import PASSWORD_ENV, Postgres, postgres_server, postgres_unavailable_reason
-from harness.s3 import S3, s3_server, s3_unavailable_reason
+from harness.postgres import PASSWORD_ENV, postgres_server, postgres_unavailable_reason
+from harness.s3 import s3_server, s3_unavailable_reason
 from study.tracking.server import free_port
 from trainables.schema import record as R
 
@@ -31,7 +28,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(_reason is not None, reason=_r
 
 BUCKET = "tables"
 NAME = "t_s3_table"
-DOWN = "t_s3_down"  # the table its unreachable endpoint refuses
 
 
 def _table(pg) -> dict:
@@ -56,20 +52,8 @@ def _run(tmp_path: Path, env: dict[str, str], *args: str, module: str = "study.r
     return done
 
 
-@contextlib.contextmanager
-def _servers(tmp_path: Path) -> Iterator[tuple[Postgres, S3]]:
-    """PostgreSQL and the S3 emulator, started at the same time (each is mostly a wait)."""
-    with contextlib.ExitStack() as stack, ThreadPoolExecutor(1) as pool:
-        s3 = pool.submit(stack.enter_context, s3_server(tmp_path))
-        try:
-            pg = stack.enter_context(postgres_server())
-        finally:
-            s3.exception()  # stopped with the stack however PostgreSQL's start went
-        yield pg, s3.result()
-
-
 def test_a_table_on_s3_end_to_end(tmp_path, monkeypatch):
-    with _servers(tmp_path) as (pg, s3):
+    with postgres_server() as pg, s3_server(tmp_path) as s3:
         for key, value in s3.env().items():  # this process's MLflow client reads the artifacts in the bucket
             monkeypatch.setenv(key, value)
         pg.create_database("optuna")
@@ -77,23 +61,16 @@ def test_a_table_on_s3_end_to_end(tmp_path, monkeypatch):
         s3.create_bucket(BUCKET)
         spec = tmp_path / "table.yaml"
         spec.write_text(yaml.safe_dump(_table(pg), sort_keys=False))
-        down_spec = tmp_path / "down.yaml"  # the same table under its own name: what it wrote would be told apart
-        down_spec.write_text(yaml.safe_dump({**_table(pg), "name": DOWN}, sort_keys=False))
         env = {**s3.env(), PASSWORD_ENV: pg.password}
 
-        # An unreachable endpoint (while the table runs: the two share nothing but the servers): the study's
-        # pre-flight line, exit 2, nothing started or written.
-        with ThreadPoolExecutor(1) as pool:
-            unreachable = {**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}
-            refused = pool.submit(_run, tmp_path, unreachable, str(down_spec))
-            proc = _run(tmp_path, env, str(spec), "--no-dashboard")
-            down = refused.result()
+        # An unreachable endpoint: the study's pre-flight line, exit 2, nothing started or written.
+        down = _run(tmp_path, {**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}, str(spec))
         assert down.returncode == 2, down.stderr[-3000:]
         assert len(down.stderr.splitlines()) == 1, down.stderr[-3000:]
         assert down.stderr.startswith("error: storage: cannot reach the object store at http://127.0.0.1:")
-        assert not down.ray_started
-        assert not [k for k in s3.keys(BUCKET) if k.startswith(f"runs/{DOWN}")]
+        assert s3.keys(BUCKET) == [] and not down.ray_started
 
+        proc = _run(tmp_path, env, str(spec), "--no-dashboard")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         root = f"s3://{BUCKET}/runs/{NAME}"
         assert f"Written to {root}/{R.TABLE_REPORT_FILE}" in proc.stdout
@@ -103,7 +80,7 @@ def test_a_table_on_s3_end_to_end(tmp_path, monkeypatch):
         report = s3.client().get_object(Bucket=BUCKET, Key=report_key)["Body"].read().decode()
         assert report in proc.stdout and "reference family **ms**" in report and "| spl | Δ " in report
 
-        # Optuna (PostgreSQL): one study per cell with its one COMPLETE trial (none of the refused table's).
+        # Optuna (PostgreSQL): one study per cell with its one COMPLETE trial.
         storage = optuna.storages.RDBStorage(pg.url("optuna").replace("${" + PASSWORD_ENV + "}", pg.password))
         studies = sorted(s.study_name for s in optuna.get_all_study_summaries(storage))
         assert studies == [f"{NAME}.ms.p0.2", f"{NAME}.spl.p0.2"]
@@ -114,7 +91,6 @@ def test_a_table_on_s3_end_to_end(tmp_path, monkeypatch):
 
         client = MlflowClient(pg.url("mlflow").replace("${" + PASSWORD_ENV + "}", pg.password))
         experiment = client.get_experiment_by_name(NAME)
-        assert client.get_experiment_by_name(DOWN) is None
         runs = client.search_runs([experiment.experiment_id])
         parent = next(r for r in runs if r.data.tags.get(R.ROLE_TAG) == R.ROLE_STUDY)
         assert R.TABLE_REPORT_FILE in {a.path for a in client.list_artifacts(parent.info.run_id)}
@@ -122,18 +98,16 @@ def test_a_table_on_s3_end_to_end(tmp_path, monkeypatch):
         finals = [r for r in runs if r.data.tags.get(R.STAGE) == R.STAGE_FINAL and r.info.status == "FINISHED"]
         assert len(finals) == 4
 
-        # --status reads the table in the bucket, and dashboards.compare the study directory there (both read only:
-        # at the same time).
-        with ThreadPoolExecutor(1) as pool:
-            compared = pool.submit(_run, tmp_path, env, root, "--reference", "ms", module="dashboards.compare")
-            status = _run(tmp_path, env, str(spec), "--status")
-            compare = compared.result()
+        # --status reads the table in the bucket.
+        status = _run(tmp_path, env, str(spec), "--status")
         assert status.returncode == 0, status.stderr[-3000:]
         rows = {ln.split()[0]: ln.split() for ln in status.stdout.splitlines() if ln.startswith(("ms.", "spl."))}
         assert set(rows) == {"ms.p0.2", "spl.p0.2"}
         for row in rows.values():
             assert row[2:6] == ["1/1", "0", "0", "0"] and "2/2" in row  # finished, pruned, failed, running; seeds
 
+        # dashboards.compare reads the study directory in the bucket.
+        compare = _run(tmp_path, env, root, "--reference", "ms", module="dashboards.compare")
         assert compare.returncode == 0, compare.stderr[-3000:]
         assert "| spl | Δ " in compare.stdout
 
