@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -262,8 +262,8 @@ class Deployment:
             proc.wait()
 
     # -- faults -------------------------------------------------------------------------------------------------
-    def restart_postgres(self, down_s: float = 5.0) -> None:
-        self.pg.restart(down_s=down_s, mode="fast")
+    def restart_postgres(self, down_s: float = 5.0, until: Callable[[], bool] | None = None) -> None:
+        self.pg.restart(down_s=down_s, mode="fast", until=until)
 
     def crash_postgres(self, down_s: float = 5.0) -> None:
         self.pg.crash(down_s=down_s)

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from study.tracking.server import free_port
@@ -122,9 +122,17 @@ class Postgres:
         """``fast``: roll back open transactions and close connections (a restart); ``immediate``: as a crash."""
         self._as_postgres([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"])
 
-    def restart(self, down_s: float = 5.0, mode: str = "fast") -> None:
+    def restart(
+        self, down_s: float = 5.0, mode: str = "fast", until: Callable[[], bool] | None = None, cap_s: float = 90.0
+    ) -> None:
+        """Stop, stay down ``down_s`` and, with ``until``, on until ``until()`` holds (at most ``cap_s``): a client
+        that touches the database only now and then (the driver's Optuna store, once per epoch) is sure to meet the
+        outage under any load, then start."""
         self.stop(mode)
         time.sleep(down_s)
+        deadline = time.monotonic() + cap_s
+        while until is not None and not until() and time.monotonic() < deadline:
+            time.sleep(0.2)
         self.start()
 
     def crash(self, down_s: float = 5.0) -> None:

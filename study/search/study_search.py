@@ -74,6 +74,13 @@ class StudySearch(OptunaSearch):
             return
         epochs = int((result or {}).get(EPOCH, (result or {}).get("training_iteration", 0)))
         value = (result or {}).get(self.metric)
+        if value is None and not error and stored.intermediate_values:
+            # A trial that ended whole without a result holding the metric: seen when a driver stopped (a warm head
+            # killed) after the trial's last epoch reached Optuna and its checkpoint, but before Ray's snapshot held it
+            # ended; restored from that last checkpoint, it ends at once and Ray hands over an empty result. Its last
+            # epoch Optuna recorded is its end (a PRUNED here would disagree with MLflow's FINISHED run).
+            epochs = max(stored.intermediate_values)
+            value = stored.intermediate_values[epochs]
         if value is None:
             state = optuna.trial.TrialState.FAIL if error else optuna.trial.TrialState.PRUNED
         else:

@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from optuna.storages import RDBStorage
 
+from study.tracking.schema_lock import creating_optuna_schema
 from trainables.schema.errors import SpecError
 
 if TYPE_CHECKING:
@@ -268,7 +269,9 @@ class RedactedRDBStorage(RDBStorage):
 
     def __init__(self, url: str, key: str = "tracking.optuna_uri", **kwargs: Any) -> None:
         self._redacted_url = remember(url)
-        super().__init__(connection_url(self._redacted_url, key), **kwargs)
+        real = connection_url(self._redacted_url, key)
+        with creating_optuna_schema(real):
+            super().__init__(real, **kwargs)
 
     def __getstate__(self) -> dict[Any, Any]:
         state = super().__getstate__()

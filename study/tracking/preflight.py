@@ -24,6 +24,7 @@ import secrets
 from typing import Any
 
 from study.tracking.credentials import connection_url, mask_passwords, redact
+from study.tracking.schema_lock import creating_optuna_schema
 from trainables.schema.errors import SpecError
 
 __all__ = ["preflight_stores", "check_database", "check_tracking_server", "check_storage_uri", "endpoint"]
@@ -117,7 +118,9 @@ def check_optuna(redacted: str, key: str = "tracking.optuna_uri") -> None:
     engine = check_database(redacted, key)
     engine.dispose()
     try:
-        storage = RDBStorage(connection_url(redacted, key), engine_kwargs={"pool_pre_ping": True})
+        real = connection_url(redacted, key)
+        with creating_optuna_schema(real):
+            storage = RDBStorage(real, engine_kwargs={"pool_pre_ping": True})
         storage.get_all_studies()
         storage.engine.dispose()
     except Exception as e:  # noqa: BLE001 - a permission or schema error: the one line says which

@@ -137,3 +137,33 @@ def test_the_searcher_waits_for_trial_i_minus_lag_and_keeps_waiting_after_a_rest
     trials = study.get_trials()
     assert [t.user_attrs.get(OPTUNA_RAY_TRIAL_ID) for t in trials] == ["ray_a", "ray_b", "ray_c", "ray_d", "ray_e"]
     assert study.metric_names == ["test/recall_at_1"]
+
+
+def test_a_trial_restored_from_its_last_checkpoint_ends_complete_with_its_last_epoch(tmp_path):
+    """A driver stopped after a trial's last epoch reached Optuna but before Ray's snapshot held it ended (a warm
+    head killed): restored, the trial ends at once and Ray hands over a result without the metric. Optuna records it
+    COMPLETE with its last epoch's value, as MLflow has it FINISHED (it was told PRUNED, measured in CI). A trial that
+    ended early or failed is still PRUNED or FAIL."""
+    from study.search.space import to_optuna
+    from study.search.study_search import StudySearch
+    from trainables.schema.spec import FloatParam
+
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    searcher = StudySearch(
+        space=to_optuna({"ms_alpha": FloatParam(type="float", low=1.0, high=3.0)}),
+        metric="val/recall_at_1",
+        mode="max",
+        sampler=optuna.samplers.RandomSampler(seed=0),
+        study_name="s",
+        storage=optuna.storages.RDBStorage(url),
+        max_t=2,
+    )
+    for ray_id in ("whole", "early", "failed"):
+        assert searcher.suggest(ray_id) is not None
+        searcher.on_trial_result(ray_id, {"val/recall_at_1": 0.5, "epoch": 1, "training_iteration": 1})
+    searcher.on_trial_result("whole", {"val/recall_at_1": 0.75, "epoch": 2, "training_iteration": 2})
+    searcher.on_trial_complete("whole", {}, error=False)
+    searcher.on_trial_complete("early", {}, error=False)
+    searcher.on_trial_complete("failed", None, error=True)
+    trials = optuna.load_study(study_name="s", storage=url).get_trials()
+    assert [(t.state.name, t.value) for t in trials] == [("COMPLETE", 0.75), ("PRUNED", 0.5), ("FAIL", None)]
