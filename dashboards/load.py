@@ -191,7 +191,7 @@ class DashboardData:
             live = runs.filter(pl.col("status") == "RUNNING").height
             if s.status == "RUNNING" or live:
                 planned = f" of {s.num_trials_planned} planned" if s.num_trials_planned else ""
-                search = runs.filter(~pl.col(R.STAGE).is_in([FINAL_STAGE, R.STAGE_RACE])).height
+                search = runs.filter(pl.col(R.STAGE).fill_null(SEARCH_STAGE) == SEARCH_STAGE).height
                 final = runs.height - search
                 stage = f", {final} final-stage runs" if final or s.stage == FINAL_STAGE else ""
                 notes.append(

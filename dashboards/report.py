@@ -9,7 +9,8 @@
   replicates the search's own variance);
 - how reliable each cell's choice is (:mod:`study.final.reliability`: its validation classes resampled, the test
   classes never read), printed and logged as metrics of the parent run (``selection/<cell>/p_best`` …);
-- the finalist race's standings when the run raced its finalists (``final.race``, :mod:`study.final.race`);
+- what the stages after the search reported (:attr:`~study.search.outcome.StudyOutcome.stage_lines`: a stage that
+  retrained finalists, how each fared);
 - whether more trials would change the answer: per cell, ``still climbing`` or ``flat`` at its n trials, from the
   expected best validation score against the number of trials (:mod:`dashboards.expected_best`, read from the cells'
   Optuna trials: :func:`cell_curves`);
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from dashboards.expected_best import CellCurve, of_trials
-from dashboards.table_report import race_lines, study_cost_report, write_table_report
+from dashboards.table_report import study_cost_report, write_table_report
 from study.arguments import one_line
 from study.cell_status import CellStatus, cells_status
 from study.final.intervals import left_out_line, left_out_replicates, replicated_mean, t_interval
@@ -58,7 +59,13 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
     if len(plan.keys) > 1:
         if outcome.final:
             where, text = write_table_report(
-                plan, layout, outcome.parent_run_id, bill=bill, cells=cells or None, race=outcome.race, curves=curves
+                plan,
+                layout,
+                outcome.parent_run_id,
+                bill=bill,
+                cells=cells or None,
+                stage_lines=outcome.stage_lines,
+                curves=curves,
             )
             print()
             print(text)
@@ -72,7 +79,7 @@ def report(plan: StudyPlan, layout: StudyLayout, outcome: StudyOutcome, bill: tu
         print(f"  {line}")
     for line in budget_lines(curves):
         print(f"  {line}")
-    for line in race_lines(outcome.race, plan.name):
+    for line in outcome.stage_lines:
         print(f"  {line}")
     if outcome.final:
         print_final(outcome.final)

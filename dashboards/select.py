@@ -15,7 +15,7 @@ import math
 
 import polars as pl
 
-from dashboards.load import FINAL_STAGE, METRIC, PARAM, DashboardData
+from dashboards.load import FINAL_STAGE, METRIC, PARAM, SEARCH_STAGE, DashboardData
 from study.final.best import best_by_group
 
 # The final stage's own rule (mean ± t₀.₉₇₅,ₙ₋₁ · s/√n), one definition for the study and every table.
@@ -30,7 +30,7 @@ __all__ = [
     "scored_runs",
     "search_runs",
     "final_runs",
-    "race_runs",
+    "between_runs",
     "best_configs",
     "summarise",
     "final_groups",
@@ -69,14 +69,15 @@ def as_test(data: DashboardData, metric: str) -> str:
 
 
 def search_runs(data: DashboardData) -> pl.DataFrame:
-    """The search stage's runs (runs without a ``stage`` tag count as search runs): not the final stage's, nor the
-    finalist race's (``final.race``: finalists retrained on more seeds, no trial of the search)."""
-    return data.runs.filter(~pl.col(R.STAGE).is_in([FINAL_STAGE, R.STAGE_RACE]))
+    """The search stage's runs (runs without a ``stage`` tag count as search runs): not the final stage's, nor those
+    of a stage between them (their trials retrain the search's, on more seeds)."""
+    return data.runs.filter(pl.col(R.STAGE).fill_null(SEARCH_STAGE) == SEARCH_STAGE)
 
 
-def race_runs(data: DashboardData) -> pl.DataFrame:
-    """The finalist race's runs (``final.race``), any status."""
-    return data.runs.filter(pl.col(R.STAGE) == R.STAGE_RACE)
+def between_runs(data: DashboardData) -> pl.DataFrame:
+    """The runs of the stages between the search and the final stage (validation only, priced as search trials),
+    any status."""
+    return data.runs.filter(~pl.col(R.STAGE).fill_null(SEARCH_STAGE).is_in([SEARCH_STAGE, FINAL_STAGE]))
 
 
 def final_runs(data: DashboardData) -> pl.DataFrame:

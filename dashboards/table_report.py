@@ -42,11 +42,10 @@ from dashboards.compare.verdicts import (
 )
 from dashboards.expected_best import CellCurve, crossing_line
 from dashboards.load import METRIC, DashboardError
-from dashboards.select import final_runs, race_runs
+from dashboards.select import between_runs, final_runs
 from study.bill import Bill, Priced, estimated_hours, model_epochs, priced, size_line
 from study.cell_status import CellStatus, SlotUse, cells_status, slot_use, winner_text
 from study.console import format_table
-from study.final.race import undecided_note
 from study.intake.plan import StudyPlan
 from study.runtime.run_progress import RunWall
 from trainables.schema import record as R
@@ -55,7 +54,6 @@ from trainables.schema.metric_names import COST_WALL, final_metric
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from study.final.race import Standing
     from study.intake.layout import StudyLayout
 
 __all__ = [
@@ -64,7 +62,6 @@ __all__ = [
     "table_verdicts",
     "replicates_cost",
     "SECONDARY",
-    "race_lines",
     "final_wall_s",
     "whole_run_use",
     "bill_against_actual",
@@ -82,16 +79,17 @@ def table_report(
     study_dir: str,
     bill: tuple[Bill | None, RunWall] | None = None,
     cells: list[CellStatus] | None = None,
-    race: Sequence[Standing] = (),
+    stage_lines: Sequence[str] = (),
     curves: Mapping[str, CellCurve] | None = None,
 ) -> str:
     """Markdown: the verdicts (the headline), the comparison (final stage, paired Δ against the reference arm) and
     the winners per cell; with ``bill`` (the bill priced before the run, the run's wall seconds), the bill against
     the actual cost. ``cells``: :func:`~study.cell_status.cells_status` when the caller read it already (default:
-    read here). ``race``: the finalist race's standings (``final.race``): which finalist each cell retrains.
+    read here). ``stage_lines``: what the stages after the search reported (:attr:`~study.search.outcome.StudyOutcome.
+    stage_lines`: which finalist each cell retrains).
     ``curves``: each cell's expected best validation against its trials (:func:`dashboards.report.cell_curves`):
     whether more trials would change the answer."""
-    return _report(plan, study_dir, bill, cells, race, curves)[0]
+    return _report(plan, study_dir, bill, cells, stage_lines, curves)[0]
 
 
 def _report(
@@ -99,7 +97,7 @@ def _report(
     study_dir: str,
     bill: tuple[Bill | None, RunWall] | None,
     cells: list[CellStatus] | None,
-    race: Sequence[Standing],
+    stage_lines: Sequence[str],
     curves: Mapping[str, CellCurve] | None = None,
 ) -> tuple[str, list[Verdict]]:
     """:func:`table_report`'s text and the verdicts on the primary metric (for the parent run)."""
@@ -138,8 +136,8 @@ def _report(
             *reliable,
             "",
         ]
-    if lines := race_lines(race, plan.name):
-        parts += ["```", *lines, "```", ""]
+    if stage_lines:
+        parts += ["```", *stage_lines, "```", ""]
     if lines := budget_lines(plan, curves or {}):
         parts += ["Would more trials change the answer (each cell's expected best validation against its trials):", ""]
         parts += [*(f"- {line}" for line in lines), ""]
@@ -183,34 +181,6 @@ def replicates_cost(plan: StudyPlan, bill: Bill | None, replicates: int = 3) -> 
         f"the {replicates} searches: {replicates} × this table's {epochs:.0f} model-epochs = "
         f"{replicates * epochs:.0f}{priced_text}."
     )
-
-
-def race_lines(race: Sequence[Standing], name: str) -> list[str]:
-    """The finalist race's standings (``final.race``), one line per group: each finalist's mean over its search run
-    and its race runs (validation only), its failed or short race runs, the winner marked as the one the final stage
-    retrains, and a note where the race did not decide (:func:`study.final.race.undecided_note`)."""
-    if not race:
-        return []
-    seeds = max(s.planned for s in race)
-    lines = [
-        f"race: each group's finalists retrained on {seeds} more seeds (validation only); the best mean wins among "
-        "the finalists whose race runs all trained every epoch:"
-    ]
-    for group in dict.fromkeys(s.group for s in race):
-        rows = [s for s in race if s.group == group]
-        shown = []
-        for s in rows:
-            race_values = ", ".join(f"{v:.4f}" for v in s.race_values) or "none finished"
-            missing = f"; {s.missing} of {s.planned} failed or short" if s.missing else ""
-            mark = " (retrained)" if s.winner else ""
-            shown.append(
-                f"trial {s.source_trial if s.number is None else s.number} {s.mean:.4f}{mark} "
-                f"[search {s.search_value:.4f}; race {race_values}{missing}]"
-            )
-        label = name if group in (R.GROUP_ALL, name) else group
-        note = undecided_note(rows)
-        lines.append(f"  {label}: " + "; ".join(shown) + (f" ({note})" if note else ""))
-    return lines
 
 
 def cost_lines(
@@ -319,10 +289,10 @@ def final_wall_s(data: Any) -> float | None:
     return None if data is None else _wall_s(final_runs(data))
 
 
-def race_wall_s(data: Any) -> float:
-    """The finalist race's trial time (``final.race``): its runs' summed ``cost/wall_s`` (0 without a race, or when
-    the study's data was not read)."""
-    return 0.0 if data is None else (_wall_s(race_runs(data)) or 0.0)
+def between_wall_s(data: Any) -> float:
+    """The trial time of the stages between the search and the final stage (:func:`dashboards.select.between_runs`):
+    their runs' summed ``cost/wall_s`` (0 without such a stage, or when the study's data was not read)."""
+    return 0.0 if data is None else (_wall_s(between_runs(data)) or 0.0)
 
 
 def _wall_s(runs: pl.DataFrame) -> float | None:
@@ -339,7 +309,7 @@ def whole_run_use(cells: list[CellStatus], data: Any, slots: int, wall: RunWall)
     if final is None or wall.seconds <= 0:
         return None
     note = "" if wall == RunWall(wall.seconds) else f" (wall: {wall.label()})"
-    trials = sum(c.wall_s for c in cells) + race_wall_s(data) + final
+    trials = sum(c.wall_s for c in cells) + between_wall_s(data) + final
     return SlotUse(wall.seconds, trials, slots, "whole-run", note)
 
 
@@ -349,7 +319,8 @@ def bill_against_actual(priced: Priced, cells: list[CellStatus], bill: Bill, run
     data, wall = run
     slots = priced.slots
     search_h, final_h = priced.stage_hours(bill)
-    search_actual = (sum(c.wall_s for c in cells) + race_wall_s(data)) / slots / 3600.0  # the race: the search's
+    # The stages between the search and the final stage train search trials: billed with the search.
+    search_actual = (sum(c.wall_s for c in cells) + between_wall_s(data)) / slots / 3600.0
     final = final_wall_s(data)
     final_actual = "unknown" if final is None else f"{final / slots / 3600.0:.2f} h"
     return (
@@ -366,7 +337,7 @@ def write_table_report(
     parent_run_id: str,
     bill: tuple[Bill | None, RunWall] | None = None,
     cells: list[CellStatus] | None = None,
-    race: Sequence[Standing] = (),
+    stage_lines: Sequence[str] = (),
     curves: Mapping[str, CellCurve] | None = None,
 ) -> tuple[str, str]:
     """Write the report into the study directory (a local path or an object-store URI), log it on the parent run,
@@ -379,7 +350,7 @@ def write_table_report(
     from study.runtime.storage import write_bytes
     from study.tracking.stores import mlflow_client
 
-    text, verdicts = _report(plan, layout.root, bill, cells, race, curves)
+    text, verdicts = _report(plan, layout.root, bill, cells, stage_lines, curves)
     where = layout.table_report
     write_bytes(where, text.encode("utf-8"))
     with tempfile.TemporaryDirectory(prefix="table_report") as scratch:  # MLflow logs a local file

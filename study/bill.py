@@ -3,9 +3,9 @@
 its scheduler; after the run, the same bill beside what the trials actually cost (docs/tables.md, "The measured bill").
 
 A trial is priced as its start-up plus its epochs: a search trial ``startup + share · epochs · search_epoch_s``, a
-final run ``startup + epochs · final_epoch_s``, summed over every cell and divided by the slots. A cell's final runs
-and finalist race are counted per final group (:attr:`~study.intake.plan.StudyPlan.groups_per_cell`: a
-``final.group_by`` study retrains, and races, each group's best), as the stages make them. ``share`` is the
+final run ``startup + epochs · final_epoch_s``, summed over every cell and divided by the slots. A cell's runs after
+its search are counted per final group (:attr:`~study.intake.plan.StudyPlan.groups_per_cell`: a ``final.group_by``
+study retrains each group's best), as the stages make them (:func:`~study.search.stages.counted_stages`). ``share`` is the
 scheduler's expected share of the search's epochs (1 for FIFO). An assumed ``epoch_seconds`` is the old unit: a model-
 epoch on all training classes, no start-up, so a search trial's epoch is ``search_cost`` of them.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from study.intake.plan import StudyPlan
 from study.search.calibration import ArmCalibration, Calibration, calibrate
+from study.search.stages import counted_stages
 from trainables.schema.errors import SpecError
 from trainables.schema.space import SchedulerSpec
 from trainables.schema.spec import StudySpec
@@ -102,8 +103,9 @@ class Priced:
     epochs: int
     slots: int
     scheduler: SchedulerSpec
-    #: Each cell's finalist race runs (``final.race``: its groups' finalists × seeds), each a search trial to the end.
-    race: int = 0
+    #: Each cell's runs of the later stages that train as search trials to the end (validation only:
+    #: :attr:`~study.search.stages.base.Stage.searches`).
+    searched_after: int = 0
 
     @property
     def scheduled(self) -> bool:
@@ -114,13 +116,14 @@ class Priced:
         return self.scheduler.share(self.epochs, self.trials)
 
     def stage_hours(self, bill: Bill, scheduled: bool | None = None) -> tuple[float, float]:
-        """The search's (with the finalist race's) and the final stage's hours on the slots under ``bill``;
+        """The search's (with the later stages' search trials) and the final stage's hours on the slots under ``bill``;
         ``scheduled`` (default: whether there is a scheduler) prices the search at its expected share."""
         share = self.share() if (self.scheduled if scheduled is None else scheduled) else 1.0
         search = sum(bill.trial_s(a, share * self.epochs) for a in self.arms) * self.trials
-        race = sum(bill.trial_s(a, self.epochs) for a in self.arms) * self.race  # no scheduler stops a race run
+        # No scheduler stops a later stage's run: each trains every epoch.
+        after = sum(bill.trial_s(a, self.epochs) for a in self.arms) * self.searched_after
         final = sum(bill.trial_s(a, self.epochs, final=True) for a in self.arms) * self.finals
-        return (search + race) / self.slots / 3600.0, final / self.slots / 3600.0
+        return (search + after) / self.slots / 3600.0, final / self.slots / 3600.0
 
     def hours(self, bill: Bill, scheduled: bool | None = None) -> float:
         return sum(self.stage_hours(bill, scheduled))
@@ -153,7 +156,7 @@ class Priced:
 
 
 def priced(plan: StudyPlan) -> Priced:
-    """What a run's bill multiplies: its cells' arms, ``num_trials``, final runs and race runs each."""
+    """What a run's bill multiplies: its cells' arms, ``num_trials``, final runs and later search trials each."""
     b = plan.base
     return Priced(
         tuple(c.arm for c in plan.cells),
@@ -162,7 +165,7 @@ def priced(plan: StudyPlan) -> Priced:
         b.train.epochs,
         b.search.max_concurrent,
         b.search.scheduler,
-        plan.race_per_cell,
+        sum(s.per_cell(plan) for s in counted_stages(plan) if s.searches),
     )
 
 
@@ -190,11 +193,12 @@ def calibrate_plan(plan: StudyPlan) -> Calibration:
 
 
 def model_epochs(plan: StudyPlan, scheduled: bool | None = None) -> float:
-    """The run's whole training, in model-epochs on all training classes (the finalist race's runs as search trials);
-    ``scheduled`` (default: whether the run has a scheduler) counts the search at its expected share under early
-    stopping."""
+    """The run's whole training, in model-epochs on all training classes (the later stages' search trials priced as
+    search trials); ``scheduled`` (default: whether the run has a scheduler) counts
+    the search at its expected share under early stopping."""
     share = priced(plan).share() if (plan.scheduled if scheduled is None else scheduled) else 1.0
-    search = (plan.search_trials * share + plan.race_runs) * plan.search_cost()
+    after = sum(s.planned(plan) for s in counted_stages(plan) if s.searches)
+    search = (plan.search_trials * share + after) * plan.search_cost()
     return (search + plan.final_runs) * plan.base.train.epochs
 
 
@@ -229,27 +233,11 @@ def _shape(plan: StudyPlan) -> str:
     return " × ".join([*parts, f"{plan.trials_per_cell} trials"])
 
 
-def _per(plan: StudyPlan) -> str:
-    """What the final stage retrains (and races) the best of: ``cell``, or ``group`` (``final.group_by``)."""
-    return "cell" if plan.groups_are_cells or not plan.base.final.group_by else "group"
-
-
-def _race_text(plan: StudyPlan) -> str:
-    """``a race of 3 finalists × 2 seeds per cell = 12 race runs, then ``; empty without ``final.race``."""
-    race = plan.base.final.race
-    if race is None:
-        return ""
-    return (
-        f"a race of {race.finalists} finalists × {race.seeds} seeds per {_per(plan)} = {plan.race_runs} race runs "
-        "(validation only), then "
-    )
-
-
 def _final_text(plan: StudyPlan) -> str:
     """``4 × 3 final seeds = 12 final runs`` (one best per cell), or ``6 groups (final.group_by) × 3 final seeds = 18
     final runs``: a ``final.group_by`` study's groups (at most: :func:`~study.intake.plan.group_count`)."""
     seeds, runs = plan.base.final.seeds, plan.final_runs
-    if _per(plan) == "cell":
+    if plan.final_unit == "cell":
         return f"{len(plan.cells)} × {seeds} final seeds = {runs} final runs"
     return f"{plan.groups_per_cell} groups (final.group_by) × {seeds} final seeds = {runs} final runs"
 
@@ -264,7 +252,7 @@ def size_line(plan: StudyPlan, bill: Bill | None = None) -> str:
     models = {"kfold": f"{v.folds} folds", "holdout": "holdout"}.get(v.kind, "test selection")
     line = (
         f"{plan.noun.capitalize()} {plan.name}: {_shape(plan)} × {epochs} epochs = {plan.search_trials} search trials "
-        f"({models}), then {_race_text(plan)}{_final_text(plan)}; "
+        f"({models}), then {''.join(s.bill_text(plan) for s in counted_stages(plan))}{_final_text(plan)}; "
         f"{slots} at a time; every trial to the end (FIFO): {model_epochs(plan, False):.0f} model-epochs"
     )
     if bill is not None:

@@ -11,8 +11,6 @@ The best trial is :func:`study.final.best.pick_best`'s on the cell's COMPLETE Op
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import tempfile
 from collections import Counter
@@ -22,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from study.final.best import pick_best
-from study.final.reliability import Choice, of_trials
+from study.final.reliability import Choice, Chosen, of_trials
 from study.final.sequential import Decision
 from study.intake.layout import StudyLayout
 from study.intake.plan import PlanCell, StudyPlan
 from study.runtime.storage import read_bytes
+from study.search.stages import counted_stages
 from study.search.stages.rounds import decisions_of
 from study.tracking import peek as tracking_peek
 from study.tracking.stores import load_optuna_study, mlflow_client, optuna_storage, optuna_study_names
@@ -61,7 +60,9 @@ class CellStatus:
     counts: dict[str, int]
     best_value: float | None
     best_params: dict[str, Any] = field(default_factory=dict)
-    final_done: int = 0
+    #: Per later stage (:func:`~study.search.stages.counted_stages`, by tag), its runs finished: the cell's own, or a study's
+    #: over its ``final.group_by`` groups.
+    done: dict[str, int] = field(default_factory=dict)
     #: FAIL trials whose loss was not finite: evaluated, not replaced (study/search/cell_search.py).
     nonfinite: int = 0
     #: What the cell's ended trials cost (study/search/cell_search.py records each on its Optuna trial): models × epochs
@@ -75,15 +76,18 @@ class CellStatus:
     span: tuple[datetime, datetime] | None = None
     #: The best trial's Optuna number (``None`` before one completed).
     best_number: int | None = None
-    #: How reliable the cell's choice is on its validation classes (:mod:`study.final.reliability`: the race
-    #: winner's once the finalist race chose, else the search's best; at the rung that chose under early stopping;
-    #: ``None`` before two candidates ended, or without per-class validation results).
+    #: How reliable the cell's choice is on its validation classes (:mod:`study.final.reliability`: the chosen
+    #: trial's once a stage after the search chose, else the search's best; at the rung that chose under early
+    #: stopping; ``None`` before two candidates ended, or without per-class validation results).
     reliability: Choice | None = None
-    #: Finalist race runs finished (``final.race``): the cell's own, or a study's over its groups.
-    race_done: int = 0
-    #: The finalist race's winner, the trial the final stage retrains (``None``: no race, or not decided yet): its
-    #: Optuna number and its race score (the mean of its search value and its race runs' values).
-    race_winner: tuple[int, float] | None = None
+    #: The trial a stage after the search chose for the final stage to retrain (``None``: none chose, or not yet): its
+    #: Optuna number and the score it was chosen on (:meth:`~study.search.stages.base.Stage.chosen`).
+    chosen: tuple[int, float] | None = None
+
+    @property
+    def final_done(self) -> int:
+        """Final runs finished."""
+        return self.done.get(R.STAGE_FINAL, 0)
 
     @property
     def finished(self) -> int:
@@ -195,7 +199,7 @@ def edge_flag(param: ParamSpec, value: Any) -> str:
 
 
 def _finished_per_group(layout_uri: str, name: str, stage: str) -> Counter[str]:
-    """FINISHED trial runs of ``stage`` (``final``, ``race``) per group."""
+    """FINISHED trial runs of ``stage`` (a stage's tag: ``final``, ...) per group."""
     runs = tracking_peek.runs_of(
         layout_uri,
         name,
@@ -205,17 +209,20 @@ def _finished_per_group(layout_uri: str, name: str, stage: str) -> Counter[str]:
 
 
 def cells_status(plan: StudyPlan) -> list[CellStatus]:
-    """Per cell of the run: Optuna trial states, the best trial, final seeds done, what it cost. Raises
-    :class:`StudyError` when the run has never been started."""
+    """Per cell of the run: Optuna trial states, the best trial, each later stage's runs done, the trial a stage
+    chose, what it cost. Raises :class:`StudyError` when the run has never been started."""
     base, per_trial = plan.base, plan.trial_model_epochs
     layout = StudyLayout.for_spec(base)
     if read_bytes(layout.spec_file) is None:
         raise StudyError(f"there is no {plan.noun} {base.name!r} in {layout.root}")
     storage = optuna_storage(layout.optuna_url)
     names = set(optuna_study_names(storage, base.name))
-    finals = _finished_per_group(layout.tracking_uri, base.name, R.STAGE_FINAL)
-    races = _finished_per_group(layout.tracking_uri, base.name, R.STAGE_RACE) if plan.race_per_cell else Counter()
-    winners = _race_winners(plan, layout.tracking_uri) if plan.race_per_cell else {}
+    later = counted_stages(plan)
+    finished = {s.tag: _finished_per_group(layout.tracking_uri, base.name, s.tag) for s in later}
+    chosen: dict[str, tuple[int, float]] = {}
+    chooser = next((s for s in later if s.winner_name), None)
+    if chooser is not None:
+        chosen = chooser.chosen(plan, lambda path: _parent_file(layout.tracking_uri, plan.name, path))
     out = []
     for cell in plan.cells:
         trials = []
@@ -223,45 +230,30 @@ def cells_status(plan: StudyPlan) -> list[CellStatus]:
             trials = load_optuna_study(cell.study_name, storage).get_trials(deepcopy=False)
         complete = [t for t in trials if t.state.name == "COMPLETE"]
         best = pick_best(complete, lambda t: t.value, lambda t: t.number, base.search.mode)
-        raced = winners.get(cell.label)
+        picked = chosen.get(cell.label)
         out.append(
             CellStatus(
                 cell,
                 dict(Counter(t.state.name for t in trials)),
                 None if best is None else best.value,
                 {} if best is None else dict(best.params),
-                finals.get(cell.label, 0) if plan.groups_are_cells else sum(finals.values()),
+                {
+                    tag: runs.get(cell.label, 0) if plan.groups_are_cells else sum(runs.values())
+                    for tag, runs in finished.items()
+                },
                 sum(t.user_attrs.get(R.OPTUNA_FAILURE) == R.FAILURE_NONFINITE for t in trials),
                 **_cost(trials, per_trial),
                 span=_span(trials),
                 best_number=None if best is None else best.number,
-                reliability=of_trials(trials, base.search.mode, base.train.epochs, None if raced is None else raced[0]),
-                race_done=races.get(cell.label, 0) if plan.groups_are_cells else sum(races.values()),
-                race_winner=raced,
+                reliability=of_trials(
+                    trials,
+                    base.search.mode,
+                    base.train.epochs,
+                    None if picked is None or chooser is None else Chosen(picked[0], chooser.winner_name),
+                ),
+                chosen=picked,
             )
         )
-    return out
-
-
-def _race_winners(plan: StudyPlan, uri: str) -> dict[str, tuple[int, float]]:
-    """Per cell label, the finalist race's winner (its Optuna number, its race score) from the parent run's
-    :data:`~trainables.schema.record.RACE_FILE` (written once the race ended; empty before). A study's groups
-    (``final.group_by``) are no cells: their winners are left out."""
-    text = _parent_file(uri, plan.name, R.RACE_FILE)
-    if not text:
-        return {}
-    rows = list(csv.DictReader(io.StringIO(text)))
-    groups = {row[R.GROUP] for row in rows}
-    out = {}
-    for row in rows:
-        if row["winner"] != "true" or not row["optuna_number"]:
-            continue
-        group = row[R.GROUP]
-        if not plan.groups_are_cells:  # a study of one cell: its race's one group
-            if groups != {group} or len(plan.cells) != 1:
-                continue
-            group = plan.cells[0].label
-        out[group] = (int(row["optuna_number"]), float(row[R.RACE_MEAN]))
     return out
 
 

@@ -29,7 +29,7 @@ from study.final.reliability import Candidate, choice
 from study.intake.plan import StudyPlan
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
-from trainables.schema.trial import CELL_KEY, FINAL_KEY, RACE_KEY
+from trainables.schema.trial import CELL_KEY, FINAL_KEY, STAGE_KEYS
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -123,7 +123,7 @@ class ProgressTable(ThrottledTable):
         table = format_table(rows, ["trial", "status", "epoch", *self.param_names, self.metric])
         line = None
         if done >= self.total_trials:
-            search = [t for t in trials if not _staged(t)]  # the race's and the final stage's trials choose nothing
+            search = [t for t in trials if not _staged(t)]  # a later stage's trials choose nothing
             label = next((str(t.config[CELL_KEY]) for t in search if CELL_KEY in t.config), "this study")
             line = selection_line(label, search, (self.metric, self.mode), self.total_epochs, self.rung_records)
         return f"{header}\n{table}" + ("" if line is None else f"\n{line}")
@@ -140,8 +140,8 @@ class ProgressTable(ThrottledTable):
 
 
 def _staged(trial: Trial) -> bool:
-    """A trial of the race or of the final stage (not a search trial)."""
-    return FINAL_KEY in trial.config or RACE_KEY in trial.config
+    """A trial of a stage after the search (its point's key in its config), not a search trial."""
+    return any(key in trial.config for key in STAGE_KEYS)
 
 
 def eta_text(seconds: float) -> str:
@@ -171,10 +171,12 @@ class CellProgress(ThrottledTable):
         per_epoch = (time.monotonic() - self._started) / (self._epochs_here * t.search_cost())
         # Under early stopping the search is expected to train its share of every trial's epochs (study.intake.asha_cost, the plan's search_share).
         search_left = max(0.0, t.search_trials * epochs * t.search_share - trained)
-        race_left = t.race_runs * epochs  # the finalist race (final.race) follows the search: search trials too
-        left = ((search_left + race_left) * t.search_cost() + (t.final_runs - finals_done) * epochs) * per_epoch
-        race = f"{t.race_runs} race runs, " if t.race_runs else ""
-        return f"; ETA ≈ {eta_text(left)} (then {race}{t.final_runs - finals_done} final runs)"
+        # The later stages follow the search; a table's final seeds may already run in this experiment.
+        runs = [(tag, n - (finals_done if tag == R.STAGE_FINAL else 0), searches) for tag, n, searches in t.later_runs]
+        models = sum(n * (t.search_cost() if searches else 1.0) for _, n, searches in runs)
+        left = (search_left * t.search_cost() + models * epochs) * per_epoch
+        then = ", ".join(f"{n} {tag} runs" for tag, n, _ in runs)
+        return f"; ETA ≈ {eta_text(left)}" + (f" (then {then})" if then else "")
 
     def render(self, trials: list[Trial]) -> str:
         plan = self.plan

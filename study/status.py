@@ -25,7 +25,7 @@ from study.intake.plan import StudyPlan
 from study.runtime.lock import driver_text
 from study.runtime.run_progress import StageCounts
 from study.runtime.slurm_status import print_job_line, print_unstarted
-from study.search.stages import STAGES
+from study.search.stages import STAGES, counted_stages
 from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -69,8 +69,10 @@ def print_status(plan: StudyPlan) -> int:
         searched=tuple(c.finished + c.failed for c in _started(plan, cells)),
         trials_per_cell=plan.trials_per_cell,
         searched_ok=any(c.finished for c in cells),
-        race=(sum(c.race_done for c in cells), _planned(tags, R.RACE_PLANNED)) if plan.race_per_cell else None,
-        final=(sum(c.final_done for c in cells), _planned(tags, R.FINAL_PLANNED)) if plan.base.final.seeds else None,
+        later=tuple(
+            (s.tag, sum(c.done.get(s.tag, 0) for c in cells), _planned(tags, s.planned_tag or ""))
+            for s in counted_stages(plan)
+        ),
     )
     if (driver := driver_text(layout.root, parent, complete=not counts.resumable(parent))) is not None:
         print(f"  driver: {driver}")
@@ -137,8 +139,11 @@ def _print_trials(plan: StudyPlan, cells: list[CellStatus], layout: StudyLayout)
         f"pruned), {count['RUNNING']} running, {count['FAIL']} failed{f' ({nonfinite} nan)' if nonfinite else ''}, "
         f"of {plan.search_trials}"
     )
-    if plan.race_per_cell and len(cells) == 1:  # a table's cells each show theirs in their row
-        print(f"  race: {cells[0].race_done} of {plan.race_runs} finalist runs finished")
+    for stage in counted_stages(plan) if len(cells) == 1 else []:  # a table's cells each show theirs in their row
+        if stage.searches:  # runs that train as search trials: counted beside them
+            print(
+                f"  {stage.tag}: {cells[0].done.get(stage.tag, 0)} of {stage.planned(plan)} {stage.runs_noun} finished"
+            )
     for trial_id, stage_name, reason in tracking_peek.failures(layout.tracking_uri, plan.name):
         print(f"    failed ({stage_name}): trial {trial_id}: {reason}")
     if len(cells) > 1:
@@ -150,14 +155,15 @@ def _print_trials(plan: StudyPlan, cells: list[CellStatus], layout: StudyLayout)
 
 
 def _print_choices(plan: StudyPlan, cells: list[CellStatus]) -> None:
-    """Per cell, the finalist race's winner (what the final stage retrains) once the race chose, and how reliable the
-    cell's choice is (its selection line: validation classes resampled, test never read)."""
+    """Per cell, the trial a stage after the search chose (what the final stage retrains) once it chose, and how
+    reliable the cell's choice is (its selection line: validation classes resampled, test never read)."""
+    chooser = next((s for s in counted_stages(plan) if s.winner_name), None)
     for cell in cells:
-        if cell.race_winner is not None:
-            number, score = cell.race_winner
+        if cell.chosen is not None and chooser is not None:
+            number, score = cell.chosen
             print(
-                f"  race winner: {cell.cell.label}: Optuna trial {number}, {plan.base.search.objective} {score:.4f} "
-                "(its race score); the final stage retrains it"
+                f"  {chooser.winner_name}: {cell.cell.label}: Optuna trial {number}, {plan.base.search.objective} "
+                f"{score:.4f} (its {chooser.tag} score); the final stage retrains it"
             )
     for cell in cells:
         if cell.reliability is not None:
@@ -176,8 +182,7 @@ def _rows(plan: StudyPlan, cells: list[CellStatus]) -> list[dict[str, object]]:
             "running": c.counts.get("RUNNING", 0),
             **c.cost_columns(),
             f"best {metric}": "" if c.best_value is None else f"{c.best_value:.4f}",
-            **({"race": f"{c.race_done}/{plan.race_per_cell}"} if plan.race_per_cell else {}),
-            "final seeds": f"{c.final_done}/{plan.base.final.seeds}",
+            **{s.column: f"{c.done.get(s.tag, 0)}/{s.per_cell(plan)}" for s in counted_stages(plan) if s.column},
             "best parameters": winner_text(c),
         }
         for c in cells

@@ -81,7 +81,7 @@ def ranked_full_trials(
 ) -> list[T]:
     """One group's search trials by :func:`best_full_trial`'s rule, best first: among the trials that trained every
     epoch where any did, finite values only, ties to the earlier trial; its first is :func:`best_full_trial`'s pick.
-    The finalist race's finalists are its first ``finalists`` (:mod:`study.final.race`)."""
+    A stage that retrains a group's best k takes its first k."""
     members = list(candidates)
     pool = [c for c in members if full(c)] or members
     sign = 1.0 if mode == "max" else -1.0

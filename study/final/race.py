@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from trainables.schema.spec import StudySpec
 
-__all__ = ["Standing", "race_points", "race_key", "standings", "race_csv", "undecided_note"]
+__all__ = ["Standing", "race_points", "race_key", "standings", "race_csv", "undecided_note", "standing_lines"]
 
 
 def race_points(spec: StudySpec, finalists: Mapping[str, Sequence[Result]], order: Mapping[str, int]) -> list[dict]:
@@ -174,3 +174,32 @@ def undecided_note(group: Sequence[Standing]) -> str:
         f"no finalist finished every race run: trial {label}, with the fewest missing "
         f"({winner.missing} of {winner.planned}), won on {on}"
     )
+
+
+def standing_lines(race: Sequence[Standing], name: str) -> list[str]:
+    """The finalist race's standings (``final.race``), one line per group: each finalist's mean over its search run
+    and its race runs (validation only), its failed or short race runs, the winner marked as the one the final stage
+    retrains, and a note where the race did not decide (:func:`undecided_note`). The report prints them, a table's
+    ``table.md`` too."""
+    if not race:
+        return []
+    seeds = max(s.planned for s in race)
+    lines = [
+        f"race: each group's finalists retrained on {seeds} more seeds (validation only); the best mean wins among "
+        "the finalists whose race runs all trained every epoch:"
+    ]
+    for group in dict.fromkeys(s.group for s in race):
+        rows = [s for s in race if s.group == group]
+        shown = []
+        for s in rows:
+            race_values = ", ".join(f"{v:.4f}" for v in s.race_values) or "none finished"
+            missing = f"; {s.missing} of {s.planned} failed or short" if s.missing else ""
+            mark = " (retrained)" if s.winner else ""
+            shown.append(
+                f"trial {s.source_trial if s.number is None else s.number} {s.mean:.4f}{mark} "
+                f"[search {s.search_value:.4f}; race {race_values}{missing}]"
+            )
+        label = name if group in (R.GROUP_ALL, name) else group
+        note = undecided_note(rows)
+        lines.append(f"  {label}: " + "; ".join(shown) + (f" ({note})" if note else ""))
+    return lines

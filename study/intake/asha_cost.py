@@ -31,6 +31,6 @@ def scheduler_share(scheduler: SchedulerSpec, epochs: int, trials: int) -> float
 
 
 def full_trials(scheduler: SchedulerSpec, epochs: int, trials: int) -> int:
-    """How many of a cell's ``trials`` train every epoch under ``scheduler`` (the candidates of its finalist race):
+    """How many of a cell's ``trials`` train every epoch under ``scheduler`` (the candidates a later stage may retrain):
     the kind's own count (halving's exact survivors; every trial otherwise, which bounds ASHA's)."""
     return scheduler.full_trials(epochs, trials)

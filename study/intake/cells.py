@@ -105,11 +105,9 @@ def parse_table(raw: Any, source: str = "table") -> StudyPlan:
     shared = {k: v for k, v in raw.items() if k not in _TABLE_ONLY and k != "search"}
     search = {k: v for k, v in (raw.get("search") or {}).items() if k not in _TABLE_SEARCH_ONLY}
     search.update(num_trials=spec.search.num_trials, max_concurrent=spec.search.max_concurrent)
-    final: dict[str, Any] = {"seeds": spec.final.seeds, "reseed_noise": spec.final.reseed_noise}
-    if spec.final.seed_offset:  # written only when set: an old table's cells dump as before
-        final["seed_offset"] = spec.final.seed_offset
-    if spec.final.race is not None:  # every arm's cells race alike (a table stays fair)
-        final["race"] = spec.final.race.model_dump()
+    # Every arm's cells end alike (a table stays fair); a key at its zero or unset is not written, so an old table's
+    # cells dump as before.
+    final = {k: v for k, v in spec.final.model_dump().items() if v or k in ("seeds", "reseed_noise")}
     base_tree = {
         **shared,
         "family": spec.arms[spec.reference].family,

@@ -279,6 +279,18 @@ class StudyPlan:
         return len(self.cells) * self.finals_per_cell
 
     @property
+    def later_runs(self) -> tuple[tuple[str, int, bool], ...]:
+        """The runs of the stages after the search, in run order, each ``(stage tag, runs, trained as search trials)``:
+        a finalist race's (validation only), then the final stage's; a stage that runs nothing is left out."""
+        runs = ((R.STAGE_RACE, self.race_runs, True), (R.STAGE_FINAL, self.final_runs, False))
+        return tuple(r for r in runs if r[1])
+
+    @property
+    def final_unit(self) -> str:
+        """What the final stage retrains (and a race races) the best of: ``cell``, or ``group`` (``final.group_by``)."""
+        return "cell" if self.groups_are_cells or not self.base.final.group_by else "group"
+
+    @property
     def race_per_cell(self) -> int:
         """Race runs per cell (``final.race``; 0 without a race), each a search trial to the end: each group's
         ``finalists`` best trials (fewer where the group has fewer candidates: the trials that trained every epoch, or

@@ -196,27 +196,25 @@ def run_meter() -> RunMeter:
 @dataclass(frozen=True)
 class StageCounts:
     """What every stage of a run has ended against what it plans, as its stores say (``--status``): the search per
-    cell, the finalist race (``final.race``: finalists × race seeds per group) and the final stage (``final.seeds``
-    per ``final.group_by`` group, per cell of a table, per replicate). A stage's plan over groups is the number its
-    driver tagged on the parent run as the stage started (``None``: it has not started): a study's groups come from
-    its search, so only the driver knows how many there are.
+    cell, then each later stage the plan runs (:func:`study.search.stages.counted_stages`; the final stage per
+    ``final.group_by`` group, per cell of a table, per replicate). A later stage's plan over groups is the
+    number its driver tagged on the parent run as the stage started (``None``: it has not started): a study's groups
+    come from its search, so only the driver knows how many there are.
 
     Args:
         searched: per cell, its search trials that ended (finished, stopped early or failed).
         trials_per_cell: each cell's search budget.
         searched_ok: whether any search trial finished (none did: the driver fails at the search, no stage follows).
-        race: the race runs finished and planned; ``None`` without a race.
-        final: the final runs finished and planned; ``None`` without final seeds.
+        later: per later stage in run order, its name (the stage tag), its runs finished and its runs planned.
     """
 
     searched: tuple[int, ...]
     trials_per_cell: int
     searched_ok: bool = True
-    race: tuple[int, int | None] | None = None
-    final: tuple[int, int | None] | None = None
+    later: tuple[tuple[str, int, int | None], ...] = ()
 
     def left(self) -> list[str]:
-        """What is left, one phrase per stage (``race: 3 of 8 runs``); empty when every stage has ended."""
+        """What is left, one phrase per stage (``final: 3 of 8 runs``); empty when every stage has ended."""
         short = [n for n in self.searched if n < self.trials_per_cell]
         if short:
             ended = sum(min(n, self.trials_per_cell) for n in self.searched)
@@ -224,10 +222,7 @@ class StageCounts:
         if not self.searched_ok:
             return []
         out = []
-        for stage, counts in (("race", self.race), ("final", self.final)):
-            if counts is None:
-                continue
-            done, planned = counts
+        for stage, done, planned in self.later:
             if planned is None:
                 out.append(f"{stage}: not started")
             elif done < planned:

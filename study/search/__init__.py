@@ -4,8 +4,7 @@ After Ray Tune's ``search/`` and ``schedulers/``, one role per module:
 
 - :mod:`study.search.driver`: ``run_study``, a plan run (or resumed) to completion;
 - :mod:`study.search.outcome`: ``StudyOutcome``, what a run produced (and where a stage that did not finish stands);
-- :mod:`study.search.stages`: the stages after the search, each in a Tuner of its own (the finalist race, the final
-  stage);
+- :mod:`study.search.stages`: the stages of a run, each one kind over one base, each in a Tuner of its own;
 - :mod:`study.search.trial_record`: what is recorded of each trial (MLflow params and tags, the stage's writer);
 - :mod:`study.search.resume`: a new study or a resumed one, decided before anything is written;
 - :mod:`study.search.context`: ``RunOptions`` (how to run a study) and ``StudyContext`` (the study as it runs);

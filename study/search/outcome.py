@@ -17,7 +17,6 @@ from trainables.schema.trial import FINAL_KEY, sampled_values
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
-    from study.final.race import Standing
     from study.runtime.stop_callback import StageLedger
     from trainables.schema.spec import StudySpec
 
@@ -73,8 +72,9 @@ class StudyOutcome:
     #: Each search cell's winner, ``(trial id, value)`` by cell label (:func:`study.final.stage.best_per_cell`): a
     #: replicated study's replicates, a table's cells; ``best_trial_id`` is the study's own cell's (replicate 0's).
     cell_bests: dict[str, tuple[str, float]] = field(default_factory=dict)
-    #: The finalist race's standings (``final.race``; empty without a race): every finalist of every group.
-    race: list[Standing] = field(default_factory=list)
+    #: What the stages after the search report, in their order (the report prints them; a table's ``table.md`` too):
+    #: a stage that retrains finalists says how each fared and which one each group retrains.
+    stage_lines: list[str] = field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
@@ -88,8 +88,9 @@ class SearchResults:
 
     trials: list[Result]
     finals: list[Result]
-    #: Per group, the trial the final stage retrains when a stage before it chose it (the finalist race,
-    #: :mod:`study.search.stages.race`); ``None``: the search's best (:func:`study.final.stage.best_per_group`).
+    #: Per group, the trial the final stage retrains when a stage before it chose it
+    #: (:meth:`~study.search.stages.base.Stage.chosen`); ``None``: the search's best
+    #: (:func:`study.final.stage.best_per_group`).
     chosen: dict[str, Result] | None = None
 
     @classmethod

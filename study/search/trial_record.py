@@ -35,7 +35,7 @@ def describe_trial(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
         R.SUBSET: spec.dataset.subset,
         R.SEED: str(spec.seed),
         R.STAGE: stage,
-        R.VALIDATION: spec.validation.kind if stage != R.STAGE_FINAL else "none",  # a race run is a search trial
+        R.VALIDATION: spec.validation.kind if stage != R.STAGE_FINAL else "none",  # a later stage's run may search
         R.VAL_LABELS: spec.validation.labels,
         R.SELECTION: selection_tag(spec),
     }

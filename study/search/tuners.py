@@ -1,7 +1,7 @@
 """The Ray Tune ``Tuner`` of each stage of a run, wired once (:func:`stage_tuner`): the search (:func:`search_tuner`,
 built from the run's plan, :mod:`study.intake.plan`: one dispatching searcher over the cells' Optuna studies, one scheduler
-with rungs per cell, the plan's live view) and the final stage (:func:`final_tuner`: a grid over the best
-configurations' seeds). Both restore their experiment when a driver resumes."""
+with rungs per cell, the plan's live view) and the stages after it (:func:`grid_tuner`: a grid over their points,
+such as the best configurations' seeds). Each restores its experiment when a driver resumes."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from study.search.study_search import StudySearch
 from study.tracking.callback import MlflowTrialCallback
 from study.tracking.stores import optuna_storage
 from trainables.schema import record as R
-from trainables.schema.metric_names import final_metric
 from trainables.schema.spec import StudySpec
 
 if TYPE_CHECKING:
@@ -43,8 +42,7 @@ __all__ = [
     "cell_searcher",
     "cell_scheduler",
     "search_tuner",
-    "final_tuner",
-    "race_tuner",
+    "grid_tuner",
 ]
 
 
@@ -210,33 +208,16 @@ def search_tuner(context: StudyContext, param_space: dict[str, Any], callback: M
     )
 
 
-def final_tuner(
-    context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback, num_points: int
-) -> Tuner:
-    """The final stage: a grid over ``param_space``'s final points, restored when a driver died during it (its points
-    are the same: the search's results are)."""
-    spec = context.spec
-    metric = final_metric(spec.search.metric)
-    return _grid_tuner(context, R.FINAL_EXPERIMENT, param_space, callback, (metric, num_points))
-
-
-def race_tuner(
-    context: StudyContext, param_space: dict[str, Any], callback: MlflowTrialCallback, num_points: int
-) -> Tuner:
-    """The finalist race (``final.race``): a grid over ``param_space``'s race points, each a search trial ranked by
-    ``search.objective``; restored when a driver died during it (its points are the same: the search's results are)."""
-    return _grid_tuner(context, R.RACE_EXPERIMENT, param_space, callback, (context.spec.search.objective, num_points))
-
-
-def _grid_tuner(
+def grid_tuner(
     context: StudyContext,
     experiment: str,
     param_space: dict[str, Any],
     callback: MlflowTrialCallback,
     shown: tuple[str, int],
 ) -> Tuner:
-    """A stage that runs a grid of points (the race, the final stage): its live view shows ``shown`` (the metric, the
-    number of points); restored when its experiment exists."""
+    """A stage that runs a grid of points in its experiment (the final stage's seeds, a stage's retrained
+    finalists): its live view shows ``shown`` (the metric, the number of points); restored when its experiment exists
+    (a driver died during it: its points are the same, the search's results are)."""
     from ray.tune import Tuner
 
     spec = context.spec

@@ -90,7 +90,7 @@ class MlflowTrialCallback(Callback):
         describe_trial: ``config → (params, tags)`` for a trial's child run (params = the trial's full
             flattened config; tags at least :data:`~trainables.schema.record.RUN_TAGS` minus ``trial_id``, and ``stage``).
         total_epochs: epochs of a full trial; a trial that ends earlier was stopped by the scheduler.
-        stage: the study stage this callback's Tuner runs (``search``, ``race`` or ``final``); the child runs it creates
+        stage: the tag of the study stage this callback's Tuner runs (``search``, ``final``, ...); the child runs it creates
             carry it as the ``stage`` tag, and only runs of this stage are reconciled on resume.
         on_run: called with ``(ray trial id, run id)`` when a search trial's run is created or reopened; returns
             tags for the run (the search links its Optuna trials and runs both ways:

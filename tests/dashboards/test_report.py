@@ -30,7 +30,7 @@ def test_a_store_that_does_not_answer_after_the_run_is_a_warning_and_the_report_
         cell_bests={},
         final=[],
         parent_run_id="p",
-        race=[],
+        stage_lines=[],
     )
     report_module.report(plan, StudyLayout.for_spec(spec), outcome, (None, RunWall(0.0)))  # type: ignore[arg-type]
     out, err = capsys.readouterr()

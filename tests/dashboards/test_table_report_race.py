@@ -1,10 +1,9 @@
-"""The report's race lines (:func:`dashboards.table_report.race_lines`) when race runs failed: each finalist's
+"""The report's race lines (:func:`study.final.race.standing_lines`) when race runs failed: each finalist's
 missing runs are counted, the seeds are the planned ones, and a group the race did not decide says so."""
 
 from __future__ import annotations
 
-from dashboards.table_report import race_lines
-from study.final.race import Standing, undecided_note
+from study.final.race import Standing, standing_lines, undecided_note
 
 
 def test_failed_race_runs_are_said_per_finalist_and_an_undecided_group_says_why():
@@ -13,7 +12,7 @@ def test_failed_race_runs_are_said_per_finalist_and_an_undecided_group_says_why(
         Standing("ms.p0.2", "b", 5, 0.66, (0.65,), winner=True, missing=1),  # the fewest missing: it wins
         Standing("bspml.p0.2", "c", 1, 0.60, (0.61, 0.59), winner=True),
     ]
-    head, ms, bspml = race_lines(table, "t")
+    head, ms, bspml = standing_lines(table, "t")
     assert head.startswith("race: each group's finalists retrained on 2 more seeds (validation only)")
     assert head.endswith("among the finalists whose race runs all trained every epoch:")
     assert ms.startswith("  ms.p0.2: trial 3 0.7000 [search 0.7000; race none finished; 2 of 2 failed or short]")

@@ -14,13 +14,14 @@ import pytest
 
 from dashboards.report import selection_lines
 from harness.driver import tiny_spec
-from study import cell_status, status
+from study import status
 from study.cell_status import CellStatus
 from study.final.race import Standing, race_csv
-from study.final.reliability import Reliability, RungChoice, of_trials
+from study.final.reliability import Chosen, Reliability, RungChoice, of_trials
 from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
 from study.progress import ProgressTable, TrialColumns
+from study.search.stages import counted_stages
 from trainables.metrics.per_class import PerClass, to_record
 from trainables.schema import record as R
 from trainables.schema.trial import CELL_KEY, FINAL_KEY, RACE_KEY
@@ -99,8 +100,11 @@ def test_a_halving_cell_is_never_silent_and_its_line_is_the_same_everywhere(caps
     assert [_console(plan, trials)] == _status_lines(plan, cell, capsys) == selection_lines([cell])
 
 
-def test_status_names_the_race_winner_and_the_reliability_of_its_choice(monkeypatch, capsys):
-    plan = _plan()
+def test_status_names_the_race_winner_and_the_reliability_of_its_choice(capsys):
+    spec = tiny_spec("t_line", EPOCHS, len(TRIALS))
+    spec["validation"] = {"kind": "holdout", "fraction": 0.5}
+    spec["final"] = {**spec.get("final", {}), "seeds": 1, "race": {"finalists": 2, "seeds": 2}}
+    plan = StudyPlan.of_study(parse_spec(spec))
     label = plan.cells[0].label
     race = race_csv(  # the race's own writer: what the driver logs to the parent run
         [
@@ -108,17 +112,18 @@ def test_status_names_the_race_winner_and_the_reliability_of_its_choice(monkeypa
             Standing(R.GROUP_ALL, "t1", 1, 0.7, (0.72, 0.74), winner=True),
         ]
     )
-    monkeypatch.setattr(cell_status, "_parent_file", lambda uri, name, path: race if path == R.RACE_FILE else None)
-    winners = cell_status._race_winners(plan, "sqlite:///unused")
+    chooser = next(s for s in counted_stages(plan) if s.winner_name)
+    winners = chooser.chosen(plan, lambda path: race if path == R.RACE_FILE else None)
     assert winners == {label: (1, pytest.approx(0.72))}
     optuna_trials = [_optuna_trial(i, t) for i, t in enumerate(TRIALS)]
     searched = of_trials(optuna_trials, "max", EPOCHS)
-    raced = of_trials(optuna_trials, "max", EPOCHS, race_winner=1)
+    raced = of_trials(optuna_trials, "max", EPOCHS, Chosen(1, chooser.winner_name))
     assert isinstance(searched, Reliability) and isinstance(raced, Reliability)
     assert searched.winner == 0 and raced.winner == 1 and raced.p_best != pytest.approx(searched.p_best)
-    cell = CellStatus(plan.cells[0], {"COMPLETE": 3}, 0.7, reliability=raced, race_winner=winners[label])
+    cell = CellStatus(plan.cells[0], {"COMPLETE": 3}, 0.7, reliability=raced, chosen=winners[label])
     lines = _status_lines(plan, cell, capsys)
     assert lines[0].startswith(f"race winner: {label}: Optuna trial 1, ") and "the final stage retrains it" in lines[0]
+    assert "(its race score)" in lines[0]
     assert lines[1] == raced.line(label) and f"{label}: the race winner (trial 1) is " in lines[1]
     assert f"P(best) {raced.p_best:.2f}" in lines[1]
 

@@ -24,6 +24,7 @@ __all__ = [
     "SPEC_KEY",
     "FINAL_KEY",
     "RACE_KEY",
+    "STAGE_KEYS",
     "CELL_KEY",
     "param_path",
     "set_path",
@@ -44,6 +45,8 @@ FINAL_KEY = "final"
 #: trial trains and reports as a search trial (its validation classes, ``search.objective``); it belongs to no cell's
 #: Optuna study.
 RACE_KEY = "race"
+#: The keys of the points of the stages after the search: a trial whose config holds one is no search trial.
+STAGE_KEYS = (FINAL_KEY, RACE_KEY)
 #: Key of a search trial's cell inside its Ray Tune config: the label of the plan's cell that asked for it (a table's
 #: ``<arm>.<condition>``, a study's one cell), stamped by the searcher when the trial is asked, so the scheduler, the
 #: progress view and the final stage read it instead of matching configs. Not a spec value: never part of a trial's
@@ -113,7 +116,7 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def sampled_values(config: dict[str, Any]) -> dict[str, Any]:
     """The values a Ray Tune config sets over the study spec: the searcher's sample (search stage), or the
     best configuration of a group with its final seed (final stage), or a finalist with its race seed (race)."""
-    for key in (FINAL_KEY, RACE_KEY):
+    for key in STAGE_KEYS:
         if key in config:
             return dict(config[key]["params"])
     return {k: v for k, v in config.items() if k not in (SPEC_KEY, CELL_KEY)}

@@ -18,7 +18,8 @@ classes (:class:`trainables.metrics.per_class.PerClass`); in a resample a class 
 queries, are resampled because a class's queries share their neighbours and are far from independent.
 
 Which candidates, which winner (:func:`choice`): the trials that trained every epoch, the winner the best of them
-(the final stage's rule) or, once the finalist race chose, the race's winner (the trial the final stage retrains).
+(the final stage's rule) or, once a stage after the search chose (:class:`Chosen`), its choice (the trial the final
+stage retrains).
 Under an early-stopping scheduler where fewer than two trained every epoch, the rungs chose: the candidates are the
 trials that reached the last rung that held two or more, on their scores at that rung, the winner the one the rung
 kept; where their per-class results at that rung are not all known, :class:`RungChoice` says so in one line. Every
@@ -46,6 +47,7 @@ from study.final.reliability._bootstrap import (
     DEFAULT_RESAMPLES,
     Bootstrap,
     Choice,
+    Chosen,
     Reliability,
     RungChoice,
     line_tag,
@@ -60,6 +62,7 @@ __all__ = [
     "Reliability",
     "RungChoice",
     "Choice",
+    "Chosen",
     "Candidate",
     "choice",
     "line_tag",
@@ -104,18 +107,18 @@ class Candidate:
         return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
-def choice(candidates: Sequence[Candidate], mode: str, epochs: int, race_winner: int | None = None) -> Choice | None:
+def choice(candidates: Sequence[Candidate], mode: str, epochs: int, chosen: Chosen | None = None) -> Choice | None:
     """How reliable a cell's choice among ``candidates`` (every trial that ended with a finite value) is.
 
     Where two or more trained every ``epochs``, among those (the final stage's rule: :func:`study.final.best.pick_best`,
-    ties to the earliest; ``race_winner``, a trial number, when the finalist race chose). Else, under an early-stopping
+    ties to the earliest; ``chosen`` when a stage after the search chose). Else, under an early-stopping
     scheduler, among the trials that reached the last rung that held two or more, on their scores at that rung; a
     :class:`RungChoice` where those are not all known. ``None`` when there was no choice (fewer than 2 candidates) or
     the candidates' classes are missing (a run started before they were kept, a metric that is no mean over queries)
     or differ (a spec changed under ``--resume``)."""
     full = sorted((c for c in candidates if c.epochs >= epochs and c.value_at(c.epochs) is not None), key=_order)
     if len(full) >= 2 or not any(c.epochs < epochs for c in candidates):
-        return _bootstrapped(full, mode, None, race_winner)
+        return _bootstrapped(full, mode, None, chosen)
     return _at_rung(candidates, mode)
 
 
@@ -124,19 +127,19 @@ def _order(c: Candidate) -> int:
 
 
 def _bootstrapped(
-    candidates: Sequence[Candidate], mode: str, rung: int | None, race_winner: int | None = None
+    candidates: Sequence[Candidate], mode: str, rung: int | None, chosen: Chosen | None = None
 ) -> Reliability | None:
     """:func:`reliability` of ``candidates`` (in trial order) on their records at ``rung`` (``None``: each one's last
-    epoch), the winner the race's or the best value there; the stability over that epoch and the one before."""
+    epoch), the winner the one a later stage chose or the best value there; the stability over that epoch and the one before."""
     at = [rung if rung is not None else c.epochs for c in candidates]
     records = [c.records.get(e) for c, e in zip(candidates, at, strict=True)]
     if len(candidates) < 2 or any(not isinstance(r, Mapping) or not r.get("folds") for r in records):
         return None
     numbers = [c.number for c in candidates]
-    if race_winner is not None and race_winner in numbers:
-        winner = numbers.index(race_winner)
+    if chosen is not None and chosen.number in numbers:
+        winner = numbers.index(chosen.number)
     else:
-        race_winner = None
+        chosen = None
         scored = list(range(len(candidates)))
         best = pick_best(scored, lambda i: candidates[i].value_at(at[i]), lambda i: numbers[i], mode)
         if best is None:
@@ -153,7 +156,7 @@ def _bootstrapped(
         )
     except ValueError:  # candidates whose folds hold other classes: nothing to say
         return None
-    return dataclasses.replace(found, rung=rung, race_winner=race_winner)
+    return dataclasses.replace(found, rung=rung, chosen=chosen)
 
 
 def _at_rung(candidates: Sequence[Candidate], mode: str) -> Choice | None:
@@ -208,12 +211,12 @@ class _Trial(Protocol):
     def state(self) -> Any: ...
 
 
-def of_trials(trials: Sequence[_Trial], mode: str, epochs: int, race_winner: int | None = None) -> Choice | None:
+def of_trials(trials: Sequence[_Trial], mode: str, epochs: int, chosen: Chosen | None = None) -> Choice | None:
     """:func:`choice` of a cell's Optuna trials: its COMPLETE and PRUNED ones (an early-stopping scheduler's stopped
     trials), each with its search metric per validation class (:data:`~trainables.schema.record.VAL_PER_CLASS`,
     stored by the searcher as the trial ended: at its last epoch) and by epoch (Optuna's intermediate values; a trial
     without them: its last two epochs, :data:`~trainables.schema.record.OPTUNA_LAST_TWO`)."""
-    return choice([c for t in trials if (c := _candidate(t, epochs)) is not None], mode, epochs, race_winner)
+    return choice([c for t in trials if (c := _candidate(t, epochs)) is not None], mode, epochs, chosen)
 
 
 def _candidate(trial: _Trial, epochs: int) -> Candidate | None:

@@ -35,6 +35,15 @@ DEFAULT_BOOTSTRAP = Bootstrap()
 
 
 @dataclass(frozen=True)
+class Chosen:
+    """The trial a stage after the search chose for the final stage to retrain, instead of the best validation score
+    (:meth:`study.search.stages.base.Stage.chosen`): its Optuna number and what the stage calls it (:attr:`~study.search.stages.base.Stage.winner_name`)."""
+
+    number: int
+    by: str
+
+
+@dataclass(frozen=True)
 class Reliability:
     """How reliable a cell's choice is.
 
@@ -50,8 +59,8 @@ class Reliability:
         resamples: the bootstrap's resamples.
         rung: the epoch of the rung whose candidates these are, when the rungs of an early-stopping scheduler made
             the choice (no two candidates trained every epoch); ``None``: the candidates trained every epoch.
-        race_winner: the winner's trial number when the finalist race chose it (``final.race``: the trial the final
-            stage retrains); ``None``: the best validation score chose it.
+        chosen: the winner when a stage after the search chose it (:class:`Chosen`: the trial the final stage
+            retrains); ``None``: the best validation score chose it.
     """
 
     n: int
@@ -61,7 +70,7 @@ class Reliability:
     stability: float | None
     resamples: int
     rung: int | None = None
-    race_winner: int | None = None
+    chosen: Chosen | None = None
 
     def metrics(self, label: str) -> dict[str, float]:
         """As metrics of the run's parent MLflow run (:func:`trainables.schema.record.selection_metric`)."""
@@ -82,7 +91,7 @@ class Reliability:
         ``--status``, the report, ``table.md``, the parent run's tag :func:`line_tag`), e.g. ``selection: ms.p0.2:
         the winner is one of 5 indistinguishable candidates (P(best) 0.24, 1/n 0.13); rank stability over the last
         two epochs ρ 0.41``."""
-        who = "the winner" if self.race_winner is None else f"the race winner (trial {self.race_winner})"
+        who = "the winner" if self.chosen is None else f"the {self.chosen.by} (trial {self.chosen.number})"
         if len(self.tie_set) > 1:
             what = f"{who} is one of {len(self.tie_set)} indistinguishable candidates"
         else:

@@ -19,12 +19,21 @@ from study.search.stages.search import SearchStage
 if TYPE_CHECKING:
     from study.intake.plan import StudyPlan
 
-__all__ = ["STAGES", "Stage", "StageResult", "StageRun", "stages_of"]
+__all__ = ["STAGES", "Stage", "StageResult", "StageRun", "stages_of", "counted_stages"]
 
-#: Every stage kind, in run order.
-STAGES: tuple[Stage, ...] = (SearchStage(), RaceStage(), FinalStage(), RoundsStage())
+#: The stages of one round of a run, in run order: what a plan without rounds of replicates runs.
+_ROUND: tuple[Stage, ...] = (SearchStage(), RaceStage(), FinalStage())
+
+#: Every stage kind, in run order: the later rounds repeat the first round's stages.
+STAGES: tuple[Stage, ...] = (*_ROUND, RoundsStage(_ROUND))
 
 
 def stages_of(plan: StudyPlan) -> list[Stage]:
     """The stages ``plan`` runs, in run order."""
     return [stage for stage in STAGES if stage.runs_in(plan)]
+
+
+def counted_stages(plan: StudyPlan) -> list[Stage]:
+    """The stages after the search that ``plan`` runs and that tag the runs they plan as they start: those
+    ``--status`` counts and the bill prices after the search, in run order."""
+    return [stage for stage in stages_of(plan) if stage.planned_tag is not None]

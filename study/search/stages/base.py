@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from study.intake.plan import StudyPlan
     from study.search.context import StudyContext
     from study.search.outcome import SearchResults, StudyOutcome
@@ -68,6 +70,29 @@ class Stage(ABC):
     planned_tag: ClassVar[str | None] = None
     #: What it does, in ``--status``'s stage line (``final (retraining the best configurations: 12 runs planned)``).
     doing: ClassVar[str] = ""
+    #: What its runs are called in ``--status``'s count line of a one-cell run (``<tag>: 1 of 4 <runs_noun> finished``).
+    runs_noun: ClassVar[str] = "runs"
+    #: Its column in ``--status``'s row per cell (``final seeds``: runs finished / per cell); ``None``: no column.
+    column: ClassVar[str | None] = None
+    #: Whether its runs are search trials to the end (validation only, priced as search trials in the bill).
+    searches: ClassVar[bool] = False
+    #: What ``--status`` and the selection line call the trial it chose (:meth:`chosen`); empty: it chooses nothing.
+    winner_name: ClassVar[str] = ""
+
+    def per_cell(self, plan: StudyPlan) -> int:
+        """The runs it trains per cell of ``plan``, as ``--status``'s row shows them (0 where it does not run)."""
+        return 0
+
+    def bill_text(self, plan: StudyPlan) -> str:
+        """What the size line says of it before the final stage's runs (ending in ``then ``); empty for a stage it
+        does not name."""
+        return ""
+
+    def chosen(self, plan: StudyPlan, parent_file: Callable[[str], str | None]) -> dict[str, tuple[int, float]]:
+        """Per cell label, the trial this stage chose for the final stage to retrain instead of the search's best (its
+        Optuna number and the score it was chosen on), read from the parent run's files (``parent_file(path)``: the
+        text, ``None`` when absent) once the stage ended; empty for a stage that chooses nothing, or before."""
+        return {}
 
     @abstractmethod
     def runs_in(self, plan: StudyPlan) -> bool:

@@ -23,7 +23,7 @@ from study.search.stages.base import Stage, StageResult, StageRun
 from study.tracking.optuna_link import trial_numbers
 from study.tracking.outage import unwrapped
 from trainables.schema import record as R
-from trainables.schema.metric_names import EPOCH
+from trainables.schema.metric_names import EPOCH, final_metric
 from trainables.schema.trial import FINAL_KEY, SPEC_KEY
 
 if TYPE_CHECKING:
@@ -42,12 +42,17 @@ class FinalStage(Stage):
     experiment = R.FINAL_EXPERIMENT
     planned_tag = R.FINAL_PLANNED
     doing = "retraining the best configurations"
+    runs_noun = "final runs"
+    column = "final seeds"
 
     def runs_in(self, plan: StudyPlan) -> bool:
         return plan.base.final.seeds > 0
 
     def planned(self, plan: StudyPlan) -> int:
         return plan.final_runs
+
+    def per_cell(self, plan: StudyPlan) -> int:
+        return plan.base.final.seeds
 
     def run(self, run: StageRun, before: StageResult | None) -> StageResult:
         """The final points the search's experiment already ran (a table's cells start theirs as their search ends,
@@ -106,12 +111,13 @@ class FinalStage(Stage):
 
         from study.search.outcome import StageProgress, failures_of  # defers Ray, as above
         from study.search.trial_record import stage_callback, trial_spec_data  # defers Ray, as above
-        from study.search.tuners import final_tuner, stage_ledger  # defers Ray, as above
+        from study.search.tuners import grid_tuner, stage_ledger  # defers Ray, as above
 
         context = run.context
         callback = stage_callback(context, run.store, run.parent, stage=self.tag)
         param_space = {SPEC_KEY: trial_spec_data(context.spec), FINAL_KEY: tune.grid_search(points)}
-        tuner = final_tuner(context, param_space, callback, len(points))
+        metric = final_metric(context.spec.search.metric)  # the live view shows the test metric
+        tuner = grid_tuner(context, self.experiment, param_space, callback, (metric, len(points)))
         with fit_window():
             grid = unwrapped(tuner.fit)
         ledger = stage_ledger(tuner)

@@ -4,8 +4,8 @@ The stages before this one ran the plan's first round: ``min`` replicates of eve
 (:attr:`~study.intake.plan.StudyPlan.first_round`). After each round every comparison is judged on its cells' final
 values (the final stage's test metric per seed, what the table reports): decided ones are frozen with their round, and
 an arm × condition whose comparisons are all decided runs no more; the others get one more replicate each (the
-reference's cell goes on while any of its comparisons is open), up to ``max``. A round is the search, race and final
-stages again over its cells, in Ray experiments of its own under ``rounds/<R>/`` (R: the replicates per cell once it
+reference's cell goes on while any of its comparisons is open), up to ``max``. A round is the first round's stages
+again over its cells, in Ray experiments of its own under ``rounds/<R>/`` (R: the replicates per cell once it
 ends), so each round restores exactly as the first does.
 
 Nothing is kept but what the stores hold: a resumed driver restores the first round's stages, then replays the rounds
@@ -25,9 +25,6 @@ from study.runtime.stopping import check_stop
 from study.runtime.storage import make_dirs
 from study.search.context import StudyContext
 from study.search.stages.base import Stage, StageResult, StageRun
-from study.search.stages.final import FinalStage
-from study.search.stages.race import RaceStage
-from study.search.stages.search import SearchStage
 from trainables.schema import record as R
 from trainables.schema.metric_names import final_metric
 
@@ -41,9 +38,6 @@ __all__ = ["RoundsStage", "ROUNDS_DIR", "round_rule", "replicate_values", "decis
 
 #: The folder of the later rounds' Ray experiments in the study directory: ``rounds/<R>/tune``, ``rounds/<R>/tune_final``.
 ROUNDS_DIR = "rounds"
-
-#: What a round runs, in run order: the stages of the first round (those its plan asks for).
-_ROUND_STAGES: tuple[Stage, ...] = (SearchStage(), RaceStage(), FinalStage())
 
 
 def round_rule(plan: StudyPlan) -> Rule:
@@ -87,13 +81,17 @@ class RoundsStage(Stage):
     experiment = ROUNDS_DIR
     doing = "replicates where a comparison is open"
 
+    def __init__(self, round_stages: tuple[Stage, ...]) -> None:
+        #: What a round runs, in run order: the stages of the first round (those its plan asks for).
+        self.round_stages = round_stages
+
     def runs_in(self, plan: StudyPlan) -> bool:
         return plan.sequential is not None and plan.base.final.seeds > 0
 
     def planned(self, plan: StudyPlan) -> int:
-        """At most: the later rounds' search trials and final runs (and race runs), every later replicate run."""
+        """At most: the later rounds' runs of every stage of a round, every later replicate run."""
         least, most = plan.at_least, plan.at_most
-        return sum(s.planned(most) - s.planned(least) for s in _ROUND_STAGES if s.runs_in(most))
+        return sum(s.planned(most) - s.planned(least) for s in self.round_stages if s.runs_in(most))
 
     def run(self, run: StageRun, before: StageResult | None) -> StageResult:
         """Round after round while a comparison is open: each round's cells are the next replicate of every arm ×
@@ -132,7 +130,7 @@ class RoundsStage(Stage):
         resuming = Tuner.can_restore(layout.tune_dir)
         step = StageRun(StudyContext(context.spec, layout, context.options, resuming, plan), run.store, run.parent)
         result: StageResult | None = None
-        for stage in (s for s in _ROUND_STAGES if s.runs_in(plan)):
+        for stage in (s for s in self.round_stages if s.runs_in(plan)):
             if result is not None and not result.goes_on:
                 break
             result = stage.run(step, result)
@@ -152,5 +150,5 @@ def _merged(before: StudyOutcome, step: StudyOutcome) -> StudyOutcome:
         final=[*before.final, *step.final],
         failures=[*before.failures, *step.failures],
         cell_bests={**before.cell_bests, **step.cell_bests},
-        race=[*before.race, *step.race],
+        stage_lines=[*before.stage_lines, *step.stage_lines],
     )

@@ -24,6 +24,7 @@ class SearchStage(Stage):
 
     tag = R.STAGE_SEARCH
     experiment = R.SEARCH_EXPERIMENT
+    searches = True
 
     def runs_in(self, plan: StudyPlan) -> bool:
         return True

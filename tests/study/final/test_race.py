@@ -232,19 +232,18 @@ def test_the_plan_and_its_bill_count_the_race_as_search_trials_before_the_final_
 
 
 def test_the_standings_print_one_line_per_group_with_the_retrained_finalist_marked():
-    from dashboards.table_report import race_lines
-    from study.final.race import Standing
+    from study.final.race import Standing, standing_lines
 
     table = [
         Standing("ms.p0.2", "a", 3, 0.5, (0.4, 0.42), winner=False),
         Standing("ms.p0.2", "b", 5, 0.48, (0.47, 0.49), winner=True),
         Standing("t", "c", None, 0.3, (), winner=True),
     ]
-    lines = race_lines(table, "t")
+    lines = standing_lines(table, "t")
     assert lines[0].startswith("race: each group's finalists retrained on 2 more seeds (validation only)")
     assert lines[1] == (
         "  ms.p0.2: trial 3 0.4400 [search 0.5000; race 0.4000, 0.4200]; "
         "trial 5 0.4800 (retrained) [search 0.4800; race 0.4700, 0.4900]"
     )
     assert lines[2] == "  t: trial c 0.3000 (retrained) [search 0.3000; race none finished]"
-    assert race_lines([], "t") == []
+    assert standing_lines([], "t") == []

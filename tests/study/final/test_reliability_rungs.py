@@ -14,6 +14,7 @@ from study.final.reliability import (
     RUNG_RECORDS,
     Bootstrap,
     Candidate,
+    Chosen,
     Reliability,
     RungChoice,
     choice,
@@ -119,12 +120,12 @@ def test_no_choice_says_nothing():
 def test_the_race_winner_is_the_chosen_one():
     hits = [[5, 4, 5], [4, 4, 4], [1, 1, 2]]
     cands = [Candidate(10 + i, EPOCHS, {EPOCHS: _score(h)}, {EPOCHS: _record(h)}) for i, h in enumerate(hits)]
-    found = choice(cands, "max", EPOCHS, race_winner=11)
-    assert isinstance(found, Reliability) and found.winner == 1 and found.race_winner == 11
+    found = choice(cands, "max", EPOCHS, Chosen(11, "race winner"))
+    assert isinstance(found, Reliability) and found.winner == 1 and found.chosen == Chosen(11, "race winner")
     assert found.p_best == pytest.approx(_exact_p_best(hits, 1), abs=0.05)
     assert found.line("c").startswith("selection: c: the race winner (trial 11) is ")
-    unknown = choice(cands, "max", EPOCHS, race_winner=99)  # not a candidate: the best value chose
-    assert isinstance(unknown, Reliability) and unknown.winner == 0 and unknown.race_winner is None
+    unknown = choice(cands, "max", EPOCHS, Chosen(99, "race winner"))  # not a candidate: the best value chose
+    assert isinstance(unknown, Reliability) and unknown.winner == 0 and unknown.chosen is None
 
 
 def _optuna_trial(

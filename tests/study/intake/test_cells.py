@@ -438,7 +438,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkey
         interrupted=False,
         final=[object()],
         parent_run_id="p",
-        race=[],
+        stage_lines=[],
     )
 
     def run_study(plan, **options):  # as the driver leaves the study directory: its spec file, the stores

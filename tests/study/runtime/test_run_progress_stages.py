@@ -42,16 +42,15 @@ class Design:
         done = events[:ended]
         started = {stage for stage, _ in done} | ({events[ended][0]} if started_next and ended < len(events) else set())
 
-        def stage(name: str, runs: int) -> tuple[int, int | None] | None:
-            if runs == 0:
-                return None
-            return (sum(s == name for s, _ in done), runs if name in started else None)
-
+        planned = {"race": self.groups * self.race_runs_per_group, "final": self.groups * self.final_seeds}
         return StageCounts(
             searched=tuple(sum(e == ("search", c) for e in done) for c in range(self.cells)),
             trials_per_cell=self.trials,
-            race=stage("race", self.groups * self.race_runs_per_group),
-            final=stage("final", self.groups * self.final_seeds),
+            later=tuple(
+                (name, sum(s == name for s, _ in done), runs if name in started else None)
+                for name, runs in planned.items()
+                if runs
+            ),
         )
 
 
@@ -80,11 +79,11 @@ def test_a_run_stopped_before_its_last_run_is_resumable_in_every_stage(design):
 
 def test_the_cases_status_printed_wrong():
     """Stopped mid-race; a grouped study stopped after some groups' final runs; every stage finished."""
-    mid_race = StageCounts(searched=(8,), trials_per_cell=8, race=(3, 8), final=(0, None))
+    mid_race = StageCounts(searched=(8,), trials_per_cell=8, later=(("race", 3, 8), ("final", 0, None)))
     assert mid_race.left() == ["race: 3 of 8 runs", "final: not started"]
-    grouped = StageCounts(searched=(8,), trials_per_cell=8, final=(4, 6))  # 3 groups × 2 seeds, 2 groups done
+    grouped = StageCounts(searched=(8,), trials_per_cell=8, later=(("final", 4, 6),))  # 3 groups × 2 seeds, 2 done
     assert grouped.left() == ["final: 4 of 6 runs"]
-    done = StageCounts(searched=(8,), trials_per_cell=8, race=(8, 8), final=(6, 6))
+    done = StageCounts(searched=(8,), trials_per_cell=8, later=(("race", 8, 8), ("final", 6, 6)))
     assert done.left() == [] and not done.resumable("FAILED")
     assert all(c.resumable("KILLED") and c.resumable("FAILED") for c in (mid_race, grouped))
 
@@ -92,6 +91,8 @@ def test_the_cases_status_printed_wrong():
 def test_a_search_whose_every_trial_failed_has_no_later_stage_to_wait_for():
     """The driver fails at the search when no trial finished: its race and final stage never start, and a resume
     would do the same again."""
-    failed = StageCounts(searched=(4,), trials_per_cell=4, searched_ok=False, race=(0, None), final=(0, None))
+    failed = StageCounts(
+        searched=(4,), trials_per_cell=4, searched_ok=False, later=(("race", 0, None), ("final", 0, None))
+    )
     assert failed.left() == [] and not failed.resumable("FAILED")
     assert StageCounts(searched=(4, 1), trials_per_cell=4).left() == ["search: 5 of 8 trials"]

@@ -223,7 +223,8 @@ def _rounds(monkeypatch: pytest.MonkeyPatch, plan: StudyPlan, done: dict, stop_a
     context: Any = dataclasses.make_dataclass("Context", ["plan", "spec"])(plan, plan.base)
     store = _Store()
     first = _outcome(_groups(done, [c.label for c in plan.cells]))
-    result = RoundsStage().run(StageRun(context, store, "p"), StageResult(first, SearchResults([], [])))  # type: ignore[arg-type]
+    rounds = next(s for s in STAGES if isinstance(s, RoundsStage))
+    result = rounds.run(StageRun(context, store, "p"), StageResult(first, SearchResults([], [])))  # type: ignore[arg-type]
     return ran, result, store
 
 

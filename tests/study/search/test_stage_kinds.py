@@ -144,6 +144,54 @@ def test_a_new_kind_is_one_class_and_one_line_in_the_stage_list(monkeypatch):
     assert [s.tag for s in stages_module.stages_of(_plan(seeds=0))] == ["search"]
 
 
+def test_a_new_counted_kind_reaches_the_bill_the_status_rows_and_choices_without_naming_it(monkeypatch, capsys):
+    """A kind that plans runs (its planned tag), trains them as search trials and chooses the trial the final stage
+    retrains: the bill prices its runs as search trials and names them, --status gives it a column per cell, counts
+    it among what is left and prints its choice, with no line of theirs naming it."""
+    from study import status
+    from study.bill import model_epochs, priced, size_line
+    from study.cell_status import CellStatus
+    from study.runtime.run_progress import StageCounts
+
+    class Probe(Stage):
+        tag, experiment, planned_tag = "probe", "tune_probe", "probe_planned"
+        runs_noun, column, searches, winner_name = "probe runs", "probe", True, "probe pick"
+
+        def runs_in(self, plan: StudyPlan) -> bool:
+            return plan.base.final.seeds > 0
+
+        def planned(self, plan: StudyPlan) -> int:
+            return 3 * len(plan.cells)
+
+        def per_cell(self, plan: StudyPlan) -> int:
+            return 3
+
+        def run(self, run: StageRun, before: StageResult | None) -> StageResult:
+            raise AssertionError("not run here")
+
+        def bill_text(self, plan: StudyPlan) -> str:
+            return "3 probe runs per cell, then "
+
+        def chosen(self, plan: StudyPlan, parent_file: Any) -> dict[str, tuple[int, float]]:
+            return {plan.cells[0].label: (1, 0.5)}
+
+    plan = _plan(seeds=2)
+    before = model_epochs(plan)
+    search, race, final, rounds = STAGES
+    monkeypatch.setattr(stages_module, "STAGES", (search, race, Probe(), final, rounds))
+    assert [s.tag for s in stages_module.counted_stages(plan)] == ["probe", "final"]
+    epochs = plan.base.train.epochs
+    assert model_epochs(plan) == pytest.approx(before + 3 * plan.search_cost() * epochs)
+    assert priced(plan).searched_after == 3 and "then 3 probe runs per cell, then " in size_line(plan)
+    cell = CellStatus(plan.cells[0], {"COMPLETE": 2}, 0.5, done={"probe": 1, "final": 0}, chosen=(1, 0.5))
+    row = status._rows(plan, [cell])[0]
+    assert (row["probe"], row["final seeds"]) == ("1/3", "0/2")
+    status._print_choices(plan, [cell])
+    assert capsys.readouterr().out.strip().startswith(f"probe pick: {plan.cells[0].label}: Optuna trial 1, ")
+    counts = StageCounts((2,), 2, later=(("probe", 1, 3), ("final", 0, None)))
+    assert counts.left() == ["probe: 1 of 3 runs", "final: not started"]
+
+
 def _result(objective: str, trial: str, value: float) -> Any:
     """A search trial's result as Ray hands it over: its directory names its trial, its config its sampled values."""
     from ray.tune import Result
