@@ -67,8 +67,8 @@ def _has(module: str) -> bool:
 def _child(argv: list[str], out: str) -> int:
     """The instrumented driver: wrap the phases, run ``study.run.main``, dump the events as JSON."""
     _mark("child:imports:begin")
+    import study.commands.run as run_module
     import study.intake.loading
-    import study.run as run_module
     import study.search.driver as tuner
     import study.tracking.callback as tracking
 

@@ -57,7 +57,7 @@ def _up(head: Path) -> float:
     """``dmlstudy up`` with its state in ``head``; its seconds."""
     t0 = time.time()
     proc = subprocess.run(
-        [sys.executable, "-m", "study.head", "up"],
+        [sys.executable, "-m", "study.commands.head", "up"],
         cwd=REPO,
         env={**_env(tempfile.gettempdir()), warm_head.HEAD_DIR_ENV: str(head)},
         capture_output=True,

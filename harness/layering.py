@@ -20,9 +20,10 @@ Layers, lowest first (:data:`LAYERS`; modules of one rank may import each other)
    - ``study.deploy`` (Slurm and KubeRay launchers, which price plans);
 
 3. ``dashboards``;
-4. the command lines: ``study.status``, ``study.mlflow_server`` and ``study.head`` (``dmlstudy up``/``down``), then ``study.run`` and ``study.invocation``
-   (which compose a run, its report and its dashboard, and answer ``--status``), then ``study.cli`` (``dmlstudy``, which dispatches to every command
-   line).
+4. the command lines (``study.commands``): ``status``, ``mlflow_server`` and ``head`` (``dmlstudy up``/``down``), then
+   ``run`` and ``invocation`` (which compose a run, its report and its dashboard, and answer ``--status``), then ``cli``
+   (``dmlstudy``, which dispatches to every command line) beside the entry points ``python -m study.run`` and
+   ``python -m study.status``.
 
 A module may import its own layer and the layers below it, never above — function-local and ``TYPE_CHECKING``
 imports included. Imports must also be free of cycles within a layer: those at module level, and those made inside
@@ -69,8 +70,9 @@ __all__ = [
 #: stands: ``study.tracking`` uses ``study.runtime``; ``study.arguments`` and ``study.console`` use ``study.tracking``;
 #: ``study.data``'s command line uses ``study.arguments``; intake uses all of those; ``study.search`` uses intake,
 #: ``study.bill`` the engine's calibration, ``study.deploy`` the bill; ``dashboards`` read the cells' status;
-#: ``study.run`` (with ``study.invocation``, its command line) answers ``--status`` through ``study.status`` and
-#: reports through ``dashboards``; ``study.cli`` dispatches to every command.
+#: ``study.commands.run`` (with ``study.commands.invocation``, its command line) answers ``--status`` through
+#: ``study.commands.status`` and reports through ``dashboards``; ``study.commands.cli`` dispatches to every command,
+#: and the entry points ``study.run`` and ``study.status`` call theirs.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("trainables.schema",),
     ("trainables",),
@@ -82,9 +84,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("study.bill", "study.cell_status"),
     ("study.deploy",),
     ("dashboards",),
-    ("study.status", "study.mlflow_server", "study.head"),
-    ("study.run", "study.invocation"),
-    ("study.cli",),
+    ("study.commands", "study.commands.status", "study.commands.mlflow_server", "study.commands.head"),
+    ("study.commands.run", "study.commands.invocation"),
+    ("study.commands.cli", "study.run", "study.status"),
 )
 _PREFIXES: dict[str, int] = {prefix: rank for rank, prefixes in enumerate(LAYERS) for prefix in prefixes}
 _ROOT = Path(__file__).resolve().parents[1]

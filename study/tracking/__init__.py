@@ -14,7 +14,7 @@ out a restart of its store (:mod:`study.tracking.outage`) on a pre-pinged pool. 
 - :mod:`study.tracking.preflight`, :mod:`study.tracking.outage`, :mod:`study.tracking.guarded`,
   :mod:`study.tracking.credentials`: the stores checked before a study starts, outages ridden out, secrets kept off
   disk;
-- :mod:`study.tracking.server`: a local ``mlflow server`` (its command line: :mod:`study.mlflow_server`).
+- :mod:`study.tracking.server`: a local ``mlflow server`` (its command line: :mod:`study.commands.mlflow_server`).
 
 ``MlflowClient`` and ``Run`` are named here for type annotations elsewhere (``if TYPE_CHECKING:`` imports them from
 this package, not from ``mlflow``).

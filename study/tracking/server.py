@@ -1,7 +1,7 @@
 """A local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
 
 ``with serve(DIR) as server: server.uri`` for the length of a block, :func:`start_server` for longer; its command
-line is :mod:`study.mlflow_server` (``dmlstudy mlflow-server DIR``). The server runs in its own process group, so
+line is :mod:`study.commands.mlflow_server` (``dmlstudy mlflow-server DIR``). The server runs in its own process group, so
 :meth:`MlflowServer.stop` ends ``mlflow server`` and the uvicorn and job-runner processes it forks, and with
 ``die_with_parent`` a :mod:`study.tracking.reaper` ends that group however this process ends. It binds to 127.0.0.1
 unless told otherwise: the server has no authentication. This module runs ``mlflow server`` as a subprocess and does

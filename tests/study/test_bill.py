@@ -141,7 +141,7 @@ def test_max_hours_refuses_on_the_measured_bill_naming_fifo_and_the_scheduled_on
 
 
 def test_plan_prints_the_priced_size_line_and_starts_nothing(tmp_path, write_spec, monkeypatch, capsys):
-    from study.run import main
+    from study.commands.run import main
 
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))
     spec = write_spec(tiny_table("t_plan", epochs=2, batches_per_epoch=2, num_trials=2, seeds=1))

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from study import cli
+from study.commands import cli
 from tests.dashboards.compare.test_compare import HONEST, make_study
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _dmlstudy(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """``dmlstudy ARGS`` as the console script runs it (``study.cli:entry``), importing this checkout."""
+    """``dmlstudy ARGS`` as the console script runs it (``study.commands.cli:entry``), importing this checkout."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, "-c", "from study.cli import entry; entry()", *args],
+        [sys.executable, "-c", "from study.commands.cli import entry; entry()", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -35,7 +35,7 @@ def _dmlstudy(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_the_console_script_is_declared_and_lists_every_command(tmp_path):
     pyproject = (REPO / "pyproject.toml").read_text()  # (tomllib is 3.11+; the package supports 3.10)
-    assert re.search(r'^\[project\.scripts\]\ndmlstudy = "study\.cli:entry"\n\n', pyproject, re.MULTILINE)
+    assert re.search(r'^\[project\.scripts\]\ndmlstudy = "study\.commands\.cli:entry"\n\n', pyproject, re.MULTILINE)
     proc = _dmlstudy("--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: dmlstudy [-h] COMMAND ...")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.driver import mlflow_children, optuna_trials
-from study import status
+from study.commands import status
 from trainables.schema import record as R
 
 pytestmark = pytest.mark.e2e

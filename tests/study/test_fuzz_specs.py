@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from harness.fake_data import write_cub
-from study.run import main
+from study.commands.run import main
 
 #: Appears in every URL password of the cases: it must never reach stderr.
 SECRET = "S3cr3tPw"

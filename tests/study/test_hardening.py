@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from harness.driver import mlflow_children, tiny_spec
-from study.run import main
+from study.commands.run import main
 from study.runtime.lock import study_lock
 from study.runtime.watchdog import PendingTimeout, check_cluster_resources
 from study.tracking.credentials import MASK, RedactedRDBStorage, connection_url, redact, redacted_spec, remember
@@ -230,7 +230,7 @@ def test_pending_timeout_fails_only_when_nothing_runs(monkeypatch):
 def test_failed_trials_are_listed_with_their_reason(spec_dict, write_spec, run_cli, tmp_path, capsys):
     """A study whose every trial fails exits 1 and names each failure and its reason, on the console and in
     ``--status`` (a study with some failed trials lists them too and ends 0: test_failures.py)."""
-    from study import status
+    from study.commands import status
 
     spec_dict["name"] = "t_reason"
     spec_dict["train"].update(epochs=1, batches_per_epoch=3, recall_at=[1])

@@ -20,9 +20,9 @@ from unittest import mock
 import pytest
 import yaml
 
+from study.commands.invocation import SLURM_JOB_RAY_DIR, Invocation, job_private_address, parser
 from study.deploy.kuberay.__main__ import main
 from study.deploy.render import load_template
-from study.invocation import SLURM_JOB_RAY_DIR, Invocation, job_private_address, parser
 from study.tracking import credentials
 from study.tracking.credentials import MASK, mask_argument, shell_command
 
@@ -250,7 +250,7 @@ def test_the_continue_line_inside_a_slurm_job_names_no_private_ray_address(monke
 
 
 def test_the_job_scripts_ray_dir_is_the_one_the_driver_recognises():
-    """The job script's ``RAY_TMPDIR`` and :data:`study.invocation.SLURM_JOB_RAY_DIR` name the same directory, and the
+    """The job script's ``RAY_TMPDIR`` and :data:`study.commands.invocation.SLURM_JOB_RAY_DIR` name the same directory, and the
     script gives the driver the address it exports."""
     script = load_template("slurm.sbatch.sh")
     assert f'export RAY_TMPDIR="${{TMPDIR:-/tmp}}/{SLURM_JOB_RAY_DIR.format(job_id="$SLURM_JOB_ID")}"' in script

@@ -44,7 +44,7 @@ def test_study_end_to_end_logs_every_trial_and_epoch(spec_dict, write_spec, run_
     assert proc.stderr.startswith("warning: validation.kind is none") and "== trials 2/2 done" in proc.stdout
     _check_dashboard(tmp_path / "runs" / "t_study", proc.stdout)
     # `dmlstudy status` names the study by its directory, as `dashboard` and `compare` do.
-    from study import cli
+    from study.commands import cli
 
     capsys.readouterr()
     assert cli.main(["status", str(tmp_path / "runs" / "t_study")]) == 0

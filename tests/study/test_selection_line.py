@@ -14,8 +14,8 @@ import pytest
 
 from dashboards.report import selection_lines
 from harness.driver import tiny_spec
-from study import status
 from study.cell_status import CellStatus
+from study.commands import status
 from study.final.race import Standing, race_csv
 from study.final.reliability import Chosen, Reliability, RungChoice, of_trials
 from study.intake.loading import parse_spec

@@ -37,7 +37,7 @@ def test_the_shipped_specs_are_all_found():
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_spec_plans(name, tmp_path, monkeypatch, capsys):
-    from study.run import main
+    from study.commands.run import main
 
     monkeypatch.setattr("study.bill.calibrate", _assumed)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))
@@ -51,7 +51,7 @@ def test_every_shipped_spec_plans(name, tmp_path, monkeypatch, capsys):
 
 
 def test_a_spec_whose_data_is_absent_plans_to_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
-    from study.run import main
+    from study.commands.run import main
 
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))
     code = main([str(SPACES / "ms_cub.yaml"), "--plan", "--set", f"dataset.root={tmp_path / 'nothing'}"])

@@ -107,7 +107,7 @@ def test_a_replicated_study_runs_each_replicate_and_reports_the_pooled_final_sta
 
 
 def test_a_study_over_max_hours_is_refused_before_anything_is_written(tmp_path, write_spec, monkeypatch, capsys):
-    from study.run import main
+    from study.commands.run import main
 
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))
     spec = write_spec(_replicated("t_over", tmp_path, replicates=1, max_hours=1e-6))

@@ -110,7 +110,7 @@ def _run_the_chain(tmp_path: Path, spec_file: Path, study_dir: Path, tmp: Path) 
         # The submitting shell holds a token of another Ray cluster (as a researcher's may, or this test process's
         # after in-process studies): sbatch must not carry it into the job, nor Slurm's state files.
         env = cluster.env(TMPDIR=str(tmp), PYTHONPATH=str(REPO), RAY_AUTH_TOKEN=FOREIGN_TOKEN)
-        dmlstudy = [sys.executable, "-m", "study.cli"]
+        dmlstudy = [sys.executable, "-m", "study.commands.cli"]
         submit = cluster.run(
             [*dmlstudy, "slurm", str(spec_file), "--nodes", "2", "--time", "2", "--signal-lead", "45",
              "--max-requeues", "1"],

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.e2e  # real studies through a real Slurm: minutes, not 
 
 OBJECTIVE = "test/recall_at_1"  # logged once per epoch (tiny_spec: validation none)
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "gone")
-DMLSTUDY = [sys.executable, "-m", "study.cli"]
+DMLSTUDY = [sys.executable, "-m", "study.commands.cli"]
 
 
 @dataclass

@@ -235,7 +235,7 @@ def test_a_refused_submission_leaves_nothing_behind(spec_file, tmp_path, monkeyp
 
 
 def test_the_submission_names_the_same_study_and_status_shows_its_pending_job(spec_file, tmp_path, monkeypatch, capsys):
-    from study import status
+    from study.commands import status
 
     _fake_sbatch(tmp_path, monkeypatch)
     for name, value in [("RAY_AUTH_TOKEN", "foreign-tok"), ("RAY_ADDRESS", "10.0.0.1:6379"), ("PGPASSWORD", "pg-pw")]:
@@ -276,7 +276,7 @@ def test_the_submission_names_the_same_study_and_status_shows_its_pending_job(sp
 
 def test_status_shows_the_pending_job_of_a_table(tmp_path, monkeypatch, capsys):
     from harness.driver import tiny_table
-    from study import status
+    from study.commands import status
 
     table = tiny_table("t_sbatch_table", epochs=2, batches_per_epoch=2, num_trials=1, seeds=1)
     table["storage"] = str(tmp_path / "runs")

@@ -185,9 +185,9 @@ def test_an_interval_on_a_bounded_metric_stays_in_its_bounds(capsys):
     """Issue 59 part 0: Recall@1, MAP@R and NMI are shares; their intervals are cut to [0, 1], and a final stage of 1
     or 2 seeds is said to give no interval or one that says nothing."""
     from harness.driver import honest_spec
+    from study.commands.run import _warn_selection
     from study.final.intervals import few_seeds_warning, replicated_mean, t_interval
     from study.intake.loading import parse_spec
-    from study.run import _warn_selection
     from trainables.schema.metric_names import bounds_of
 
     assert [bounds_of(n) for n in ("test/recall_at_1", "val/recall_at_4", "category/a b/map_at_r", "train/loss")] == [

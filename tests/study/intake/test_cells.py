@@ -425,8 +425,8 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, monkey
 
     import dashboards.report
     import study.search.driver
+    from study.commands.run import main
     from study.intake.layout import StudyLayout
-    from study.run import main
     from study.runtime.storage import write_bytes
     from study.tracking.credentials import redacted_spec
 

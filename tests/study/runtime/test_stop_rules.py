@@ -134,7 +134,7 @@ def test_a_second_signal_of_another_kind_is_named_as_it_came(stopped, capsys):
 
 
 def test_the_continue_command_carries_every_option_quoted_and_no_password():
-    from study.invocation import Invocation, parser
+    from study.commands.invocation import Invocation, parser
 
     argv = [
         "my spec.yaml",

@@ -194,7 +194,7 @@ def test_a_second_ctrl_c_stops_without_finishing_the_epoch_and_resume_finishes(t
 #: ``python -m study.run SPEC`` with the signal already received when ``main`` begins (the handler recorded it).
 _SIGNAL_FIRST = (
     "import os, signal, sys\n"
-    "from study import run\n"
+    "from study.commands import run\n"
     "from study.runtime import stopping\n"
     "stopping.install()\n"
     "os.kill(os.getpid(), signal.SIGUSR1)\n"

@@ -34,7 +34,7 @@ from harness.driver import (
     tiny_spec,
 )
 from harness.sockets import is_loopback, process_tree, sockets_of
-from study import head as head_command
+from study.commands import head as head_command
 from study.runtime import warm_head as W
 from study.runtime.ray_node import private_node_processes, reload_auth_settings, watch_attached
 from trainables.schema.errors import StudyError
@@ -199,7 +199,7 @@ def test_up_and_down_say_what_they_did_without_the_token(head_dir, monkeypatch, 
 
 def _dmlstudy(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", "from study.cli import entry; entry()", *args],
+        [sys.executable, "-c", "from study.commands.cli import entry; entry()", *args],
         env=env,
         capture_output=True,
         text=True,

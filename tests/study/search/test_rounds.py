@@ -316,7 +316,7 @@ def test_max_hours_holds_the_table_to_its_most():
 
 
 def test_status_says_each_comparisons_state(monkeypatch):
-    import study.status as status
+    import study.commands.status as status
 
     plan = _three_arms({"min": 2, "max": 5})
     decided = S.Decision(S.BETTER, 2, 0.2, 0.1, 0.3, 0.98, 0.05, 2)

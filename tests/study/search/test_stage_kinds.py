@@ -148,9 +148,9 @@ def test_a_new_counted_kind_reaches_the_bill_the_status_rows_and_choices_without
     """A kind that plans runs (its planned tag), trains them as search trials and chooses the trial the final stage
     retrains: the bill prices its runs as search trials and names them, --status gives it a column per cell, counts
     it among what is left and prints its choice, with no line of theirs naming it."""
-    from study import status
     from study.bill import model_epochs, priced, size_line
     from study.cell_status import CellStatus
+    from study.commands import status
     from study.runtime.run_progress import StageCounts
 
     class Probe(Stage):
@@ -222,6 +222,6 @@ def test_the_race_winner_takes_the_search_bests_place_with_its_search_value():
     ],
 )
 def test_status_names_the_tagged_stage_and_what_it_planned_as_before(tags, line):
-    from study.status import _stage_text
+    from study.commands.status import _stage_text
 
     assert _stage_text(tags) == line

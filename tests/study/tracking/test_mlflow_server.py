@@ -1,4 +1,4 @@
-"""``python -m study.mlflow_server`` ends its whole server (``mlflow server``, uvicorn, the job runner) when it is
+"""``python -m study.commands.mlflow_server`` ends its whole server (``mlflow server``, uvicorn, the job runner) when it is
 signalled or its parent dies: afterwards no process of it is left and the port is free for a restart. By default it
 listens on loopback only."""
 
@@ -68,7 +68,7 @@ def _hangup_by_default() -> None:
 def _launch(directory: Path, port: int, via_parent: bool = False) -> subprocess.Popen:
     """The CLI (``via_parent``: under an intermediate ``sh`` that waits for it). Started from the main thread: the
     CLI asks for its parent's death signal, and Linux sends it when the *thread* that forked it ends."""
-    cmd = [sys.executable, "-m", "study.mlflow_server", str(directory), "--port", str(port)]
+    cmd = [sys.executable, "-m", "study.commands.mlflow_server", str(directory), "--port", str(port)]
     if via_parent:
         cmd = ["sh", "-c", '"$@" & echo "cli $!"; wait', "sh", *cmd]
     return subprocess.Popen(

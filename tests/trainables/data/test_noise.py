@@ -157,7 +157,7 @@ def test_file_noise_missing_samples_and_bad_lines_are_one_line(tmp_path):
 
 
 def test_an_unmatched_list_is_exit_2_with_one_line_and_nothing_started(tmp_path, write_spec, spec_dict, capsys):
-    from study.run import main
+    from study.commands.run import main
 
     path = tmp_path / "wrong.csv"
     path.write_text("/elsewhere/not_a_digit.png,1\n")

@@ -15,7 +15,7 @@ import sys
 from typing import NoReturn
 
 from study.arguments import ArgumentParser
-from study.run import _exit
+from study.commands.run import _exit
 
 __all__ = ["COMMANDS", "main"]
 
@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "export-csv": ("study.data.__main__", ("export-csv",), "write a dataset as open-metric-learning's CSV"),
     "dashboard": ("dashboards.build", (), "build the HTML dashboard of studies (spec files or study directories)"),
     "compare": ("dashboards.compare.cli", (), "family x noise comparison tables of studies' final stages"),
-    "mlflow-server": ("study.mlflow_server", (), "serve a directory's MLflow store over HTTP"),
+    "mlflow-server": ("study.commands.mlflow_server", (), "serve a directory's MLflow store over HTTP"),
     "slurm": (
         "study.deploy.slurm.__main__",
         (),
@@ -40,11 +40,11 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
         "write a KubeRay RayJob manifest that runs the study on Kubernetes",
     ),
     "up": (
-        "study.head",
+        "study.commands.head",
         ("up",),
         "start a warm local Ray head for repeated studies (loopback, token); studies attach with --address warm",
     ),
-    "down": ("study.head", ("down",), "stop the warm local Ray head that `dmlstudy up` started"),
+    "down": ("study.commands.head", ("down",), "stop the warm local Ray head that `dmlstudy up` started"),
 }
 
 

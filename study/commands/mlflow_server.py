@@ -1,6 +1,6 @@
 """Start a local MLflow tracking server for a study: sqlite backend, artifacts served from a directory.
 
-    python -m study.mlflow_server DIR [--host 127.0.0.1] [--port 5000]      (dmlstudy mlflow-server DIR)
+    python -m study.commands.mlflow_server DIR [--host 127.0.0.1] [--port 5000]      (dmlstudy mlflow-server DIR)
 
 prints the ``tracking.uri`` to put in the spec (``http://HOST:PORT``) and serves until interrupted. SIGTERM,
 SIGINT and SIGHUP end the whole server (``mlflow server`` and the uvicorn and job-runner processes it forks, one
@@ -45,7 +45,7 @@ def _die_with_parent(sig: int = signal.SIGTERM) -> None:
         os.kill(os.getpid(), sig)
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m study.mlflow_server") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m study.commands.mlflow_server") -> int:
     p = ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("directory", help="where mlflow.db and artifacts/ live")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")

@@ -1,4 +1,4 @@
-"""``dmlstudy up`` / ``dmlstudy down`` (``python -m study.head up|down``): start or stop the warm local Ray head that
+"""``dmlstudy up`` / ``dmlstudy down`` (``python -m study.commands.head up|down``): start or stop the warm local Ray head that
 repeated studies attach to with ``--address warm`` (the engine: :mod:`study.runtime.warm_head`)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m study.head") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m study.commands.head") -> int:
     """``up`` / ``down``. Exit 0, or 2 with one line."""
     args = _parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
