@@ -47,7 +47,6 @@ retrains after the search only what the search did not (a run resumed from befor
 
 from __future__ import annotations
 
-import json
 import pickle
 from dataclasses import dataclass
 from typing import Any
@@ -58,14 +57,12 @@ from study.final.best import best_full_trial
 from study.final.stage import point_key, seed_points
 from study.runtime.compat import (
     completed_trials_of,
-    optuna_study_of,
     optuna_trials_of,
-    storage_trial_id,
-    study_storage,
 )
 from study.runtime.storage import read_bytes
 from study.search.reconcile import _ENDED, _RUNS_AGAIN, _TERMINATED, ReconcileTrials
 from study.search.study_search import StudySearch
+from study.search.trial_attrs import decoded_selection, record_trial_attrs, restored_last_result
 from study.tracking.outage import through_ray
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_METRICS, EPOCH
@@ -254,7 +251,7 @@ class CellSearch(Searcher):
             # selection reads of it is kept too, or the trial's record would be its epoch before.
             self._keep_selection(trial_id, result)
         last = self.__dict__.setdefault("last_cost", {}).pop(trial_id, {})
-        self._record_cost(searcher, trial_id, {**last, **(result or {}), **self._selection_attrs(trial_id)})
+        record_trial_attrs(searcher, trial_id, {**last, **(result or {}), **self._selection_attrs(trial_id)})
         final = {**self.last_value.pop(trial_id, {}), **(result or {})}
         if not error and final:
             trial = optuna_trials_of(searcher).get(trial_id)
@@ -290,23 +287,10 @@ class CellSearch(Searcher):
         for trial_id, status, last in ray_trials:
             if trial_id in self.trial_cell and trial_id not in self.ended and status in _ENDED:
                 ended = status == _TERMINATED
-                self.on_trial_complete(trial_id, self._last_result(trial_id, last) if ended else None, error=not ended)
+                searcher = self.cells[self.trial_cell[trial_id]][2]
+                result = restored_last_result(searcher, trial_id, self.metric, last) if ended else None
+                self.on_trial_complete(trial_id, result, error=not ended)
         return self.settle_lost(runs_again)
-
-    def _last_result(self, trial_id: str, ray_last: dict[str, Any] | None) -> dict[str, Any] | None:
-        """What a trial that Ray restored as finished last reported: Ray's restored last result when it holds the
-        metric (it may not: seen empty after a warm head died mid-study, and the trial was then told PRUNED), else the
-        last epoch Optuna recorded for it (its storage is written at each epoch, before any snapshot)."""
-        if ray_last and self.metric in ray_last:
-            return ray_last
-        searcher = self.cells[self.trial_cell[trial_id]][2]
-        trial = optuna_trials_of(searcher).get(trial_id)
-        storage = study_storage(optuna_study_of(searcher))
-        steps = {} if trial is None else storage.get_trial(storage_trial_id(trial)).intermediate_values
-        if not steps:
-            return ray_last
-        epoch = max(steps)
-        return {**(ray_last or {}), self.metric: steps[epoch], EPOCH: epoch, "training_iteration": epoch}
 
     def _start_final(self, index: int) -> None:
         """Once every trial of cell ``index`` has ended and its budget is spent, queue its final points: its best
@@ -344,33 +328,7 @@ class CellSearch(Searcher):
 
     def _selection_attrs(self, trial_id: str) -> dict[str, Any]:
         """:meth:`_keep_selection`'s values of an ending trial, as its Optuna trial's user attributes (JSON)."""
-        kept = self.__dict__.setdefault("selection", {}).pop(trial_id, {})
-        if isinstance(record := kept.get(R.VAL_PER_CLASS), str):
-            kept[R.VAL_PER_CLASS] = json.loads(record)
-        if isinstance(rungs := kept.get(R.OPTUNA_RUNG_RECORDS), dict):
-            kept[R.OPTUNA_RUNG_RECORDS] = {epoch: json.loads(r) for epoch, r in rungs.items()}
-        return kept
-
-    @staticmethod
-    def _record_cost(searcher: StudySearch, trial_id: str, result: dict | None) -> None:
-        """The trial's cost (:data:`~trainables.schema.metric_names.COST_METRICS`, from its last result) and what its
-        cell's selection reliability reads (:meth:`_selection_attrs`) as user attributes of its Optuna trial, before it
-        is told (a finished trial takes none): ``--status`` and the report read them per cell from Optuna, without
-        reading every MLflow run."""
-        from optuna.exceptions import UpdateFinishedTrialError
-
-        trial = optuna_trials_of(searcher).get(trial_id)
-        if trial is None or trial_id in completed_trials_of(searcher):
-            return
-        try:
-            for name in COST_METRICS:
-                if isinstance(value := (result or {}).get(name), (int, float)):
-                    trial.set_user_attr(name, float(value))
-            for name in (R.VAL_PER_CLASS, R.OPTUNA_LAST_TWO, R.OPTUNA_RUNG_RECORDS):
-                if isinstance(value := (result or {}).get(name), (dict, list)):
-                    trial.set_user_attr(name, value)
-        except UpdateFinishedTrialError:
-            return  # told before a driver restart (the snapshot held it RUNNING): it has its costs already
+        return decoded_selection(self.__dict__.setdefault("selection", {}).pop(trial_id, {}))
 
     def _nonfinite(self, trial_id: str) -> bool:
         """Whether the trial failed on a loss that was not finite (its configuration's failure, evaluated)."""

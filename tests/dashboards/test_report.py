@@ -42,7 +42,7 @@ def test_a_store_that_does_not_answer_after_the_run_is_a_warning_and_the_report_
 def test_the_selection_line_logged_to_the_parent_run_is_the_printed_one_and_the_dashboard_reads_it(
     tmp_path, monkeypatch
 ):
-    from dashboards.load import _reliability, _selection_lines
+    from dashboards.study_info import _reliability, _selection_lines
     from study.cell_status import CellStatus
     from study.final.reliability import Reliability, RungChoice
     from study.tracking import stores
