@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import os
 import sys
 import time
@@ -49,6 +50,8 @@ from study.runtime import stopping
 from study.runtime.compat import finish_threads
 from study.runtime.run_progress import start_run_meter
 from study.runtime.store_errors import store_failure
+from study.tracking.credentials import check_tracking_env
+from study.tracking.preflight import preflight_stores
 from trainables.schema.errors import StudyError, StudyStalledError
 
 if TYPE_CHECKING:
@@ -91,10 +94,13 @@ def _main(args: argparse.Namespace, run: Invocation) -> int:
         bill = _bill(plan, args.resume)  # before anything starts, a run over search.max_hours is one line
         if bill is not None or len(plan.cells) > 1:
             print(size_line(plan, bill), flush=True)
+        run.layout = StudyLayout.for_spec(plan.base)
+        check_tracking_env(plan.base)
+        preflight_stores(run.layout, plan.base.name)  # a store that does not answer is one line, before torch and Ray
         from study.search.driver import run_study  # defers Ray and torch: bad input is answered without them
 
-        run.layout = StudyLayout.for_spec(plan.base)
-        outcome = run_study(plan, options=run_options(args), on_start=lambda: _warn_selection(plan.base))
+        options = dataclasses.replace(run_options(args), stores_checked=True)
+        outcome = run_study(plan, options=options, on_start=lambda: _warn_selection(plan.base))
     except StudyStalledError as e:  # the study started and could not go on: it failed
         _print_error(e)
         return 1

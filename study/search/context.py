@@ -30,6 +30,8 @@ class RunOptions:
             waited this long for resources with none running (0: wait forever).
         drain_timeout_s: on a stop signal (:mod:`study.runtime.stopping`), how long running trials may take to
             reach their next checkpoint before the stage ends anyway.
+        stores_checked: the caller tried the stores already (:func:`study.tracking.preflight.preflight_stores`: the
+            command line does, before it imports torch and Ray); else the driver does.
     """
 
     resume: bool = False
@@ -38,6 +40,7 @@ class RunOptions:
     shared_storage: bool = False
     pending_timeout_s: float = 600.0
     drain_timeout_s: float = 60.0
+    stores_checked: bool = False
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,8 @@ def run_study(
     if local:
         check_local_resources(spec)
     set_budget(spec.tracking.outage_budget_s)
-    preflight_stores(layout, spec.name)  # servers and buckets answer, before anything is written or Ray starts
+    if not options.stores_checked:  # servers and buckets answer, before anything is written or Ray starts
+        preflight_stores(layout, spec.name)
     quiet_store_failures()  # a full disk is one line from the CLI, not every library's traceback
     check_stop("before the study started")
     with study_lock(layout.root), library_log() as study_log:
