@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.loop import TrialRun
 from trainables.schema.metric_names import (
     EPOCH_TIME,

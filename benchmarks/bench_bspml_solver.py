@@ -38,7 +38,7 @@ def _timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
 
 
 def digits_share() -> None:
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.loop import TrialRun
 
     spec = parse_spec(

@@ -12,7 +12,7 @@ import argparse
 
 import torch
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.loop import TrialRun
 from trainables.schema.metric_names import MAW, NOISE_AUROC, OBJECTIVE, SDAW, on_test
 

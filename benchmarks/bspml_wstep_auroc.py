@@ -20,7 +20,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from harness.wstep_reference import lbfgsb_weights
-from study.intake.loading import load_spec
+from study.intake.spec_reader import load_spec
 from trainables.families.bspml.loss import BSPMLFamily
 from trainables.families.self_paced import WeightProblem, denoising_objective, ms_terms
 from trainables.loop import TrialRun

@@ -175,7 +175,7 @@ def losses(batch: int, dim: int, classes_per_batch: int, repeats: int, names: li
 def bspml_share(repeats: int, batches_per_epoch: int | None = None) -> list[Row]:
     """The BSPML w-step (ξ terms + solver, :meth:`BSPMLFamily.weight_step`) and the train-set embedding pass it
     needs, as a share of one θ-epoch on noisy digits."""
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.loop import TrialRun
 
     train: dict[str, Any] = {"epochs": 3, "classes_per_batch": 5, "samples_per_class": 8}

@@ -68,7 +68,7 @@ def _child(argv: list[str], out: str) -> int:
     """The instrumented driver: wrap the phases, run ``study.run.main``, dump the events as JSON."""
     _mark("child:imports:begin")
     import study.commands.run as run_module
-    import study.intake.loading
+    import study.intake.spec_reader
     import study.search.driver as tuner
     import study.tracking.callback as tracking
 
@@ -78,7 +78,7 @@ def _child(argv: list[str], out: str) -> int:
 
     _mark("child:imports:end")
     # The spec is loaded through the run module's own name (``load_plan`` today, ``load_spec`` before the plan).
-    _wrap("load_spec", (run_module, "load_plan"), (study.intake.loading, "load_spec"))
+    _wrap("load_spec", (run_module, "load_plan"), (study.intake.spec_reader, "load_spec"))
     _wrap("run_study", (tuner, "run_study"))
     _wrap("ray_init", (tuner, "connect_ray"))
     _wrap("mlflow_store", (tuner, "TrackingStore"))

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from harness.fake_data import write_cub  # noqa: E402
-from study.intake.loading import parse_spec  # noqa: E402
+from study.intake.spec_reader import parse_spec  # noqa: E402
 from trainables.data.transforms import image_sizes  # noqa: E402
 from trainables.loop import TrialRun  # noqa: E402
 

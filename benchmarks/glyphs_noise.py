@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import yaml
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.data import glyphs
 from trainables.loop import TrialRun
 from trainables.schema.metric_names import OBJECTIVE, on_test

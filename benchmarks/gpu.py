@@ -55,7 +55,7 @@ def trial_step(batch: int, steps: int, backbone: str = "resnet50") -> float:
     """Images/s of the loop's training step (forward, loss, backward, optimiser) on device-resident images."""
     import torch
 
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.data._splits import DatasetSplits, in_memory_split
     from trainables.families.base import Batch
     from trainables.loop import TrialRun
@@ -194,7 +194,7 @@ def cached_trial(
     import torch
 
     from harness.fake_data import write_cub
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.loop import TrialRun
 
     classes = max(classes, batch // 4)  # a P×K batch needs P training classes (the first half of those written)

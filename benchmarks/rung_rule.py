@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from study.search.halving import halving_rungs, kept_at_rung
-from study.tracking.stores import load_optuna_study, optuna_study_names
+from study.tracking.doors import load_optuna_study, optuna_study_names
 from trainables.schema import record as R
 
 __all__ = ["RULES", "CellReplay", "replay_cell", "main"]

@@ -151,7 +151,7 @@ def _bare_main(trials: int, epochs: int) -> None:
 
     import torch
 
-    from study.intake.loading import load_spec
+    from study.intake.spec_reader import load_spec
     from trainables.loop import TrialRun
 
     spec = load_spec(SPEC, study_overrides(trials, epochs))

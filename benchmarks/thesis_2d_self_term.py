@@ -14,7 +14,7 @@ import statistics
 
 import torch
 
-from study.intake.loading import load_spec
+from study.intake.spec_reader import load_spec
 from trainables.loop import TrialRun
 
 CONDITIONS = {

@@ -22,7 +22,7 @@ from dashboards.panels import PANEL_MODULES, Panel
 from dashboards.render import render_page, write_figures
 from study.arguments import ArgumentParser, one_line
 from study.tracking.credentials import remember
-from study.tracking.stores import mlflow_client
+from study.tracking.doors import mlflow_client
 from trainables.schema import record as R
 
 if TYPE_CHECKING:

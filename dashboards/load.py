@@ -36,7 +36,7 @@ import polars as pl
 
 from dashboards.artifacts import load_final_summary, load_paired, load_weight_tables
 from dashboards.study_info import StudyInfo, float_or_none, read_study_info
-from study.tracking.stores import mlflow_client
+from study.tracking.doors import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import (
     OBJECTIVE,

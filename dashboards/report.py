@@ -29,7 +29,7 @@ from study.arguments import one_line
 from study.cell_status import CellStatus, cells_status
 from study.final.intervals import left_out_line, left_out_replicates, replicated_mean, t_interval
 from study.final.reliability import Choice, Reliability, line_tag
-from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
+from study.tracking.doors import load_optuna_study, optuna_storage, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.metric_names import bounds_of
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from study.final.stage import FinalGroup
     from study.intake.layout import StudyLayout
     from study.intake.plan import StudyPlan
-    from study.runtime.run_progress import RunWall
+    from study.runtime.driver_run import RunWall
     from study.search.outcome import StudyOutcome
 
 __all__ = ["report", "print_final", "selection_lines", "cell_curves", "budget_lines"]
@@ -130,7 +130,7 @@ def _log_selection(layout: StudyLayout, parent_run_id: str, cells: list[CellStat
     chosen = [c for c in cells if c.reliability is not None]
     if not chosen or not parent_run_id:
         return
-    from study.tracking.stores import mlflow_client  # the one door to MLflow (deferred: after the run only)
+    from study.tracking.doors import mlflow_client  # the one door to MLflow (deferred: after the run only)
 
     client = mlflow_client(layout.tracking_uri)
     for c in chosen:

@@ -47,7 +47,7 @@ from study.bill import Bill, Priced, estimated_hours, model_epochs, priced, size
 from study.cell_status import CellStatus, SlotUse, cells_status, slot_use, winner_text
 from study.console import format_table
 from study.intake.plan import StudyPlan
-from study.runtime.run_progress import RunWall
+from study.runtime.driver_run import RunWall
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_WALL, final_metric
 
@@ -303,7 +303,7 @@ def _wall_s(runs: pl.DataFrame) -> float | None:
 def whole_run_use(cells: list[CellStatus], data: Any, slots: int, wall: RunWall) -> SlotUse | None:
     """Slot use of the whole run, search and final stage together: the search trials' summed wall (their Optuna
     trials') and the final runs' (MLflow's ``cost/wall_s``) over the slots, against the wall of every driver of the
-    run (:class:`~study.runtime.run_progress.RunWall`: a resumed run's earlier drivers too; the line says which).
+    run (:class:`~study.runtime.driver_run.RunWall`: a resumed run's earlier drivers too; the line says which).
     ``None`` without the final runs' wall."""
     final = final_wall_s(data)
     if final is None or wall.seconds <= 0:
@@ -348,7 +348,7 @@ def write_table_report(
     import tempfile
 
     from study.runtime.storage import write_bytes
-    from study.tracking.stores import mlflow_client
+    from study.tracking.doors import mlflow_client
 
     text, verdicts = _report(plan, layout.root, bill, cells, stage_lines, curves)
     where = layout.table_report

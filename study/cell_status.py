@@ -28,7 +28,7 @@ from study.runtime.storage import read_bytes
 from study.search.stages import counted_stages
 from study.search.stages.rounds import decisions_of
 from study.tracking import peek as tracking_peek
-from study.tracking.stores import load_optuna_study, mlflow_client, optuna_storage, optuna_study_names
+from study.tracking.doors import load_optuna_study, mlflow_client, optuna_storage, optuna_study_names
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
 from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL, final_metric

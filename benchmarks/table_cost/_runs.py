@@ -19,8 +19,8 @@ from dashboards.compare.cells import Row
 from study.bill import size_line
 from study.cell_status import CellStatus, SlotUse, cells_status, slot_use
 from study.intake.cells import parse_table
-from study.intake.loading import read_raw
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import read_raw
 
 DEFAULT_SPEC = "search_spaces/table_glyphs.yaml"
 SCHEDULERS = ("fifo", "halving", "asha")

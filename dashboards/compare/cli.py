@@ -49,8 +49,8 @@ __all__ = ["locate", "read_study", "main"]
 
 
 def _spec(study: str) -> StudySpec:
-    """The study's spec, of a spec file or a study directory (:func:`study.intake.loading.load_study`)."""
-    from study.intake.loading import load_study
+    """The study's spec, of a spec file or a study directory (:func:`study.intake.spec_reader.load_study`)."""
+    from study.intake.spec_reader import load_study
     from trainables.schema.errors import StudyError
 
     try:
@@ -68,7 +68,7 @@ def _layout(study: str) -> tuple[StudyLayout, str]:
 
 
 def locate(study: str) -> tuple[str, str]:
-    """``(tracking URI, experiment name)`` of a spec file or a study directory (:func:`study.intake.loading.load_study`)."""
+    """``(tracking URI, experiment name)`` of a spec file or a study directory (:func:`study.intake.spec_reader.load_study`)."""
     layout, name = _layout(study)
     return layout.tracking_uri, name
 

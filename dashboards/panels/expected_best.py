@@ -55,7 +55,7 @@ def _tie_set(study: StudyInfo, label: str) -> int | None:
 def study_curves(data: DashboardData, study: StudyInfo) -> dict[str, CellCurve]:
     """Per cell label, the cell's :class:`~dashboards.expected_best.CellCurve` from ``study_dir/optuna.db``; empty
     without one. Trials whose last reported epoch is unknown count as trained every epoch when COMPLETE."""
-    from study.tracking.stores import load_optuna_study, optuna_study_names
+    from study.tracking.doors import load_optuna_study, optuna_study_names
 
     if study.optuna_db is None:
         return {}

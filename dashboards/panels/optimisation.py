@@ -23,7 +23,7 @@ def importances(study: StudyInfo) -> dict[str, float]:
     """fANOVA importances of the searched parameters from ``study_dir/optuna.db`` (seeded, so repeatable)."""
     import optuna
 
-    from study.tracking.stores import load_optuna_study
+    from study.tracking.doors import load_optuna_study
 
     loaded = load_optuna_study(study.experiment, f"sqlite:///{study.optuna_db}")
     evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)

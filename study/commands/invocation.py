@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from study.arguments import ArgumentParser, max_failures
 from study.intake.layout import StudyLayout
 from study.runtime import stopping
-from study.runtime.run_progress import RunWall, append_driver_wall, run_meter, run_wall, write_run_progress
+from study.runtime.driver_run import RunWall, append_driver_wall, run_meter, run_wall, write_run_progress
 from study.runtime.storage import read_bytes
 from study.search.context import RunOptions
 from study.tracking.credentials import shell_command

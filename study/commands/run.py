@@ -26,7 +26,7 @@ Exit codes:
   does: :mod:`study.deploy.slurm`.
 
 Every exit of a run that reached its study directory writes what the run achieved there
-(:mod:`study.runtime.run_progress`: epochs checkpointed, start-up and epoch seconds, the stop signal, the exit code).
+(:mod:`study.runtime.driver_run`: epochs checkpointed, start-up and epoch seconds, the stop signal, the exit code).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from study.intake.layout import StudyLayout
 from study.intake.load import load_plan
 from study.runtime import stopping
 from study.runtime.compat import finish_threads
-from study.runtime.run_progress import start_run_meter
+from study.runtime.driver_run import start_run_meter
 from study.runtime.store_errors import store_failure
 from study.tracking.credentials import check_tracking_env
 from study.tracking.preflight import preflight_stores

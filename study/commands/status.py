@@ -22,9 +22,9 @@ from study.final.sequential import NOT_DETECTABLE
 from study.intake.layout import StudyLayout
 from study.intake.load import load_plan
 from study.intake.plan import StudyPlan
+from study.runtime.driver_run import StageCounts
 from study.runtime.lock import driver_text
-from study.runtime.run_progress import StageCounts
-from study.runtime.slurm_status import print_job_line, print_unstarted
+from study.runtime.slurm_queue import print_job_line, print_unstarted
 from study.search.stages import STAGES, counted_stages
 from study.tracking import peek as tracking_peek  # not study.tracking.callback: that imports Ray
 from trainables.schema import record as R

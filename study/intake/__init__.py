@@ -2,7 +2,7 @@
 nothing asks "study or table?" again: a study is a table of one arm and one condition, and every consumer reads the
 plan's data (its cells, their arms and replicates, the noun it calls itself by).
 
-- :mod:`study.intake.loading`: YAML → a validated :class:`~trainables.schema.spec.StudySpec` (``--set`` overrides, a
+- :mod:`study.intake.spec_reader`: YAML → a validated :class:`~trainables.schema.spec.StudySpec` (``--set`` overrides, a
   study's directory);
 - :mod:`study.intake.validation`: the checks that need the machine (data roots, weights, resources);
 - :mod:`study.intake.layout`: where a study keeps what (its directory, stores, files);

@@ -3,7 +3,7 @@
 table's name, which the driver runs with the table's cells).
 
 Every arm × condition becomes one cell; its spec is the table's shared sections with the arm's family, params and
-search space and the condition written at its paths, validated by :func:`study.intake.loading.parse_spec` (the
+search space and the condition written at its paths, validated by :func:`study.intake.spec_reader.parse_spec` (the
 registry's names, the family's rules, every search-space name at both ends of its range), so a table is refused for
 exactly what a study would be refused for, with one line naming the arm and cell. What a trial of a cell is given
 besides the base spec is the cell's ``fixed`` values (family, condition, the arm's params) and its sampled ones: one
@@ -31,8 +31,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from study.final.sequential import SequentialPlan
-from study.intake.loading import parse_spec
 from study.intake.plan import VIEW_CELLS, PlanCell, StudyPlan, replicate_seed
+from study.intake.spec_reader import parse_spec
 from study.tracking.credentials import redacted_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError

@@ -2,7 +2,7 @@
 
 Every command reads its spec through it (``study.run``, ``study.status``, ``dmlstudy slurm`` and ``kuberay``): a table
 spec (it names ``arms``) → its plan (:func:`study.intake.cells.parse_table`); a study spec file or a study's directory
-(:func:`study.intake.loading.load_study`) → the plan of one arm on one condition
+(:func:`study.intake.spec_reader.load_study`) → the plan of one arm on one condition
 (:meth:`study.intake.plan.StudyPlan.of_study`); the directory of a table (it keeps ``table.yaml`` beside its
 ``spec.yaml``) → the table's plan again, so ``dmlstudy status runs/<table>/`` shows its cells. After it, a consumer
 varies by the plan's data, never by its kind.
@@ -17,8 +17,8 @@ import yaml
 
 from study.intake.cells import parse_table
 from study.intake.layout import StudyLayout
-from study.intake.loading import apply_overrides, load_study, parse_spec, read_raw
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import apply_overrides, load_study, parse_spec, read_raw
 from study.runtime.storage import read_bytes
 from trainables.schema.spec import StudySpec
 
@@ -28,7 +28,7 @@ __all__ = ["load_plan", "kept_table"]
 def load_plan(path: str | Path, overrides: list[str] | None = None, *, family_rules: bool = True) -> StudyPlan:
     """The plan of the spec file or study directory ``path`` with ``--set`` ``overrides`` applied; one-line
     :class:`~trainables.schema.errors.SpecError` for bad input. ``family_rules=False``: see
-    :func:`study.intake.loading.parse_spec` (a command that trains nothing need not import the trainers)."""
+    :func:`study.intake.spec_reader.parse_spec` (a command that trains nothing need not import the trainers)."""
     if "://" in str(path) or Path(path).is_dir():  # a study's directory, local or on an object store
         base = load_study(path, overrides, family_rules=family_rules)  # its spec.yaml, where the directory lies
         return kept_table(base, overrides) or StudyPlan.of_study(base)
@@ -40,7 +40,7 @@ def load_plan(path: str | Path, overrides: list[str] | None = None, *, family_ru
 
 def kept_table(base: StudySpec, overrides: list[str] | None = None) -> StudyPlan | None:
     """The table whose directory ``base`` (a run's ``spec.yaml``) lies in, as it was started (its ``table.yaml``),
-    found where the directory lies now (as :func:`study.intake.loading.load_study` finds a study); ``None`` for a
+    found where the directory lies now (as :func:`study.intake.spec_reader.load_study` finds a study); ``None`` for a
     study's directory."""
     table_file = StudyLayout.for_spec(base).table_file
     if (written := read_bytes(table_file)) is None:

@@ -6,7 +6,7 @@
 - :mod:`study.runtime.stopping`, :mod:`study.runtime.stop_callback`: stop signals, the drain, exit 3;
 - :mod:`study.runtime.storage`, :mod:`study.runtime.store_errors`: storage URIs (local or an object store) and the
   one line a full or read-only store gives;
-- :mod:`study.runtime.run_progress`, :mod:`study.runtime.slurm_status`: what a run achieved, what Slurm says of its
+- :mod:`study.runtime.driver_run`, :mod:`study.runtime.slurm_queue`: what a run achieved, what Slurm says of its
   job;
 - :mod:`study.runtime.compat`: the private Ray Tune, Optuna and Python internals the search relies on;
   :mod:`study.runtime.ray_node`: the private Ray internals of the node under it (GCS, loopback, sessions).

@@ -5,7 +5,7 @@ command line before it knows it will need Ray).
   Tune's own interrupt handler;
 - :class:`StageLedger`, a Tune callback: which trials of a stage had ended when ``fit`` returned (the rule for a
   finished stage: :meth:`StageLedger.finished`), and the run's checkpoints and epoch times
-  (:class:`~study.runtime.run_progress.RunMeter`);
+  (:class:`~study.runtime.driver_run.RunMeter`);
 - :class:`RayLossWatch`: after a stop signal, end the driver with exit 3 when its Ray's GCS goes away (Slurm signals
   every process of a job at once), instead of Ray's minute of waiting for the GCS before it ends the process with 1.
 """
@@ -30,7 +30,7 @@ from study.runtime.compat import (
     tune_asks_without_waiting_while,
     tune_interrupted,
 )
-from study.runtime.run_progress import RunMeter
+from study.runtime.driver_run import RunMeter
 from study.runtime.store_errors import chain
 from trainables.schema.errors import StoreOutageError
 

@@ -31,7 +31,8 @@ MOVED: dict[str, tuple[str, ...]] = {
     # Intake became a folder, and the table's own modules dissolved into the one plan.
     "study.plan": ("study.intake.plan",),
     "study.layout": ("study.intake.layout",),
-    "study.loading": ("study.intake.loading",),
+    "study.loading": ("study.intake.spec_reader",),
+    "study.intake.loading": ("study.intake.spec_reader",),
     "study.validation": ("study.intake.validation",),
     "study.table.spec": ("study.intake.plan", "study.intake.cells", "study.intake.load", "study.search.old_names"),
     "study.table.asha_cost": ("study.intake.asha_cost", "trainables.schema.scheduler.asha"),

@@ -13,7 +13,7 @@ from study.intake.plan import VIEW_CELLS, StudyPlan
 from study.progress import CellProgress, ProgressTable, TrialColumns
 from study.runtime.checkpoint_repair import CheckpointRepair
 from study.runtime.compat import restored_run_config, restored_searcher
-from study.runtime.run_progress import run_meter
+from study.runtime.driver_run import run_meter
 from study.runtime.stop_callback import StageLedger, StopOnSignal
 from study.runtime.watchdog import PendingTimeout
 from study.search.cell_search import CellBudget, CellSearch
@@ -25,7 +25,7 @@ from study.search.schedulers import build_scheduler
 from study.search.space import make_sampler, to_optuna
 from study.search.study_search import StudySearch
 from study.tracking.callback import MlflowTrialCallback
-from study.tracking.stores import optuna_storage
+from study.tracking.doors import optuna_storage
 from trainables.schema import record as R
 from trainables.schema.spec import StudySpec
 

@@ -5,7 +5,7 @@ driver's writes, ``--status``, the dashboards and the Optuna↔MLflow link all g
 out a restart of its store (:mod:`study.tracking.outage`) on a pre-pinged pool. The face, after Optuna's
 ``storages/``:
 
-- :mod:`study.tracking.stores`: ``mlflow_client``, ``optuna_storage``, ``load_optuna_study``, ``optuna_study_names``
+- :mod:`study.tracking.doors`: ``mlflow_client``, ``optuna_storage``, ``load_optuna_study``, ``optuna_study_names``
   (readers and one-off writers);
 - :mod:`study.tracking.store`: the study's experiment and parent run (``TrackingStore``);
 - :mod:`study.tracking.callback`: the Ray Tune callback that writes the trial runs (imports Ray);

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
+from study.tracking.doors import mlflow_client
 from study.tracking.guarded import create_once, mlflow_store_name
 from study.tracking.outage import through_ray
 from study.tracking.store import MAX_PARAM_LENGTH, log_params, write_children_note
-from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.record import ARTIFACTS_DIR

@@ -1,5 +1,5 @@
 """The links between the two stores: which Optuna trial a Ray trial's MLflow run is, and the order Optuna asked the
-search trials in. Both read and write Optuna through :func:`study.tracking.stores.optuna_storage` (guarded, pre-pinged),
+search trials in. Both read and write Optuna through :func:`study.tracking.doors.optuna_storage` (guarded, pre-pinged),
 so a database restart when a trial starts or between the stages is ridden out like any other call."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from study.runtime.compat import storage_trial_id
-from study.tracking.stores import load_optuna_study, optuna_storage, optuna_study_names
+from study.tracking.doors import load_optuna_study, optuna_storage, optuna_study_names
 from trainables.schema.record import OPTUNA_MLFLOW_RUN_ID, OPTUNA_RAY_TRIAL_ID, OPTUNA_TRIAL_NUMBER
 
 __all__ = ["OptunaRunLink", "trial_numbers"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from study.tracking.stores import mlflow_client
+from study.tracking.doors import mlflow_client
 from trainables.schema import record as R
 
 __all__ = ["missing_sqlite", "runs_of", "parent_status", "parent_tags", "failures"]

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from study.tracking import peek as tracking_peek
+from study.tracking.doors import mlflow_client
 from study.tracking.guarded import create_once, mlflow_store_name
-from study.tracking.stores import mlflow_client
 from trainables.schema import record as R
 
 if TYPE_CHECKING:

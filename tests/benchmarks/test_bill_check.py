@@ -6,7 +6,7 @@ from __future__ import annotations
 from PIL import Image
 
 from benchmarks.bill_check import PHOTO, write_photo_cub
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.data.cub import load
 
 

@@ -356,7 +356,7 @@ def test_cli_prints_the_page_path(built, tmp_path):
 
 
 def test_build_after_study_only_warns(tmp_path):
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
 
     spec = parse_spec({"name": "ghost", "family": "ms", "storage": str(tmp_path)})
     with pytest.warns(UserWarning, match="dashboard not built"):

@@ -11,7 +11,7 @@ import yaml
 
 from dashboards.artifacts import class_weight_table, sample_weight_table
 from dashboards.study_info import _params_space, _spec_space
-from study.intake.loading import load_spec
+from study.intake.spec_reader import load_spec
 from study.tracking.credentials import redacted_spec
 from trainables.schema import record as R
 from trainables.schema.trial import flatten

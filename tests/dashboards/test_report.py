@@ -9,9 +9,9 @@ from types import SimpleNamespace
 from dashboards import report as report_module
 from harness.driver import tiny_spec
 from study.intake.layout import StudyLayout
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
-from study.runtime.run_progress import RunWall
+from study.intake.spec_reader import parse_spec
+from study.runtime.driver_run import RunWall
 
 
 def test_a_store_that_does_not_answer_after_the_run_is_a_warning_and_the_report_goes_on(tmp_path, monkeypatch, capsys):
@@ -45,7 +45,7 @@ def test_the_selection_line_logged_to_the_parent_run_is_the_printed_one_and_the_
     from dashboards.study_info import _reliability, _selection_lines
     from study.cell_status import CellStatus
     from study.final.reliability import Reliability, RungChoice
-    from study.tracking import stores
+    from study.tracking import doors
 
     spec = parse_spec({**tiny_spec("t_report", 1, 2, replicates=2), "storage": str(tmp_path)})
     plan = StudyPlan.of_study(spec)
@@ -59,7 +59,7 @@ def test_the_selection_line_logged_to_the_parent_run_is_the_printed_one_and_the_
         log_metric=lambda run, key, value: logged.metrics.__setitem__(key, value),
         set_tag=lambda run, key, value: logged.tags.__setitem__(key, value),
     )
-    monkeypatch.setattr(stores, "mlflow_client", lambda uri: client)
+    monkeypatch.setattr(doors, "mlflow_client", lambda uri: client)
     report_module._log_selection(StudyLayout.for_spec(spec), "parent", cells)
     assert sorted(_selection_lines(logged.tags).values()) == sorted(report_module.selection_lines(cells))
     assert _selection_lines(logged.tags)[first.label].startswith(f"selection: {first.label}: the winner is one of 2")

@@ -11,7 +11,7 @@ from dashboards.table_report import final_wall_s, whole_run_use
 from harness.driver import tiny_table
 from study.cell_status import CellStatus
 from study.intake.cells import parse_table
-from study.runtime.run_progress import RunProgress, RunWall, append_driver_wall, run_wall
+from study.runtime.driver_run import RunProgress, RunWall, append_driver_wall, run_wall
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_WALL
 

@@ -29,8 +29,8 @@ from study.final.race import race_points
 from study.final.stage import best_per_group, final_points, result_trial_id, top_per_group
 from study.intake.cells import parse_table
 from study.intake.load import load_plan
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan, group_count
+from study.intake.spec_reader import parse_spec
 from study.search.calibration import ArmCalibration, Calibration, trial_of_family
 from trainables.families.registry import get_rules
 from trainables.schema.errors import SpecError

@@ -362,7 +362,7 @@ def test_the_suite_covers_every_section() -> None:
 
 def test_the_driver_accepts_what_the_data_allows(tmp_path: Path) -> None:
     """No false alarm: P reaching exactly the 4 training classes of the fake CUB passes the driver's checks."""
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.checks import check_inputs
 
     cub, _ = write_cub(tmp_path, n_classes=8, per_class=2, size=(8, 8))

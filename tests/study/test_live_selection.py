@@ -10,8 +10,8 @@ import json
 from types import SimpleNamespace
 
 from harness.driver import tiny_spec
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import parse_spec
 from study.progress import CellProgress, ProgressTable, TrialColumns
 from trainables.metrics.per_class import PerClass, to_record
 from trainables.schema import record as R

@@ -32,7 +32,7 @@ from harness.kill_resume import (
     status_of,
     trial_rows,
 )
-from study.runtime.run_progress import read_run_progress
+from study.runtime.driver_run import read_run_progress
 from study.runtime.stopping import EXIT_STOPPED
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH

@@ -25,7 +25,7 @@ from harness.driver import (
 )
 from harness.kill_resume import kill_then_resume
 from study.final.stage import t_interval
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from tests.dashboards.page import read_page
 from trainables.data import load_dataset
 from trainables.data.folds import check_validation, fold_splits, validation_groups

@@ -18,8 +18,8 @@ from study.cell_status import CellStatus
 from study.commands import status
 from study.final.race import Standing, race_csv
 from study.final.reliability import Chosen, Reliability, RungChoice, of_trials
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import parse_spec
 from study.progress import ProgressTable, TrialColumns
 from study.search.stages import counted_stages
 from trainables.metrics.per_class import PerClass, to_record

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from study.intake.loading import apply_overrides, load_spec, parse_spec
+from study.intake.spec_reader import apply_overrides, load_spec, parse_spec
 from study.intake.validation import family_params, trial_params
 from study.intake.validation import resolve_trial as resolve_trial_spec
 from trainables.schema.errors import SpecError

@@ -18,8 +18,8 @@ from dashboards.load import load
 from harness.driver import final_runs_finished, honest_spec, mlflow_children, optuna_trials
 from harness.kill_resume import kill_then_resume
 from study.final.intervals import replicated_mean
-from study.intake.loading import parse_spec
 from study.intake.plan import VIEW_CELLS, StudyPlan
+from study.intake.spec_reader import parse_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 

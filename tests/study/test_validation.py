@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from study.intake.loading import load_spec
+from study.intake.spec_reader import load_spec
 from tests.conftest import REPO
 from trainables.schema.errors import SpecError
 

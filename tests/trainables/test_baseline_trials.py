@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.loop import TrialRun
 from trainables.schema.metric_names import ETA_HAT, NMI, OBJECTIVE, Q_NEG, Q_POS, on_test
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.data import flows2d
 from trainables.data._splits import IndexedDataset
 from trainables.families.kl_contrastive.loss import KL_TERM, kl_to_standard_normal

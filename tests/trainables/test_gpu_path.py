@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.fake_data import write_cub, write_inshop
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.loop import TrialRun
 from trainables.loop.device import autocast_dtype, channels_last, pick_device
 from trainables.metrics import neighbours, retrieval

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torchvision
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.models import build_model, check_pretrained
 from trainables.schema.errors import DataError, SpecError
 from trainables.schema.spec import ModelSpec

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from study.deploy.checks import ENV_VAR, refuse_written_passwords, tracking_urls
 from study.intake.load import load_plan
-from study.intake.loading import read_raw
+from study.intake.spec_reader import read_raw
 from trainables.schema.errors import SpecError
 
 if TYPE_CHECKING:

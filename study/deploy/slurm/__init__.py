@@ -23,13 +23,13 @@ and why (docs/cluster.md "Deploy on Slurm"):
   ``srun`` steps (never ``ray stop``: it ends every user's Ray on the node) and requeues the job
   (``scontrol requeue``), at most ``--max-requeues`` times; the requeued run resumes.
 
-``dmlstudy status`` shows the job's id, state and restart count (:func:`study.runtime.slurm_status.job_line`).
+``dmlstudy status`` shows the job's id, state and restart count (:func:`study.runtime.slurm_queue.job_line`).
 
 The package, one concern a module, in the order a job meets them. Submitting, on the login node:
 
 - :mod:`study.deploy.slurm.__main__`: the command line (``dmlstudy slurm``, ``python -m study.deploy.slurm``);
 - :mod:`study.deploy.slurm.options`: its options checked, and the ``--sbatch`` lines refused that set what the command
-  sets or break the job's chain of runs, read as sbatch reads them (:mod:`study.deploy.slurm.sbatch_options`);
+  sets or break the job's chain of runs, read as sbatch reads them (:mod:`study.deploy.slurm.sbatch_reader`);
 - :mod:`study.deploy.slurm.script`: the job (``SlurmJob``) that the options and the spec make, and its sbatch script;
 - :mod:`study.deploy.slurm.submit`: the script written into the study directory and handed to ``sbatch``.
 

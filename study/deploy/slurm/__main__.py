@@ -12,7 +12,7 @@ from study.arguments import ArgumentParser, one_line
 from study.deploy.checks import max_failures
 from study.deploy.slurm.script import job_from_args, render_script
 from study.deploy.slurm.submit import submit
-from study.runtime.slurm_status import live_job
+from study.runtime.slurm_queue import live_job
 from trainables.schema.errors import SpecError, StudyError
 
 __all__ = ["main"]

@@ -5,7 +5,7 @@ Exit 3 ("stopped, continue with ``--resume``") is requeued while ``--max-requeue
 cancelled or Slurm requeues it itself (preemption with ``PreemptMode=REQUEUE``). After ``SIGTERM`` (a preemption,
 ``scancel --signal=TERM``) it is requeued whatever the run did: the next run gets its whole time. After the time
 limit's ``SIGUSR1`` only when a requeue gains something: the run checkpointed at least one epoch
-(:class:`~study.runtime.run_progress.RunProgress`, written by the driver as it exits), for a requeued run would get the
+(:class:`~study.runtime.driver_run.RunProgress`, written by the driver as it exits), for a requeued run would get the
 same too-short window. Which signal stopped the run: the driver's record of it, else the job script's (``--signal``:
 the first it trapped, also when the driver never started). ``scontrol requeue`` failing is said, and the job ends
 FAILED. Every ending that is not a requeue and not "finished" is one line ending in the command that continues the
@@ -25,7 +25,7 @@ from typing import Literal
 
 from study.arguments import one_line
 from study.deploy.slurm.scontrol import SlurmView
-from study.runtime.run_progress import RunProgress
+from study.runtime.driver_run import RunProgress
 
 __all__ = ["say", "RunEnd", "Ending", "with_time", "stopped_by", "decide", "finish"]
 

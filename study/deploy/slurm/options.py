@@ -1,5 +1,5 @@
 """``dmlstudy slurm``'s options, checked before anything is written: ranges, one-line values, ``--time``
-(:func:`parse_time`), the ``--sbatch`` lines (read as sbatch reads them, :mod:`study.deploy.slurm.sbatch_options`: none
+(:func:`parse_time`), the ``--sbatch`` lines (read as sbatch reads them, :mod:`study.deploy.slurm.sbatch_reader`: none
 may set an option the command sets itself, nor break the job's chain of runs) and the ``--env-file`` files (readable
 by their owner only). Each refusal is a :class:`~trainables.schema.errors.SpecError` that names the option."""
 
@@ -10,7 +10,7 @@ import shlex
 import stat
 from pathlib import Path
 
-from study.deploy.slurm.sbatch_options import EARLY_PASS, SbatchReadError, read_options
+from study.deploy.slurm.sbatch_reader import EARLY_PASS, SbatchReadError, read_options
 from study.deploy.slurm.scontrol import slurm_seconds
 from trainables.schema.errors import SpecError
 from trainables.schema.plain_text import control_character
@@ -20,7 +20,7 @@ __all__ = ["check_options", "extra_line", "parse_time"]
 #: Most nodes a job may have (a bound of the command's, kept from when each node took one of the job's 100 ports).
 MAX_NODES = 90
 #: sbatch options the command sets itself, by their long names (a short form, an abbreviation or an alias is read as
-#: its option: :func:`study.deploy.slurm.sbatch_options.read_options`): an ``--sbatch`` line setting one is refused.
+#: its option: :func:`study.deploy.slurm.sbatch_reader.read_options`): an ``--sbatch`` line setting one is refused.
 _MANAGED = {
     "--nodes": "--nodes",
     "--ntasks-per-node": "--nodes",

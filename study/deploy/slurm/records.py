@@ -1,4 +1,4 @@
-"""A run's records in the study directory: the driver's :class:`~study.runtime.run_progress.RunProgress` of this run
+"""A run's records in the study directory: the driver's :class:`~study.runtime.driver_run.RunProgress` of this run
 (:func:`this_runs_progress`: one an earlier run left is not this one's), and each run's line appended to the study's
 :data:`~trainables.schema.record.SLURM_RUNS_FILE` (:func:`append_record`), so that a later run that measured no epoch
 still knows how long one takes (:func:`earlier_runs`)."""
@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from study.deploy.slurm.ending import Ending, RunEnd, say
-from study.runtime.run_progress import RunProgress, read_run_progress
+from study.runtime.driver_run import RunProgress, read_run_progress
 from trainables.schema import record as R
 
 __all__ = ["this_runs_progress", "earlier_runs", "append_record"]

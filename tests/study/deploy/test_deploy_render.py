@@ -344,7 +344,7 @@ _INTAKE_KEYS = [
 @pytest.mark.parametrize("char", ["\n", "\x00", "\x85", "\u2028"])
 @pytest.mark.parametrize(("key", "value"), _INTAKE_KEYS)
 def test_the_spec_intake_refuses_a_control_character_naming_the_key(key, value, char):
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.schema.trial import set_path
 
     raw = tiny_spec("t_intake", epochs=2)
@@ -357,7 +357,7 @@ def test_the_spec_intake_refuses_a_control_character_naming_the_key(key, value, 
 def test_a_yaml_escape_is_refused_in_a_file_and_in_a_set_value(tmp_path):
     from harness.driver import tiny_table
     from study.intake.load import load_plan
-    from study.intake.loading import load_spec
+    from study.intake.spec_reader import load_spec
 
     spec = tiny_spec("t_intake", epochs=2)
     path = tmp_path / "spec.yaml"

@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from study.deploy.kuberay.__main__ import main
-from study.intake.loading import load_spec, parse_spec
+from study.intake.spec_reader import load_spec, parse_spec
 from trainables.schema import record as R
 
 REPO = Path(__file__).resolve().parents[3]

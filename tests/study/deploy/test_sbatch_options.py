@@ -4,7 +4,7 @@ Each case is a script's extra ``#SBATCH`` lines, hostile where it can be: cluste
 alias, quotes and backslashes in sbatch's rules (not the shell's), ``#``, an empty word, a ``hetjob`` word, a value
 taken from the next line. Real sbatch 22.05 (Debian's) reads each script with ``-v``, which prints every option it
 set once it has read the whole script, before it checks values against the cluster and tries to reach a controller; no daemon runs (a ``slurm.conf`` naming an unused port, a 1 s message
-timeout). What it printed must be what :func:`study.deploy.slurm.sbatch_options.read_options` reads, and where sbatch refuses
+timeout). What it printed must be what :func:`study.deploy.slurm.sbatch_reader.read_options` reads, and where sbatch refuses
 the script, the reader refuses it too.
 """
 
@@ -19,7 +19,7 @@ import yaml
 
 from harness.driver import tiny_spec
 from study.deploy.slurm.__main__ import main
-from study.deploy.slurm.sbatch_options import EARLY_PASS, SbatchReadError, read_options
+from study.deploy.slurm.sbatch_reader import EARLY_PASS, SbatchReadError, read_options
 
 #: Options whose value sbatch prints as it read it (others it prints converted: ``--time=5`` as ``00:05:00``).
 _VERBATIM = {"--comment", "--array", "--constraint", "--dependency", "--mail-user", "--qos"}

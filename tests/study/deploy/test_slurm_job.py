@@ -33,7 +33,7 @@ from study.deploy.slurm.nodes import (
     wait_head,
 )
 from study.deploy.slurm.scontrol import SlurmView, parse_job_fields, slurm_seconds
-from study.runtime.run_progress import RunProgress, write_run_progress
+from study.runtime.driver_run import RunProgress, write_run_progress
 from trainables.schema import record as R
 
 CONTINUE = "dmlstudy slurm /home/me/spec.yaml --nodes 2 --time 5 --signal-lead 60"

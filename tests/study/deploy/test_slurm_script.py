@@ -13,7 +13,7 @@ import yaml
 from harness.driver import tiny_spec
 from study.deploy.slurm.__main__ import main
 from study.deploy.slurm.options import parse_time
-from study.runtime import slurm_status
+from study.runtime import slurm_queue
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 
@@ -221,7 +221,7 @@ def _fake_sbatch(tmp_path, monkeypatch, rc=0, out="42"):
     )
     sbatch.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setattr(slurm_status, "job_state", lambda job_id: ("PENDING", "0"))
+    monkeypatch.setattr(slurm_queue, "job_state", lambda job_id: ("PENDING", "0"))
 
 
 def test_a_refused_submission_leaves_nothing_behind(spec_file, tmp_path, monkeypatch, capsys):
@@ -269,7 +269,7 @@ def test_the_submission_names_the_same_study_and_status_shows_its_pending_job(sp
         assert said.startswith("Slurm job 42: PENDING, restarted 0 time(s); log ") and said.endswith(
             "; the study has not started yet\n"
         ), said
-    monkeypatch.setattr(slurm_status, "job_state", lambda job_id: ("FAILED", "0"))
+    monkeypatch.setattr(slurm_queue, "job_state", lambda job_id: ("FAILED", "0"))
     assert status.main([str(study_dir)]) == 2
     assert "error: the study in" in capsys.readouterr().err
 
@@ -284,7 +284,7 @@ def test_status_shows_the_pending_job_of_a_table(tmp_path, monkeypatch, capsys):
     table_file.write_text(yaml.safe_dump(table))
     (tmp_path / "runs" / "t_sbatch_table").mkdir(parents=True)
     (tmp_path / "runs" / "t_sbatch_table" / R.SLURM_JOB_FILE).write_text("7\n")
-    monkeypatch.setattr(slurm_status, "job_state", lambda job_id: ("PENDING", "0"))
+    monkeypatch.setattr(slurm_queue, "job_state", lambda job_id: ("PENDING", "0"))
     assert status.main([str(table_file)]) == 0
     assert "Slurm job 7: PENDING" in capsys.readouterr().out
 

@@ -69,7 +69,7 @@ def test_final_stage_status_and_dashboards_pick_the_same_trial_on_a_tie(tmp_path
     from dashboards.select import best_configs
     from harness.driver import honest_spec
     from study.final.stage import best_result
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
 
     spec = parse_spec(honest_spec())
     trials = [("abc_00002", 0.7, 2.0), ("abc_00001", 0.7, 1.0), ("abc_00000", 0.5, 3.0)]
@@ -127,8 +127,8 @@ def test_status_names_the_earliest_of_tied_trials(tmp_path, spec_dict, write_spe
     import yaml
 
     from study.cell_status import cells_status
-    from study.intake.loading import load_spec
     from study.intake.plan import StudyPlan
+    from study.intake.spec_reader import load_spec
 
     spec_dict["storage"] = str(tmp_path / "runs")
     spec_path = write_spec(spec_dict)
@@ -150,7 +150,7 @@ def test_the_printed_best_is_the_final_stages_pick_per_replicate(tmp_path):
     better winner is that replicate's, not the study's."""
     from harness.driver import honest_spec
     from study.final.stage import best_per_cell, best_per_group, best_result
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.schema.metric_names import EPOCH
     from trainables.schema.trial import CELL_KEY
 
@@ -187,7 +187,7 @@ def test_an_interval_on_a_bounded_metric_stays_in_its_bounds(capsys):
     from harness.driver import honest_spec
     from study.commands.run import _warn_selection
     from study.final.intervals import few_seeds_warning, replicated_mean, t_interval
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.schema.metric_names import bounds_of
 
     assert [bounds_of(n) for n in ("test/recall_at_1", "val/recall_at_4", "category/a b/map_at_r", "train/loss")] == [

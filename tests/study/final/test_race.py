@@ -15,8 +15,8 @@ from study.final.best import best_full_trial, ranked_full_trials
 from study.final.race import race_csv, race_key, race_points, standings, undecided_note
 from study.final.stage import result_trial_id
 from study.intake.cells import parse_table
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import parse_spec
 from trainables.schema import record as R
 from trainables.schema.errors import SpecError
 from trainables.schema.trial import RACE_KEY

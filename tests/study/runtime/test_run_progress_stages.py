@@ -1,4 +1,4 @@
-"""What a run has left, stage by stage (:class:`~study.runtime.run_progress.StageCounts`): ``--status`` offers
+"""What a run has left, stage by stage (:class:`~study.runtime.driver_run.StageCounts`): ``--status`` offers
 ``--resume`` after a driver that stopped in any stage (the search, the finalist race, a grouped study's final runs),
 and not after one that ended every stage.
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from study.runtime.run_progress import StageCounts
+from study.runtime.driver_run import StageCounts
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from study.runtime import compat, stopping
-from study.runtime.run_progress import RunMeter
+from study.runtime.driver_run import RunMeter
 from study.runtime.stop_callback import RayLossWatch, StageLedger, caused_by_stop
 from trainables.schema.errors import StoreOutageError
 

@@ -31,7 +31,7 @@ from harness.kill_resume import (
     signal_driver,
     signal_group,
 )
-from study.runtime.run_progress import read_run_progress
+from study.runtime.driver_run import read_run_progress
 from study.runtime.stopping import EXIT_STOPPED
 from trainables.schema import record as R
 

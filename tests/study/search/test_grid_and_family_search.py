@@ -7,7 +7,7 @@ import itertools
 import optuna
 import pytest
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from study.intake.validation import family_params
 from study.intake.validation import resolve_trial as resolve_trial_spec
 from study.search.space import make_sampler, to_optuna

@@ -303,8 +303,8 @@ def test_a_study_is_one_cell_under_halving_and_is_refused_where_a_table_would_be
     """A study gets the table's scheduler as its one cell (study.intake.plan), the table's lag under halving, and its
     refusals."""
     from study.intake.layout import StudyLayout
-    from study.intake.loading import parse_spec
     from study.intake.plan import StudyPlan
+    from study.intake.spec_reader import parse_spec
     from study.search.tuners import cell_scheduler
     from trainables.schema.errors import SpecError
 

@@ -17,8 +17,8 @@ from study.bill import check_budget, model_epochs, size_line
 from study.final import sequential as S
 from study.final.stage import FinalGroup
 from study.intake.cells import parse_table
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import parse_spec
 from study.search.outcome import SearchResults, StageProgress, StudyOutcome
 from study.search.stages import STAGES, StageResult, StageRun, stages_of
 from study.search.stages import rounds as rounds_module

@@ -7,7 +7,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from study.search.space import make_sampler
 from trainables.schema.errors import SpecError
 

@@ -18,8 +18,8 @@ from ray.tune.schedulers import TrialScheduler
 
 import study.search.schedulers
 from study.intake.layout import StudyLayout
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import parse_spec
 from study.search.schedulers import builder
 from trainables.schema.scheduler import SCHEDULER_NAMES, SchedulerSpec, kind_named
 from trainables.schema.trial import CELL_KEY

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from harness.driver import honest_spec
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import parse_spec
 from study.search import driver
 from study.search import stages as stages_module
 from study.search.outcome import SearchResults, StageProgress, StudyOutcome
@@ -151,7 +151,7 @@ def test_a_new_counted_kind_reaches_the_bill_the_status_rows_and_choices_without
     from study.bill import model_epochs, priced, size_line
     from study.cell_status import CellStatus
     from study.commands import status
-    from study.runtime.run_progress import StageCounts
+    from study.runtime.driver_run import StageCounts
 
     class Probe(Stage):
         tag, experiment, planned_tag = "probe", "tune_probe", "probe_planned"

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from harness.driver import REPO, tiny_spec
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from study.tracking import credentials
 from study.tracking.credentials import MASK, mask_passwords, redact, remember
 from study.tracking.preflight import check_database, check_storage_uri, endpoint

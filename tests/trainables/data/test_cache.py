@@ -252,7 +252,7 @@ def test_device_colour_jitter_draws_follow_view_transforms_rule():
 @pytest.mark.parametrize("family", ["ms", "debiased_neg"])
 def test_a_trial_trains_and_evaluates_from_the_cache(cub, tmp_path, family):
     """The loop end to end on cached data: uint8 batches in, normalised (and, for two views, jittered) on the device."""
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.loop import TrialRun
 
     spec = parse_spec(

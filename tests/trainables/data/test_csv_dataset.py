@@ -9,7 +9,7 @@ import pytest
 from harness.fake_data import write_cifar10, write_cub, write_inshop
 from study.data import FetchError
 from study.data._export import export_csv
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.data import check_dataset, load_dataset
 from trainables.schema.errors import DataError
 from trainables.schema.spec import DatasetSpec

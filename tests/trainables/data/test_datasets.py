@@ -17,7 +17,7 @@ from harness.fake_data import (
     write_inshop,
     write_sop,
 )
-from study.intake.loading import load_spec, parse_spec
+from study.intake.spec_reader import load_spec, parse_spec
 from trainables import datasets
 from trainables.data import check_dataset, load_dataset
 from trainables.data._splits import IndexedDataset

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from pytorch_metric_learning import losses, miners
 
 from harness.wstep_reference import lbfgsb_weights
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.families.base import Batch, FamilyContext
 from trainables.families.bspml.loss import BSPMLFamily, BSPMLParams, SelfPacedMSFamily, SPMSParams, weighted_ms_loss
 from trainables.families.registry import get_family
@@ -290,7 +290,7 @@ def test_spms_rejects_mu():
 
 
 def test_lambda0_above_lambda_max_is_a_spec_error_unless_a_search_can_order_them():
-    from study.intake.loading import parse_spec
+    from study.intake.spec_reader import parse_spec
     from trainables.schema.errors import SpecError
 
     base = {"name": "l", "family": "bspml", "train": {"classes_per_batch": 5, "samples_per_class": 4}}

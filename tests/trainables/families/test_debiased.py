@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.families.debiased.loss import debiased_neg_loss, debiased_pos_loss
 from trainables.loop import TrialRun
 from trainables.schema.errors import SpecError

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.families.diva.loss import (
     DiVAParams,
     dance_loss,

@@ -11,7 +11,7 @@ import annotated_types as at
 import pytest
 import torch
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from study.intake.validation import family_params
 from trainables.families.base import Batch
 from trainables.families.registry import FAMILY_NAMES, get_family, get_rules

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from study.intake.loading import load_spec, parse_spec
+from study.intake.spec_reader import load_spec, parse_spec
 from trainables.families.base import Batch, FamilyContext
 from trainables.families.knn_rejection.loss import KnnRejectionFamily, KnnRejectionParams, agreement_score
 from trainables.loop import TrialRun

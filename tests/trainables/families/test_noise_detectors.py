@@ -7,7 +7,7 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.families.noise_detectors import (
     centroid_score,
     detection_scores,

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.families.base import Batch, FamilyContext
 from trainables.families.prism.loss import PrismFamily, PrismParams, clean_probability, select_clean
 from trainables.loop import TrialRun

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.families.base import Batch, FamilyContext
 from trainables.families.registry import get_family
 from trainables.families.spl.loss import SPLFamily, SPLParams
@@ -101,7 +101,7 @@ def test_bad_params_are_one_line_spec_errors(params, needle):
 
 
 def test_the_glyphs_search_space_loads():
-    from study.intake.loading import load_spec
+    from study.intake.spec_reader import load_spec
 
     spec = load_spec("search_spaces/spl_glyphs.yaml")
     assert spec.family == "spl" and spec.dataset.name == "glyphs"

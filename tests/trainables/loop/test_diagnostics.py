@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.data.noise import uniform_noise
 from trainables.families.base import Batch
 from trainables.loop import TrialRun

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.loop import NonFiniteLossError, TrialRun
 from trainables.loop.trainable import checkpoint_epochs
 from trainables.schema.errors import DataError

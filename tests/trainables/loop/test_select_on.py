@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from harness.driver import honest_spec
-from study.intake.loading import parse_spec
 from study.intake.plan import StudyPlan
+from study.intake.spec_reader import parse_spec
 from study.search.tuners import _live_view, cell_scheduler
 from trainables.loop import TrialRun
 from trainables.metrics.per_class import from_record

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.driver import honest_spec
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.loop import TrialRun
 from trainables.schema.metric_names import COST_GPU, COST_MODEL_EPOCHS, COST_WALL
 

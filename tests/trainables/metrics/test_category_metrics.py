@@ -10,7 +10,7 @@ import pytest
 
 from harness.fake_data import write_cub
 from study.data._export import export_csv
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.metrics.categories import per_category_metrics
 from trainables.metrics.retrieval import retrieval_metrics
 from trainables.schema.metric_names import MAP_AT_R, OBJECTIVE, on_test, per_category, split_per_category

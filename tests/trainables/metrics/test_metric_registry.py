@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.loop import TrialRun
 from trainables.metrics import contrastive, registry, retrieval
 from trainables.metrics.registry import EVALUATION_METRICS, RECALL_AT_K, evaluated_names, registered

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.driver import tiny_spec
-from study.intake.loading import parse_spec
+from study.intake.spec_reader import parse_spec
 from trainables.schema.errors import SpecError
 
 

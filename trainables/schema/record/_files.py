@@ -81,14 +81,14 @@ STUDY_LOG_FILE: Final = "study.log"
 SLURM_SCRIPT_FILE: Final = "slurm.sbatch"
 SLURM_JOB_FILE: Final = "slurm_job_id"
 SLURM_LOG_FILE: Final = "slurm-%j.out"
-#: What the driver's last run did (study.runtime.run_progress): the epochs it checkpointed, its start-up and epoch
+#: What the driver's last run did (study.runtime.driver_run): the epochs it checkpointed, its start-up and epoch
 #: seconds, the signal it stopped on and its exit code; a job script reads it to decide whether a requeue gains anything.
 RUN_PROGRESS_FILE: Final = "run_progress.json"
 #: ``dmlstudy slurm`` (study.deploy.slurm.records): one JSON line per run of the study's jobs, appended as the run
 #: ends (the job, the run, its RUN_PROGRESS_FILE record, how it ended), so a run that measured no epoch knows an
 #: earlier run's times.
 SLURM_RUNS_FILE: Final = "slurm_runs.jsonl"
-#: Every driver run of a study (study.runtime.run_progress): one JSON line each, appended as it exits (its end, its
+#: Every driver run of a study (study.runtime.driver_run): one JSON line each, appended as it exits (its end, its
 #: wall seconds, whether it resumed, its exit code), so the report's whole-run slot use counts every driver's wall.
 DRIVER_WALLS_FILE: Final = "driver_walls.jsonl"
 #: Optuna's RDB storage (study name = spec name), unless ``tracking.optuna_uri`` names a server.

@@ -1,7 +1,7 @@
 """The study spec as typed, frozen models: what a YAML study may say, checked for its own consistency.
 
 These models know no registry (no family, dataset or backbone names): :mod:`study.intake.validation` checks a parsed
-spec against what ``trainables`` provides, and :mod:`study.intake.loading` reads YAML and ``--set`` overrides. Trainables
+spec against what ``trainables`` provides, and :mod:`study.intake.spec_reader` reads YAML and ``--set`` overrides. Trainables
 receive a :class:`StudySpec` and read it; nothing below sees a raw dict.
 
 The sections live by concern in private modules (what is trained, how it is selected and tested, where it runs and
