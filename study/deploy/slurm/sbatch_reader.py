@@ -14,7 +14,7 @@ both copied here rather than approximated:
   option (``--tasks-per-node`` is ``--ntasks-per-node``); the first word that is no option ends the options, and
   sbatch then refuses the script.
 
-tests/study/deploy/test_sbatch_options.py feeds hostile lines to a real sbatch 22.05 and checks that it read what
+tests/study/deploy/test_sbatch_reader.py feeds hostile lines to a real sbatch 22.05 and checks that it read what
 :func:`read_options` reads.
 """
 
