@@ -1,4 +1,4 @@
-"""Cold start against the warm head: the 4 x 4 ``ms_digits`` study of docs/performance.md started on its own private
+"""Cold start against the warm head: the 4 x 4 ``ms_digits`` study of docs/notebook/performance.md started on its own private
 Ray (cold) and attached to a warm head (``dmlstudy up``, then ``--address warm``), with the bare loop beside them.
 
 Each repeat runs the bare loop, the cold study and the warm study, in that order, so that a busy machine slows all

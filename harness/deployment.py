@@ -1,4 +1,4 @@
-"""The cluster deployment of docs/cluster.md on one machine, every service on 127.0.0.1 inside one private network
+"""The cluster deployment of docs/notebook/cluster.md on one machine, every service on 127.0.0.1 inside one private network
 namespace (:class:`harness.netns.NetNamespace`; Ray rewrites 127.0.0.1 to the machine's address otherwise):
 
 - PostgreSQL from Debian's package (:mod:`harness.postgres`): database ``optuna`` for the study's Optuna storage,

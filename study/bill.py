@@ -1,6 +1,6 @@
 """The bill of a run (a table, or a study: a table of one arm) before it starts: hours on its ``max_concurrent`` slots, per arm from a measured
 :class:`~study.search.calibration.Calibration` (or from the spec's assumed ``search.epoch_seconds``), for FIFO and for
-its scheduler; after the run, the same bill beside what the trials actually cost (docs/tables.md, "The measured bill").
+its scheduler; after the run, the same bill beside what the trials actually cost (docs/notebook/tables.md, "The measured bill").
 
 A trial is priced as its start-up plus its epochs: a search trial ``startup + share · epochs · search_epoch_s``, a
 final run ``startup + epochs · final_epoch_s``, summed over every cell and divided by the slots. A cell's runs after

@@ -21,14 +21,14 @@ its own Ray, then reads every run back from its stores and prints
 
 The default table: the glyphs table (``search_spaces/table_glyphs.yaml``) reduced to **ms** (the reference) and
 **bspml** at **20 % noise**, the one comparison that flipped under ASHA in the first scheduler comparison and changed sign across
-search seeds under FIFO ("The search's own variance", docs/tables.md), with room for rungs: **20 epochs, 12 trials a
+search seeds under FIFO ("The search's own variance", docs/notebook/tables.md), with room for rungs: **20 epochs, 12 trials a
 cell** (the shipped 7 epochs leave no rung past the start). Halving: **first rung 3, η 3** (rungs at epochs 3 and 9 of
 20; exactly 34 % of FIFO's search model-epochs with 12 trials, ``trainables.schema.scheduler.halving.halving_share``): epoch 3 is
 past the first epochs, whose rungs in that comparison judged how fast MS's α/β start rather than where they end, and
 it is the latest first rung that meets the 35 % goal at this size (first rung 4, η 3: 40 %; first rung 3, η 2:
 37 %). ASHA: grace 3, η 3, the same rungs, so the two differ by their rule only.
 
-    PYTHONPATH=$PWD python -m benchmarks.table_cost --workdir /work/bench-tc50   # the full run (docs/tables.md)
+    PYTHONPATH=$PWD python -m benchmarks.table_cost --workdir /work/bench-tc50   # the full run (docs/notebook/tables.md)
     PYTHONPATH=$PWD python -m benchmarks.table_cost --plan                       # its bill, nothing run
     PYTHONPATH=$PWD python -m benchmarks.table_cost --schedulers fifo halving --set train.epochs=3 \\
         --set search.num_trials=2 --set train.batches_per_epoch=4 --set final.seeds=2 \\

@@ -1,4 +1,4 @@
-"""The comparisons over ``search.replicates`` (docs/tables.md, "The search's own variance"): per comparison (an arm
+"""The comparisons over ``search.replicates`` (docs/notebook/tables.md, "The search's own variance"): per comparison (an arm
 against the reference on one noise cell) the Δ over replicates and seeds with its crossed replicates × seeds
 interval and variance parts (:func:`dashboards.stats.replicated_difference`) and P(A > B) over the replicate pairs
 (:func:`dashboards.stats.probability_of_improvement`): what the table's verdicts are decided from

@@ -301,7 +301,7 @@ def headline(verdicts: Sequence[Verdict], replicates: int) -> list[str]:
         *lines,
         "",
         "These verdicts ignore the search's own variance: each cell was searched once, and another search seed can "
-        'pick other configurations and change a verdict (docs/tables.md, "The search\'s own variance").',
+        'pick other configurations and change a verdict (docs/notebook/tables.md, "The search\'s own variance").',
     ]
 
 

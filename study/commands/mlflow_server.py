@@ -9,7 +9,7 @@ process group), and so does the death of this command's parent (Linux: ``PR_SET_
 parent watch); even then SIGKILL of this command ends the server it started. It
 binds to 127.0.0.1 unless ``--host`` says otherwise: the server has no authentication, so exposing it to
 a cluster network (``--host 0.0.0.0``) is a deliberate choice. For a real cluster use a Postgres backend
-(docs/cluster.md). The server itself, and its use from Python (``serve``), is :mod:`study.tracking.server`.
+(docs/notebook/cluster.md). The server itself, and its use from Python (``serve``), is :mod:`study.tracking.server`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 size line and exits 0, starting nothing (no Ray, no store). A table's run prices its size line the same way before it
 starts (unless the spec sets ``search.epoch_seconds``, or it resumes) and refuses one over ``search.max_hours``.
 
-A TABLE.yaml (a spec naming ``arms``: docs/tables.md) runs a whole paper table. A study is a table of one arm: the
+A TABLE.yaml (a spec naming ``arms``: docs/notebook/tables.md) runs a whole paper table. A study is a table of one arm: the
 spec's intake decides once which it is (:func:`study.intake.load.load_plan`), and from its plan on nothing asks again:
 one bill (:mod:`study.bill`), one driver (:func:`study.search.driver.run_study`), one report
 (:func:`dashboards.report.report`). The command line, its continue lines and its last words are

@@ -96,7 +96,7 @@ def download(url: str, dest: Path) -> int:
         if response.headers.get_content_type() == "text/html":  # a login, consent or "virus scan" page, not a file
             raise FetchError(
                 f"{url} answered with an HTML page instead of {dest.name} (a login or confirmation page?); "
-                "download it in a browser and pass its URL with --url, or see docs/data.md"
+                "download it in a browser and pass its URL with --url, or see docs/notebook/data.md"
             )
         resumed = have > 0 and response.status == 206
         if not resumed:

@@ -157,7 +157,7 @@ def arm_sampler(spec: TableSpec, arm_name: str, replicate: int = 0) -> dict[str,
     arm's name (mod 2³²); replicate r ≥ 1 of the arm's cells: that seed moved by :func:`replicate_seed`.
 
     Why per arm: with one seed every arm's random start-up draws the same quantiles of its ranges (measured on the
-    first glyphs table, docs/tables.md: its two one-parameter arms, PRISM and kNN rejection, drew the same 8
+    first glyphs table, docs/notebook/tables.md: its two one-parameter arms, PRISM and kNN rejection, drew the same 8
     quantiles, 0.42–0.89 of their ranges, so neither ever tried the lower 42 %, PRISM's small memory weights
     included; every arm's first trial sat at 0.55 of its first range). One seed per arm makes those draws
     independent between arms, while the cells of an arm keep one seed: at every condition an arm

@@ -45,7 +45,7 @@ VIEW_TRIALS, VIEW_CELLS = "trials", "cells"
 
 #: Replicate r's sampler seed is the arm's + r × this, mod 2³² (:func:`replicate_seed`): 1, so replicate r of a table
 #: is the table run with ``search.sampler.seed`` + r, which anyone can rerun as a plain table (R = 3 at seed 0 is the
-#: three searches at seeds 0, 1 and 2 of the replicates' first measurement, docs/tables.md); no two replicates of an arm share a seed.
+#: three searches at seeds 0, 1 and 2 of the replicates' first measurement, docs/notebook/tables.md); no two replicates of an arm share a seed.
 REPLICATE_SEED_STEP = 1
 
 

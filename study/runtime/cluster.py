@@ -61,7 +61,7 @@ def auth_hint() -> str:
     return (
         f"({have}): export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the cluster's token> (`ray get-auth-token` on the "
         "head prints it; or copy the head's ~/.ray/auth_token and set RAY_AUTH_TOKEN_PATH), as on every node; "
-        "see docs/cluster.md"
+        "see docs/notebook/cluster.md"
     )
 
 

@@ -2,7 +2,7 @@
 ``dmlstudy down`` stops it.
 
 Why: a small study is mostly start-up, and about 8 s of it is Ray's own (a new local instance, its first worker,
-its shutdown: docs/performance.md). A head that outlives the study skips starting and stopping the instance.
+its shutdown: docs/notebook/performance.md). A head that outlives the study skips starting and stopping the instance.
 
 The head is the study's own private instance made long-lived, with the same guarantees:
 
@@ -32,7 +32,7 @@ What stays warm, and what cannot: the instance (GCS, raylet, agents, the driver'
 job (each study's driver) worker processes of its own, and Ray Tune creates every trainable actor with a runtime
 environment of its own (``env_vars``: ``PL_DISABLE_FORK``, ``ray.tune.execution.class_cache``), so the raylet never
 hands it one of its prestarted idle workers; each study's first trial starts a new worker that imports torch again.
-Measured in docs/performance.md.
+Measured in docs/notebook/performance.md.
 """
 
 from __future__ import annotations

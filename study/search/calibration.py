@@ -18,7 +18,7 @@ barely):
 4. each model's whole training pass (``2 b`` batches) and a short one (its first ``b`` batches), timed: their
    difference is ``b`` batches in the steady state, so ``batch_s`` (one batch of one model) leaves out what every
    pass pays once before its first batch, while its loader's workers fill the pipeline (measured on an H200 with 8
-   workers: two batches a pass, as before, billed a ResNet-50 CUB epoch 26-44 % high; docs/tables.md);
+   workers: two batches a pass, as before, billed a ResNet-50 CUB epoch 26-44 % high; docs/notebook/tables.md);
 5. one more epoch, timed by the trial's own ``epoch_time_s`` and ``eval_time_s``: what its training part takes beyond
    ``2 b`` steady batches is the epoch's fixed share (``epoch_end_s``: the pipeline's fill, and the family's epoch end,
    e.g. BSPML's w-step embeds the training set once an epoch), and ``eval_s`` is the evaluation a search trial does
@@ -27,7 +27,7 @@ barely):
 A real epoch is then ``batches_per_epoch`` (or the split's number of P×K batches) × ``batch_s`` + ``epoch_end_s`` per
 model, plus ``eval_s``; a final run's evaluation (on the test classes) is ``eval_s`` scaled by the samples it embeds.
 Left out: the end-of-trial fold ensemble on the test classes, checkpoint writes, Ray's scheduling and the driver's
-overhead (docs/tables.md, "The measured bill"). Nothing is written anywhere and nothing is cached: a calibration is
+overhead (docs/notebook/tables.md, "The measured bill"). Nothing is written anywhere and nothing is cached: a calibration is
 measured anew every time (a few seconds), so it cannot be stale for a changed spec or machine.
 """
 

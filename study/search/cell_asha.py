@@ -1,5 +1,5 @@
 """Early stopping per cell: :class:`CellASHA`, one ASHA rung set per cell of the run's plan (:mod:`study.intake.plan`: a
-table's arm × condition cells, a study's one), so a trial is compared only with trials of its own cell (docs/tables.md,
+table's arm × condition cells, a study's one), so a trial is compared only with trials of its own cell (docs/notebook/tables.md,
 "Multi-fidelity per cell").
 
 Why by hand: Ray's ``ASHAScheduler`` keeps one rung set for every trial of an experiment, and a table's one experiment

@@ -5,7 +5,7 @@ to, the BLAS torch was built with, GPUs, torch's threads per trial and the deter
 The same spec and seed give the same study on one machine (``search.reproducible``); on another machine floating
 point may round differently (another kernel for another ISA, another library build), and a trained network
 amplifies a last-bit difference over its epochs. Two studies whose ``env.*`` tags agree ran the same arithmetic;
-docs/reproducibility.md says how far results moved across machines. Read on the driver: on a Ray cluster the
+docs/notebook/reproducibility.md says how far results moved across machines. Read on the driver: on a Ray cluster the
 nodes may differ from it (each child run's Ray result names its node).
 """
 

@@ -1,4 +1,4 @@
-"""Synchronous successive halving per cell (``search.scheduler.type: halving``; docs/tables.md, "Synchronous
+"""Synchronous successive halving per cell (``search.scheduler.type: halving``; docs/notebook/tables.md, "Synchronous
 successive halving"): :class:`HalvingScheduler`, and the rule it applies, :func:`kept_at_rung`.
 
 Why not ASHA: asynchronous ASHA (Ray's ``ASHAScheduler``, Optuna's ``SuccessiveHalvingPruner``) decides a trial the

@@ -12,9 +12,9 @@ reproducible``, the default) trial *i*
 
 So the view is a function of *i* (and the finished trials' deterministic outcomes), never of timing, and the
 sampler's random state advances in trial order (trials are asked one after another). The cost is idle slots: a
-free slot waits while trial i − c is still running (measured in docs/reproducibility.md). With ``c = 1`` the
+free slot waits while trial i − c is still running (measured in docs/notebook/reproducibility.md). With ``c = 1`` the
 view is every earlier trial, as without this module. Two things stay timing-dependent and are said so in
-docs/reproducibility.md: ASHA's stopping decisions (which trials reach a rung first) and ``max_concurrent`` itself, which is part
+docs/notebook/reproducibility.md: ASHA's stopping decisions (which trials reach a rung first) and ``max_concurrent`` itself, which is part
 of the algorithm like a batch size.
 
 Optuna offers no hook for "sample from this subset of trials"; :class:`OrderedSampler` wraps any sampler and hands

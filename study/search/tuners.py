@@ -100,7 +100,7 @@ def stage_tuner(
             max_concurrent_trials=spec.search.max_concurrent,
             trial_dirname_creator=_trial_dirname,
             # One worker process runs trial after trial (Ray resets its session): imports, the dataset and the first
-            # calls are paid once per worker, not per trial (docs/performance.md). An errored trial's actor is never
+            # calls are paid once per worker, not per trial (docs/notebook/performance.md). An errored trial's actor is never
             # reused, and the NaN marker lives in the trial's storage directory (trainables.loop).
             reuse_actors=True,
             **tune_config(),

@@ -24,7 +24,7 @@ the driver takes its result), and its result is written once the store is back. 
 
 Why by hand: Optuna retries nothing (``StorageInternalError`` on the first failed commit), MLflow's HTTP client
 retries silently for up to ~4 minutes per request and then fails the same way, and SQLAlchemy leaves retrying to the
-application. Caveat (documented in docs/cluster.md): a write whose commit reached the server but whose answer was lost
+application. Caveat (documented in docs/notebook/cluster.md): a write whose commit reached the server but whose answer was lost
 with the connection is retried, which can duplicate it (a second Optuna trial row, a second MLflow run); a server
 restarted with ``pg_ctl -m fast`` or SIGTERM finishes or rolls back what is in flight, so this needs a crash at that
 instant.

@@ -8,7 +8,7 @@ from scikit-learn; the pair (a, b) made from one z is one sample, its two views 
 - "5 circles" (``5 кругов``): in Russian ``круг`` is a filled disc (a circle line is ``окружность``), and
   scikit-learn's ``make_circles`` always draws exactly two rings, so we read it as five round blobs,
   ``sklearn.datasets.make_blobs`` with five centres (on a regular pentagon of radius 2, std 0.3, so the discs
-  do not touch). Documented in docs/thesis_2d.md.
+  do not touch). Documented in docs/notebook/thesis_2d.md.
 - Both targets are standardised (zero mean, unit variance per coordinate) before the flows are fitted.
 
 Flows: written here, not taken from ``zuko``/``normflows``: a 2-D Real NVP is six affine coupling layers of a
@@ -18,7 +18,7 @@ on one thread from a fixed seed). Each flow ``f`` is fitted by maximum likelihoo
 worker that runs several trials trains them once) and, when ``dataset.root`` is set, cached there as a file
 named by a hash of everything that determines them (:class:`FlowConfig`); nothing is written anywhere else.
 Fitting both flows takes tens of seconds on one CPU thread (34.6 s measured on a loaded 2-core machine, see
-docs/thesis_2d.md); loading them from the cache 0.06 s.
+docs/notebook/thesis_2d.md); loading them from the cache 0.06 s.
 
 Samples: ``N_TRAIN`` = 1024 training z's and ``N_TEST`` = 1024 held-out ones (fixed seeds: every trial sees the
 same data; the trial seed moves the encoders' initialisation and the batch order only). Labels (for the P×K

@@ -144,7 +144,7 @@ def knn_noise_rate(embeddings: torch.Tensor, labels: torch.Tensor, k: int = KNN_
 
 def knn_majority_rate(embeddings: torch.Tensor, labels: torch.Tensor, k: int = KNN_K) -> float:
     """The naive estimate :func:`knn_noise_rate` improves on: the share of samples most of whose k neighbours
-    carry another label (kept for comparison in docs/prism.md)."""
+    carry another label (kept for comparison in docs/notebook/prism.md)."""
     return float((knn_score(embeddings, labels, k) > 0.5).float().mean())
 
 

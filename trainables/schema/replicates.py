@@ -1,4 +1,4 @@
-"""``search.replicates: {min: m, max: M}``: a table's replicates where the verdict is open (docs/tables.md, "Replicates
+"""``search.replicates: {min: m, max: M}``: a table's replicates where the verdict is open (docs/notebook/tables.md, "Replicates
 where the verdict is open"). Every arm × condition first runs ``min`` whole-search replicates; after each round a
 comparison is decided by the sequential rule (:mod:`study.final.sequential`) or stays open, and a cell gets another
 replicate only while a comparison it belongs to is open, up to ``max``.

@@ -187,7 +187,7 @@ class SearchSpec(_Strict):
     #: so timing never changes the study (study/search/ordered_sampler.py). ``false``: the sampler sees whichever trials
     #: happen to have finished (no waiting, results depend on timing).
     reproducible: bool = True
-    #: The search's own variance, as a table's (docs/tables.md): the study is searched ``replicates`` times, each with
+    #: The search's own variance, as a table's (docs/notebook/tables.md): the study is searched ``replicates`` times, each with
     #: the full ``num_trials`` and its own sampler seed (``seed`` + r; replicate 0 is the study as it runs without), and
     #: each replicate's winner is retrained on the same final seeds (:meth:`study.intake.plan.StudyPlan.of_study`).
     replicates: int = Field(1, ge=1)

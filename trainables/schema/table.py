@@ -1,6 +1,6 @@
 """A paper table as one study: arms (a family, its fixed params, its own search space) × cells (noise conditions),
 every cell searched with the same budget, then retrained with the same final seeds (``python -m study.run
-TABLE.yaml``; docs/tables.md).
+TABLE.yaml``; docs/notebook/tables.md).
 
 What is shared by construction lives once at the top level (data, model, training, validation folds, final
 seeds, resources, storage): an arm holds only ``family``, ``params`` and ``space``, and a cell only conditions
@@ -158,12 +158,12 @@ class TableSearchSpec(_Strict):
     #: ``max_concurrent`` / cells⌉), so timing never changes what a cell samples (study/search/ordered_sampler.py).
     #: ``false``: each cell's sampler sees whichever of its trials happen to have finished.
     reproducible: bool = True
-    #: Early stopping per cell (docs/tables.md): ``asha`` keeps separate rungs for every cell, so a trial is compared
+    #: Early stopping per cell (docs/notebook/tables.md): ``asha`` keeps separate rungs for every cell, so a trial is compared
     #: only with trials of its own cell, on the validation metric (study/search/cell_asha.py); ``halving`` ranks every
     #: trial of a cell at each rung (synchronous, study/search/halving.py). The same for every arm, and a trial it
     #: stops counts as a finished trial of its cell. Default ``fifo``: every trial runs to the end.
     scheduler: SchedulerSpec = SchedulerSpec()
-    #: The search's own variance (docs/tables.md): each cell is searched ``replicates`` times, each replicate with the
+    #: The search's own variance (docs/notebook/tables.md): each cell is searched ``replicates`` times, each replicate with the
     #: full per-cell budget and its own sampler seed (:func:`study.intake.plan.replicate_seed`; replicate 0 keeps the
     #: table's seeds, names and labels), and each replicate's winner is retrained on the same final seeds. ``{min: m,
     #: max: M}``: m replicates per cell, then one more per round while a comparison of the cell is open, up to M

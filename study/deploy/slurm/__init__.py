@@ -6,7 +6,7 @@ and submits it (``sbatch --parsable``; ``--dry-run`` prints it instead). The scr
 ``study/deploy/templates/slurm.sbatch.sh``, not made through a Slurm or Ray library, because it has to be the script a
 user could have written: readable, editable (its marked sections), resubmittable with plain ``sbatch``, and debuggable
 from its own log; :func:`study.deploy.render.fill` writes each value into it, quoted for where it lands. What it does,
-and why (docs/cluster.md "Deploy on Slurm"):
+and why (docs/notebook/cluster.md "Deploy on Slurm"):
 
 - one ``srun`` step per node: ``ray start --head`` on the first, ``ray start --address`` on every other one, at the
   address Slurm itself reaches the node at (its ``NodeAddr``), on ports and a ``RAY_TMPDIR`` derived from the job

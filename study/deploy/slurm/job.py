@@ -1,6 +1,6 @@
 """``python -m study.deploy.job COMMAND``: what a ``dmlstudy slurm`` job decides while it runs, in Python rather than
 in its bash, so that each decision is tested without a Slurm (tests/study/deploy/test_slurm_job.py) and the script stays
-the short one a user reads (docs/cluster.md "Deploy on Slurm"). The script calls these commands at the address
+the short one a user reads (docs/notebook/cluster.md "Deploy on Slurm"). The script calls these commands at the address
 :mod:`study.deploy.job`, which outlives moves: Slurm keeps a submitted job's script.
 
 The job script calls, in each run of the job:

@@ -145,7 +145,7 @@ def job_from_args(args: argparse.Namespace, argv: list[str], prog: str) -> Slurm
     refuse_written_passwords(
         specs,
         "the job script, its log and `ps` would show it: name a variable instead (user:${OPTUNA_DB_PASSWORD}@host) "
-        "and give it in an --env-file, or use ~/.pgpass or MLFLOW_TRACKING_PASSWORD (docs/cluster.md)",
+        "and give it in an --env-file, or use ~/.pgpass or MLFLOW_TRACKING_PASSWORD (docs/notebook/cluster.md)",
     )
     study_dir = _study_dir(spec)
     cpus, gpus = _node_share(a, spec)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Written by `dmlstudy slurm` for study '{{comment:name}}' ({{comment:written_at}} UTC):
 #   {{comment:command_line}}
-# The script you would write by hand (docs/cluster.md, "Deploy on Slurm"): edit it and `sbatch` it again
+# The script you would write by hand (docs/notebook/cluster.md, "Deploy on Slurm"): edit it and `sbatch` it again
 # freely. Its log (every requeued run appended) is beside it.
 #SBATCH --job-name={{sbatch:job_name}}
 #SBATCH --nodes={{int:nodes}}
@@ -155,7 +155,7 @@ say "driver exited with $rc"
 stop_ray
 [ "$rc" -eq 0 ] && srun --nodes={{int:nodes}} --ntasks-per-node=1 rm -rf "$RAY_TMPDIR"
 
-# What next (python -m study.deploy.job end, docs/cluster.md): exit 3 is requeued (scontrol requeue) only after a run
+# What next (python -m study.deploy.job end, docs/notebook/cluster.md): exit 3 is requeued (scontrol requeue) only after a run
 # that checkpointed an epoch, while --max-requeues lasts, and not when the job was cancelled or Slurm requeues it
 # itself (preemption). Every other ending is one line with the command that continues the study; a stop that is not
 # requeued ends the job FAILED (exit 3).

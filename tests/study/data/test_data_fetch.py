@@ -185,7 +185,7 @@ def test_an_html_page_instead_of_the_archive_is_one_line(tmp_path, capsys):
         rc, _, err = _run(capsys, "sop", "--root", str(tmp_path / "data"), "--url", url)
     assert rc == 2 and err == (
         f"error: fetch sop: {url} answered with an HTML page instead of Stanford_Online_Products.zip "
-        "(a login or confirmation page?); download it in a browser and pass its URL with --url, or see docs/data.md\n"
+        "(a login or confirmation page?); download it in a browser and pass its URL with --url, or see docs/notebook/data.md\n"
     )
     assert _leftovers(tmp_path / "data") == [] and list((tmp_path / "data" / ".download").iterdir()) == []
 

@@ -12,7 +12,7 @@ private network namespace, one cluster for the module), each with a tiny study s
 - two jobs whose ids differ by 120 on one node, started at the same moment (their heads' ports were one port before):
   both finish.
 
-The tests print their timelines and the jobs' own lines (docs/cluster.md "Deploy on Slurm" quotes them).
+The tests print their timelines and the jobs' own lines (docs/notebook/cluster.md "Deploy on Slurm" quotes them).
 """
 
 from __future__ import annotations

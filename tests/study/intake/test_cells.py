@@ -46,7 +46,7 @@ def test_the_shipped_tables_validate_with_their_sizes():
     fixed = load_plan(SPACES / "table_glyphs_fixed.yaml")  # the same table at the fixed grid's settings
     assert [c.label for c in fixed.cells] == [c.label for c in glyphs.cells] and fixed.search_trials == 15
     assert all(not c.spec.search.space for c in fixed.cells) and fixed.written["final"] == glyphs.written["final"]
-    for arm in ("ms", "bspml", "spl", "knn_rejection"):  # docs/noise_grid.md's configurations
+    for arm in ("ms", "bspml", "spl", "knn_rejection"):  # docs/notebook/noise_grid.md's configurations
         grid = yaml.safe_load((SPACES / "noise_grid_glyphs" / f"{arm}.yaml").read_text())["params"]
         assert fixed.written["arms"][arm]["params"] == grid
     kept = ("name", "arms", "search")
@@ -77,7 +77,7 @@ def test_every_cell_shares_data_model_training_folds_and_seeds(name):
 
 @pytest.mark.parametrize("name", ["table_glyphs_quick", "table_glyphs", "table_cub"])
 def test_bspml_can_choose_to_exclude_nothing(name):
-    """Relative ages ≥ 2 make all-ones weights stationary (docs/bspml.md): the space reaches them for λ0 and λ∞."""
+    """Relative ages ≥ 2 make all-ones weights stationary (docs/notebook/bspml.md): the space reaches them for λ0 and λ∞."""
     bspml = next(c for c in load_plan(SPACES / f"{name}.yaml").cells if c.arm == "bspml").spec
     assert bspml.params["lambda_scale"] == "relative"
     assert bspml.search.space["lambda0"].high >= 2.0 and bspml.search.space["lambda_max"].high >= 2.0
@@ -364,7 +364,7 @@ def test_the_live_table_counts_per_cell_and_estimates_the_time_left(monkeypatch)
 
 def test_each_arm_draws_its_own_start_up_and_the_size_line_names_a_random_search():
     """Cells of an arm share the arm's sampler seed (the same start-up configurations at every noise ratio); arms
-    differ (one seed made the one-parameter arms draw the same quantiles, docs/tables.md); a repeated load gives the
+    differ (one seed made the one-parameter arms draw the same quantiles, docs/notebook/tables.md); a repeated load gives the
     same seeds (CRC-32, not Python's salted hash)."""
     import zlib
 

@@ -1,4 +1,4 @@
-"""The cluster deployment end to end (:class:`harness.deployment.Deployment`, as docs/cluster.md "Deploy" describes
+"""The cluster deployment end to end (:class:`harness.deployment.Deployment`, as docs/notebook/cluster.md "Deploy" describes
 it): PostgreSQL for Optuna and for ``mlflow server``, moto's S3 emulator for ``storage: s3://…`` and MLflow's
 artifacts, a ``ray start`` head and two workers with a token, all on 127.0.0.1 in a private network namespace. One
 study with a final stage, 4 trials 2 at a time; during it PostgreSQL is restarted while the first two trials run (so

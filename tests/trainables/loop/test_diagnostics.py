@@ -120,7 +120,7 @@ def test_a_noisy_trial_reports_the_diagnostics_and_semihard_miners_skew_towards_
             assert name in m and math.isfinite(m[name])
     # Mislabeled "negatives" are truly same-class, hence close: every semi-hard miner over-samples them.
     # (Which of the two skews more is a measurement, not an invariant: Eq. 28 admits hard negatives closer
-    # than the positive, where the corrupted ones sit, and Eq. 29 excludes them; see docs/baselines.md.)
+    # than the positive, where the corrupted ones sit, and Eq. 29 excludes them; see docs/notebook/baselines.md.)
     assert rand[ETA_HAT] > 1 and fixed[ETA_HAT] > 1
 
 

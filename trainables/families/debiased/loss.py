@@ -19,7 +19,7 @@ longer show the same object).
   negatives, the positive and the anchor itself (Eq. 23) and ``P⁻_emp`` the mean over the negatives (Eq. 24).
   The numerator estimates ``τ⁺·E⁺`` (Eq. 19) only asymptotically (N → ∞); in a batch it also carries the
   anchor's own ``e^{f(x)ᵀf(x)/t} = e^{1/t}/(N+2)`` (the largest term of the row), which makes the push on the
-  negatives several times the pull on the positive (2-D experiment: docs/thesis_2d.md). ``self_term: false``
+  negatives several times the pull on the positive (2-D experiment: docs/notebook/thesis_2d.md). ``self_term: false``
   drops it: ``P_emp`` over the N negatives and the positive only (N + 1 terms); at ``τ⁺ = 1/(N+1)`` this is
   exactly InfoNCE. ``E⁺ ≥ e^{−1/t}``; like Eq. 16's floor on ``g`` we keep the numerator at least
   ``τ⁺e^{−1/t}`` (our guard: a small batch can make the estimate non-positive, and ``log`` of it NaN).

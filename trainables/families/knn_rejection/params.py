@@ -25,7 +25,7 @@ class KnnRejectionParams(MSParams):
     A majority vote (0.5) rejects 95 % of glyphs' training set after the first epoch (20 % per-class noise; 12
     samples per class, so a young embedding seldom puts 5 same-label samples among the 10 nearest) and 92 % after
     the second; at 0.1 it rejects 42 % / 31 %, of which 38 % / 51 % are noisy, catching 95 % / 93 % of the noise
-    (docs/prism.md, "Label-free detectors").
+    (docs/notebook/prism.md, "Label-free detectors").
 
     Args:
         k: neighbours of each sample in the previous epoch's training embeddings (itself excluded).

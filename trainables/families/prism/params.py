@@ -32,7 +32,7 @@ class PrismParams:
             (``XBM.START_ITERATION``: 0 in the CARS-98N config).
         memory_weight: weight of the memory term (``XBM.WEIGHT``: 1). The memory needs slowly drifting features
             (a pretrained backbone at lr 3e-5 in PRISM); a small CNN trained from scratch at Adam 1e-3 collapses
-            under weight 1, with PML's own ``CrossBatchMemory`` too (docs/prism.md, glyphs).
+            under weight 1, with PML's own ``CrossBatchMemory`` too (docs/notebook/prism.md, glyphs).
         margin: similarity above which a negative pair is penalised (``self.margin = 0.5`` of the loss).
         rate: where R comes from. ``given`` (PRISM's protocol): ``noise_rate``, else the spec's
             ``dataset.noise.ratio`` — an oracle no practitioner has. ``estimated``: at the end of every epoch, from

@@ -152,7 +152,7 @@ FINAL_PLANNED: Final = "final_planned"
 RACE_PLANNED: Final = "race_planned"
 #: The search's best trial (:func:`study.final.best.pick_best` over every finished search trial), set when the study ends.
 BEST_TRIAL_ID: Final = "best_trial_id"
-#: A table's reference family (``reference:`` of a table spec, docs/tables.md): the dashboards compare with it.
+#: A table's reference family (``reference:`` of a table spec, docs/notebook/tables.md): the dashboards compare with it.
 REFERENCE: Final = "reference"
 #: A table's ``search.replicates`` when above 1 (a study's is its parent's :data:`PARAM_SEARCH_REPLICATES` param): the
 #: dashboards then show replicate 0's final runs, told apart by their group (:func:`replicate_of`).

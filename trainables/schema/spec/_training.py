@@ -18,7 +18,7 @@ from trainables.schema.plain_text import PlainText, plain_text
 
 
 class NoiseSpec(_Strict):
-    """Label noise on the training split (see :mod:`trainables.data.noise` and docs/prism.md).
+    """Label noise on the training split (see :mod:`trainables.data.noise` and docs/notebook/prism.md).
 
     ``ratio`` is the noise rate: per sample (``per_class``, ``uniform``), per class (``small_cluster``: the share
     of classes dissolved into others), or, for ``file``, the rate the list was published with (informational:
