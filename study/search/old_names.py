@@ -33,6 +33,12 @@ MOVED: dict[str, tuple[str, ...]] = {
     "study.layout": ("study.intake.layout",),
     "study.loading": ("study.intake.spec_reader",),
     "study.intake.loading": ("study.intake.spec_reader",),
+    # One name per concept, and the command layer in its own package.
+    "study.runtime.run_progress": ("study.runtime.driver_run",),
+    "study.tracking.stores": ("study.tracking.doors",),
+    "study.runtime.slurm_status": ("study.runtime.slurm_queue",),
+    "study.deploy.slurm.sbatch_options": ("study.deploy.slurm.sbatch_reader",),
+    "study.invocation": ("study.commands.invocation",),
     "study.validation": ("study.intake.validation",),
     "study.table.spec": ("study.intake.plan", "study.intake.cells", "study.intake.load", "study.search.old_names"),
     "study.table.asha_cost": ("study.intake.asha_cost", "trainables.schema.scheduler.asha"),

@@ -10,6 +10,7 @@ import pytest
 
 from study import bill, cell_status, progress
 from study.intake import asha_cost, cells, layout, plan, spec_reader, validation
+from study.runtime import driver_run
 from study.search import cell_asha, cell_search, driver, persistent_asha, space, study_search, trial_record, tuners
 from study.search.old_names import MOVED, accept_old_names
 
@@ -40,6 +41,7 @@ def _old_pickle(obj: object, new: str, old: str) -> bytes:
         ("study.layout", "StudyLayout", layout),
         ("study.loading", "parse_spec", spec_reader),
         ("study.intake.loading", "parse_spec", spec_reader),  # renamed: intake/load.py reads a plan, this a spec
+        ("study.runtime.run_progress", "RunProgress", driver_run),  # a Tuner's callbacks name it
         ("study.validation", "trial_params", validation),
         ("study.table.spec", "replicate_seed", plan),
         ("study.table.spec", "condition_label", cells),
