@@ -98,10 +98,20 @@ def honest_spec(name: str = "t_honest", **over: object) -> dict:
     return spec
 
 
-def driver_env(ray_tmp: str, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO), **extra}
-    env.pop("RAY_ADDRESS", None)
+#: Set (to 1) only by the tests' ``on_warm_head`` fixture: then a driver a test starts keeps ``RAY_ADDRESS=warm``.
+SESSION_HEAD_ENV = "DMLSTUDY_TEST_SESSION_HEAD"
+
+
+def study_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a driver a test starts: no ``RAY_ADDRESS`` from the shell that runs the tests (a driver's default is
+    its own private Ray), unless the test asked for the session's warm head."""
+    if env.get(SESSION_HEAD_ENV) != "1":
+        env.pop("RAY_ADDRESS", None)
     return env
+
+
+def driver_env(ray_tmp: str, **extra: str) -> dict[str, str]:
+    return study_env({**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO), **extra})
 
 
 def start_driver(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Popen:

@@ -12,6 +12,7 @@ from trainables.schema import metric_names as names
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.usefixtures("on_warm_head")
 def test_bspml_digits_study_logs_weight_traces_and_artifacts(write_spec, run_cli, tmp_path):
     spec = {
         "name": "t_bspml",

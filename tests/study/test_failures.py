@@ -18,6 +18,7 @@ def _tiny(spec_dict: dict, name: str, epochs: int) -> dict:
     return spec_dict
 
 
+@pytest.mark.usefixtures("on_warm_head")
 def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, run_cli, tmp_path, capsys):
     """One study of a raising, a NaN and good trials, on 20 % uniform label noise: each failure fails alone and says
     why, the study goes on and ends 0, Optuna counts the same failures, and the good trials carry the noisy-label
@@ -75,6 +76,7 @@ def test_raising_and_nan_trials_fail_the_others_complete(spec_dict, write_spec, 
     assert capsys.readouterr().out.count("failed (search): trial") == len(failed)
 
 
+@pytest.mark.usefixtures("on_warm_head")
 def test_asha_stopped_trials_are_pruned_in_optuna(spec_dict, write_spec, run_cli, tmp_path):
     spec = _tiny(spec_dict, "t_asha", epochs=2)
     spec["search"] = {

@@ -226,6 +226,7 @@ def test_pending_timeout_fails_only_when_nothing_runs(monkeypatch):
     PendingTimeout(0).on_step_end(0, [SimpleNamespace(status="PENDING")])  # 0 waits forever
 
 
+@pytest.mark.usefixtures("on_warm_head")
 @pytest.mark.e2e
 def test_failed_trials_are_listed_with_their_reason(spec_dict, write_spec, run_cli, tmp_path, capsys):
     """A study whose every trial fails exits 1 and names each failure and its reason, on the console and in

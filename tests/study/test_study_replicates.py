@@ -66,6 +66,7 @@ def test_the_pooled_interval_is_the_seeds_alone_for_identical_replicates_and_wid
     assert replicated_mean([{0: 0.5}, {0: 0.6}]) is None  # one common seed: nothing to resample
 
 
+@pytest.mark.usefixtures("on_warm_head")
 @pytest.mark.e2e
 def test_a_replicated_study_runs_each_replicate_and_reports_the_pooled_final_stage_and_its_bill(
     tmp_path, write_spec, run_cli

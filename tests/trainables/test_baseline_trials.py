@@ -59,6 +59,7 @@ def test_learnable_family_tensors_resume_from_the_checkpoint(family, tmp_path):
     assert len(groups) == 2 and groups[1]["lr"] != groups[0]["lr"]
 
 
+@pytest.mark.usefixtures("on_warm_head")
 @pytest.mark.e2e
 def test_every_family_survives_a_cli_study_on_a_conditional_grid(spec_dict, write_spec, run_cli, tmp_path):
     """One ``python -m study.run`` study, one 1-epoch trial per family (two triplet mining rules; BSPML has

@@ -32,6 +32,7 @@ def _trial_metrics(tmp_path, name: str) -> dict[str, float]:
     return runs[0].data.metrics
 
 
+@pytest.mark.usefixtures("on_warm_head")
 def test_study_trains_from_the_cache_like_the_pil_pipeline(write_spec, run_cli, tmp_path):
     root, _ = write_cub(tmp_path / "data", n_classes=6, per_class=6, size=(60, 45))
     cache_dir = tmp_path / "node_cache"

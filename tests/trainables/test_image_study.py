@@ -33,6 +33,7 @@ def _cub_spec(root, **model):
     }
 
 
+@pytest.mark.usefixtures("on_warm_head")
 def test_one_epoch_resnet18_study_on_fake_cub(write_spec, run_cli, tmp_path):
     root, _ = write_cub(tmp_path, n_classes=6, per_class=6)
     proc = run_cli(str(write_spec(_cub_spec(tmp_path))))  # the folder holding CUB_200_2011/ works too

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.e2e
 NAME, EPOCHS = "t_halving_ckpt", 3
 
 
+@pytest.mark.usefixtures("on_warm_head")
 def test_a_kept_trial_resumes_from_its_rung_checkpoint_with_checkpoint_every_above_one(write_spec, run_cli, tmp_path):
     """2 trials, a rung at epoch 2 that keeps both (η 1.5), so the first to reach it waits there PAUSED whatever the
     timing; ``checkpoint_every: 3``: every trial trains epochs 1, 2, 3 once, and its bill is those 3."""

@@ -25,6 +25,7 @@ FAST = [
 ]
 
 
+@pytest.mark.usefixtures("on_warm_head")
 def test_the_quick_glyphs_table_end_to_end(tmp_path, run_cli):
     sets = [a for kv in [*FAST, f"storage={tmp_path / 'runs'}"] for a in ("--set", kv)]
     proc = run_cli(QUICK, *sets, "--no-dashboard", timeout=1200)

@@ -45,6 +45,7 @@ def _run(tmp_path, ray_tmp: str, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.usefixtures("on_warm_head")
 @pytest.mark.skipif(_reason is not None, reason=_reason or "")
 def test_a_tell_past_the_budget_ends_the_study_and_resume_loses_nothing(tmp_path):
     with postgres_server() as pg, tempfile.TemporaryDirectory(prefix="rt", dir="/tmp") as ray_tmp:
