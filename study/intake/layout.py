@@ -11,7 +11,8 @@ Layout::
     mlflow-artifacts/  its artifact root (also with a database ``tracking.uri``; a server keeps its own)
     tune/              Ray Tune's search experiment: state, trial directories, checkpoints
     tune_final/        Ray Tune's final-stage experiment
-    asha_state.pkl     the ASHA scheduler's rungs (Ray does not restore a scheduler; we do)
+    scheduler_state.json  the search scheduler's rungs, versioned JSON (Ray does not restore a scheduler; we do);
+                       older studies kept them in asha_state.pkl, read once and replaced
     study.log          the libraries' log lines (Ray, MLflow, Optuna), kept off the terminal (study.console)
 """
 
@@ -101,8 +102,8 @@ class StudyLayout:
         return f"{self.root}/{R.STUDY_LOG_FILE}"
 
     @property
-    def asha_state(self) -> str:
-        return f"{self.root}/{R.ASHA_STATE_FILE}"
+    def scheduler_state(self) -> str:
+        return f"{self.root}/{R.SCHEDULER_STATE_FILE}"
 
     def mkdir(self) -> None:
         make_dirs(self.root)

@@ -33,6 +33,7 @@ __all__ = [
     "trial_failures",
     "tune_asks_without_waiting_while",
     "tune_interrupted",
+    "asha_admit",
     "asha_rungs",
     "study_trials",
     "study_with_trials",
@@ -111,6 +112,11 @@ def storage_trial_id(trial: Any) -> int:
 def asha_trial_info(scheduler: ASHAScheduler) -> dict[str, Any]:
     """ASHA's map from Ray trial id to the bracket the trial is in."""
     return scheduler._trial_info
+
+
+def asha_admit(scheduler: ASHAScheduler, trial_id: str) -> None:
+    """Enter a trial in a one-bracket ASHA's bracket, as its ``on_trial_add`` would (a restored study's live trial)."""
+    scheduler._trial_info[trial_id] = scheduler._brackets[0]
 
 
 def asha_rungs(scheduler: ASHAScheduler) -> dict[float, dict[str, float]]:

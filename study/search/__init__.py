@@ -12,7 +12,9 @@ After Ray Tune's ``search/`` and ``schedulers/``, one role per module:
 - :mod:`study.search.space`: the validated search space as an Optuna define-by-run function and sampler;
 - :mod:`study.search.ordered_sampler`: trial *i* sampled from a history fixed by *i* (``search.reproducible``);
 - :mod:`study.search.study_search`: ``StudySearch``, the Ray searcher whose Optuna trials end as Ray decided;
-- :mod:`study.search.persistent_asha`: ``PersistentASHA``, ASHA whose rungs survive a driver restart;
+- :mod:`study.search.scheduler_state`: the schedulers' rungs in the study directory, versioned JSON
+  (``scheduler_state.json``), read back by a restored driver;
+- :mod:`study.search.persistent_asha`: ``PersistentASHA``, kept only because older studies' Ray pickles name it;
 - :mod:`study.search.environment`: what decides the numbers besides the spec, tagged on the parent run.
 - :mod:`study.search.old_names`: the modules an older study's pickles name, resolved where their contents live now.
 

@@ -16,22 +16,20 @@ trained in lockstep (trainables/loop/run.py), so a rung is decided on every fold
 without error: the table's searcher counts it as evaluated, and :class:`~study.search.study_search.StudySearch` tells
 Optuna PRUNED with its last value, so TPE learns from it.
 
-Like :class:`~study.search.persistent_asha.PersistentASHA`, its state (every cell's rungs with every recorded value,
-and each live trial's cell) is written to the study directory whenever a decision changed it and read back the first
-time a restored driver calls it: Ray restores a scheduler from the pickle taken at the experiment's start.
+Its state (every cell's rungs with every recorded value, and each live trial's cell) is written to the study
+directory whenever a decision changed it, as versioned JSON (:mod:`study.search.scheduler_state`), and read back the
+first time a restored driver calls it: Ray restores a scheduler from the pickle taken at the experiment's start.
 """
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 from typing import Any
 
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 
 from study.runtime.compat import asha_rungs, asha_trial_info
-from study.runtime.storage import write_bytes
-from study.search.persistent_asha import read_state_once
+from study.search import scheduler_state
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
 __all__ = ["CellASHA", "Rungs", "cell_label_of", "rung_values"]
@@ -78,8 +76,11 @@ class CellASHA(FIFOScheduler):
         cells: each cell's ``(label, fixed values)``; a trial belongs to the cell its config is stamped with
             (:func:`cell_label_of`).
         rungs: Ray's ASHA arguments, the same for every cell.
-        state_file: where the rungs are kept across driver restarts (the study's ``asha_state.pkl``).
+        state_file: where the rungs are kept across driver restarts (the study's ``scheduler_state.json``).
     """
+
+    #: The ``kind`` its state file records.
+    KIND = "cell_asha"
 
     def __init__(self, cells: list[tuple[str, dict[str, Any]]], rungs: Rungs, state_file: str) -> None:
         super().__init__()
@@ -109,8 +110,13 @@ class CellASHA(FIFOScheduler):
     # ------------------------------------------------------------------------------------------------ persistence
 
     def _load_once(self) -> None:
-        if (state := read_state_once(self)) is not None:
-            self.per_cell, self.trial_cell = state["per_cell"], state["trial_cell"]
+        if self._loaded:
+            return
+        self._loaded = True
+        fields = scheduler_state.read_state(self.state_file, self.KIND, scheduler_state.cell_asha_legacy)
+        if fields is not None:
+            path, _ = scheduler_state.state_paths(self.state_file)
+            self.trial_cell = scheduler_state.restore_cell_asha(self.per_cell, fields, path)
             self._saved = self._fingerprint()
 
     def _fingerprint(self) -> tuple[int, ...]:
@@ -127,7 +133,8 @@ class CellASHA(FIFOScheduler):
         result then costs the driver no write."""
         fingerprint = self._fingerprint()
         if fingerprint != self._saved:
-            write_bytes(self.state_file, pickle.dumps({"per_cell": self.per_cell, "trial_cell": self.trial_cell}))
+            fields = scheduler_state.cell_asha_fields(self.per_cell, self.trial_cell)
+            scheduler_state.write_state(self.state_file, self.KIND, fields)
             self._saved = fingerprint
 
     # --------------------------------------------------------------------------------------- Ray's scheduler calls

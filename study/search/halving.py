@@ -41,8 +41,8 @@ The rule, precisely:
   rung: its lag is therefore the cell's budget, :meth:`trainables.schema.scheduler.halving.HalvingSpec.lag`.)
 
 Like :class:`~study.search.cell_asha.CellASHA` its state (every cell's rungs with every recorded value, its decisions,
-each trial's cell and ask order) is written to the study directory's ``asha_state.pkl`` whenever it changes and read
-back the first time a restored driver calls it: Ray restores a scheduler from the pickle taken at the experiment's
+each trial's cell and ask order) is written to the study directory's ``scheduler_state.json`` (versioned JSON,
+:mod:`study.search.scheduler_state`) whenever it changes and read back the first time a restored driver calls it: Ray restores a scheduler from the pickle taken at the experiment's
 start. Ray restores every unfinished trial PENDING: one the state says waits at a rung stays PAUSED until its rung is
 decided; one the state says was stopped is stopped at the first step, without training.
 """
@@ -50,7 +50,6 @@ decided; one the state says was stopped is stopped at the first step, without tr
 from __future__ import annotations
 
 import math
-import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,9 +58,8 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from study.runtime.compat import concurrency_limiter, hold_concurrency, keep_paused_on_add, release_concurrency
-from study.runtime.storage import write_bytes
+from study.search import scheduler_state
 from study.search.cell_asha import cell_label_of
-from study.search.persistent_asha import read_state_once
 from trainables.schema.scheduler.halving import halving_rungs, kept_count
 
 __all__ = ["HalvingScheduler", "HalvingRule", "halving_rungs", "kept_count", "kept_at_rung"]
@@ -149,8 +147,11 @@ class HalvingScheduler(FIFOScheduler):
             :data:`~trainables.schema.trial.CELL_KEY` when present, else the cell whose fixed values it holds
             (:func:`~study.search.cell_asha.cell_label_of`). A study is one cell (``[(name, {})]``).
         rule: the population, rungs and cut, the same for every cell (:class:`HalvingRule`).
-        state_file: where the rungs are kept across driver restarts (the study's ``asha_state.pkl``).
+        state_file: where the rungs are kept across driver restarts (the study's ``scheduler_state.json``).
     """
+
+    #: The ``kind`` its state file records.
+    KIND = "halving"
 
     def __init__(self, cells: list[tuple[str, dict[str, Any]]], rule: HalvingRule, state_file: str) -> None:
         super().__init__()
@@ -186,12 +187,17 @@ class HalvingScheduler(FIFOScheduler):
     # ------------------------------------------------------------------------------------------------ persistence
 
     def _load_once(self) -> None:
-        if (state := read_state_once(self)) is not None:
-            self.per_cell, self.trial_cell, self.next_order = state["per_cell"], state["trial_cell"], state["order"]
+        if self._loaded:
+            return
+        self._loaded = True
+        fields = scheduler_state.read_state(self.state_file, self.KIND, scheduler_state.halving_legacy)
+        if fields is not None:
+            self.per_cell = {label: _Cell(**kw) for label, kw in scheduler_state.halving_cells(fields).items()}
+            self.trial_cell, self.next_order = dict(fields["trial_cell"]), int(fields["order"])
 
     def _persist(self) -> None:
-        state = {"per_cell": self.per_cell, "trial_cell": self.trial_cell, "order": self.next_order}
-        write_bytes(self.state_file, pickle.dumps(state))
+        fields = scheduler_state.halving_fields(self.per_cell, self.trial_cell, self.next_order)
+        scheduler_state.write_state(self.state_file, self.KIND, fields)
 
     def decisions(self) -> dict[str, list[set[str] | None]]:
         """Every cell's decisions: label → per rung, the trials it kept (``None``: undecided)."""

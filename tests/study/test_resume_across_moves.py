@@ -7,13 +7,19 @@ SIGUSR1, and the new one continues it with ``--resume`` from the pickles the old
   ``study.table.progress.TableProgress`` in Ray's ``tuner.pkl``.
 - Issue 57 made intake a folder and dissolved ``study.table`` into the one plan: a table and a (replicated) study
   started before name ``study.plan.StudyPlan`` and ``study.plan.PlanCell`` (the live view holds the plan).
+- Issue 64 moved the schedulers' rungs from a pickle of Ray's ``ASHAScheduler`` objects (``asha_state.pkl``) to
+  versioned JSON (``scheduler_state.json``): an ASHA table started before is resumed from the pickle, every rung
+  value recorded before the stop is in the JSON file after it, and each cell ends with its budget (COMPLETE or
+  PRUNED).
 
 The old code is the commit before each move, taken from this clone's history (``git archive``); a clone without that
 history skips, saying so."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -25,6 +31,7 @@ import yaml
 
 from harness.driver import REPO, driver_env, mlflow_children, optuna_states, tiny_spec, tiny_table
 from harness.kill_resume import continue_args, run_and_stop, signal_driver
+from study.runtime.compat import asha_rungs
 from trainables.schema import record as R
 
 pytestmark = pytest.mark.e2e
@@ -33,6 +40,9 @@ pytestmark = pytest.mark.e2e
 BEFORE_ISSUE_49 = "de50bb59"
 #: The last commit before issue 57's intake folder and one plan.
 BEFORE_ISSUE_57 = "ee99c4b"
+#: The last commit whose schedulers kept their rungs in a pickle of Ray's schedulers (``asha_state.pkl``), not in
+#: ``scheduler_state.json``: its ASHA table's scheduler, in Ray's ``tuner.pkl``, names the pickle.
+BEFORE_JSON_STATE = "5c22be34"
 NAME, TRIALS, CELLS = "t_premove", 2, ("ms.p0.2", "spl.p0.2")
 #: Epochs of a few batches: the stop needs two trials ended and more to come, which every trial's start (a second or
 #: more each: a Ray actor, the data) makes certain whatever an epoch costs; the old code's start and today's dominate.
@@ -62,6 +72,12 @@ def _old_env(ray_tmp: str, old: Path) -> dict[str, str]:
     return {**env, "RAY_TMPDIR": ray_tmp, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(old)}
 
 
+def _pickled_rungs(study_dir: Path) -> dict[str, dict[float, dict[str, float]]]:
+    """The rungs the old code pickled (Ray's ASHAScheduler per cell), read back with today's Ray."""
+    state = pickle.loads((study_dir / R.ASHA_STATE_FILE).read_bytes())  # noqa: S301 - the test's own study
+    return {label: {float(m): dict(r) for m, r in asha_rungs(s).items()} for label, s in state["per_cell"].items()}
+
+
 def _states(study_dir: Path, studies: tuple[str, ...]) -> dict[str, list[str]]:
     """Per cell (its Optuna study), its Optuna trials' states, read read-only (:func:`harness.driver.optuna_states`:
     a poll through Optuna could race the driver creating the store's tables)."""
@@ -69,10 +85,14 @@ def _states(study_dir: Path, studies: tuple[str, ...]) -> dict[str, list[str]]:
     return {c: states[c] for c in studies if c in states}
 
 
+def _ended(states: dict[str, list[str]]) -> int:
+    return sum(s.count("COMPLETE") + s.count("PRUNED") for s in states.values())
+
+
 def _two_ended(studies: tuple[str, ...]):
     def ended(study_dir: Path) -> bool:
         try:
-            return sum(s.count("COMPLETE") for s in _states(study_dir, studies).values()) >= 2
+            return _ended(_states(study_dir, studies)) >= 2
         except Exception:  # the store is being created or written
             return False
 
@@ -87,11 +107,21 @@ def _replicated_study() -> dict:
     return spec
 
 
+def _asha_table() -> dict:
+    """The table with ASHA per cell (rungs at epoch 1; a scheduler decides on validation: 2 class-disjoint folds)."""
+    table = tiny_table(NAME, EPOCHS, BATCHES, TRIALS, 1)
+    table["train"]["classes_per_batch"] = 2
+    table["validation"] = {"kind": "kfold", "folds": 2}
+    table["search"]["scheduler"] = {"type": "asha", "grace_period": 1, "reduction_factor": 2}
+    return table
+
+
 #: (the commit before the move, what it starts, its Optuna studies and final groups, what its report names it)
 CASES = {
     "table before issue 49": (BEFORE_ISSUE_49, tiny_table(NAME, EPOCHS, BATCHES, TRIALS, 1), CELLS, "Table"),
     "table before issue 57": (BEFORE_ISSUE_57, tiny_table(NAME, EPOCHS, BATCHES, TRIALS, 1), CELLS, "Table"),
     "replicated study before issue 57": (BEFORE_ISSUE_57, _replicated_study(), (NAME, f"{NAME}.r1"), "Study"),
+    "ASHA table before the JSON state": (BEFORE_JSON_STATE, _asha_table(), CELLS, "Table"),
 }
 
 
@@ -116,14 +146,15 @@ def test_a_run_started_before_a_move_resumes_after_it(tmp_path, case):
     at_stop = _states(study_dir, studies)
     # The old code ran: its Ray experiment (the pickles the new code must read) and its Optuna trials are there.
     assert (study_dir / R.SEARCH_EXPERIMENT / "tuner.pkl").exists(), first["output"][-3000:]
-    assert sum(s.count("COMPLETE") for s in at_stop.values()) >= 2, (at_stop, first["output"][-3000:])
+    assert _ended(at_stop) >= 2, (at_stop, first["output"][-3000:])
+    pickled_rungs = _pickled_rungs(study_dir) if "asha" in str(written["search"].get("scheduler")) else None
     if first["finished_before_kill"]:
         # It ended between two looks (a fast machine): its experiment is still the old code's to restore.
         assert first["code"] is None and f"{noun} 't_premove'" in first["output"], first["output"][-3000:]
         args = [str(spec), "--no-dashboard", "--resume"]
     else:
         assert first["code"] == 3, first["output"][-2000:]
-        assert sum(s.count("COMPLETE") for s in at_stop.values()) < len(studies) * TRIALS, at_stop
+        assert _ended(at_stop) < len(studies) * TRIALS, at_stop
         args = continue_args(first["output"])
 
     resumed = subprocess.run(
@@ -135,7 +166,18 @@ def test_a_run_started_before_a_move_resumes_after_it(tmp_path, case):
         timeout=300,
     )
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    assert _states(study_dir, studies) == {c: ["COMPLETE"] * TRIALS for c in studies}
+    if pickled_rungs is None:
+        assert _states(study_dir, studies) == {c: ["COMPLETE"] * TRIALS for c in studies}
+    else:
+        states = _states(study_dir, studies)
+        assert all(len(s) == TRIALS and set(s) <= {"COMPLETE", "PRUNED"} for s in states.values()), states
+        state = json.loads((study_dir / R.SCHEDULER_STATE_FILE).read_text())
+        assert state["version"] == 1 and state["kind"] == "cell_asha"
+        rungs = {label: {float(m): r for m, r in cell["rungs"]} for label, cell in state["cells"].items()}
+        for label, recorded in pickled_rungs.items():  # nothing the old code recorded is lost or rewritten
+            for milestone, values in recorded.items():
+                assert values.items() <= rungs[label][milestone].items(), (label, milestone, rungs)
+        assert all(len(cell[1.0]) == TRIALS for cell in rungs.values()), rungs  # every trial at the first rung
     _, parents, children = mlflow_children(study_dir, NAME)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     search = [r for r in children if r.data.tags[R.STAGE] == R.STAGE_SEARCH]

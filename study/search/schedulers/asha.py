@@ -19,4 +19,4 @@ def build(spec: AshaSpec, plan: StudyPlan, layout: StudyLayout) -> CellASHA:
     """Every cell of ``plan`` with the same grace period, η and ``max_t`` (``train.epochs``)."""
     s = plan.base.search
     rungs = Rungs(s.objective, s.mode, plan.base.train.epochs, spec.grace_period, spec.reduction_factor)
-    return CellASHA([(c.label, c.fixed) for c in plan.cells], rungs, layout.asha_state)
+    return CellASHA([(c.label, c.fixed) for c in plan.cells], rungs, layout.scheduler_state)

@@ -28,4 +28,4 @@ def build(spec: HalvingSpec, plan: StudyPlan, layout: StudyLayout) -> HalvingSch
         spec.reduction_factor,
         spec.hedge,
     )
-    return HalvingScheduler([(c.label, c.fixed) for c in plan.cells], rule, layout.asha_state)
+    return HalvingScheduler([(c.label, c.fixed) for c in plan.cells], rule, layout.scheduler_state)

@@ -204,7 +204,7 @@ def test_every_arrival_order_keeps_the_same_trials(tmp_path):
     searcher of every trial (a stopped one with no result: Optuna's PRUNED takes its value at the rung), and ends."""
     values, outcomes, orders = _values(), [], set()
     for seed in range(40):
-        loop = Loop(_scheduler(tmp_path / f"s{seed}.pkl"), values, seed, slots=2 + seed % 3)
+        loop = Loop(_scheduler(tmp_path / f"s{seed}.json"), values, seed, slots=2 + seed % 3)
         loop.run()
         outcomes.append(_outcome(loop))
         orders.add(tuple(loop.arrivals))
@@ -225,14 +225,14 @@ def test_a_restart_mid_rung_decides_the_same(tmp_path):
     the state file, Ray restores the unfinished trials PENDING: those waiting stay PAUSED, and every decision and
     epoch equals the uninterrupted run's."""
     values = _values()
-    straight = Loop(_scheduler(tmp_path / "straight.pkl"), values, seed=3)
+    straight = Loop(_scheduler(tmp_path / "straight.json"), values, seed=3)
     straight.run()
 
-    first = Loop(_scheduler(tmp_path / "state.pkl"), values, seed=3)
+    first = Loop(_scheduler(tmp_path / "state.json"), values, seed=3)
     first.run(stop_at=25)
     waiting = {t.trial_id for t in first.trials if t.status == Trial.PAUSED}
     assert waiting, "no trial waited at a barrier at the kill point"
-    restored_scheduler = _scheduler(tmp_path / "state.pkl")  # empty rungs, as Tuner.restore rebuilds it
+    restored_scheduler = _scheduler(tmp_path / "state.json")  # empty rungs, as Tuner.restore rebuilds it
     for trial in first.trials:  # Ray's _requeue_restored_trials: unfinished → PENDING, then add_trial
         if trial.status != Trial.TERMINATED:
             trial.status = Trial.PENDING
@@ -247,7 +247,7 @@ def test_a_restart_mid_rung_decides_the_same(tmp_path):
 def test_errors_leave_the_population(tmp_path):
     """A cell's trial errors before rung 0: the rung is decided on the 4 left (4 → 2), no wait for the lost one."""
     values = _values()
-    loop = Loop(_scheduler(tmp_path / "s.pkl"), values, seed=1, slots=2)
+    loop = Loop(_scheduler(tmp_path / "s.json"), values, seed=1, slots=2)
     while not any(t.config["i"] == 1 and t.config["ratio"] == 0.0 for t in loop.trials):
         loop.step()
     lost = next(t for t in loop.trials if t.config["i"] == 1 and t.config["ratio"] == 0.0)

@@ -126,7 +126,7 @@ def test_a_kinds_ray_scheduler_pauses_at_its_checkpoints_and_trains_its_share(na
     Path(layout.root).mkdir(parents=True)
     shares = []
     for seed in range(REPEATS):
-        Path(layout.asha_state).unlink(missing_ok=True)  # each repeat a new study: no rungs read back
+        Path(layout.scheduler_state).unlink(missing_ok=True)  # each repeat a new study: no rungs read back
         scheduler = builder(name)(kind, plan, layout)
         assert isinstance(scheduler, TrialScheduler)
         trials = _drive(scheduler, plan, seed)

@@ -1,5 +1,6 @@
 """A table with early stopping per cell (issue 42), its driver SIGKILLed mid-search and resumed: the rungs come back from
-the study directory (Ray restores a scheduler from the pickle taken at the experiment's start, with empty rungs), so
+the study directory (Ray restores a scheduler from the pickle taken at the experiment's start, with empty rungs; the study keeps them as
+versioned JSON, ``scheduler_state.json``), so
 every value recorded before the kill is still there, every rung value after the resume matches what the trial
 reported at that epoch (none lost, none recorded twice), each cell ends with exactly its budget of finished trials
 (a stopped trial counts, PRUNED in Optuna), and ``--status`` mid-run shows each cell's cost. Without the state file
@@ -8,7 +9,7 @@ fails the same restart on the unit level)."""
 
 from __future__ import annotations
 
-import pickle
+import json
 from pathlib import Path
 
 import optuna
@@ -16,7 +17,6 @@ import pytest
 
 from harness.driver import tiny_table
 from harness.kill_resume import kill_then_resume, snapshot_has_checkpointed_trial_in_flight
-from study.runtime.compat import asha_rungs
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_MODEL_EPOCHS
 
@@ -38,12 +38,14 @@ def _table() -> dict:
 
 
 def _rungs(study_dir: Path) -> dict[str, dict[float, dict[str, float]]] | None:
+    """Every cell's rungs as the scheduler's state file holds them (written whole: temp file and rename)."""
     try:
-        data = (study_dir / R.ASHA_STATE_FILE).read_bytes()
-        state = pickle.loads(data)  # noqa: S301 - the test's own study
-    except (OSError, EOFError, pickle.UnpicklingError):
+        state = json.loads((study_dir / R.SCHEDULER_STATE_FILE).read_text())
+    except OSError:
         return None
-    return {label: {m: dict(r) for m, r in asha_rungs(s).items()} for label, s in state["per_cell"].items()}
+    assert (state["schema"], state["version"], state["kind"]) == (R.SCHEDULER_STATE_SCHEMA, 1, "cell_asha")
+    assert not (study_dir / R.ASHA_STATE_FILE).exists()  # no pickle beside it
+    return {label: {float(m): r for m, r in cell["rungs"]} for label, cell in state["cells"].items()}
 
 
 def test_a_killed_table_keeps_every_cells_rungs(tmp_path):

@@ -108,7 +108,7 @@ def _drive(scheduler_of, events, seed: int, stop_after: int | None = None):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_decisions_equal_a_brute_force_per_cell_asha(tmp_path, seed):
     events = _events(seed)
-    scheduler = _scheduler(str(tmp_path / "asha.pkl"))
+    scheduler = _scheduler(str(tmp_path / "asha.json"))
     decisions, _ = _drive(lambda: scheduler, events, seed)
     reference, cell_of = BruteForceCellASHA(), {t: CELLS[c][0] for t, c, _ in events}
     values = {t: v for t, _, v in events}
@@ -122,7 +122,7 @@ def test_a_noisy_cells_best_trial_is_promoted_though_below_every_clean_trial(tmp
     """Two clean trials reach rung 1 at 0.90 and 0.91, a noisy one at 0.30; the noisy cell's next trial scores 0.35:
     best of its cell, below every clean value. Per cell it goes on; one ASHA over the table (Ray's) stops it."""
     cell_asha, one_asha = (
-        _scheduler(str(tmp_path / "asha.pkl")),
+        _scheduler(str(tmp_path / "asha.json")),
         ASHAScheduler(metric="val", mode="max", max_t=MAX_T, grace_period=GRACE, reduction_factor=ETA),
     )
     outcome = {}
@@ -142,8 +142,8 @@ def test_rungs_survive_a_restart_with_none_lost_and_none_decided_twice(tmp_path)
     """The driver dies after 20 decisions; a scheduler rebuilt from the start-of-experiment pickle (empty) reads the
     state file and the run goes on, the live trials replaying their last epoch from an older checkpoint. Every
     decision equals the uninterrupted run's, and the rungs end the same."""
-    events, state = _events(5), str(tmp_path / "asha.pkl")
-    straight = _scheduler(str(tmp_path / "straight.pkl"))
+    events, state = _events(5), str(tmp_path / "asha.json")
+    straight = _scheduler(str(tmp_path / "straight.json"))
     whole, _ = _drive(lambda: straight, events, seed=5)
 
     first = _scheduler(state)

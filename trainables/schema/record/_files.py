@@ -58,6 +58,9 @@ __all__ = [
     "SEARCH_EXPERIMENT",
     "FINAL_EXPERIMENT",
     "ASHA_STATE_FILE",
+    "SCHEDULER_STATE_FILE",
+    "SCHEDULER_STATE_SCHEMA",
+    "SCHEDULER_STATE_VERSION",
     "DASHBOARD_DIR",
     "DASHBOARD_PAGE",
     "DASHBOARD_FIGURES_DIR",
@@ -132,7 +135,13 @@ NONFINITE_MARKER: Final = "nonfinite_loss.txt"
 #: checkpoint Ray has since deleted, to resume the trial from the one that replaced it
 #: (study/runtime/checkpoint_repair.py).
 CHECKPOINT_EPOCH_FILE: Final = "epoch.json"
-#: The ASHA scheduler's rungs (Ray does not restore a scheduler; the study does).
+#: The search scheduler's state (Ray does not restore a scheduler; the study does): versioned JSON
+#: (study/search/scheduler_state.py), with its schema name and version.
+SCHEDULER_STATE_FILE: Final = "scheduler_state.json"
+SCHEDULER_STATE_SCHEMA: Final = "dmlstudy.scheduler_state"
+SCHEDULER_STATE_VERSION: Final = 1
+#: The same state as studies started before the JSON file kept it (a pickle of Ray's schedulers): read once, then
+#: replaced by :data:`SCHEDULER_STATE_FILE`.
 ASHA_STATE_FILE: Final = "asha_state.pkl"
 #: The comparison dashboard: the folder (also the parent run's artifact path), its page and its figures.
 DASHBOARD_DIR: Final = "dashboard"
