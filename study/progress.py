@@ -27,6 +27,7 @@ from study.console import format_table, format_value
 from study.final.best import best_full_trial
 from study.final.reliability import Candidate, choice
 from study.intake.plan import StudyPlan
+from study.runtime.shells import PickledAsDiscarded
 from trainables.schema import record as R
 from trainables.schema.metric_names import EPOCH
 from trainables.schema.trial import CELL_KEY, FINAL_KEY, STAGE_KEYS
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["ProgressTable", "TrialColumns", "CellProgress", "ThrottledTable", "format_table", "eta_text"]
 
 
-class ThrottledTable(Callback):
+class ThrottledTable(PickledAsDiscarded, Callback):
     """A live table printed at most every ``interval_s`` seconds and whenever a trial ends; subclasses say what it
     holds (:meth:`render`)."""
 

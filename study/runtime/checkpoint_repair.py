@@ -30,6 +30,7 @@ from typing import Any
 from ray.tune import Callback
 
 from study.runtime.compat import set_trial_checkpoint, trial_checkpoint_result
+from study.runtime.shells import PickledAsDiscarded
 from trainables.schema import record as R
 
 __all__ = ["CheckpointRepair", "checkpoint_after", "repair_trial"]
@@ -100,7 +101,7 @@ def repair_trial(trial: Any) -> str | None:
     return f"{gone}: it resumes from {path} (epoch {epoch})"
 
 
-class CheckpointRepair(Callback):
+class CheckpointRepair(PickledAsDiscarded, Callback):
     """A Tune callback for a restored experiment: on its first step, :func:`repair_trial` for every trial that will run
     again, each repair logged as a one-line warning."""
 

@@ -31,6 +31,7 @@ from study.runtime.compat import (
     tune_interrupted,
 )
 from study.runtime.driver_run import RunMeter
+from study.runtime.shells import PickledAsDiscarded
 from study.runtime.store_errors import chain
 from trainables.schema.errors import StoreOutageError
 
@@ -41,7 +42,7 @@ __all__ = ["StopOnSignal", "StageLedger", "RayLossWatch", "ENDED", "caused_by_st
 ENDED = frozenset({"TERMINATED", "ERROR"})
 
 
-class StopOnSignal(Callback):
+class StopOnSignal(PickledAsDiscarded, Callback):
     """A Tune callback: on a stop signal, wait (at most :func:`~study.runtime.stopping.drain_bound`) for every trial
     running at that moment to report its next checkpoint, then end ``fit`` through Tune's own interrupt (one last
     experiment snapshot). A second signal ends the wait at once.
@@ -161,7 +162,7 @@ class StopOnSignal(Callback):
         self._done(trial)
 
 
-class StageLedger(Callback):
+class StageLedger(PickledAsDiscarded, Callback):
     """A Tune callback that keeps, for the driver, Tune's status of every trial of a stage at the loop's last step
     (once ``fit`` returns, Tune's cleanup has stopped the running trials and calls them TERMINATED too; its last
     experiment snapshot, which ``--resume`` restores, still holds them RUNNING), or at the experiment's end when the

@@ -26,6 +26,7 @@ from ray.tune import Callback
 
 from study.runtime.compat import before_trial_failure
 from study.runtime.ray_node import private_node_processes, watching_attached
+from study.runtime.shells import PickledAsDiscarded
 from trainables.schema.errors import SpecError, StudyStalledError
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def check_cluster_resources(spec: StudySpec, nodes: list[dict[str, Any]], local:
     return message
 
 
-class PendingTimeout(Callback):
+class PendingTimeout(PickledAsDiscarded, Callback):
     """Fails the study when trials have waited ``timeout_s`` seconds for resources while none was running.
 
     Called by Ray Tune after every step of its loop; raising there ends ``Tuner.fit`` (the driver then closes

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from ray.tune import Callback
 
+from study.runtime.shells import PickledAsDiscarded
 from study.runtime.stopping import stopping
 
 __all__ = ["ReconcileTrials"]
@@ -29,7 +30,7 @@ class Reconciled(Protocol):
     def settle_lost(self, runs_again: set[str]) -> list[str]: ...
 
 
-class ReconcileTrials(Callback):
+class ReconcileTrials(PickledAsDiscarded, Callback):
     """The Tune callback that keeps a :class:`~study.search.cell_search.CellSearch` and Ray in one truth about each trial.
 
     ``restored``: on the stage's first step, before Ray asks for a trial, the searcher adopts the final trials Ray

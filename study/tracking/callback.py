@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
+from study.runtime.shells import PickledAsDiscarded
 from study.tracking.doors import mlflow_client
 from study.tracking.guarded import create_once, mlflow_store_name
 from study.tracking.outage import through_ray
@@ -82,7 +83,7 @@ class ParentRun:
     run_id: str
 
 
-class MlflowTrialCallback(Callback):
+class MlflowTrialCallback(PickledAsDiscarded, Callback):
     """Ray Tune callback: one MLflow child run per trial, per-epoch metrics, FINISHED / FAILED at the end.
 
     Args:

@@ -17,11 +17,23 @@ import pytest
 
 from harness.driver import tiny_table
 from harness.kill_resume import kill_then_resume, snapshot_has_checkpointed_trial_in_flight
+from tests.study.runtime.test_shells import pickled_modules
 from trainables.schema import record as R
 from trainables.schema.metric_names import COST_MODEL_EPOCHS
 
 pytestmark = pytest.mark.e2e
 
+#: The modules of the study's Ray Tune callbacks (and of the plan and spec the live view holds).
+CALLBACK_MODULES = {
+    "study.progress",
+    "study.tracking.callback",
+    "study.runtime.stop_callback",
+    "study.runtime.watchdog",
+    "study.runtime.driver_run",
+    "study.search.reconcile",
+    "study.search.trial_record",
+    "study.intake.plan",
+}
 NAME = "t_table_asha_kill"
 TRIALS, EPOCHS = 4, 3  # per cell; rungs at epochs 1 and 2 (grace 1, η 2), every trial stops at 3
 CELLS = ["ms.p0.2", "spl.p0.2"]
@@ -70,6 +82,10 @@ def test_a_killed_table_keeps_every_cells_rungs(tmp_path):
 
     final = _rungs(study_dir)
     assert final is not None
+    # Ray's tuner.pkl, which the resume unpickled, names no callback's module: they pickle as shells (the restored
+    # driver brings its own), so moving one cannot break a resume (study/runtime/shells.py).
+    pickled = pickled_modules((study_dir / R.SEARCH_EXPERIMENT / "tuner.pkl").read_bytes())
+    assert "study.runtime.shells" in pickled and not pickled & CALLBACK_MODULES, pickled
     for label, rungs in at_kill.items():  # nothing recorded before the kill is lost or rewritten
         for milestone, recorded in rungs.items():
             assert recorded.items() <= final[label][milestone].items(), (label, milestone)
