@@ -11,19 +11,32 @@ in it:
   :class:`PickledAsDiscarded`: the pickle names this module and the class's name as a string, nothing it holds (the
   plan, the spec, the searcher, the MLflow link), and a moved callback class cannot break a resume.
 
-The searcher and the scheduler are restored from the pickle and used; their state is the study directory's
-(the scheduler's: :mod:`study.search.scheduler_state`).
+- **Schedulers.** A restored driver uses the unpickled scheduler, but the one Ray pickled at the stage's start holds
+  nothing a new one built from the spec would not: its rungs are the study directory's
+  (:mod:`study.search.scheduler_state`). So each pickles through :class:`PickledAsArguments` as its kind's name and
+  the plain arguments that build it (cells, rule, state file), and unpickles by :func:`rebuilt`, which finds the
+  class by that name (:data:`KINDS`): the code, not the pickle, says where a kind lives.
+
+The searcher is restored from the pickle and used (its live state included): not yet a shell.
 
 This module must not move or rename what it defines: older pickles name it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, ClassVar
 
 from ray.tune import Callback
 
-__all__ = ["Discarded", "PickledAsDiscarded", "discarded"]
+__all__ = ["Discarded", "PickledAsDiscarded", "discarded", "KINDS", "PickledAsArguments", "rebuilt"]
+
+#: Each rebuildable kind's home: ``(module, class)``, the class having ``from_arguments(**arguments)``. A class that
+#: moves changes its line here; the pickles keep naming the kind.
+KINDS: dict[str, tuple[str, str]] = {
+    "cell_asha": ("study.search.cell_asha", "CellASHA"),
+    "halving": ("study.search.halving", "HalvingScheduler"),
+}
 
 
 class Discarded(Callback):
@@ -50,3 +63,28 @@ class PickledAsDiscarded:
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return discarded, (type(self).__qualname__,)
+
+
+def rebuilt(kind: str, arguments: dict[str, Any]) -> Any:
+    """The unpickling of a :class:`PickledAsArguments` object: its kind's class built from the plain arguments
+    (pickles name this function: keep its name)."""
+    module, name = KINDS[kind]
+    return getattr(importlib.import_module(module), name).from_arguments(**arguments)
+
+
+class PickledAsArguments:
+    """Mixin: pickled as :func:`rebuilt` with the class's :attr:`KIND` and :meth:`arguments` (plain data only: names,
+    numbers, lists and dicts of them), so that the pickle names no class of the study.
+
+    A copy goes through the same hook and is a new object built from the arguments, without the live state: neither
+    the study nor Ray copies a scheduler (Ray keeps the one it is given)."""
+
+    #: The kind's name in :data:`KINDS` (what the pickle holds).
+    KIND: ClassVar[str]
+
+    def arguments(self) -> dict[str, Any]:
+        """What :meth:`from_arguments` takes to build the same object as new."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, tuple[str, dict[str, Any]]]:
+        return rebuilt, (self.KIND, self.arguments())

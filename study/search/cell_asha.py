@@ -23,12 +23,14 @@ first time a restored driver calls it: Ray restores a scheduler from the pickle 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 
 from study.runtime.compat import asha_rungs, asha_trial_info
+from study.runtime.shells import PickledAsArguments
 from study.search import scheduler_state
 from trainables.schema.trial import CELL_KEY, FINAL_KEY
 
@@ -69,7 +71,7 @@ def rung_values(scheduler: CellASHA) -> dict[str, dict[float, dict[str, float]]]
     return {label: {m: dict(r) for m, r in asha_rungs(s).items()} for label, s in scheduler.per_cell.items()}
 
 
-class CellASHA(FIFOScheduler):
+class CellASHA(PickledAsArguments, FIFOScheduler):
     """ASHA with separate rungs per table cell, persisted in ``state_file``.
 
     Args:
@@ -79,12 +81,13 @@ class CellASHA(FIFOScheduler):
         state_file: where the rungs are kept across driver restarts (the study's ``scheduler_state.json``).
     """
 
-    #: The ``kind`` its state file records.
+    #: The ``kind`` its state file and Ray's pickle of it record (:data:`study.runtime.shells.KINDS`).
     KIND = "cell_asha"
 
     def __init__(self, cells: list[tuple[str, dict[str, Any]]], rungs: Rungs, state_file: str) -> None:
         super().__init__()
         self.cells = cells
+        self.rungs = rungs
         self._metric, self._mode = rungs.metric, rungs.mode
         self.per_cell: dict[str, ASHAScheduler] = {
             label: ASHAScheduler(
@@ -102,6 +105,14 @@ class CellASHA(FIFOScheduler):
         self.state_file = state_file
         self._loaded = False
         self._saved: tuple[int, ...] | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        cells = [[label, dict(fixed)] for label, fixed in self.cells]
+        return {"cells": cells, "rungs": dataclasses.asdict(self.rungs), "state_file": self.state_file}
+
+    @classmethod
+    def from_arguments(cls, cells: list[list[Any]], rungs: dict[str, Any], state_file: str) -> CellASHA:
+        return cls([(label, fixed) for label, fixed in cells], Rungs(**rungs), state_file)
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         # The table passes its own metric and mode to TuneConfig as well: the same ones, so nothing to refuse.

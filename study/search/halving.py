@@ -49,6 +49,7 @@ decided; one the state says was stopped is stopped at the first step, without tr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from study.runtime.compat import concurrency_limiter, hold_concurrency, keep_paused_on_add, release_concurrency
+from study.runtime.shells import PickledAsArguments
 from study.search import scheduler_state
 from study.search.cell_asha import cell_label_of
 from trainables.schema.scheduler.halving import halving_rungs, kept_count
@@ -139,7 +141,7 @@ class HalvingRule:
     hedge: int = 0
 
 
-class HalvingScheduler(FIFOScheduler):
+class HalvingScheduler(PickledAsArguments, FIFOScheduler):
     """Synchronous successive halving with rungs per cell, persisted in ``state_file`` (the rule: module docstring).
 
     Args:
@@ -150,12 +152,13 @@ class HalvingScheduler(FIFOScheduler):
         state_file: where the rungs are kept across driver restarts (the study's ``scheduler_state.json``).
     """
 
-    #: The ``kind`` its state file records.
+    #: The ``kind`` its state file and Ray's pickle of it record (:data:`study.runtime.shells.KINDS`).
     KIND = "halving"
 
     def __init__(self, cells: list[tuple[str, dict[str, Any]]], rule: HalvingRule, state_file: str) -> None:
         super().__init__()
         self.cells = cells
+        self.rule = rule
         self.budget = rule.budget
         self._metric, self._mode = rule.metric, rule.mode
         self.rung_epochs = halving_rungs(rule.max_t, rule.first_rung, rule.reduction_factor)
@@ -174,10 +177,15 @@ class HalvingScheduler(FIFOScheduler):
         #: Restored trials the state says were stopped: stopped at the next ``choose_trial_to_run``.
         self._stop_restored: list[str] = []
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_trials", "_stop_restored")}
+    def arguments(self) -> dict[str, Any]:
+        cells = [[label, dict(fixed)] for label, fixed in self.cells]
+        return {"cells": cells, "rule": dataclasses.asdict(self.rule), "state_file": self.state_file}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    @classmethod
+    def from_arguments(cls, cells: list[list[Any]], rule: dict[str, Any], state_file: str) -> HalvingScheduler:
+        return cls([(label, fixed) for label, fixed in cells], HalvingRule(**rule), state_file)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a scheduler pickled whole, by an older driver
         self.__dict__.update(state)
         self._transient()
 

@@ -9,6 +9,7 @@ import importlib
 import pickle
 import pickletools
 import pkgutil
+from types import SimpleNamespace
 
 import pytest
 from ray.tune import Callback
@@ -51,3 +52,35 @@ def test_every_callback_of_the_study_pickles_as_discarded(cls):
     (back,) = pickle.loads(data)
     assert isinstance(back, Discarded) and back.name == cls.__qualname__
     assert back.on_trial_result(iteration=1, trials=[], trial=None, result={}) is None  # a callback that does nothing
+
+
+def test_a_scheduler_pickles_as_its_kind_and_arguments_and_comes_back_with_its_rungs_from_the_study(tmp_path):
+    """What Ray's tuner.pkl holds of a scheduler: its kind's name and the arguments that build it, no class of the
+    study. Unpickled, it is the same kind built new, and its first call reads the rungs the study directory holds."""
+    from study.search.cell_asha import rung_values
+    from tests.study.search.test_halving import Loop, _values
+    from tests.study.search.test_halving import _scheduler as halving
+    from tests.study.search.test_table_scheduler import _drive, _events
+    from tests.study.search.test_table_scheduler import _scheduler as cell_asha
+
+    asha = cell_asha(str(tmp_path / "asha.json"))
+    _drive(lambda: asha, _events(2), seed=2, stop_after=15)
+    data = pickle.dumps(asha)
+    assert pickled_modules(data) == {"study.runtime.shells"}
+    back = pickle.loads(data)
+    assert type(back) is type(asha) and back.arguments() == asha.arguments() and not back.trial_cell
+    back.on_trial_add(None, SimpleNamespace(trial_id="new", config={}))  # its first call reads the state file
+    assert rung_values(back) == rung_values(asha) and back.trial_cell == asha.trial_cell
+
+    values = _values()
+    first = Loop(halving(tmp_path / "halving.json"), values, seed=3)
+    first.run(stop_at=25)
+    data = pickle.dumps(first.scheduler)
+    assert pickled_modules(data) == {"study.runtime.shells"}
+    restored = pickle.loads(data)
+    assert restored.arguments() == first.scheduler.arguments()
+    restored._load_once()
+    assert (
+        restored.decisions() == first.scheduler.decisions() and restored.rung_values() == first.scheduler.rung_values()
+    )
+    assert any(k is not None for kept in restored.decisions().values() for k in kept)  # a rung was decided

@@ -23,8 +23,9 @@ from trainables.schema.metric_names import COST_MODEL_EPOCHS
 
 pytestmark = pytest.mark.e2e
 
-#: The modules of the study's Ray Tune callbacks (and of the plan and spec the live view holds).
-CALLBACK_MODULES = {
+#: The modules of the study's Ray Tune callbacks (and of the plan and spec the live view holds) and of its scheduler.
+SHELLED_MODULES = {
+    "study.search.cell_asha",
     "study.progress",
     "study.tracking.callback",
     "study.runtime.stop_callback",
@@ -82,10 +83,11 @@ def test_a_killed_table_keeps_every_cells_rungs(tmp_path):
 
     final = _rungs(study_dir)
     assert final is not None
-    # Ray's tuner.pkl, which the resume unpickled, names no callback's module: they pickle as shells (the restored
-    # driver brings its own), so moving one cannot break a resume (study/runtime/shells.py).
+    # Ray's tuner.pkl, which the resume unpickled, names no callback's or scheduler's module: they pickle as shells
+    # (the restored driver brings its own callbacks and rebuilds the scheduler), so moving one cannot break a resume
+    # (study/runtime/shells.py).
     pickled = pickled_modules((study_dir / R.SEARCH_EXPERIMENT / "tuner.pkl").read_bytes())
-    assert "study.runtime.shells" in pickled and not pickled & CALLBACK_MODULES, pickled
+    assert "study.runtime.shells" in pickled and not pickled & SHELLED_MODULES, pickled
     for label, rungs in at_kill.items():  # nothing recorded before the kill is lost or rewritten
         for milestone, recorded in rungs.items():
             assert recorded.items() <= final[label][milestone].items(), (label, milestone)
