@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 from ray.tune.experiment import Trial
-from ray.tune.schedulers import TrialScheduler
 
 from study.search import scheduler_state as S
 from study.search.cell_asha import rung_values
 from study.search.halving import HalvingScheduler
 from tests.study.search.test_halving import Loop, _outcome, _values
 from tests.study.search.test_halving import _scheduler as _halving
-from tests.study.search.test_table_scheduler import _drive, _events, _trial
+from tests.study.search.test_table_scheduler import _drive, _events, _trial, replay
 from tests.study.search.test_table_scheduler import _scheduler as _cell_asha
 from trainables.schema import record as R
 from trainables.schema.errors import StudyError
@@ -67,17 +66,7 @@ def test_an_older_studys_cell_asha_pickle_is_read_once_then_json_is_written(tmp_
         restored.on_trial_add(None, trial)
     assert rung_values(restored) == rung_values(first)
     assert not (study / R.SCHEDULER_STATE_FILE).exists()  # nothing written before a decision changed something
-    trials = {t: (_trial(t, c), v) for t, c, v in events}
-    added = set(restored.trial_cell)
-    for trial_id, epoch, expected in whole[20:]:
-        trial, values = trials[trial_id]
-        if trial_id not in added:
-            restored.on_trial_add(None, trial)
-            added.add(trial_id)
-        result = {"training_iteration": epoch, "val": values[epoch]}
-        assert restored.on_trial_result(None, trial, result) == expected
-        if expected == TrialScheduler.STOP:
-            restored.on_trial_complete(None, trial, result)
+    replay(restored, events, whole[20:])  # decides as the uninterrupted run
     assert rung_values(restored) == rung_values(straight)
     assert _state(study / R.SCHEDULER_STATE_FILE)["kind"] == "cell_asha"
 

@@ -160,7 +160,13 @@ def test_rungs_survive_a_restart_with_none_lost_and_none_decided_twice(tmp_path)
     assert rung_values(restored) == rung_values(first)  # no recorded rung value lost
 
     # The rest of the run on the restored scheduler: the same calls the uninterrupted run made after decision 20.
-    rest = whole[20:]
+    replay(restored, events, whole[20:])
+    assert rung_values(restored) == rung_values(straight)
+
+
+def replay(restored: CellASHA, events, rest) -> None:
+    """Make on ``restored`` the calls an uninterrupted run made (``rest``: its decisions after the restart), each
+    decision asserted equal to that run's."""
     trials = {t: (_trial(t, c), v) for t, c, v in events}
     added = set(restored.trial_cell)
     for trial_id, epoch, expected in rest:
@@ -172,7 +178,6 @@ def test_rungs_survive_a_restart_with_none_lost_and_none_decided_twice(tmp_path)
         assert restored.on_trial_result(None, trial, result) == expected
         if expected == TrialScheduler.STOP:
             restored.on_trial_complete(None, trial, result)
-    assert rung_values(restored) == rung_values(straight)
 
 
 def test_a_cells_winner_is_its_best_trial_that_trained_every_epoch(tmp_path):
