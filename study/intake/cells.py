@@ -80,6 +80,7 @@ def _plan(spec: TableSpec, base: StudySpec, cells: tuple[PlanCell, ...]) -> Stud
         sequential=SequentialPlan(s.replicates.min, s.replicates.max)
         if isinstance(s.replicates, ReplicateRange)
         else None,
+        later=(),
     )
 
 

@@ -18,7 +18,7 @@ Pure data over validated specs: no Ray, no stores (the command line builds a pla
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from study.final.sequential import SequentialPlan
@@ -123,24 +123,25 @@ class PlanCell:
     run's base spec besides the sampled values (a table's family, condition and arm params; nothing for a study).
 
     A table's cell is one arm on one condition, replicate ``replicate`` of its search; a study's cell is its one arm
-    (its family) on its one condition (none), replicate ``replicate``. The fields after ``spec`` have defaults so that
-    a plan pickled before they existed (Ray's ``tuner.pkl`` holds the live view, which holds the plan) still reads."""
+    (its family) on its one condition (none), replicate ``replicate``. No field has a default for an older pickle's
+    sake: a plan is in Ray's ``tuner.pkl`` only inside an older study's callbacks, which a restored driver drops
+    unread (:mod:`study.runtime.shells`)."""
 
     label: str
     fixed: dict[str, Any]
     #: The cell as a study: its search space, sampler and budget, validated like any spec.
     spec: StudySpec
     #: The arm the cell searches: a table's arm name; a study's family.
-    arm: str = ""
+    arm: str
     #: The arm × condition, the same for all its replicates (``bspml.p0.2``; a study's name): :attr:`label` is this,
     #: ``.r<r>`` for replicate r ≥ 1.
-    key: str = ""
+    key: str
     #: The values the condition sets at their dotted paths (every key any cell of the table sets; none for a study).
-    condition: dict[str, Any] = field(default_factory=dict)
+    condition: dict[str, Any]
     #: The condition keys this cell sets itself (the others are at the shared value): its label shows these.
-    named: tuple[str, ...] = ()
+    named: tuple[str, ...]
     #: Which of ``search.replicates`` independent searches of this arm × condition (0: the spec's own).
-    replicate: int = 0
+    replicate: int
 
     @property
     def study_name(self) -> str:
@@ -177,7 +178,7 @@ class StudyPlan:
             every replicate up to ``max`` (the most the table can run), :attr:`first_round` the ``min`` it runs first.
         later: on a first round's plan, the cells a later round may add (replicates ``min`` … ``max − 1``).
 
-    The fields after ``groups_are_cells`` have defaults so that a plan pickled before they existed still reads.
+    No field has a default for an older pickle's sake (see :class:`PlanCell`).
     """
 
     base: StudySpec
@@ -186,18 +187,18 @@ class StudyPlan:
     lag: int
     replace_lost: bool
     groups_are_cells: bool
-    view: str = VIEW_TRIALS
-    search_share: float = 1.0
-    title: str = ""
-    noun: str = "study"
-    reference: str = ""
-    replicates: int = 1
-    grid: int = 1
-    max_hours: float | None = None
-    epoch_seconds: float | None = None
-    written: dict[str, Any] = field(default_factory=dict)
-    sequential: SequentialPlan | None = None
-    later: tuple[PlanCell, ...] = ()
+    view: str
+    search_share: float
+    title: str
+    noun: str
+    reference: str
+    replicates: int
+    grid: int
+    max_hours: float | None
+    epoch_seconds: float | None
+    written: dict[str, Any]
+    sequential: SequentialPlan | None
+    later: tuple[PlanCell, ...]
 
     @classmethod
     def of_study(cls, spec: StudySpec) -> StudyPlan:
@@ -213,7 +214,10 @@ class StudyPlan:
         replicates = s.replicates
         # One replicate: the spec itself, so :attr:`specs` tells the base by identity.
         specs = [replicate_spec(spec, i) for i in range(replicates)] if replicates > 1 else [spec]
-        cells = tuple(PlanCell(c.name, {}, c, arm=spec.family, key=spec.name, replicate=i) for i, c in enumerate(specs))
+        cells = tuple(
+            PlanCell(c.name, {}, c, arm=spec.family, key=spec.name, condition={}, named=(), replicate=i)
+            for i, c in enumerate(specs)
+        )
         return cls(
             base=spec,
             cells=cells,
@@ -223,11 +227,16 @@ class StudyPlan:
             groups_are_cells=replicates > 1,
             view=VIEW_CELLS if replicates > 1 else VIEW_TRIALS,
             title=f"study {spec.name}" + (f" × {replicates} replicates" if replicates > 1 else ""),
+            noun="study",
             search_share=s.scheduler.share(spec.train.epochs, s.num_trials),
             reference=spec.family,
             replicates=replicates,
+            grid=1,
             max_hours=s.max_hours,
             epoch_seconds=s.epoch_seconds,
+            written={},  # a study's spec.yaml is its base
+            sequential=None,
+            later=(),
         )
 
     @property
