@@ -51,9 +51,6 @@ class ThrottledTable(PickledAsDiscarded, Callback):
         self.rungs: frozenset[int] = frozenset()
         self.rung_records: dict[str, dict[int, str]] = {}
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "stream": None}  # Ray pickles callbacks with the experiment; a stream is not state
-
     def render(self, trials: list[Trial]) -> str:
         raise NotImplementedError
 

@@ -41,9 +41,6 @@ class ReconcileTrials(PickledAsDiscarded, Callback):
     its Tuner's config); the callback is pickled with the Tuner without it.
     """
 
-    #: Read before ``__init__`` set it: an ``AdoptRestoredFinals`` pickled before the callback had the flag.
-    restored: bool = False
-
     def __init__(self, searcher: Reconciled | None = None, restored: bool = False) -> None:
         self.searcher = searcher
         self.restored = restored

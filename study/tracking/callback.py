@@ -112,8 +112,6 @@ class MlflowTrialCallback(PickledAsDiscarded, Callback):
     ) -> None:
         self.on_run = on_run
         self.ray_experiment = _EXPERIMENTS.get(stage, R.FINAL_EXPERIMENT)
-        # Kept as three attributes: Ray pickles this callback into the experiment state, and a restored one (from a
-        # study started before the bundle) is read by these names.
         self.uri = parent.uri
         self.experiment_id = parent.experiment_id
         self.parent_run_id = parent.run_id
@@ -126,12 +124,6 @@ class MlflowTrialCallback(PickledAsDiscarded, Callback):
         self._checkpoints: dict[str, Any] = {}
         self._started_ms = int(time.time() * 1000)
         self._reconciled = False
-
-    # Ray pickles callbacks into the experiment state; the client holds connections, so drop it.
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_client"] = None
-        return state
 
     @property
     def client(self) -> MlflowClient:
@@ -161,8 +153,7 @@ class MlflowTrialCallback(PickledAsDiscarded, Callback):
             name = trial_run_name(trial.config, trial.trial_id)  # a search trial's number comes with its link below
             params, tags = self.describe_trial(trial.config)
             tags = {R.PARENT_TAG: self.parent_run_id, R.ROLE_TAG: R.ROLE_TRIAL, R.TRIAL_ID: trial.trial_id, **tags}
-            if (experiment := getattr(self, "ray_experiment", None)) is not None:  # (None in a pickle from before)
-                tags[R.RAY_EXPERIMENT] = experiment
+            tags[R.RAY_EXPERIMENT] = self.ray_experiment
             run_id = create_once(
                 mlflow_store_name(self.uri),
                 lambda: self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id,
@@ -208,11 +199,10 @@ class MlflowTrialCallback(PickledAsDiscarded, Callback):
         return ghosts
 
     def _reconciles(self, tags: dict[str, str]) -> bool:
-        """Whether a run is a trial of this callback's experiment: by its tag, or (a run from before the tag, or a
-        callback pickled before it) by its stage."""
-        experiment = getattr(self, "ray_experiment", None)
-        if experiment is not None and R.RAY_EXPERIMENT in tags:
-            return tags[R.RAY_EXPERIMENT] == experiment
+        """Whether a run is a trial of this callback's experiment: by its tag, or (a run from before the tag) by its
+        stage."""
+        if R.RAY_EXPERIMENT in tags:
+            return tags[R.RAY_EXPERIMENT] == self.ray_experiment
         return tags.get(R.STAGE) == self.stage
 
     @through_ray

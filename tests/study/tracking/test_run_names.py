@@ -76,15 +76,15 @@ class OptunaLink:
 
 
 def callback(store: TrackingStore, parent: str, numbers: dict[str, int], stage: str = R.STAGE_SEARCH):
-    """The driver's callback of ``stage``, pickled and restored as Ray does (a resumed driver's is such a copy)."""
-    made = MlflowTrialCallback(
+    """The driver's callback of ``stage``, new, as a resumed driver makes its own (Ray's pickled one is dropped:
+    study.runtime.shells)."""
+    return MlflowTrialCallback(
         ParentRun(store.uri, store.experiment_id, parent),
         describe_trial=describe,
         total_epochs=1,
         stage=stage,
         on_run=OptunaLink(numbers),
     )
-    return pickle.loads(pickle.dumps(made))
 
 
 def test_runs_are_created_with_their_names_and_keep_them_on_resume(store):
@@ -95,7 +95,7 @@ def test_runs_are_created_with_their_names_and_keep_them_on_resume(store):
     ids = [first.run_id(cell), first.run_id(final)]
     client = MlflowClient(store.uri)
     assert [client.get_run(i).info.run_name for i in ids] == ["ms.p0.2 · trial 7", "ms.p0.2 · final · seed 3"]
-    # A resumed driver (Ray restores the pickled callback) reopens the same runs under the same names, even when
+    # A resumed driver (a new callback) reopens the same runs under the same names, even when
     # Optuna no longer tells the number (the trial is no longer RUNNING there).
     for numbers in ({"f67f9_00003": 7}, {}):
         resumed = callback(store, parent, numbers)
