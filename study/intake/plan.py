@@ -123,9 +123,8 @@ class PlanCell:
     run's base spec besides the sampled values (a table's family, condition and arm params; nothing for a study).
 
     A table's cell is one arm on one condition, replicate ``replicate`` of its search; a study's cell is its one arm
-    (its family) on its one condition (none), replicate ``replicate``. No field has a default for an older pickle's
-    sake: a plan is in Ray's ``tuner.pkl`` only inside an older study's callbacks, which a restored driver drops
-    unread (:mod:`study.runtime.shells`)."""
+    (its family) on its one condition (none), replicate ``replicate``. An older study's ``tuner.pkl`` holds plans only
+    inside callbacks a restored driver drops unread (:mod:`study.runtime.shells`): no field needs a default for it."""
 
     label: str
     fixed: dict[str, Any]
