@@ -3,7 +3,9 @@ level, run whole under 3 master seeds, its verdicts read from its final stage un
 
 The table (:func:`table_spec`): ``search_spaces/table_glyphs.yaml`` (cosine, FIFO, 8 trials, 7 epochs, 7 final seeds)
 with arms ms and bspml at per-class noise 0.2 and 0.4. At 0.4 bspml leads ms by about +0.066 [+0.042, +0.090] over 7
-seeds (docs/notebook/tables.md): the large effect, which every design should decide as ``better``. At 0.2 the Δ is about
+seeds (docs/notebook/tables.md): the large effect, which every design should decide as ``better`` (measured before
+the learning rate was annealed; the benchmark's own runs found +0.010 to +0.023, below what its tables could detect:
+docs/notebook/selection.md, "The verdicts benchmark"). At 0.2 the Δ is about
 +0.01 to +0.02 and its verdict flipped with the search seed (docs/notebook/tables.md, "The search's own variance"): the small
 effect. Noise 0.0 is left out: its effect is large too (Δ ≈ −0.045), so it would add cost and no new question.
 
